@@ -1,0 +1,251 @@
+"""Settings: ``NICO_*`` environment variables over an optional TOML file (``NICO_CONFIG``).
+
+The TOML file accepts the reference's ``[nvlink_config]`` section (spec/nvlink-core.md §4) with the
+same keys and duration syntax, plus nico's own ``[api]``, ``[auth]`` and ``[database]`` sections.
+Environment variables win over the file; nested keys use a double underscore, for example
+``NICO_NVLINK_CONFIG__MONITOR_RUN_INTERVAL=30s`` or ``NICO_AUTH__ISSUER=https://idp``.
+
+A bad value stops start-up with :class:`ConfigError`, whose message names the key and the form
+that was expected.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from datetime import timedelta
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import platformdirs
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+
+class ConfigError(Exception):
+    """A configuration value is missing or malformed; the message is meant for the operator."""
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|us|µs|ns|s|m|h|d)")
+_UNIT_SECONDS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+    "d": 86400.0,
+}
+DURATION_FORM = 'a duration such as "60s", "1m", "1m30s", "500ms" or bare seconds such as "33"'
+
+
+def parse_duration(value: Any) -> timedelta:
+    """Parse the reference's ``duration_str`` syntax: ``"60s"``, ``"1m"``, ``"1m30s"``, bare ``"33"``."""
+    if isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool):
+        raise ValueError(DURATION_FORM)
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(DURATION_FORM)
+        return timedelta(seconds=value)
+    if not isinstance(value, str):
+        raise ValueError(DURATION_FORM)
+    text = value.strip().replace(" ", "")
+    if not text:
+        raise ValueError(DURATION_FORM)
+    if re.fullmatch(r"\d+(?:\.\d+)?", text):
+        return timedelta(seconds=float(text))
+    pos, seconds = 0, 0.0
+    for match in _DURATION_PART.finditer(text):
+        if match.start() != pos:
+            raise ValueError(DURATION_FORM)
+        seconds += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos != len(text):
+        raise ValueError(DURATION_FORM)
+    return timedelta(seconds=seconds)
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+
+
+def _positive(value: timedelta) -> timedelta:
+    if value <= timedelta(0):
+        raise ValueError(DURATION_FORM + " greater than zero")
+    return value
+
+
+PositiveDuration = Annotated[Duration, BeforeValidator(lambda v: _positive(parse_duration(v)))]
+
+
+class NvLinkConfig(BaseModel):
+    """The reference's ``[nvlink_config]`` section, plus nico's reconciler knobs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    monitor_run_interval: PositiveDuration = timedelta(seconds=60)
+    nmx_m_operation_timeout: PositiveDuration = timedelta(seconds=10)
+    nmx_m_endpoint: str | None = None
+    # Accepted for compatibility (the reference requires it whenever the section exists); for NMX-M it
+    # disables certificate verification, for NMX-C it is ignored in favour of the explicit TLS settings.
+    allow_insecure: bool = False
+    nmx_c_tls_ca_cert_path: Path | None = None
+    nmx_c_tls_client_cert_path: Path | None = None
+    nmx_c_tls_client_key_path: Path | None = None
+    nmx_c_tls_authority: str | None = None
+    # nico additions
+    backend: Literal["nmxc", "nmxm"] = "nmxc"
+    fabric_call_timeout: PositiveDuration = timedelta(seconds=5)
+    reconcile_concurrency: int = Field(default=8, ge=1, le=256)
+    notify_debounce: Duration = timedelta(milliseconds=5)
+    retry_backoff_max: PositiveDuration = timedelta(seconds=30)
+
+    @field_validator("nmx_m_endpoint")
+    @classmethod
+    def _endpoint_has_scheme(cls, value: str | None) -> str | None:
+        if value is not None and not re.match(r"^https?://[^/]+", value):
+            raise ValueError('a base URL with scheme, such as "https://nmx-m.example:8443"')
+        return value
+
+    @model_validator(mode="after")
+    def _key_needs_cert(self) -> NvLinkConfig:
+        if (self.nmx_c_tls_client_key_path is None) != (self.nmx_c_tls_client_cert_path is None):
+            raise ValueError(
+                "nmx_c_tls_client_cert_path and nmx_c_tls_client_key_path to be set together (mTLS)"
+            )
+        return self
+
+
+class ApiConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    name: str = Field(default="nico", pattern=r"^[a-z][a-z0-9-]*$")
+    route_version: str = Field(default="v2", pattern=r"^v[0-9]+$")
+
+
+def _default_algorithms() -> list[Literal["HS256", "RS256", "ES256"]]:
+    return ["HS256"]
+
+
+class AuthConfig(BaseModel):
+    """How bearer tokens are checked.
+
+    Development: HS256 with ``hs256_secret`` (or, when unset, a key generated once in the data
+    directory). Production: RS256/ES256 with ``public_key_path`` (PEM) or ``jwks_url``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    issuer: str = "nico-dev"
+    audience: str = "nico"
+    hs256_secret: str | None = None
+    public_key_path: Path | None = None
+    jwks_url: str | None = None
+    algorithms: list[Literal["HS256", "RS256", "ES256"]] = Field(default_factory=_default_algorithms)
+    org_claim: str = "org"
+    roles_claim: str = "roles"
+    org_display_name_claim: str = "org_display_name"
+    leeway_seconds: int = Field(default=30, ge=0)
+
+
+class Settings(BaseSettings):
+    """All of nico's settings. Build with :func:`load_settings`, not directly."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="NICO_", env_nested_delimiter="__", extra="forbid", case_sensitive=False
+    )
+
+    database_url: str | None = None
+    data_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_data_dir("nico")))
+    config: Path | None = None
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    db_pool_size: int = Field(default=10, ge=1, le=200)
+    api: ApiConfig = Field(default_factory=ApiConfig)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    nvlink_config: NvLinkConfig = Field(default_factory=NvLinkConfig)
+
+    @field_validator("database_url")
+    @classmethod
+    def _url_form(cls, value: str | None) -> str | None:
+        if value in (None, ""):
+            return None
+        assert value is not None
+        if not re.match(r"^postgres(?:ql)?(?:\+psycopg)?://", value):
+            raise ValueError('a PostgreSQL URL such as "postgresql://user:pass@host:5432/nico"')
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, _TomlSource(settings_cls))
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    """Reads the file named by ``NICO_CONFIG`` (if any)."""
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        path = os.environ.get("NICO_CONFIG")
+        self._data: dict[str, Any] = _read_toml(Path(path)) if path else {}
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"NICO_CONFIG: file {str(path)!r} does not exist") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"NICO_CONFIG: {str(path)!r} is not valid TOML: {exc}") from None
+
+
+def _explain(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    key = ".".join(str(p) for p in first["loc"]) or "settings"
+    message = first["msg"]
+    message = message.removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        return f"{key}: unknown setting"
+    if first["type"] == "literal_error":
+        return f"{key}: {message}, got {first.get('input')!r}"
+    return f"{key}: invalid value {first.get('input')!r}; expected {message}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings from the environment and ``NICO_CONFIG``; raise :class:`ConfigError` if bad."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_explain(exc)) from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return load_settings()
