@@ -1,0 +1,1 @@
+"""Database: engine and sessions, embedded PostgreSQL, ORM models, migrations."""

@@ -1,0 +1,54 @@
+"""Alembic wiring: upgrade to head, and the revision check behind ``/readyz``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from nico.db.engine import normalize_url
+
+
+def migrations_dir() -> Path:
+    """``NICO_MIGRATIONS_DIR``, else ``migrations/`` beside the package (source checkout or image)."""
+    env = os.environ.get("NICO_MIGRATIONS_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "migrations"
+
+
+def alembic_config(url: str) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(migrations_dir()))
+    cfg.set_main_option("sqlalchemy.url", normalize_url(url).replace("%", "%%"))
+    return cfg
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    command.upgrade(alembic_config(url), revision)
+
+
+def downgrade(url: str, revision: str = "base") -> None:
+    command.downgrade(alembic_config(url), revision)
+
+
+def head_revision() -> str | None:
+    script = ScriptDirectory(str(migrations_dir()))
+    return script.get_current_head()
+
+
+async def schema_problem(conn: AsyncConnection) -> str | None:
+    """None when the schema is at head, else a one-line reason."""
+    exists = (await conn.execute(text("SELECT to_regclass('alembic_version')"))).scalar()
+    if exists is None:
+        return "database schema is not initialised; run `nico migrate`"
+    current = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+    head = head_revision()
+    if current != head:
+        return f"database schema is at revision {current}, expected {head}; run `nico migrate`"
+    return None

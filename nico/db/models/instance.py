@@ -1,0 +1,117 @@
+"""Instances, their Ethernet interfaces and their NVLink interfaces (GPU -> logical partition)."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from nico.db.base import Base, check_in, created_at, updated_at, utcnow, uuid_pk
+from nico.db.enums import InstanceStatus, InterfaceStatus, NvLinkInterfaceStatus
+from nico.db.types import GpuUid, u64_check
+
+
+class Instance(Base):
+    """A tenant instance on one machine (the machine row records the assignment).
+
+    ``nvlink_config_version`` is bumped by every change of desired NVLink state;
+    ``nvlink_applied_version`` is the version the reconciler last saw realised on the fabric.
+    """
+
+    __tablename__ = "instance"
+    __table_args__ = (
+        UniqueConstraint("tenant_id", "site_id", "name"),
+        CheckConstraint(check_in("status", InstanceStatus), name="status"),
+        CheckConstraint("nvlink_config_version >= 1", name="nvlink_config_version"),
+    )
+
+    id: Mapped[uuid.UUID] = uuid_pk()
+    tenant_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tenant.id", ondelete="RESTRICT"))
+    site_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("site.id", ondelete="RESTRICT"), index=True)
+    instance_type_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("instance_type.id", ondelete="RESTRICT"), index=True
+    )
+    vpc_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("vpc.id", ondelete="RESTRICT"), index=True)
+    name: Mapped[str] = mapped_column(String(256))
+    description: Mapped[str | None] = mapped_column(Text)
+    operating_system_id: Mapped[uuid.UUID | None]
+    ipxe_script: Mapped[str | None] = mapped_column(Text)
+    user_data: Mapped[str | None] = mapped_column(Text)
+    always_boot_with_custom_ipxe: Mapped[bool] = mapped_column(default=False, server_default="false")
+    phone_home_enabled: Mapped[bool] = mapped_column(default=False, server_default="false")
+    labels: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    status: Mapped[str] = mapped_column(String(32), default=InstanceStatus.PENDING)
+    nvlink_config_version: Mapped[int] = mapped_column(BigInteger, default=1, server_default="1")
+    nvlink_config_changed_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, server_default=text("now()")
+    )
+    nvlink_applied_version: Mapped[int | None] = mapped_column(BigInteger)
+    created_by: Mapped[str | None] = mapped_column(String(256))
+    created: Mapped[datetime] = created_at()
+    updated: Mapped[datetime] = updated_at()
+
+
+class InstanceInterface(Base):
+    __tablename__ = "instance_interface"
+    __table_args__ = (CheckConstraint(check_in("status", InterfaceStatus), name="status"),)
+
+    id: Mapped[uuid.UUID] = uuid_pk()
+    instance_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("instance.id", ondelete="CASCADE"), index=True)
+    # RESTRICT: a subnet in use by an instance cannot be deleted.
+    subnet_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("subnet.id", ondelete="RESTRICT"), index=True)
+    is_physical: Mapped[bool] = mapped_column(default=False, server_default="false")
+    status: Mapped[str] = mapped_column(String(32), default=InterfaceStatus.PENDING)
+    created: Mapped[datetime] = created_at()
+    updated: Mapped[datetime] = updated_at()
+
+
+class NvlinkInterface(Base):
+    """Binding of one instance GPU (``device_instance`` = device_id - 1) to one logical partition.
+
+    A GPU has at most one live (non-``Deleting``) binding; ``nvlink_domain_uuid`` and ``gpu_guid``
+    are filled by the reconciler when it has seen the binding realised on the fabric.
+    """
+
+    __tablename__ = "nvlink_interface"
+    __table_args__ = (
+        CheckConstraint(check_in("status", NvLinkInterfaceStatus), name="status"),
+        CheckConstraint("device_instance >= 0", name="device_instance"),
+        CheckConstraint(f"gpu_guid IS NULL OR ({u64_check('gpu_guid')})", name="gpu_guid_u64"),
+        Index(
+            "uq_nvlink_interface_live_gpu",
+            "instance_id",
+            "device_instance",
+            unique=True,
+            postgresql_where=text("status <> 'Deleting'"),
+        ),
+    )
+
+    id: Mapped[uuid.UUID] = uuid_pk()
+    instance_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("instance.id", ondelete="CASCADE"), index=True)
+    # RESTRICT: a logical partition with bindings (even Deleting ones) cannot be removed.
+    logical_partition_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("logical_partition.id", ondelete="RESTRICT"), index=True
+    )
+    site_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("site.id", ondelete="RESTRICT"))
+    device_instance: Mapped[int]
+    device: Mapped[str | None] = mapped_column(String(256))
+    status: Mapped[str] = mapped_column(String(32), default=NvLinkInterfaceStatus.PENDING)
+    nvlink_domain_uuid: Mapped[uuid.UUID | None]
+    gpu_guid: Mapped[int | None] = mapped_column(GpuUid)
+    created_by: Mapped[str | None] = mapped_column(String(256))
+    created: Mapped[datetime] = created_at()
+    updated: Mapped[datetime] = updated_at()

@@ -1,0 +1,168 @@
+"""Hardware inventory: NVLink domains, instance types with capabilities, machines and their GPUs."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from nico.db.base import Base, check_in, created_at, updated_at, uuid_pk
+from nico.db.enums import CapabilityType, InstanceTypeStatus, MachineStatus
+from nico.db.types import GpuUid, u64_check
+
+
+class NvlinkDomain(Base):
+    """GPUs joined by one NVLink switch fabric (one NVL72 rack, or two NVL36 racks cabled together).
+
+    Rows appear when machines are registered with NVLink info. The reconciler keeps its per-domain
+    bookkeeping here so that every replica sees the same truth about a domain's health.
+    """
+
+    __tablename__ = "nvlink_domain"
+
+    uuid: Mapped[UUID] = mapped_column(primary_key=True)
+    site_id: Mapped[UUID] = mapped_column(ForeignKey("site.id", ondelete="RESTRICT"), index=True)
+    last_pass_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_error: Mapped[str | None] = mapped_column(Text)
+    last_error_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    consecutive_failures: Mapped[int] = mapped_column(default=0, server_default="0")
+    created: Mapped[datetime] = created_at()
+    updated: Mapped[datetime] = updated_at()
+
+
+class InstanceType(Base):
+    __tablename__ = "instance_type"
+    __table_args__ = (
+        UniqueConstraint("site_id", "name"),
+        CheckConstraint(check_in("status", InstanceTypeStatus), name="status"),
+    )
+
+    id: Mapped[UUID] = uuid_pk()
+    infrastructure_provider_id: Mapped[UUID] = mapped_column(
+        ForeignKey("infrastructure_provider.id", ondelete="RESTRICT"), index=True
+    )
+    site_id: Mapped[UUID] = mapped_column(ForeignKey("site.id", ondelete="RESTRICT"))
+    name: Mapped[str] = mapped_column(String(256))
+    description: Mapped[str | None] = mapped_column(Text)
+    controller_machine_type: Mapped[str | None] = mapped_column(String(256))
+    labels: Mapped[dict[str, str]] = mapped_column(JSONB, default=dict, server_default=text("'{}'::jsonb"))
+    status: Mapped[str] = mapped_column(String(32), default=InstanceTypeStatus.READY)
+    created: Mapped[datetime] = created_at()
+    updated: Mapped[datetime] = updated_at()
+
+
+class MachineCapability(Base):
+    """One capability row of an instance type or of a machine (exactly one of the two owners)."""
+
+    __tablename__ = "machine_capability"
+    __table_args__ = (
+        CheckConstraint("num_nonnulls(instance_type_id, machine_id) = 1", name="one_owner"),
+        CheckConstraint(check_in("type", CapabilityType), name="type"),
+        CheckConstraint("count IS NULL OR count >= 0", name="count"),
+    )
+
+    id: Mapped[UUID] = uuid_pk()
+    instance_type_id: Mapped[UUID | None] = mapped_column(
+        ForeignKey("instance_type.id", ondelete="CASCADE"), index=True
+    )
+    machine_id: Mapped[str | None] = mapped_column(ForeignKey("machine.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(default=0, server_default="0")
+    type: Mapped[str] = mapped_column(String(32))
+    name: Mapped[str] = mapped_column(String(256))
+    frequency: Mapped[str | None] = mapped_column(String(64))
+    capacity: Mapped[str | None] = mapped_column(String(64))
+    vendor: Mapped[str | None] = mapped_column(String(256))
+    cores: Mapped[int | None]
+    threads: Mapped[int | None]
+    inactive_devices: Mapped[list[int] | None] = mapped_column(ARRAY(Integer))
+    hardware_revision: Mapped[str | None] = mapped_column(String(64))
+    count: Mapped[int | None]
+    device_type: Mapped[str | None] = mapped_column(String(32))
+    created: Mapped[datetime] = created_at()
+    updated: Mapped[datetime] = updated_at()
+
+
+class Machine(Base):
+    """One compute tray. ``instance_id`` is the single record of assignment: a machine holds at most one
+    instance and an instance at most one machine (UNIQUE); deleting the instance frees the machine."""
+
+    __tablename__ = "machine"
+    __table_args__ = (
+        CheckConstraint(check_in("status", MachineStatus), name="status"),
+        CheckConstraint("(nvlink_domain_uuid IS NULL) = (chassis_serial IS NULL)", name="nvlink_info_whole"),
+        CheckConstraint("tray_index IS NULL OR tray_index >= 0", name="tray_index"),
+        CheckConstraint("length(id) BETWEEN 1 AND 256", name="id_length"),
+        UniqueConstraint("chassis_serial", "tray_index"),
+        Index("ix_machine_placement", "site_id", "instance_type_id", "nvlink_domain_uuid"),
+    )
+
+    id: Mapped[str] = mapped_column(String(256), primary_key=True)
+    site_id: Mapped[UUID] = mapped_column(ForeignKey("site.id", ondelete="RESTRICT"))
+    instance_type_id: Mapped[UUID | None] = mapped_column(
+        ForeignKey("instance_type.id", ondelete="SET NULL"), index=True
+    )
+    instance_id: Mapped[UUID | None] = mapped_column(
+        ForeignKey("instance.id", ondelete="SET NULL"), unique=True
+    )
+    status: Mapped[str] = mapped_column(String(32), default=MachineStatus.READY)
+    controller_machine_type: Mapped[str | None] = mapped_column(String(256))
+    hw_sku_device_type: Mapped[str | None] = mapped_column(String(64))
+    vendor: Mapped[str | None] = mapped_column(String(256))
+    product_name: Mapped[str | None] = mapped_column(String(256))
+    hostname: Mapped[str | None] = mapped_column(String(256))
+    serial_number: Mapped[str | None] = mapped_column(String(256))
+    maintenance_message: Mapped[str | None] = mapped_column(String(256))
+    labels: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    is_missing_on_site: Mapped[bool] = mapped_column(default=False, server_default="false")
+    nvlink_domain_uuid: Mapped[UUID | None] = mapped_column(
+        ForeignKey("nvlink_domain.uuid", ondelete="RESTRICT"), index=True
+    )
+    chassis_serial: Mapped[str | None] = mapped_column(String(256))
+    tray_index: Mapped[int | None]
+    created: Mapped[datetime] = created_at()
+    updated: Mapped[datetime] = updated_at()
+
+
+class Gpu(Base):
+    """A GPU of a machine, with what the reconciler last observed of it on the fabric.
+
+    ``physical_partition_id`` is a single column, so a GPU is in at most one physical partition by
+    construction; ``fabric_partition_id`` is the NMX partition id seen (32766 = default partition).
+    """
+
+    __tablename__ = "gpu"
+    __table_args__ = (
+        CheckConstraint(u64_check("gpu_uid"), name="gpu_uid_u64"),
+        CheckConstraint("device_id >= 1", name="device_id"),
+        CheckConstraint(
+            "fabric_partition_id IS NULL OR fabric_partition_id BETWEEN 0 AND 4294967295",
+            name="fabric_partition_id_u32",
+        ),
+    )
+
+    machine_id: Mapped[str] = mapped_column(ForeignKey("machine.id", ondelete="CASCADE"), primary_key=True)
+    device_id: Mapped[int] = mapped_column(primary_key=True)
+    gpu_uid: Mapped[int] = mapped_column(GpuUid, unique=True)
+    slot_id: Mapped[int | None]
+    physical_partition_id: Mapped[UUID | None] = mapped_column(
+        ForeignKey("physical_partition.id", ondelete="SET NULL"), index=True
+    )
+    fabric_partition_id: Mapped[int | None] = mapped_column(BigInteger)
+    observed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created: Mapped[datetime] = created_at()
+    updated: Mapped[datetime] = updated_at()
