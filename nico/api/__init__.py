@@ -1,0 +1,1 @@
+"""HTTP API: app factory, error envelope, auth, pagination, routers and wire schemas."""

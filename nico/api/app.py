@@ -1,0 +1,152 @@
+"""The app factory: routers, error envelope, body limit, lifespan of background work."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from prometheus_client import CollectorRegistry
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+import nico
+from nico.api.auth import TokenVerifier
+from nico.api.context import AppContext
+from nico.api.errors import error_response, install_error_handlers
+from nico.api.openapi import build_openapi
+from nico.api.routers import health, tenant_routers
+from nico.config import Settings
+from nico.db.engine import make_engine, make_session_factory, resolve_database_url
+
+log = logging.getLogger(__name__)
+
+BODY_LIMIT = 10 * 1024 * 1024
+Background = Callable[[AppContext], Coroutine[Any, Any, None]]
+
+
+class BodyLimit:
+    """Rejects bodies over 10 MB (declared or streamed) with 413 in the error envelope."""
+
+    def __init__(self, app: ASGIApp, source: str, limit: int = BODY_LIMIT) -> None:
+        self.app, self.source, self.limit = app, source, limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for key, value in scope["headers"]:
+            if key == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await error_response(self.source, 413, "Request Entity Too Large")(scope, receive, send)
+                return
+        seen = 0
+
+        async def limited() -> Any:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge
+            return message
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooLarge:
+            await error_response(self.source, 413, "Request Entity Too Large")(scope, receive, send)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def build_context(settings: Settings, database_url: str | None = None) -> AppContext:
+    url = database_url or resolve_database_url(settings)
+    engine = make_engine(url, pool_size=settings.db_pool_size)
+    return AppContext(
+        settings=settings,
+        engine=engine,
+        sessions=make_session_factory(engine),
+        verifier=TokenVerifier(settings),
+        registry=CollectorRegistry(),
+    )
+
+
+def create_app(
+    settings: Settings,
+    *,
+    context: AppContext | None = None,
+    background: Sequence[Background] = (),
+) -> FastAPI:
+    """Build the API. ``context`` is built from ``settings`` when not given (owned and disposed by
+    the app); ``background`` coroutines run for the app's lifetime (the reconciler, for example)."""
+    owns_context = context is None
+    ctx = context or build_context(settings)
+    source = settings.api.name
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        tasks = [
+            asyncio.create_task(job(ctx), name=getattr(job, "__name__", "background")) for job in background
+        ]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+            if owns_context:
+                await ctx.engine.dispose()
+
+    app = FastAPI(
+        title="nico",
+        version=nico.__version__,
+        description=(
+            "Control plane for NVLink partitions on rack-scale GPU systems. The tenant API under "
+            f"`/{settings.api.route_version}/org/{{org}}/{source}` is wire-compatible with NVIDIA Infra "
+            "Controller (NICo)."
+        ),
+        lifespan=lifespan,
+        docs_url="/docs",
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    app.state.ctx = ctx
+    install_error_handlers(app, source)
+
+    async def integrity_error(_: Request, exc: Exception) -> Any:
+        log.info("request lost a race on a database constraint: %s", str(exc).splitlines()[0])
+        return error_response(source, 409, "The request conflicts with a concurrent change, please retry")
+
+    async def db_error(_: Request, exc: Exception) -> Any:
+        assert isinstance(exc, DBAPIError)
+        sqlstate = getattr(exc.orig, "sqlstate", None)
+        if sqlstate in ("40001", "40P01"):  # serialization failure, deadlock
+            return await integrity_error(_, exc)
+        log.error("database error: %s", str(exc).splitlines()[0])
+        return error_response(source, 500, "An unexpected error occurred while processing the request")
+
+    app.add_exception_handler(IntegrityError, integrity_error)
+    app.add_exception_handler(DBAPIError, db_error)
+    app.add_middleware(BodyLimit, source=source)
+
+    app.include_router(health.router)
+    prefix = f"/{settings.api.route_version}/org/{{org}}/{source}"
+    for router in tenant_routers():
+        app.include_router(router, prefix=prefix)
+
+    @app.api_route(
+        f"/{settings.api.route_version}/org//{{rest:path}}",
+        methods=["GET", "POST", "PATCH", "PUT", "DELETE"],
+        include_in_schema=False,
+    )
+    async def missing_org(rest: str) -> Any:
+        return error_response(source, 400, "Organization name is required in request path")
+
+    app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,155 @@
+"""Reading requests the way the reference does: body binding, field rules, query parameters.
+
+Binding failures (malformed JSON, wrong JSON types, non-JSON content) answer 400 with
+``Failed to parse request data, potentially invalid structure``. Rule failures answer 400 with the
+endpoint's own message and a flat ``{field: message}`` map holding the first failure per field.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from fastapi import Request
+from pydantic import BaseModel, ValidationError
+
+from nico.api.errors import PARSE_ERROR, field_map
+from nico.services.errors import ServiceError, bad_request
+
+M = TypeVar("M", bound=BaseModel)
+
+GO_TRUE = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+GO_FALSE = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+# Common validation texts (spec §1.2).
+REQUIRED = "a value is required"
+INVALID_UUID = "must be a valid UUID"
+NAME_LENGTH = "must be at least 2 characters and maximum 256 characters"
+DESCRIPTION_LENGTH = "maximum 1024 characters are allowed in description"
+
+
+async def read_body(request: Request, model: type[M]) -> M:
+    raw = await request.body()
+    if not raw.strip():
+        data: Any = {}
+    else:
+        content_type = request.headers.get("content-type", "")
+        if "json" not in content_type.lower():
+            raise bad_request(PARSE_ERROR)
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            raise bad_request(PARSE_ERROR) from None
+    if not isinstance(data, dict):
+        raise bad_request(PARSE_ERROR)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise bad_request(PARSE_ERROR, field_map(list(exc.errors()))) from None
+
+
+class FieldErrors:
+    """Collects the first failing rule per field, then raises one 400 with the whole map."""
+
+    def __init__(self) -> None:
+        self.errors: dict[str, str] = {}
+
+    def add(self, field: str, message: str | None) -> None:
+        if message and field not in self.errors:
+            self.errors[field] = message
+
+    def raise_if_any(self, message: str) -> None:
+        if self.errors:
+            raise ServiceError(400, message, dict(self.errors))
+
+
+def name_problem(
+    value: str | None, *, required: bool = True, length_message: str = NAME_LENGTH
+) -> str | None:
+    """The reference's name rule: 2..256 characters (runes), no leading or trailing whitespace."""
+    if value is None or value == "":
+        return length_message if required else (length_message if value == "" else None)
+    if not 2 <= len(value) <= 256:
+        return length_message
+    if value != value.lstrip():
+        return "name field has leading whitespace"
+    if value != value.rstrip():
+        return "name field has trailing whitespace"
+    return None
+
+
+def description_problem(value: str | None) -> str | None:
+    if value is not None and len(value) > 1024:
+        return DESCRIPTION_LENGTH
+    return None
+
+
+def uuid_problem(value: str | None, *, required: bool = True) -> str | None:
+    if value is None or value == "":
+        return REQUIRED if required else None
+    return None if parse_uuid(value) is not None else INVALID_UUID
+
+
+def labels_problem(labels: dict[str, Any] | None) -> str | None:
+    if labels is None:
+        return None
+    if len(labels) > 10:
+        return "up to 10 key/value pairs can be specified in labels"
+    for key, value in labels.items():
+        if not key:
+            return "one or more labels do not have a key specified"
+        if len(key) > 255:
+            return "label key must be at most 255 characters"
+        if not isinstance(value, str) or len(value) > 255:
+            return "label value must be a string of at most 255 characters"
+    return None
+
+
+def parse_uuid(value: str | None) -> uuid.UUID | None:
+    """A canonical UUID string (36 chars with dashes, any case) or None."""
+    if not value or len(value) != 36:
+        return None
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None
+
+
+def parse_go_bool(value: str) -> bool | None:
+    if value in GO_TRUE:
+        return True
+    if value in GO_FALSE:
+        return False
+    return None
+
+
+def bool_param(request: Request, name: str, default: bool = False) -> bool:
+    """A boolean query parameter with Go's ``strconv.ParseBool`` spellings."""
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    parsed = parse_go_bool(raw)
+    if parsed is None:
+        raise bad_request(f"Invalid value specified for `{name}` query param")
+    return parsed
+
+
+def list_param(request: Request, name: str) -> list[str]:
+    """A repeatable query parameter (``?status=A&status=B``)."""
+    return request.query_params.getlist(name)
+
+
+def single_param(request: Request, name: str) -> str | None:
+    values = request.query_params.getlist(name)
+    return values[0] if values else None
+
+
+def include_relations(request: Request, allowed: Iterable[str]) -> set[str]:
+    allowed_set = set(allowed)
+    values = request.query_params.getlist("includeRelation")
+    for value in values:
+        if value not in allowed_set:
+            raise bad_request(f"Invalid includeRelation value in query: {value}")
+    return set(values)

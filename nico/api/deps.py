@@ -1,0 +1,43 @@
+"""FastAPI dependencies: the request-scoped session, the caller, the app context."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+import anyio.to_thread
+from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.api.auth import Principal
+from nico.api.context import AppContext
+
+
+def get_ctx(request: Request) -> AppContext:
+    ctx: AppContext = request.app.state.ctx
+    return ctx
+
+
+async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """One transaction per request: commits once after the handler returns (before the response is
+    sent, so a failed commit becomes an error response), rolls back if anything raises."""
+    async with get_ctx(request).sessions() as session:
+        try:
+            yield session
+        except BaseException:
+            await session.rollback()
+            raise
+        await session.commit()
+
+
+async def get_principal(request: Request) -> Principal:
+    verifier = get_ctx(request).verifier
+    header = request.headers.get("authorization")
+    if verifier.uses_network:
+        return await anyio.to_thread.run_sync(verifier.principal, header)
+    return verifier.principal(header)
+
+
+CtxDep = Annotated[AppContext, Depends(get_ctx)]
+SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
+PrincipalDep = Annotated[Principal, Depends(get_principal)]

@@ -1,0 +1,82 @@
+"""``pageNumber``/``pageSize``/``orderBy`` parsing and the ``X-Pagination`` header (spec §1.4)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import Request
+from starlette.responses import Response
+
+from nico.services.errors import bad_request
+
+ORDER_BY = re.compile(r"^[A-Z0-9_]+_(ASC|DESC)$")
+DEFAULT_PAGE_SIZE = 20
+MAX_PAGE_SIZE = 100
+
+
+@dataclass(frozen=True)
+class Page:
+    number: int = 1
+    size: int = DEFAULT_PAGE_SIZE
+    order_field: str = "created"
+    descending: bool = False
+    order_by_raw: str | None = None
+
+    @property
+    def offset(self) -> int:
+        return (self.number - 1) * self.size
+
+    def header(self, total: int) -> str:
+        return json.dumps(
+            {"pageNumber": self.number, "pageSize": self.size, "total": total, "orderBy": self.order_by_raw},
+            separators=(",", ":"),
+        )
+
+
+def parse_page(request: Request, allowed_fields: frozenset[str] | set[str]) -> Page:
+    params = request.query_params
+    raw_number, raw_size, raw_order = params.get("pageNumber"), params.get("pageSize"), params.get("orderBy")
+    try:
+        number = int(raw_number) if raw_number not in (None, "") else 0
+        size = int(raw_size) if raw_size not in (None, "") else 0
+    except ValueError:
+        raise bad_request("Failed to parse request pagination data") from None
+    errors: dict[str, str] = {}
+    if number < 0:
+        errors["pageNumber"] = "must be greater than 0"
+    if size < 0:
+        errors["pageSize"] = "must be greater than 0"
+    elif size > MAX_PAGE_SIZE:
+        errors["pageSize"] = f"must be less that or equal to: {MAX_PAGE_SIZE}"
+    field, descending = "created", False
+    if raw_order is not None:
+        match = ORDER_BY.match(raw_order)
+        if not match:
+            errors["orderBy"] = "must be in the format of field_ASC or field_DESC"
+        else:
+            field = raw_order[: raw_order.rfind("_")].lower()
+            descending = match.group(1) == "DESC"
+    if errors:
+        raise bad_request("Failed to validate pagination request data", errors)
+    if field not in allowed_fields:
+        raise bad_request("Failed to validate pagination request data", {})
+    return Page(
+        number=number or 1,
+        size=size or DEFAULT_PAGE_SIZE,
+        order_field=field,
+        descending=descending,
+        order_by_raw=raw_order,
+    )
+
+
+def page_response(
+    body: bytes, page: Page, total: int, extra_headers: dict[str, Any] | None = None
+) -> Response:
+    response = Response(body, media_type="application/json")
+    response.headers["X-Pagination"] = page.header(total)
+    for key, value in (extra_headers or {}).items():
+        response.headers[key] = str(value)
+    return response

@@ -1,0 +1,1 @@
+"""Wire schemas (pydantic, camelCase on the wire), one module per resource; separate from ORM models."""

@@ -1,0 +1,75 @@
+"""Base classes for request and response bodies, and the pieces every resource shares."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+
+def omit_if_none(value: Any) -> bool:
+    return value is None
+
+
+def omit_if_empty(value: Any) -> bool:
+    return not value
+
+
+class RequestModel(BaseModel):
+    """A request body bound like Go's ``encoding/json``: keys match case-insensitively (an exact match
+    wins), unknown keys are ignored, and JSON types must match (``"5"`` is not an int)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, strict=True, extra="ignore")
+
+    _key_index: ClassVar[dict[str, str]]
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls._key_index = {
+            (info.alias or name).lower(): (info.alias or name) for name, info in cls.model_fields.items()
+        }
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        folded: dict[str, Any] = {}
+        exact: dict[str, Any] = {}
+        for key, value in data.items():
+            if not isinstance(key, str):
+                continue
+            alias = cls._key_index.get(key.lower())
+            if alias is None:
+                continue
+            if key == alias:
+                exact[alias] = value
+            else:
+                folded[alias] = value
+        folded.update(exact)
+        return folded
+
+    def given(self, field: str) -> bool:
+        """Whether the client sent this field at all (``null`` counts as sent)."""
+        return field in self.model_fields_set
+
+
+class ResponseModel(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, serialize_by_alias=True)
+
+
+class StatusDetail(ResponseModel):
+    status: str
+    message: str | None
+    created: datetime
+    updated: datetime
+
+
+class Deprecation(ResponseModel):
+    attribute: str
+    replacedby: str = Field(serialization_alias="replacedby")
+    effective: str
+    notice: str

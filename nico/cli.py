@@ -1,0 +1,121 @@
+"""The ``nico`` command line (typer + rich)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from nico.config import ConfigError, Settings, load_settings
+
+app = typer.Typer(
+    name="nico",
+    help="nico: a control plane for NVLink partitions on rack-scale GPU systems.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console(stderr=True)
+
+
+def settings_or_exit(**overrides: object) -> Settings:
+    """Load settings; on a bad value print one clear line and exit with status 2."""
+    try:
+        return load_settings(**overrides)
+    except ConfigError as exc:
+        console.print(f"[bold red]configuration error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
+
+
+def setup_logging(settings: Settings) -> None:
+    logging.basicConfig(
+        level=settings.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def database_url_or_exit(settings: Settings) -> str:
+    from nico.db.engine import resolve_database_url
+
+    try:
+        return resolve_database_url(settings)
+    except Exception as exc:
+        console.print(f"[bold red]database error:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from None
+
+
+@app.command()
+def migrate() -> None:
+    """Upgrade the database schema to the latest revision (Alembic head)."""
+    from nico.db import migrate as migrations
+
+    settings = settings_or_exit()
+    setup_logging(settings)
+    url = database_url_or_exit(settings)
+    migrations.upgrade(url)
+    console.print(f"database schema at revision {migrations.head_revision()}")
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Address to listen on (default: api.host).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on (default: api.port).")] = None,
+) -> None:
+    """Run the API (migrating the database to head first)."""
+    import uvicorn
+
+    from nico.api.app import build_context, create_app
+    from nico.db import migrate as migrations
+
+    settings = settings_or_exit()
+    if host is not None:
+        settings.api.host = host
+    if port is not None:
+        settings.api.port = port
+    setup_logging(settings)
+    url = database_url_or_exit(settings)
+    migrations.upgrade(url)
+    context = build_context(settings, url)
+    api = create_app(settings, context=context)
+    uvicorn.run(api, host=settings.api.host, port=settings.api.port, log_level=settings.log_level.lower())
+
+
+@app.command()
+def token(
+    org: Annotated[str, typer.Option(help="Organisation the token is for.")],
+    role: Annotated[
+        list[str] | None,
+        typer.Option(help="Role (repeatable): TENANT_ADMIN, PROVIDER_ADMIN, PROVIDER_VIEWER."),
+    ] = None,
+    subject: Annotated[str, typer.Option(help="Token subject (the user).")] = "dev-user",
+    ttl: Annotated[int, typer.Option(help="Lifetime in seconds.")] = 7 * 24 * 3600,
+) -> None:
+    """Print a development token signed with this data directory's key (HS256)."""
+    from nico.api.auth import KNOWN_ROLES, issue_dev_token, normalize_role
+
+    settings = settings_or_exit()
+    roles = role or ["TENANT_ADMIN"]
+    for name in roles:
+        if normalize_role(name) not in KNOWN_ROLES:
+            console.print(
+                f"[bold red]unknown role:[/] {name} (expected one of {', '.join(sorted(KNOWN_ROLES))})"
+            )
+            raise typer.Exit(2)
+    try:
+        value = issue_dev_token(settings, org=org, roles=roles, subject=subject, ttl_seconds=ttl)
+    except ValueError as exc:
+        console.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(2) from None
+    print(value)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Status history (``statusHistory``) of every resource: append an entry, read the newest ones."""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Literal
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.models import StatusDetail
+
+Owner = Literal[
+    "site_id",
+    "instance_type_id",
+    "allocation_id",
+    "vpc_id",
+    "subnet_id",
+    "logical_partition_id",
+    "instance_id",
+    "machine_id",
+]
+
+DEFAULT_LIMIT = 20  # GET and list show the 20 most recent entries
+
+
+async def record(
+    session: AsyncSession, owner: Owner, owner_id: uuid.UUID | str, status: str, message: str | None
+) -> StatusDetail:
+    """Append one entry (timestamped with the database's clock, so entries of one transaction order)."""
+    entry = StatusDetail(status=status, message=message, **{owner: owner_id})
+    session.add(entry)
+    await session.flush()
+    return entry
+
+
+async def history(
+    session: AsyncSession, owner: Owner, owner_ids: Sequence[uuid.UUID | str], limit: int = DEFAULT_LIMIT
+) -> dict[uuid.UUID | str, list[StatusDetail]]:
+    """The newest ``limit`` entries of each owner, newest first."""
+    if not owner_ids:
+        return {}
+    column = getattr(StatusDetail, owner)
+    rank = (
+        func.row_number()
+        .over(partition_by=column, order_by=(StatusDetail.created.desc(), StatusDetail.id.desc()))
+        .label("rank")
+    )
+    ranked = select(StatusDetail, rank).where(column.in_(list(owner_ids))).subquery()
+    entry = ranked.c
+    rows = await session.execute(
+        select(StatusDetail).from_statement(
+            select(ranked)
+            .where(entry.rank <= limit)
+            .order_by(getattr(entry, owner), entry.created.desc(), entry.id.desc())
+        )
+    )
+    out: dict[uuid.UUID | str, list[StatusDetail]] = defaultdict(list)
+    for detail in rows.scalars():
+        out[getattr(detail, owner)].append(detail)
+    return out
