@@ -1,0 +1,54 @@
+"""Test databases on real PostgreSQL: the embedded server unless ``NICO_TEST_DATABASE_URL`` is set.
+
+``NICO_TEST_DATABASE_URL`` names any database on a server where the user may create databases; the
+tests create (and drop) their own databases beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from pathlib import Path
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+from nico.db.engine import libpq_url, normalize_url
+
+_EMBEDDED_DIR: Path | None = None
+
+
+def server_url() -> str:
+    """A SQLAlchemy URL of some database on the test server (used to create others)."""
+    global _EMBEDDED_DIR
+    env = os.environ.get("NICO_TEST_DATABASE_URL")
+    if env:
+        return normalize_url(env)
+    if _EMBEDDED_DIR is None:
+        _EMBEDDED_DIR = Path(tempfile.mkdtemp(prefix="nico-test-pg-"))
+    from nico.db.embedded import start_embedded_postgres
+
+    return start_embedded_postgres(_EMBEDDED_DIR, "postgres")
+
+
+def create_database(prefix: str = "nico_test") -> str:
+    """Create an empty database and return its SQLAlchemy URL."""
+    base = server_url()
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(libpq_url(base), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return make_url(base).set(database=name).render_as_string(hide_password=False)
+
+
+def drop_database(url: str) -> None:
+    name = make_url(url).database
+    base = server_url()
+    with psycopg.connect(libpq_url(base), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def truncate_all(url: str, tables: list[str]) -> None:
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
+        conn.execute("SET lock_timeout = '20s'")
+        conn.execute(f"TRUNCATE {', '.join(tables)} RESTART IDENTITY CASCADE")
