@@ -1,0 +1,1 @@
+"""The reconciler: state loading, planner (pure), executor, write-back, monitor loop, metrics."""

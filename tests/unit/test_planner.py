@@ -1,0 +1,245 @@
+"""Planner properties: applying the plan to the observed fabric (under the hardware rules) yields the
+desired state, never touches GPUs nico does not manage, and planning again yields nothing."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nico.fabric.backend import DEFAULT_PARTITION_ID, FabricPartition
+from nico.reconciler.planner import (
+    AddGpus,
+    CreatePartition,
+    DeletePartition,
+    DomainDesire,
+    Operation,
+    RemoveGpus,
+    classify,
+    partition_name,
+    plan,
+    satisfied,
+)
+
+LPS = [uuid.UUID(int=n) for n in range(1, 5)]
+DOMAIN = uuid.UUID(int=99)
+
+
+class HardwareRuleBroken(AssertionError):
+    pass
+
+
+def apply(partitions: list[FabricPartition], ops: list[Operation]) -> list[FabricPartition]:
+    """A model fabric: applies operations in order, refusing what a real controller refuses."""
+    by_id = {p.partition_id: p for p in partitions}
+    next_id = max([p.partition_id for p in partitions if not p.is_default], default=0) + 1
+
+    def holder(gpu: int) -> int | None:
+        return next((pid for pid, p in by_id.items() if gpu in p.gpu_uids), None)
+
+    for op in ops:
+        if isinstance(op, CreatePartition):
+            if any(p.name == op.name for p in by_id.values()):
+                raise HardwareRuleBroken(f"name in use: {op.name}")
+            if any(holder(g) is not None for g in op.gpu_uids):
+                raise HardwareRuleBroken("create with a GPU that is in a partition")
+            by_id[next_id] = FabricPartition(next_id, str(next_id), op.name, op.gpu_uids)
+            next_id += 1
+            continue
+        current = by_id.get(op.partition.partition_id)
+        if current is None:
+            raise HardwareRuleBroken("unknown partition")
+        if isinstance(op, DeletePartition):
+            if current.is_default:
+                raise HardwareRuleBroken("deleted the default partition")
+            del by_id[current.partition_id]
+        elif isinstance(op, RemoveGpus):
+            if not op.gpu_uids <= current.gpu_uids:
+                raise HardwareRuleBroken("removed a GPU that is not a member")
+            by_id[current.partition_id] = replace(current, gpu_uids=current.gpu_uids - op.gpu_uids)
+        elif isinstance(op, AddGpus):
+            if any(holder(g) is not None for g in op.gpu_uids):
+                raise HardwareRuleBroken("added a GPU that is in a partition")
+            by_id[current.partition_id] = replace(current, gpu_uids=current.gpu_uids | op.gpu_uids)
+    return list(by_id.values())
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[DomainDesire, list[FabricPartition]]:
+    gpus = list(range(1000, 1000 + draw(st.integers(1, 24))))
+    managed = set(draw(st.lists(st.sampled_from(gpus), unique=True)))
+    # Where each GPU sits now: 0 = default, 1..4 = owned partition of LPS[i-1], 5..6 = unknown
+    # partitions, 7 = a nico-named partition with no record (a ghost), None = no partition.
+    places = draw(st.lists(st.one_of(st.none(), st.integers(0, 7)), min_size=len(gpus), max_size=len(gpus)))
+    with_default = draw(st.booleans())
+    members: dict[int, set[int]] = {}
+    for gpu, place in zip(gpus, places, strict=True):
+        if place == 0 and not with_default:
+            place = None
+        if place is not None:
+            members.setdefault(place, set()).add(gpu)
+    empty_extra = draw(st.sets(st.integers(1, 7), max_size=2))  # partitions that exist but are empty
+    partitions: list[FabricPartition] = []
+    for place in sorted(set(members) | empty_extra | ({0} if with_default else set())):
+        uids = frozenset(members.get(place, set()))
+        if place == 0:
+            partitions.append(FabricPartition(DEFAULT_PARTITION_ID, "32766", "Default", uids))
+        elif place <= 4:
+            partitions.append(FabricPartition(place, str(place), partition_name(LPS[place - 1]), uids))
+        elif place <= 6:
+            partitions.append(FabricPartition(place + 100, str(place + 100), f"someone-else-{place}", uids))
+        else:
+            partitions.append(FabricPartition(200, "200", partition_name(uuid.UUID(int=77)), uids))
+    # nico knows some of its partitions (records or intents), and maybe names with no partition.
+    known = draw(st.sets(st.sampled_from([partition_name(lp) for lp in LPS])))
+    desire = {gpu: draw(st.one_of(st.none(), st.sampled_from(LPS))) for gpu in sorted(managed)}
+    return DomainDesire(DOMAIN, desire, frozenset(known)), partitions
+
+
+def owned_after(desire: DomainDesire, ops: list[Operation]) -> frozenset[str]:
+    """What nico knows after the write-back: its partitions, and every partition it created."""
+    return desire.owned_names | {op.name for op in ops if isinstance(op, CreatePartition)}
+
+
+@settings(max_examples=400, deadline=None)
+@given(scenarios())
+def test_applying_the_plan_yields_the_desired_state(case: tuple[DomainDesire, list[FabricPartition]]) -> None:
+    desire, observed = case
+    result = plan(desire, observed)
+    ops = result.operations
+    after = apply(observed, ops)
+    seen = classify(after, owned_after(desire, ops))
+    for gpu, lp in desire.gpus.items():
+        if lp in result.blocked:
+            assert gpu not in seen.location, "a GPU of a blocked partition must wait outside every partition"
+        else:
+            assert satisfied(gpu, lp, seen), (gpu, lp, ops)
+    # A blocked LP is blocked only by a partition that holds GPUs nico does not manage.
+    for lp in result.blocked:
+        holder = next(p for p in after if p.name == partition_name(lp))
+        assert holder.gpu_uids - set(desire.gpus)
+
+
+@settings(max_examples=400, deadline=None)
+@given(scenarios())
+def test_unmanaged_gpus_are_touched_only_to_leave_nicos_own_partitions(
+    case: tuple[DomainDesire, list[FabricPartition]],
+) -> None:
+    """GPUs of machines nico does not know stay where they are, except those found in nico's own
+    partitions (machines force-deleted while placed): they go back to the default partition."""
+    desire, observed = case
+    ops = plan(desire, observed).operations
+    seen = classify(observed, desire.owned_names)
+    ours = {id(p) for p in seen.owned.values()}
+    in_ours = {g for p in seen.owned.values() for g in p.gpu_uids if g not in desire.gpus}
+    for op in ops:
+        if isinstance(op, RemoveGpus | DeletePartition) and id(op.partition) not in ours:
+            touched = op.partition.gpu_uids if isinstance(op, DeletePartition) else op.gpu_uids
+            assert touched <= set(desire.gpus), op
+    after = apply(observed, ops)
+    before = {
+        g: p.partition_id for p in observed for g in p.gpu_uids if g not in desire.gpus and g not in in_ours
+    }
+    now = {g: p.partition_id for p in after for g in p.gpu_uids if g not in desire.gpus and g not in in_ours}
+    assert before == now
+    default = next((p for p in after if p.is_default), None)
+    for gpu in in_ours:
+        holder = next((p for p in after if gpu in p.gpu_uids), None)
+        assert holder is default
+
+
+@settings(max_examples=400, deadline=None)
+@given(scenarios())
+def test_planning_again_yields_nothing(case: tuple[DomainDesire, list[FabricPartition]]) -> None:
+    desire, observed = case
+    ops = plan(desire, observed).operations
+    after = apply(observed, ops)
+    again = plan(replace(desire, owned_names=owned_after(desire, ops)), after)
+    assert again.operations == [], again
+
+
+@settings(max_examples=400, deadline=None)
+@given(scenarios())
+def test_removals_first_and_one_operation_per_partition_and_kind(
+    case: tuple[DomainDesire, list[FabricPartition]],
+) -> None:
+    desire, observed = case
+    ops = plan(desire, observed).operations
+    kinds = [isinstance(op, RemoveGpus | DeletePartition) for op in ops]
+    assert kinds == sorted(kinds, reverse=True), "a removal came after an addition"
+    keys = [
+        (type(op).__name__, op.name if isinstance(op, CreatePartition) else op.partition.partition_id)
+        for op in ops
+    ]
+    assert len(keys) == len(set(keys))
+    assert not any(isinstance(op, DeletePartition) and op.partition.is_default for op in ops)
+    lps = [op.lp for op in ops if isinstance(op, CreatePartition)]
+    assert len(lps) == len(set(lps))
+
+
+def test_a_move_between_partitions_happens_in_one_pass() -> None:
+    a, b = LPS[0], LPS[1]
+    observed = [
+        FabricPartition(DEFAULT_PARTITION_ID, "32766", "Default", frozenset({3, 4})),
+        FabricPartition(1, "1", partition_name(a), frozenset({1, 2})),
+        FabricPartition(2, "2", partition_name(b), frozenset({5})),
+    ]
+    desire = DomainDesire(
+        DOMAIN, {1: b, 2: a, 3: None, 4: b, 5: b}, frozenset({partition_name(a), partition_name(b)})
+    )
+    ops = plan(desire, observed).operations
+    assert ops == [
+        RemoveGpus(observed[1], frozenset({1}), "owned", a),
+        RemoveGpus(observed[0], frozenset({4}), "default", None),
+        AddGpus(observed[2], frozenset({1, 4}), "owned", b),
+    ]
+
+
+def test_released_gpus_go_back_to_default_and_an_emptied_partition_is_deleted() -> None:
+    a = LPS[0]
+    observed = [
+        FabricPartition(DEFAULT_PARTITION_ID, "32766", "Default", frozenset()),
+        FabricPartition(9, "9", partition_name(a), frozenset({1, 2})),
+    ]
+    ops = plan(DomainDesire(DOMAIN, {1: None, 2: None}, frozenset({partition_name(a)})), observed).operations
+    assert ops == [
+        DeletePartition(observed[1], "owned", a),
+        AddGpus(observed[0], frozenset({1, 2}), "default", None),
+    ]
+
+
+def test_an_unrecorded_nico_partition_is_not_adopted_but_emptied_of_managed_gpus() -> None:
+    a = LPS[0]
+    ghost = FabricPartition(4, "4", partition_name(a), frozenset({1, 2}))
+    result = plan(DomainDesire(DOMAIN, {1: a, 2: None}, frozenset()), [ghost])
+    assert result.operations == [
+        DeletePartition(ghost, "unknown", None),
+        CreatePartition(partition_name(a), a, frozenset({1})),
+    ]
+
+
+def test_a_ghost_holding_foreign_gpus_blocks_its_name_and_says_so() -> None:
+    a = LPS[0]
+    ghost = FabricPartition(4, "4", partition_name(a), frozenset({1, 50}))  # 50 is not nico's
+    result = plan(DomainDesire(DOMAIN, {1: a}, frozenset()), [ghost])
+    assert result.operations == [RemoveGpus(ghost, frozenset({1}), "unknown", None)]
+    assert a in result.blocked and "does not manage" in result.blocked[a]
+
+
+def test_gpus_of_a_force_deleted_machine_leave_nicos_partition_for_the_default() -> None:
+    a = LPS[0]
+    default = FabricPartition(DEFAULT_PARTITION_ID, "32766", "Default", frozenset())
+    mine = FabricPartition(3, "3", partition_name(a), frozenset({1, 60}))  # 60's machine was deleted
+    result = plan(DomainDesire(DOMAIN, {1: a}, frozenset({partition_name(a)})), [default, mine])
+    assert result.operations == [
+        RemoveGpus(mine, frozenset({60}), "owned", a),
+        AddGpus(default, frozenset({60}), "default", None),
+    ]
+
+
+def test_a_recorded_intent_adopts_the_partition_it_created() -> None:
+    a = LPS[0]
+    made = FabricPartition(4, "4", partition_name(a), frozenset({1, 2}))
+    assert not plan(DomainDesire(DOMAIN, {1: a, 2: a}, frozenset({partition_name(a)})), [made])
