@@ -49,7 +49,9 @@ _BAD_REQUEST = frozenset({pb.NMX_ST_UNDEFINED, pb.NMX_ST_BADPARAM, pb.NMX_ST_NOT
 
 
 class NmxmError(Exception):
-    def __init__(self, status: int, code: int, description: str) -> None:
+    """An HTTP error answer; ``code`` is the ``NMX_ST_*`` return code behind it, if any."""
+
+    def __init__(self, status: int, code: int | None, description: str) -> None:
         super().__init__(description)
         self.status = status
         self.code = code
@@ -175,13 +177,13 @@ def create_nmxm_app(
             secrets.compare_digest(credentials.username.encode(), username.encode())
             and secrets.compare_digest(credentials.password.encode(), password.encode())
         ):
-            raise NmxmError(401, pb.NMX_ST_BADPARAM, "unauthorized")
+            raise NmxmError(401, None, "unauthorized")
         gate = fabric.site_gate
         if not gate.idle:
             try:
                 injected = await _unless_closing(state, gate.enter())
             except EndpointDown as exc:
-                raise NmxmError(503, pb.NMX_ST_CONNECTION_NOT_VALID, str(exc)) from None
+                raise NmxmError(503, None, str(exc)) from None
             if injected is not None:
                 raise _refusal(injected, "injected error")
         state.advance()
@@ -289,7 +291,7 @@ async def _unless_closing(state: NmxmState, entered: Any) -> int | None:
     for task in pending:
         task.cancel()
     if gate_task not in done:
-        raise NmxmError(503, pb.NMX_ST_CONNECTION_NOT_VALID, "server stopping")
+        raise NmxmError(503, None, "server stopping")
     result: int | None = gate_task.result()
     return result
 
@@ -342,7 +344,7 @@ def _partition_or_gone(fabric: SimFabric, entity_id: str) -> tuple[SimDomain, Si
 def _operation_or_404(state: NmxmState, operation_id: str) -> Operation:
     op = state.operations.get(operation_id)
     if op is None:
-        raise NmxmError(404, pb.NMX_ST_BADPARAM, f"no operation {operation_id}")
+        raise NmxmError(404, None, f"no operation {operation_id}")
     return op
 
 

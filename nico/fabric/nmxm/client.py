@@ -157,7 +157,7 @@ class NmxmBackend:
             pass
         message = f"NMX-M {method} {API}{path}: HTTP {status} {description}".rstrip()
         code = code_from_name(custom)
-        if status in (401, 403):
+        if status in (401, 403) or (status == 404 and path.startswith("/operations/")):
             return FabricRejected(message, code=f"HTTP_{status}", endpoint=self.base_url)
         if code is not None:
             return return_code_error(code, message, endpoint=self.base_url)
@@ -236,7 +236,7 @@ class NmxmBackend:
         try:
             op = await self._request("GET", f"/operations/{operation_id}")
         except FabricRejected as exc:
-            if exc.code in ("HTTP_404", "NMX_ST_BADPARAM"):
+            if exc.code == "HTTP_404":
                 return "unknown"
             raise
         status = op.get("Status") if isinstance(op, dict) else None
