@@ -297,6 +297,13 @@ class NmxcBackend:
                 if self._closed:
                     return
                 log.info("NMX-C Subscribe to %s broke: %s", endpoint, exc.code().name)
+            except asyncio.CancelledError:
+                # close() cancels the call locally, which grpc reports as a cancellation; only a
+                # cancellation of the consuming task itself must propagate.
+                task = asyncio.current_task()
+                if self._closed and task is not None and not task.cancelling():
+                    return
+                raise
             finally:
                 call.cancel()
             broken = True
