@@ -163,11 +163,8 @@ def create_nmxm_app(
 
     @app.exception_handler(NmxmError)
     async def _error(request: Request, exc: NmxmError) -> JSONResponse:
-        body = {
-            "httpErrorCode": exc.status,
-            "customErrorCode": code_name(exc.code),
-            "description": exc.description,
-        }
+        custom = code_name(exc.code) if exc.code is not None else f"HTTP_{exc.status}"
+        body = {"httpErrorCode": exc.status, "customErrorCode": custom, "description": exc.description}
         headers = {"WWW-Authenticate": "Basic"} if exc.status == 401 else None
         return JSONResponse(body, status_code=exc.status, headers=headers)
 
