@@ -126,6 +126,7 @@ class FaultGate:
     def __init__(self, rng: random.Random) -> None:
         self.faults = Faults()
         self.idle = True  # no knob set: callers may skip entering
+        self.held = 0  # calls being held by ``hang`` right now
         self._rng = rng
         self._unhung = asyncio.Event()
 
@@ -145,7 +146,11 @@ class FaultGate:
         if faults.down:
             raise EndpointDown("endpoint down (simulated)")
         while self.faults.hang:
-            await self._unhung.wait()
+            self.held += 1
+            try:
+                await self._unhung.wait()
+            finally:
+                self.held -= 1
         if self.faults.latency > 0:
             await asyncio.sleep(self.faults.latency)
         if self.faults.error_rate > 0 and self._rng.random() < self.faults.error_rate:
