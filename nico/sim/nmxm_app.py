@@ -484,6 +484,9 @@ class NmxmSimulator:
             return self
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # uvicorn writes a response's head and body separately; without this, Nagle holds the body
+        # until the client's delayed ACK, and every request costs ~40 ms.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((LOOPBACK, self.port))
         self.port = sock.getsockname()[1]
         self.state.closing.clear()
