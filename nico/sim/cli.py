@@ -1,4 +1,8 @@
-"""``nico sim nmxc|nmxm``: run one simulated fabric manager alone until Ctrl-C."""
+"""``nico sim nmxc|nmxm``: run one simulated fabric manager alone until Ctrl-C.
+
+The simulators (grpc, FastAPI, uvicorn) are imported when a command runs, so that registering this
+group does not slow down every other ``nico`` command.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +11,13 @@ import contextlib
 import signal
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
-from nico.sim.fabric import DEFAULT_MAX_PARTITIONS, SimFabric
-from nico.sim.nmxc_server import NmxcSimulator, ServerTls
-from nico.sim.nmxm_app import NmxmSimulator
+if TYPE_CHECKING:
+    from nico.sim.fabric import SimFabric
 
 app = typer.Typer(
     help="Simulated NVLink fabric managers over an in-memory site of GB200 racks.",
@@ -26,7 +29,12 @@ Racks = Annotated[int, typer.Option(min=0, help="NVL72 racks (one domain and cha
 Nvl36x2 = Annotated[int, typer.Option(min=0, help="NVL36x2 pairs (one domain, two chassis serials).")]
 Seed = Annotated[int, typer.Option(help="Seed of the uuids, serials and GUIDs (same seed, same site).")]
 MaxPartitions = Annotated[
-    int, typer.Option(min=1, max=32765, help="Partitions a domain may hold, the default one included.")
+    int | None,
+    typer.Option(
+        min=1,
+        max=32765,
+        help="Partitions a domain may hold, the default one included (unset: the simulator's cap).",
+    ),
 ]
 Latency = Annotated[float, typer.Option(min=0.0, help="Seconds added to every answer.")]
 ErrorRate = Annotated[
@@ -35,12 +43,15 @@ ErrorRate = Annotated[
 
 
 def _site(
-    racks: int, nvl36x2: int, seed: int, max_partitions: int, latency: float, error_rate: float
+    racks: int, nvl36x2: int, seed: int, max_partitions: int | None, latency: float, error_rate: float
 ) -> SimFabric:
+    from nico.sim.fabric import SimFabric
+
     if racks + nvl36x2 == 0:
         err.print("[bold red]error:[/] a site needs at least one rack (--racks or --nvl36x2)")
         raise typer.Exit(2)
-    fabric = SimFabric(racks, nvl36x2=nvl36x2, seed=seed, max_partitions=max_partitions)
+    sized = {"max_partitions": max_partitions} if max_partitions is not None else {}
+    fabric = SimFabric(racks, nvl36x2=nvl36x2, seed=seed, **sized)
     for domain in fabric.domains:
         fabric.set_faults(domain, latency=latency, error_rate=error_rate)
     fabric.set_site_faults(latency=latency, error_rate=error_rate)
@@ -71,7 +82,7 @@ def nmxc(
     ] = 9601,
     nvl36x2: Nvl36x2 = 0,
     seed: Seed = 0,
-    max_partitions: MaxPartitions = DEFAULT_MAX_PARTITIONS,
+    max_partitions: MaxPartitions = None,
     latency: Latency = 0.0,
     error_rate: ErrorRate = 0.0,
     tls_cert: Annotated[Path | None, typer.Option(help="Server certificate chain (PEM): serve TLS.")] = None,
@@ -82,6 +93,8 @@ def nmxc(
 ) -> None:
     """Serve each domain's NMX-C on its own port (a real NMX-C is one domain per endpoint) and print
     one line per chassis serial: SERIAL -> URL."""
+    from nico.sim.nmxc_server import NmxcSimulator, ServerTls
+
     fabric = _site(racks, nvl36x2, seed, max_partitions, latency, error_rate)
     if port and port + len(fabric.domains) - 1 > 65535:
         err.print(f"[bold red]error:[/] {len(fabric.domains)} ports from {port} exceed 65535")
@@ -114,7 +127,7 @@ def nmxm(
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on; 0: a free port.")] = 9700,
     nvl36x2: Nvl36x2 = 0,
     seed: Seed = 0,
-    max_partitions: MaxPartitions = DEFAULT_MAX_PARTITIONS,
+    max_partitions: MaxPartitions = None,
     latency: Latency = 0.0,
     error_rate: ErrorRate = 0.0,
     username: Annotated[str, typer.Option(help="Basic-auth user name.")] = "admin",
@@ -124,6 +137,8 @@ def nmxm(
     ] = 0.0,
 ) -> None:
     """Serve the whole site's NMX-M REST API and print its base URL."""
+    from nico.sim.nmxm_app import NmxmSimulator
+
     fabric = _site(racks, nvl36x2, seed, max_partitions, latency, error_rate)
 
     async def serve() -> None:
