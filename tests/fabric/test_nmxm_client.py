@@ -346,3 +346,20 @@ async def test_from_config_talks_to_the_simulator(fabric: SimFabric, nmxm_sim: N
         assert await nmxm.list_partitions(target(fabric, "SIM-0001"))
     finally:
         await nmxm.close()
+
+
+async def test_a_reply_of_the_wrong_shape_is_an_error_not_a_crash() -> None:
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/nmx/v1/gpus":
+            return httpx.Response(200, json=[{"ID": "a"}])  # no DeviceUID
+        return httpx.Response(200, json={"not": "a list"})
+
+    garbled = NmxmBackend("http://nmx-m.invalid", USER, PASSWORD, transport=httpx.MockTransport(answer))
+    try:
+        somewhere = DomainTarget(domain_uuid=SimFabric(1).domain("SIM-0001").domain_uuid)
+        for call in (garbled.list_partitions(somewhere), garbled.list_gpus(somewhere)):
+            with pytest.raises(FabricBusy) as caught:
+                await call
+            assert caught.value.code == "BAD_RESPONSE"
+    finally:
+        await garbled.close()

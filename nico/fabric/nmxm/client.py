@@ -19,8 +19,10 @@ partition that this process never saw with members is attributed to no domain an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -242,16 +244,25 @@ class NmxmBackend:
         status = op.get("Status") if isinstance(op, dict) else None
         return _STATES.get(str(status), "unknown")
 
+    @contextlib.contextmanager
+    def _parsing(self, what: str) -> Iterator[None]:
+        """A reply of an unexpected shape is an error of the call, not a crash of the caller."""
+        try:
+            yield
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise FabricBusy(
+                f"NMX-M {what}: unexpected reply ({exc!r})", code="BAD_RESPONSE", endpoint=self.base_url
+            ) from None
+
     # ------------------------------------------------------------------------------------- GPU map
 
     async def _refresh_gpus(self) -> list[dict[str, Any]]:
         listed = await self._request("GET", "/gpus")
-        if not isinstance(listed, list):
-            raise FabricBusy("NMX-M GET /gpus: not a list", code="BAD_RESPONSE", endpoint=self.base_url)
         by_id: dict[str, _Gpu] = {}
-        for item in listed:
-            gpu = _Gpu(str(item["ID"]), int(item["DeviceUID"]), _uuid(item.get("DomainUUID")))
-            by_id[gpu.entity_id] = gpu
+        with self._parsing("GET /gpus"):
+            for item in listed:
+                gpu = _Gpu(str(item["ID"]), int(item["DeviceUID"]), _uuid(item.get("DomainUUID")))
+                by_id[gpu.entity_id] = gpu
         self._by_id = by_id
         self._by_uid = {g.gpu_uid: g for g in by_id.values()}
         return cast(list[dict[str, Any]], listed)
@@ -286,23 +297,35 @@ class NmxmBackend:
             )
         return DomainHello(domain_uuid=target.domain_uuid)
 
-    async def _partitions(self, target: DomainTarget) -> list[FabricPartition]:
+    async def list_partitions(self, target: DomainTarget) -> list[FabricPartition]:
         listed = await self._request("GET", "/partitions")
-        if not isinstance(listed, list):
-            raise FabricBusy("NMX-M GET /partitions: not a list", code="BAD_RESPONSE", endpoint=self.base_url)
-        members_of = {str(p["ID"]): _member_ids(p.get("Members")) for p in listed}
-        if any(m not in self._by_id for ids in members_of.values() for m in ids):
-            await self._refresh_gpus()
+        with self._parsing("GET /partitions"):
+            members_of = {str(p["ID"]): _member_ids(p.get("Members")) for p in listed}
+            if any(m not in self._by_id for ids in members_of.values() for m in ids):
+                await self._refresh_gpus()
+            return self._attribute(target, listed, members_of)
+
+    def _attribute(
+        self, target: DomainTarget, listed: list[dict[str, Any]], members_of: dict[str, list[str]]
+    ) -> list[FabricPartition]:
+        """The listed partitions that belong to the target's domain (see the module docstring)."""
         found = []
         for item in listed:
             entity_id = str(item["ID"])
             gpus = [self._by_id[m] for m in members_of[entity_id] if m in self._by_id]
+            if len(gpus) < len(members_of[entity_id]):
+                log.warning("NMX-M partition %s has members that NMX-M does not list as GPUs", entity_id)
             domains = {g.domain_uuid for g in gpus if g.domain_uuid is not None}
-            if domains:
-                if len(domains) > 1:
-                    log.warning("NMX-M partition %s spans domains %s", entity_id, sorted(map(str, domains)))
-                self._partition_domain[entity_id] = domains.pop() if len(domains) == 1 else target.domain_uuid
-            if self._partition_domain.get(entity_id) != target.domain_uuid:
+            if len(domains) == 1:
+                self._partition_domain[entity_id] = next(iter(domains))
+            elif len(domains) > 1:  # a controller never allows it; show it wherever it has members
+                log.warning("NMX-M partition %s spans domains %s", entity_id, sorted(map(str, domains)))
+            belongs = (
+                target.domain_uuid in domains
+                if domains
+                else self._partition_domain.get(entity_id) == target.domain_uuid
+            )
+            if not belongs:
                 continue
             found.append(
                 FabricPartition(
@@ -314,15 +337,12 @@ class NmxmBackend:
             )
         return found
 
-    async def list_partitions(self, target: DomainTarget) -> list[FabricPartition]:
-        return await self._partitions(target)
-
     async def create_partition(
         self, target: DomainTarget, name: str, gpu_uids: frozenset[int]
     ) -> FabricPartition:
         members = await self._entity_ids(target, gpu_uids)
         await self._run("POST", "/partitions", {"Name": name, "Members": members})
-        for partition in await self._partitions(target):
+        for partition in await self.list_partitions(target):
             if partition.name == name:
                 self._partition_domain[partition.ref] = target.domain_uuid
                 return partition
@@ -358,25 +378,27 @@ class NmxmBackend:
 
     async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
         listed = await self._refresh_gpus()
-        gpus = []
-        for item in listed:
-            if _uuid(item.get("DomainUUID")) != target.domain_uuid:
-                continue
-            location = item.get("LocationInfo") or {}
-            partition_id = item.get("PartitionID")
-            gpus.append(
-                FabricGpu(
-                    gpu_uid=int(item["DeviceUID"]),
-                    device_id=int(item["DeviceID"]),
-                    chassis_serial=str(location.get("ChassisSerialNumber") or ""),
-                    tray_index=int(location.get("TrayIndex") or 0),
-                    slot_id=int(location.get("SlotID") or 0),
-                    domain_uuid=target.domain_uuid,
-                    health=str(item.get("Health") or "UNKNOWN"),
-                    partition_id=int(partition_id) if partition_id is not None else None,
-                )
-            )
-        return gpus
+        with self._parsing("GET /gpus"):
+            return [
+                _gpu(item, target.domain_uuid)
+                for item in listed
+                if _uuid(item.get("DomainUUID")) == target.domain_uuid
+            ]
+
+
+def _gpu(item: dict[str, Any], domain_uuid: uuid.UUID) -> FabricGpu:
+    location = item.get("LocationInfo") or {}
+    partition_id = item.get("PartitionID")
+    return FabricGpu(
+        gpu_uid=int(item["DeviceUID"]),
+        device_id=int(item["DeviceID"]),
+        chassis_serial=str(location.get("ChassisSerialNumber") or ""),
+        tray_index=int(location.get("TrayIndex") or 0),
+        slot_id=int(location.get("SlotID") or 0),
+        domain_uuid=domain_uuid,
+        health=str(item.get("Health") or "UNKNOWN"),
+        partition_id=int(partition_id) if partition_id is not None else None,
+    )
 
 
 def _member_ids(members: Any) -> list[str]:
