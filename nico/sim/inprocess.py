@@ -9,14 +9,15 @@ racks. Listing a domain costs O(partitions of that domain).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Literal
 
 from nico.fabric.backend import (
     DomainHello,
     DomainTarget,
     EndpointNotConfigured,
-    FabricError,
     FabricGpu,
     FabricPartition,
     FabricTimeout,
@@ -60,8 +61,13 @@ class InProcessBackend:
         return domain
 
     @staticmethod
-    def _refused(exc: SimError, domain: SimDomain) -> FabricError:
-        return return_code_error(exc.code, exc.message, endpoint=f"sim:{domain.domain_uuid}")
+    @contextlib.contextmanager
+    def _refusals(domain: SimDomain) -> Iterator[None]:
+        """The controller's refusals, as the NMX-C client reports them."""
+        try:
+            yield
+        except SimError as exc:
+            raise return_code_error(exc.code, exc.message, endpoint=f"sim:{domain.domain_uuid}") from None
 
     async def hello(self, target: DomainTarget) -> DomainHello:
         domain = await self._enter(target)
@@ -75,40 +81,36 @@ class InProcessBackend:
         self, target: DomainTarget, name: str, gpu_uids: frozenset[int]
     ) -> FabricPartition:
         domain = await self._enter(target)
-        try:
-            created = self.fabric.create_partition(domain.domain_uuid, name, sorted(gpu_uids))
-        except SimError as exc:
-            raise self._refused(exc, domain) from None
-        return _partition(created)
+        with self._refusals(domain):
+            return _partition(self.fabric.create_partition(domain.domain_uuid, name, sorted(gpu_uids)))
 
     async def add_gpus(
         self, target: DomainTarget, partition: FabricPartition, gpu_uids: frozenset[int]
     ) -> None:
-        if not gpu_uids:
-            return
-        domain = await self._enter(target)
-        try:
-            self.fabric.add_gpus(domain.domain_uuid, partition.partition_id, sorted(gpu_uids))
-        except SimError as exc:
-            raise self._refused(exc, domain) from None
+        await self._update(target, partition, gpu_uids, self.fabric.add_gpus)
 
     async def remove_gpus(
         self, target: DomainTarget, partition: FabricPartition, gpu_uids: frozenset[int]
     ) -> None:
+        await self._update(target, partition, gpu_uids, self.fabric.remove_gpus)
+
+    async def _update(
+        self,
+        target: DomainTarget,
+        partition: FabricPartition,
+        gpu_uids: frozenset[int],
+        change: Callable[[uuid.UUID, int, list[int]], SimPartition],
+    ) -> None:
         if not gpu_uids:
             return
         domain = await self._enter(target)
-        try:
-            self.fabric.remove_gpus(domain.domain_uuid, partition.partition_id, sorted(gpu_uids))
-        except SimError as exc:
-            raise self._refused(exc, domain) from None
+        with self._refusals(domain):
+            change(domain.domain_uuid, partition.partition_id, sorted(gpu_uids))
 
     async def delete_partition(self, target: DomainTarget, partition: FabricPartition) -> None:
         domain = await self._enter(target)
-        try:
+        with self._refusals(domain):
             self.fabric.delete_partition(domain.domain_uuid, partition.partition_id)
-        except SimError as exc:
-            raise self._refused(exc, domain) from None
 
     async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
         domain = await self._enter(target)
