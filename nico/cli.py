@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from nico.config import ConfigError, Settings, load_settings
+from nico.sim import cli as sim_cli
 
 app = typer.Typer(
     name="nico",
@@ -19,6 +20,7 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console(stderr=True)
+app.add_typer(sim_cli.app, name="sim")
 
 
 def settings_or_exit(**overrides: object) -> Settings:

@@ -1,0 +1,1 @@
+"""NMX-C: the per-chassis gRPC fabric manager (client, committed protobuf stubs, their generator)."""

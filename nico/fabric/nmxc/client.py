@@ -1,0 +1,355 @@
+"""NMX-C client: :class:`NmxcBackend`, the fabric backend over NMX-C gRPC (one endpoint per chassis).
+
+The endpoint comes with each call in ``DomainTarget.endpoint`` (the reconciler resolves chassis
+serial -> URL from its registry). One channel per endpoint URL is opened on first use and reused by
+every later call, for every domain behind that endpoint, until :meth:`NmxcBackend.close`.
+``https://`` endpoints use TLS with the configured CA (else the system roots), client certificate
+and key (mTLS) and authority (the name the server certificate must carry); ``http://`` or no scheme
+is plaintext HTTP/2.
+
+Every RPC has a deadline (``fabric_call_timeout``). A gRPC failure and every reply whose
+``return_code`` is not SUCCESS become a :class:`~nico.fabric.backend.FabricError` that says whether a
+retry may help. Replies that name a different domain than the target are refused as well, so a
+registry row pointing at the wrong controller can never be mistaken for the right one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import grpc
+
+from nico.config import NvLinkConfig
+from nico.fabric.backend import (
+    DomainHello,
+    DomainTarget,
+    EndpointNotConfigured,
+    FabricBusy,
+    FabricError,
+    FabricGpu,
+    FabricPartition,
+    FabricRejected,
+    FabricTimeout,
+    FabricUnavailable,
+    PartitionEvent,
+)
+from nico.fabric.nmxc import nmx_c_pb2 as pb
+from nico.fabric.nmxc import nmx_c_pb2_grpc as pb_grpc
+from nico.fabric.return_codes import SUCCESS, return_code_error
+
+log = logging.getLogger(__name__)
+
+GATEWAY_ID = "nico"
+_HEALTH_PREFIX = "NMX_GPU_HEALTH_"
+# Reconnect delays of a broken Subscribe stream: quick first (a restarted controller is back soon),
+# capped so a dead one is not hammered.
+_RESUBSCRIBE_FIRST = 0.05
+_RESUBSCRIBE_MAX = 5.0
+
+_RETRY_LATER = {
+    grpc.StatusCode.CANCELLED,
+    grpc.StatusCode.UNKNOWN,
+    grpc.StatusCode.RESOURCE_EXHAUSTED,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.INTERNAL,
+    grpc.StatusCode.DATA_LOSS,
+}
+
+
+class NmxcBackend:
+    """:class:`~nico.fabric.backend.FabricBackend` and ``PartitionEvents`` over NMX-C gRPC."""
+
+    kind: Literal["nmxc", "nmxm"] = "nmxc"
+
+    def __init__(
+        self,
+        config: NvLinkConfig,
+        *,
+        gateway_id: str = GATEWAY_ID,
+        call_timeout: float | None = None,
+    ) -> None:
+        self._config = config
+        self._gateway_id = gateway_id
+        self._timeout = (
+            call_timeout if call_timeout is not None else config.fabric_call_timeout.total_seconds()
+        )
+        self._channels: dict[str, tuple[grpc.aio.Channel, Any]] = {}
+        self._tls: grpc.ChannelCredentials | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------------------------------- channels
+
+    def _stub(self, endpoint: str | None) -> tuple[str, Any]:
+        if not endpoint or not endpoint.strip():
+            raise EndpointNotConfigured("no NMX-C endpoint for this domain")
+        if self._closed:
+            raise FabricUnavailable("the NMX-C client is closed", code="CLOSED", endpoint=endpoint)
+        key = endpoint.strip().rstrip("/")
+        pooled = self._channels.get(key)
+        if pooled is None:
+            channel = self._open(key)
+            pooled = (channel, pb_grpc.NMX_ControllerStub(channel))  # type: ignore[no-untyped-call]
+            self._channels[key] = pooled
+        return key, pooled[1]
+
+    def _open(self, endpoint: str) -> grpc.aio.Channel:
+        parts = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise EndpointNotConfigured(f"not an NMX-C endpoint URL: {endpoint!r}", endpoint=endpoint)
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise EndpointNotConfigured(f"bad port in {endpoint!r}", endpoint=endpoint) from None
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        target = f"{host}:{port}"
+        options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", -1)]
+        if parts.scheme == "http":
+            return grpc.aio.insecure_channel(target, options=options)
+        if self._config.nmx_c_tls_authority:
+            options.append(("grpc.ssl_target_name_override", self._config.nmx_c_tls_authority))
+        return grpc.aio.secure_channel(target, self._credentials(endpoint), options=options)
+
+    def _credentials(self, endpoint: str) -> grpc.ChannelCredentials:
+        if self._tls is None:
+            config = self._config
+            try:
+                self._tls = grpc.ssl_channel_credentials(
+                    root_certificates=_read(config.nmx_c_tls_ca_cert_path),
+                    private_key=_read(config.nmx_c_tls_client_key_path),
+                    certificate_chain=_read(config.nmx_c_tls_client_cert_path),
+                )
+            except OSError as exc:
+                raise FabricRejected(
+                    f"cannot read the NMX-C TLS files: {exc}", code="TLS_CONFIG", endpoint=endpoint
+                ) from None
+        return self._tls
+
+    async def close(self) -> None:
+        self._closed = True
+        channels, self._channels = self._channels, {}
+        for channel, _ in channels.values():
+            await channel.close()
+
+    # ---------------------------------------------------------------------------------------- calls
+
+    async def _call(self, target: DomainTarget, rpc: str, request: Any) -> Any:
+        endpoint, stub = self._stub(target.endpoint)
+        try:
+            return await getattr(stub, rpc)(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as exc:
+            raise _status_error(exc, rpc, endpoint) from None
+
+    def _check(self, target: DomainTarget, rpc: str, header: pb.ServerHeader) -> None:
+        """Refuse a reply that is not SUCCESS or that comes from another domain's controller."""
+        if header.return_code != SUCCESS:
+            raise return_code_error(header.return_code, f"NMX-C {rpc}", endpoint=target.endpoint)
+        served = _uuid(header.domain_uuid)
+        if served is not None and served != target.domain_uuid:
+            raise FabricRejected(
+                f"NMX-C {rpc}: endpoint serves domain {served}, not {target.domain_uuid}",
+                code="DOMAIN_MISMATCH",
+                endpoint=target.endpoint,
+            )
+
+    def _context(self) -> pb.Context:
+        return pb.Context(context="")
+
+    async def hello(self, target: DomainTarget) -> DomainHello:
+        request = pb.ClientHello(
+            gateway_id=self._gateway_id,
+            major_version=pb.PROTO_MSG_MAJOR_VERSION,
+            minor_version=pb.PROTO_MSG_MINOR_VERSION,
+        )
+        reply = await self._call(target, "Hello", request)
+        header = reply.server_header
+        if header.return_code != SUCCESS:
+            raise return_code_error(header.return_code, "NMX-C Hello", endpoint=target.endpoint)
+        domain = _uuid(header.domain_uuid)
+        if domain is None:
+            raise FabricRejected(
+                f"NMX-C Hello: no domain uuid in {header.domain_uuid!r}",
+                code="BAD_DOMAIN_UUID",
+                endpoint=target.endpoint,
+            )
+        return DomainHello(domain_uuid=domain, app_version=header.app_ver)
+
+    async def list_partitions(self, target: DomainTarget) -> list[FabricPartition]:
+        request = pb.GetPartitionInfoListRequest(context=self._context(), gateway_id=self._gateway_id)
+        reply = await self._call(target, "GetPartitionInfoList", request)
+        self._check(target, "GetPartitionInfoList", reply.server_header)
+        return [
+            FabricPartition(
+                partition_id=info.partition_id.partition_id,
+                ref=str(info.partition_id.partition_id),
+                name=info.name,
+                gpu_uids=frozenset(info.gpu_uid_list),
+            )
+            for info in reply.partition_info_list
+        ]
+
+    async def create_partition(
+        self, target: DomainTarget, name: str, gpu_uids: frozenset[int]
+    ) -> FabricPartition:
+        request = pb.CreatePartitionRequest(
+            context=self._context(),
+            name=name,
+            gpu_resource_id=[pb.GpuResourceId(gpu_uid=uid) for uid in sorted(gpu_uids)],
+            gateway_id=self._gateway_id,
+        )
+        reply = await self._call(target, "CreatePartition", request)
+        self._check(target, "CreatePartition", reply.server_header)
+        partition_id = reply.partition_id.partition_id
+        return FabricPartition(
+            partition_id=partition_id, ref=str(partition_id), name=name, gpu_uids=frozenset(gpu_uids)
+        )
+
+    async def add_gpus(
+        self, target: DomainTarget, partition: FabricPartition, gpu_uids: frozenset[int]
+    ) -> None:
+        if gpu_uids:
+            await self._update(target, "AddGpusToPartition", partition, gpu_uids)
+
+    async def remove_gpus(
+        self, target: DomainTarget, partition: FabricPartition, gpu_uids: frozenset[int]
+    ) -> None:
+        if gpu_uids:
+            await self._update(target, "RemoveGpusFromPartition", partition, gpu_uids)
+
+    async def _update(
+        self, target: DomainTarget, rpc: str, partition: FabricPartition, gpu_uids: frozenset[int]
+    ) -> None:
+        request = pb.UpdatePartitionRequest(
+            context=self._context(),
+            partition_id=pb.PartitionId(partition_id=partition.partition_id),
+            gpu_uid=sorted(gpu_uids),
+            gateway_id=self._gateway_id,
+            reroute=True,
+        )
+        reply = await self._call(target, rpc, request)
+        self._check(target, rpc, reply.server_header)
+
+    async def delete_partition(self, target: DomainTarget, partition: FabricPartition) -> None:
+        request = pb.DeletePartitionRequest(
+            context=self._context(),
+            partition_id=pb.PartitionId(partition_id=partition.partition_id),
+            gateway_id=self._gateway_id,
+        )
+        reply = await self._call(target, "DeletePartition", request)
+        self._check(target, "DeletePartition", reply.server_header)
+
+    async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
+        request = pb.GetGpuInfoListRequest(
+            context=self._context(), attr=pb.NMX_GPU_ATTR_ALL, gateway_id=self._gateway_id
+        )
+        reply = await self._call(target, "GetGpuInfoList", request)
+        self._check(target, "GetGpuInfoList", reply.server_header)
+        domain = _uuid(reply.server_header.domain_uuid) or target.domain_uuid
+        return [
+            FabricGpu(
+                gpu_uid=info.gpu_uid,
+                device_id=info.gpu_id,
+                chassis_serial=info.loc.chassis_serial_number,
+                tray_index=info.loc.tray_index,
+                slot_id=info.loc.location.slot_id,
+                domain_uuid=domain,
+                health=_health(info.gpu_health),
+                partition_id=info.partition_id.partition_id if info.HasField("partition_id") else None,
+            )
+            for info in reply.gpu_info_list
+        ]
+
+    # --------------------------------------------------------------------------------------- events
+
+    async def partition_events(self, target: DomainTarget) -> AsyncIterator[PartitionEvent]:
+        """Partition changes the controller reports (``Subscribe``), for as long as the consumer
+        iterates; cancelling or closing the iterator ends the stream cleanly.
+
+        When the stream breaks (controller restarted, network) it is re-established with backoff;
+        once it is, one event with ``partition_id=None`` says "changes may have been missed: re-read
+        the domain". It ends when the backend is closed.
+        """
+        request = pb.SubscribeRequest(gateway_id=self._gateway_id, notify_on_self_change=True)
+        delay = _RESUBSCRIBE_FIRST
+        broken = False
+        while not self._closed:
+            try:
+                endpoint, stub = self._stub(target.endpoint)
+            except FabricUnavailable:
+                return
+            call = stub.Subscribe(request)
+            try:
+                await call.initial_metadata()
+                if broken and not call.done():
+                    broken = False
+                    delay = _RESUBSCRIBE_FIRST
+                    yield PartitionEvent(domain_uuid=target.domain_uuid, partition_id=None)
+                async for note in call:
+                    event = _event(note, target)
+                    if event is not None:
+                        yield event
+            except grpc.aio.AioRpcError as exc:
+                if self._closed:
+                    return
+                log.info("NMX-C Subscribe to %s broke: %s", endpoint, exc.code().name)
+            except asyncio.CancelledError:
+                # close() cancels the call locally, which grpc reports as a cancellation; only a
+                # cancellation of the consuming task itself must propagate.
+                task = asyncio.current_task()
+                if self._closed and task is not None and not task.cancelling():
+                    return
+                raise
+            finally:
+                call.cancel()
+            broken = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RESUBSCRIBE_MAX)
+
+
+def _event(note: pb.ServerNotification, target: DomainTarget) -> PartitionEvent | None:
+    kind = note.WhichOneof("notification")
+    if kind == "fm_event":
+        if note.fm_event.WhichOneof("event") != "fm_event_partition_change":
+            return None
+        change = note.fm_event.fm_event_partition_change
+        partition_id = change.partition_id.partition_id if change.HasField("partition_id") else None
+        return PartitionEvent(domain_uuid=target.domain_uuid, partition_id=partition_id)
+    if kind in ("create_partition_response", "delete_partition_response", "update_partition_response"):
+        response = getattr(note, kind)
+        return PartitionEvent(domain_uuid=target.domain_uuid, partition_id=response.partition_id.partition_id)
+    return None
+
+
+def _status_error(exc: grpc.aio.AioRpcError, rpc: str, endpoint: str) -> FabricError:
+    status = exc.code()
+    message = f"NMX-C {rpc} at {endpoint}: {status.name} {exc.details() or ''}".rstrip()
+    if status == grpc.StatusCode.UNAVAILABLE:
+        return FabricUnavailable(message, code=status.name, endpoint=endpoint)
+    if status == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return FabricTimeout(message, code=status.name, endpoint=endpoint)
+    if status in _RETRY_LATER:
+        return FabricBusy(message, code=status.name, endpoint=endpoint)
+    return FabricRejected(message, code=status.name, endpoint=endpoint)
+
+
+def _uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
+def _health(value: int) -> str:
+    try:
+        return str(pb.GpuHealth.Name(value)).removeprefix(_HEALTH_PREFIX)
+    except ValueError:
+        return "UNKNOWN"
+
+
+def _read(path: Path | None) -> bytes | None:
+    return path.read_bytes() if path is not None else None

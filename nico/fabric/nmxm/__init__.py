@@ -1,0 +1,1 @@
+"""NMX-M: the site-wide REST fabric manager with asynchronous operations (client)."""

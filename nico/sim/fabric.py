@@ -1,0 +1,491 @@
+"""An in-memory site of GB200 racks with the NVLink partition rules of a real NMX controller.
+
+Every simulated server (NMX-C gRPC, NMX-M REST) and the in-process backend share one
+:class:`SimFabric`. It is deterministic from its seed: the same rack list gives the same domain
+uuids, chassis serials (``SIM-0001``...) and GPU GUIDs, and about half of the GUIDs are >= 2**63 so
+the unsigned 64-bit range is exercised everywhere.
+
+Shapes: an NVL72 rack is one domain of 18 compute trays x 4 GPUs behind one chassis serial; an
+NVL36x2 pair is one domain of 72 GPUs spanning two chassis serials of 9 trays each. At start every
+GPU of a domain is in the default partition 32766.
+
+Rules, with the return code a controller answers (``NMX_ST_*``):
+
+* a GPU is in at most one partition; adding or creating with a GPU that is in any partition (the
+  default one included) -> RESOURCE_IN_USE; removing a GPU that is not in the partition ->
+  RESOURCE_NOT_IN_USE;
+* a partition lies inside one domain; a GPU that is unknown or of another domain -> BADPARAM; so is
+  an empty or duplicated GPU list, and a name longer than 244 characters or not printable ASCII
+  (NMX-M's limit);
+* ids 1..32765 are assigned by the controller (lowest free); a requested id that is taken ->
+  PARTITION_ID_IN_USE, outside 1..32766 -> BADPARAM;
+* names are unique per domain (empty names are allowed and never clash) -> PARTITION_NAME_IN_USE;
+* an unknown id -> PARTITION_ID_NOT_IN_USE, an unknown name -> PARTITION_NAME_NOT_IN_USE, an id and
+  a name naming different partitions -> PARTITION_ID_NAME_MISMATCH;
+* at most ``max_partitions`` partitions per domain, the default one counted -> RESOURCE_EXHAUSTED;
+* location-based requests -> NOT_SUPPORTED (nico only makes GPU-UID-based partitions).
+
+The default partition is an ordinary partition to the controller, which creates it when it starts:
+it may be emptied, and it may be deleted (the reference's partition monitor has a code path for "no
+default partition found", so controllers accept that delete). Once deleted it comes back only if a
+client creates a partition asking for id 32766, the one id that may be requested but is never
+assigned.
+
+Fault knobs (:class:`Faults`) are set at run time per domain (by domain uuid or any of its chassis
+serials) with :meth:`SimFabric.set_faults`, and for the site-wide NMX-M endpoint with
+:meth:`SimFabric.set_site_faults`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from nico.fabric.backend import DEFAULT_PARTITION_ID, MAX_PARTITION_ID, MIN_PARTITION_ID
+from nico.fabric.nmxc import nmx_c_pb2 as pb
+
+GPUS_PER_TRAY = 4
+NVL72_TRAYS = 18
+NVL36_TRAYS = 9
+DEFAULT_MAX_PARTITIONS = 64
+DEFAULT_PARTITION_NAME = "Default Partition"
+MAX_NAME_LENGTH = 244
+GPU_HEALTH = ("UNKNOWN", "HEALTHY", "DEGRADED", "NO_NVLINK", "DEGRADED_BW")
+
+
+class SimError(Exception):
+    """A request the controller refuses, with the ``StReturnCode`` it answers."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class EndpointDown(Exception):
+    """The endpoint is down (fault knob): servers refuse the call as unreachable."""
+
+
+@dataclass(frozen=True)
+class SimGpu:
+    gpu_uid: int
+    device_id: int  # 1..4 within the tray
+    chassis_serial: str
+    chassis_id: int
+    tray_index: int  # 0-based within the chassis
+    slot_id: int
+    host_id: int
+    domain_uuid: uuid.UUID
+    entity_id: str  # NMX-M GPU ``ID``
+    health: str = "HEALTHY"
+
+
+@dataclass
+class SimPartition:
+    partition_id: int
+    name: str
+    gpu_uids: set[int]
+    entity_id: str  # NMX-M partition ``ID``
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def is_default(self) -> bool:
+        return self.partition_id == DEFAULT_PARTITION_ID
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Fault knobs of one endpoint (a domain's NMX-C, or the site's NMX-M).
+
+    ``latency``: seconds added before every answer. ``error_rate``: fraction of calls answered with
+    ``error_code`` instead of being served (drawn from the fabric's seeded RNG). ``down``: calls are
+    refused as unreachable (the NMX-C simulator can also really close its port). ``hang``: calls are
+    never answered while set. ``operation_delay`` / ``never_complete``: NMX-M operations on this
+    domain finish after that many seconds / stay in progress while set (late completion = a delay
+    longer than the client's operation timeout, or clearing ``never_complete`` later).
+    """
+
+    latency: float = 0.0
+    error_rate: float = 0.0
+    error_code: int = pb.NMX_ST_NOT_READY
+    down: bool = False
+    hang: bool = False
+    operation_delay: float | None = None
+    never_complete: bool = False
+
+
+class FaultGate:
+    """Applies one endpoint's :class:`Faults` to each call that enters it."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.faults = Faults()
+        self.idle = True  # no knob set: callers may skip entering
+        self.held = 0  # calls being held by ``hang`` right now
+        self._rng = rng
+        self._unhung = asyncio.Event()
+
+    def set(self, **changes: object) -> Faults:
+        was_hung = self.faults.hang
+        self.faults = dataclasses.replace(self.faults, **changes)  # type: ignore[arg-type]
+        self.idle = self.faults == Faults()
+        if was_hung and not self.faults.hang:
+            self._unhung.set()
+            self._unhung = asyncio.Event()
+        return self.faults
+
+    async def enter(self) -> int | None:
+        """Wait out hang and latency; raise :class:`EndpointDown` when down; return the return code
+        to answer instead of serving the call (an injected error), or None to serve it."""
+        faults = self.faults
+        if faults.down:
+            raise EndpointDown("endpoint down (simulated)")
+        while self.faults.hang:
+            self.held += 1
+            try:
+                await self._unhung.wait()
+            finally:
+                self.held -= 1
+        if self.faults.latency > 0:
+            await asyncio.sleep(self.faults.latency)
+        if self.faults.error_rate > 0 and self._rng.random() < self.faults.error_rate:
+            return self.faults.error_code
+        return None
+
+
+@dataclass
+class SimDomain:
+    """One NVLink domain: its chassis, GPUs and partitions."""
+
+    domain_uuid: uuid.UUID
+    chassis_serials: tuple[str, ...]
+    trays_per_chassis: int
+    gpus: dict[int, SimGpu]
+    max_partitions: int
+    gate: FaultGate
+    app_uuid: uuid.UUID
+    partitions: dict[int, SimPartition] = field(default_factory=dict)
+    owner: dict[int, int] = field(default_factory=dict)  # gpu_uid -> partition id
+    names: dict[str, int] = field(default_factory=dict)  # non-empty name -> partition id
+    subscribers: set[asyncio.Queue[int]] = field(default_factory=set)
+
+
+class SimFabric:
+    """The simulated site: ``racks`` NVL72 racks, then ``nvl36x2`` NVL36x2 pairs."""
+
+    def __init__(
+        self,
+        racks: int = 1,
+        *,
+        nvl36x2: int = 0,
+        seed: int = 0,
+        max_partitions: int = DEFAULT_MAX_PARTITIONS,
+    ) -> None:
+        if racks < 0 or nvl36x2 < 0 or racks + nvl36x2 == 0:
+            raise ValueError("a site needs at least one rack")
+        if not 1 <= max_partitions <= MAX_PARTITION_ID:
+            raise ValueError(f"max_partitions must be within 1..{MAX_PARTITION_ID}")
+        self.seed = seed
+        self.domains: dict[uuid.UUID, SimDomain] = {}
+        self._by_serial: dict[str, SimDomain] = {}
+        self._gpu_by_entity: dict[str, SimGpu] = {}
+        self._partition_by_entity: dict[str, tuple[SimDomain, int]] = {}
+        self._uid_domain: dict[int, uuid.UUID] = {}
+        self._entity_rng = random.Random(f"nico-sim:{seed}:entities")
+        self._fault_rng = random.Random(f"nico-sim:{seed}:faults")
+        self.site_gate = FaultGate(self._fault_rng)
+        chassis = 0
+        for _ in range(racks):
+            chassis += 1
+            self._add_domain([chassis], NVL72_TRAYS, max_partitions)
+        for _ in range(nvl36x2):
+            chassis += 2
+            self._add_domain([chassis - 1, chassis], NVL36_TRAYS, max_partitions)
+
+    # ------------------------------------------------------------------------------------- building
+
+    def _add_domain(self, chassis_numbers: list[int], trays: int, max_partitions: int) -> None:
+        serials = tuple(f"SIM-{n:04d}" for n in chassis_numbers)
+        rng = random.Random(f"nico-sim:{self.seed}:{serials[0]}")
+        domain_uuid = uuid.UUID(int=rng.getrandbits(128), version=4)
+        gpus: dict[int, SimGpu] = {}
+        for number, serial in zip(chassis_numbers, serials, strict=True):
+            for tray in range(trays):
+                for device in range(1, GPUS_PER_TRAY + 1):
+                    uid = self._fresh_uid(rng, domain_uuid)
+                    gpus[uid] = SimGpu(
+                        gpu_uid=uid,
+                        device_id=device,
+                        chassis_serial=serial,
+                        chassis_id=number,
+                        tray_index=tray,
+                        slot_id=_slot_of(tray, trays),
+                        host_id=1,
+                        domain_uuid=domain_uuid,
+                        entity_id=f"{rng.getrandbits(96):024x}",
+                    )
+        domain = SimDomain(
+            domain_uuid=domain_uuid,
+            chassis_serials=serials,
+            trays_per_chassis=trays,
+            gpus=gpus,
+            max_partitions=max_partitions,
+            gate=FaultGate(self._fault_rng),
+            app_uuid=uuid.UUID(int=rng.getrandbits(128), version=4),
+        )
+        self.domains[domain_uuid] = domain
+        for serial in serials:
+            self._by_serial[serial] = domain
+        for gpu in gpus.values():
+            self._gpu_by_entity[gpu.entity_id] = gpu
+        self._insert(domain, DEFAULT_PARTITION_ID, DEFAULT_PARTITION_NAME, list(gpus))
+
+    def _fresh_uid(self, rng: random.Random, domain_uuid: uuid.UUID) -> int:
+        while True:
+            uid = rng.getrandbits(64)
+            if uid and uid not in self._uid_domain:
+                self._uid_domain[uid] = domain_uuid
+                return uid
+
+    # ------------------------------------------------------------------------------------ inspection
+
+    def domain(self, key: uuid.UUID | str) -> SimDomain:
+        """A domain by its uuid or by one of its chassis serials."""
+        found = self._by_serial.get(key) if isinstance(key, str) else self.domains.get(key)
+        if found is None:
+            raise KeyError(f"no simulated domain {key}")
+        return found
+
+    @property
+    def chassis_serials(self) -> dict[str, uuid.UUID]:
+        return {serial: d.domain_uuid for serial, d in self._by_serial.items()}
+
+    def partitions(self, key: uuid.UUID | str) -> list[SimPartition]:
+        return sorted(self.domain(key).partitions.values(), key=lambda p: p.partition_id)
+
+    def members(self, key: uuid.UUID | str) -> dict[int, frozenset[int]]:
+        """Partition id -> its GPU uids, for one domain."""
+        return {p.partition_id: frozenset(p.gpu_uids) for p in self.domain(key).partitions.values()}
+
+    def gpus(self, key: uuid.UUID | str) -> list[SimGpu]:
+        return list(self.domain(key).gpus.values())
+
+    def partition_of(self, gpu_uid: int) -> int | None:
+        gpu = self.gpu(gpu_uid)
+        return self.domains[gpu.domain_uuid].owner.get(gpu_uid)
+
+    def gpu(self, gpu_uid: int) -> SimGpu:
+        return self.domains[self._uid_domain[gpu_uid]].gpus[gpu_uid]
+
+    def gpu_by_entity(self, entity_id: str) -> SimGpu | None:
+        return self._gpu_by_entity.get(entity_id)
+
+    def partition_by_entity(self, entity_id: str) -> tuple[SimDomain, SimPartition] | None:
+        found = self._partition_by_entity.get(entity_id)
+        if found is None:
+            return None
+        domain, partition_id = found
+        return domain, domain.partitions[partition_id]
+
+    def set_gpu_health(self, gpu_uid: int, health: str) -> None:
+        if health not in GPU_HEALTH:
+            raise ValueError(f"health must be one of {GPU_HEALTH}")
+        gpu = self.gpu(gpu_uid)
+        changed = dataclasses.replace(gpu, health=health)
+        self.domains[gpu.domain_uuid].gpus[gpu_uid] = changed
+        self._gpu_by_entity[gpu.entity_id] = changed
+
+    # ---------------------------------------------------------------------------------------- faults
+
+    def gate(self, key: uuid.UUID | str) -> FaultGate:
+        return self.domain(key).gate
+
+    def set_faults(self, key: uuid.UUID | str, **changes: object) -> Faults:
+        """Change a domain's fault knobs (by domain uuid or chassis serial); see :class:`Faults`."""
+        return self.domain(key).gate.set(**changes)
+
+    def set_site_faults(self, **changes: object) -> Faults:
+        """Change the fault knobs of the site-wide NMX-M endpoint."""
+        return self.site_gate.set(**changes)
+
+    # ---------------------------------------------------------------------------------------- events
+
+    def subscribe(self, key: uuid.UUID | str) -> asyncio.Queue[int]:
+        """A queue receiving the id of every partition of the domain that changes from now on."""
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        self.domain(key).subscribers.add(queue)
+        return queue
+
+    def unsubscribe(self, key: uuid.UUID | str, queue: asyncio.Queue[int]) -> None:
+        self.domain(key).subscribers.discard(queue)
+
+    def subscriber_count(self, key: uuid.UUID | str) -> int:
+        return len(self.domain(key).subscribers)
+
+    def _changed(self, domain: SimDomain, partition_id: int) -> None:
+        for queue in domain.subscribers:
+            queue.put_nowait(partition_id)
+
+    # ------------------------------------------------------------------------------------- mutations
+
+    def resolve(self, key: uuid.UUID | str, partition_id: int, name: str = "") -> SimPartition:
+        """The partition named by id, by name (id 0), or by both (which must agree)."""
+        domain = self.domain(key)
+        if partition_id == 0 and not name:
+            raise SimError(pb.NMX_ST_BADPARAM, "neither a partition id nor a name")
+        by_name = None
+        if name:
+            by_name = domain.names.get(name)
+            if by_name is None and partition_id == 0:
+                raise SimError(pb.NMX_ST_PARTITION_NAME_NOT_IN_USE, f"no partition named {name!r}")
+        if partition_id:
+            if partition_id not in domain.partitions:
+                raise SimError(pb.NMX_ST_PARTITION_ID_NOT_IN_USE, f"no partition {partition_id}")
+            if name and by_name != partition_id:
+                raise SimError(
+                    pb.NMX_ST_PARTITION_ID_NAME_MISMATCH, f"partition {partition_id} is not named {name!r}"
+                )
+            return domain.partitions[partition_id]
+        assert by_name is not None
+        return domain.partitions[by_name]
+
+    def create_partition(
+        self,
+        key: uuid.UUID | str,
+        name: str,
+        gpu_uids: Sequence[int],
+        partition_id: int | None = None,
+    ) -> SimPartition:
+        domain = self.domain(key)
+        _check_name(name)
+        if name and name in domain.names:
+            raise SimError(pb.NMX_ST_PARTITION_NAME_IN_USE, f"name {name!r} is taken")
+        if partition_id is not None:
+            if not MIN_PARTITION_ID <= partition_id <= DEFAULT_PARTITION_ID:
+                raise SimError(pb.NMX_ST_BADPARAM, f"partition id {partition_id} out of range")
+            if partition_id in domain.partitions:
+                raise SimError(pb.NMX_ST_PARTITION_ID_IN_USE, f"partition id {partition_id} is taken")
+        uids = self._known_gpus(domain, gpu_uids)
+        self._check_free(domain, uids)
+        if len(domain.partitions) >= domain.max_partitions:
+            raise SimError(
+                pb.NMX_ST_RESOURCE_EXHAUSTED,
+                f"domain holds its maximum of {domain.max_partitions} partitions",
+            )
+        if partition_id is None:
+            partition_id = next(
+                i for i in range(MIN_PARTITION_ID, MAX_PARTITION_ID + 1) if i not in domain.partitions
+            )
+        return self._insert(domain, partition_id, name, uids)
+
+    def add_gpus(
+        self, key: uuid.UUID | str, partition_id: int, gpu_uids: Sequence[int], name: str = ""
+    ) -> SimPartition:
+        domain = self.domain(key)
+        partition = self.resolve(key, partition_id, name)
+        uids = self._known_gpus(domain, gpu_uids)
+        self._check_free(domain, uids)
+        for uid in uids:
+            partition.gpu_uids.add(uid)
+            domain.owner[uid] = partition.partition_id
+        return self._touch(domain, partition)
+
+    def remove_gpus(
+        self, key: uuid.UUID | str, partition_id: int, gpu_uids: Sequence[int], name: str = ""
+    ) -> SimPartition:
+        domain = self.domain(key)
+        partition = self.resolve(key, partition_id, name)
+        uids = self._known_gpus(domain, gpu_uids)
+        outside = [uid for uid in uids if uid not in partition.gpu_uids]
+        if outside:
+            raise SimError(
+                pb.NMX_ST_RESOURCE_NOT_IN_USE,
+                f"GPU {outside[0]} is not in partition {partition.partition_id}",
+            )
+        for uid in uids:
+            partition.gpu_uids.discard(uid)
+            del domain.owner[uid]
+        return self._touch(domain, partition)
+
+    def set_members(self, key: uuid.UUID | str, partition_id: int, gpu_uids: Sequence[int]) -> SimPartition:
+        """Replace a partition's members (NMX-M updates send the full list); all or nothing."""
+        domain = self.domain(key)
+        partition = self.resolve(key, partition_id)
+        uids = self._known_gpus(domain, gpu_uids, allow_empty=True)
+        self._check_free(domain, [uid for uid in uids if uid not in partition.gpu_uids])
+        for uid in partition.gpu_uids:
+            del domain.owner[uid]
+        partition.gpu_uids = set(uids)
+        for uid in uids:
+            domain.owner[uid] = partition.partition_id
+        return self._touch(domain, partition)
+
+    def delete_partition(self, key: uuid.UUID | str, partition_id: int, name: str = "") -> SimPartition:
+        domain = self.domain(key)
+        partition = self.resolve(key, partition_id, name)
+        for uid in partition.gpu_uids:
+            del domain.owner[uid]
+        del domain.partitions[partition.partition_id]
+        if partition.name:
+            del domain.names[partition.name]
+        del self._partition_by_entity[partition.entity_id]
+        self._changed(domain, partition.partition_id)
+        return partition
+
+    def _insert(self, domain: SimDomain, partition_id: int, name: str, uids: Iterable[int]) -> SimPartition:
+        now = datetime.now(UTC)
+        partition = SimPartition(
+            partition_id=partition_id,
+            name=name,
+            gpu_uids=set(uids),
+            entity_id=f"{self._entity_rng.getrandbits(96):024x}",
+            created_at=now,
+            updated_at=now,
+        )
+        domain.partitions[partition_id] = partition
+        if name:
+            domain.names[name] = partition_id
+        for uid in partition.gpu_uids:
+            domain.owner[uid] = partition_id
+        self._partition_by_entity[partition.entity_id] = (domain, partition_id)
+        self._changed(domain, partition_id)
+        return partition
+
+    def _touch(self, domain: SimDomain, partition: SimPartition) -> SimPartition:
+        partition.updated_at = datetime.now(UTC)
+        self._changed(domain, partition.partition_id)
+        return partition
+
+    @staticmethod
+    def _known_gpus(domain: SimDomain, gpu_uids: Sequence[int], *, allow_empty: bool = False) -> list[int]:
+        if not gpu_uids and not allow_empty:
+            raise SimError(pb.NMX_ST_BADPARAM, "no GPUs given")
+        if len(set(gpu_uids)) != len(gpu_uids):
+            raise SimError(pb.NMX_ST_BADPARAM, "a GPU is listed twice")
+        for uid in gpu_uids:
+            if uid not in domain.gpus:
+                raise SimError(pb.NMX_ST_BADPARAM, f"GPU {uid} is not in domain {domain.domain_uuid}")
+        return list(gpu_uids)
+
+    @staticmethod
+    def _check_free(domain: SimDomain, uids: Iterable[int]) -> None:
+        for uid in uids:
+            holder = domain.owner.get(uid)
+            if holder is not None:
+                raise SimError(pb.NMX_ST_RESOURCE_IN_USE, f"GPU {uid} is in partition {holder}")
+
+
+def _check_name(name: str) -> None:
+    if len(name) > MAX_NAME_LENGTH or not all(" " <= ch <= "~" for ch in name):
+        raise SimError(pb.NMX_ST_BADPARAM, f"a name is at most {MAX_NAME_LENGTH} printable ASCII characters")
+
+
+def _slot_of(tray_index: int, trays: int) -> int:
+    """Rack slot of a compute tray: the first half sits above the 9 switch trays, the rest below."""
+    upper = (trays + 1) // 2
+    return tray_index + 1 if tray_index < upper else tray_index + 1 + 9
