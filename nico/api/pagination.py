@@ -11,6 +11,7 @@ from fastapi import Request
 from starlette.responses import Response
 
 from nico.services.errors import bad_request
+from nico.services.listing import Window
 
 ORDER_BY = re.compile(r"^[A-Z0-9_]+_(ASC|DESC)$")
 DEFAULT_PAGE_SIZE = 20
@@ -28,6 +29,12 @@ class Page:
     @property
     def offset(self) -> int:
         return (self.number - 1) * self.size
+
+    def window(self, *, newest_first: bool = False) -> Window:
+        """The service's view of this page; ``newest_first`` changes the default order (no
+        ``orderBy`` given) to ``created`` descending, as status histories are shown."""
+        descending = self.descending or (newest_first and self.order_by_raw is None)
+        return Window(self.offset, self.size, self.order_field, descending)
 
     def header(self, total: int) -> str:
         return json.dumps(

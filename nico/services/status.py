@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import StatusDetail
+from nico.services.listing import Orderable, Window, fetch_page
 
 Owner = Literal[
     "site_id",
@@ -61,3 +62,18 @@ async def history(
     for detail in rows.scalars():
         out[getattr(detail, owner)].append(detail)
     return out
+
+
+ORDER_FIELDS = frozenset({"status", "created", "updated"})
+
+
+async def page(
+    session: AsyncSession, owner: Owner, owner_id: uuid.UUID | str, window: Window
+) -> tuple[list[StatusDetail], int]:
+    """One page of an owner's entries (the ``status-history`` endpoints)."""
+    column = getattr(StatusDetail, owner)
+    columns = {name: getattr(StatusDetail, name) for name in ORDER_FIELDS}
+    tiebreak: tuple[Orderable] = (StatusDetail.id.desc(),) if window.descending else (StatusDetail.id,)
+    return await fetch_page(
+        session, select(StatusDetail).where(column == owner_id), window, columns, tiebreak
+    )

@@ -12,6 +12,8 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     "tenant",
     "provider",
     "metadata",
+    "site",
+    "instance_type",
 )
 
 
