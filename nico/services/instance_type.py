@@ -565,8 +565,11 @@ async def dissociate(session: AsyncSession, row: InstanceType, ref: str) -> None
     await session.flush()
 
 
-async def sites_of(session: AsyncSession, rows: Sequence[InstanceType]) -> dict[uuid.UUID, Site]:
-    ids = {row.site_id for row in rows}
-    if not ids:
+async def instance_types_by_id(
+    session: AsyncSession, ids: Iterable[uuid.UUID | None]
+) -> dict[uuid.UUID, InstanceType]:
+    wanted = {i for i in ids if i is not None}
+    if not wanted:
         return {}
-    return {site.id: site for site in await session.scalars(select(Site).where(Site.id.in_(ids)))}
+    rows = await session.scalars(select(InstanceType).where(InstanceType.id.in_(wanted)))
+    return {row.id: row for row in rows}

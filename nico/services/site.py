@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -136,6 +137,13 @@ async def visible_site(session: AsyncSession, viewer: Viewer, site_id: uuid.UUID
 def tenant_view(viewer: Viewer, site: Site) -> bool:
     """True when the caller sees the site as a tenant only (not as its provider)."""
     return viewer.provider is None or viewer.provider.id != site.infrastructure_provider_id
+
+
+async def sites_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Site]:
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    return {site.id: site for site in await session.scalars(select(Site).where(Site.id.in_(wanted)))}
 
 
 async def create_site(

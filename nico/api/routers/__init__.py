@@ -14,6 +14,7 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     "metadata",
     "site",
     "instance_type",
+    "allocation",
 )
 
 

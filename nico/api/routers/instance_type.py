@@ -46,6 +46,7 @@ from nico.db.models import InstanceType as InstanceTypeRow
 from nico.db.models import StatusDetail as StatusDetailRow
 from nico.services import instance_type as types
 from nico.services import orgs, status
+from nico.services import site as sites
 from nico.services.errors import ServiceError, bad_request, forbidden
 
 router = APIRouter(tags=["instance-type"])
@@ -81,7 +82,7 @@ async def render(
     capabilities = await types.capabilities_of_types(session, ids)
     if history is None:
         history = await status.history(session, "instance_type_id", ids)
-    at = await types.sites_of(session, rows) if "Site" in relations else {}
+    at = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
     owners = (
         await orgs.providers_by_id(session, (row.infrastructure_provider_id for row in rows))
         if "InfrastructureProvider" in relations
