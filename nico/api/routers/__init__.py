@@ -15,6 +15,7 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     "site",
     "instance_type",
     "allocation",
+    "subnet",
 )
 
 
