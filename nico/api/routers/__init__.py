@@ -16,6 +16,7 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     "instance_type",
     "allocation",
     "subnet",
+    "machine",
 )
 
 
