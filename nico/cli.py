@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from nico import admin_cli
 from nico.config import ConfigError, Settings, load_settings
 
 app = typer.Typer(
@@ -19,6 +20,7 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console(stderr=True)
+app.add_typer(admin_cli.app, name="admin")
 
 
 def settings_or_exit(**overrides: object) -> Settings:
