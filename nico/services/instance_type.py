@@ -488,11 +488,11 @@ async def associate(
         )
     }
     owned_sites = select(Site.id).where(Site.infrastructure_provider_id == row.infrastructure_provider_id)
-    owned = [m.id for m in machines.values() if m.site_id in set(await session.scalars(owned_sites))]
+    owned = {m.id for m in machines.values() if m.site_id in set(await session.scalars(owned_sites))}
     wanted = [CapabilitySpec.of(c) for c in (await capabilities_of_types(session, [row.id])).get(row.id, [])]
-    reported = await capabilities_of_machines(session, owned)
+    reported = await capabilities_of_machines(session, list(machines))
     problem = capability_mismatch(
-        wanted, {mid: [CapabilitySpec.of(c) for c in reported.get(mid, [])] for mid in owned}
+        wanted, {mid: [CapabilitySpec.of(c) for c in reported.get(mid, [])] for mid in machines}
     )
     if problem is not None:
         raise problem
