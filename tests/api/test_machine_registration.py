@@ -232,14 +232,6 @@ async def test_a_pending_site_is_paired_by_its_first_registration(
 # --- validation (400) ------------------------------------------------------------------------------
 
 
-def mutate(**paths: Any) -> dict[str, Any]:
-    return paths
-
-
-def with_machines(*machines: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(machines)
-
-
 def edited(index: int, change: Any) -> dict[str, Any]:
     machine = tray(index)
     change(machine)
