@@ -12,12 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, case, or_, select
+from sqlalchemy import ColumnElement, Select, and_, case, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import MachineStatus, SiteStatus
 from nico.db.models import Gpu, Instance, InstanceType, Machine, Site, TenantSite
-from nico.services import status
+from nico.services import nvlink_events, status
 from nico.services.errors import ServiceError, bad_request, forbidden, not_found
 from nico.services.instance_type import (
     ASSIGNABLE,
@@ -83,7 +83,7 @@ class MachineChange:
     labels: dict[str, Any] | None = None
 
 
-def provider_sites(viewer: Viewer) -> Any:
+def provider_sites(viewer: Viewer) -> Select[uuid.UUID]:
     assert viewer.provider is not None
     return select(Site.id).where(Site.infrastructure_provider_id == viewer.provider.id)
 
@@ -330,5 +330,8 @@ async def delete_machine(session: AsyncSession, viewer: Viewer, machine_id: str)
             1,
             "Machine cannot be deleted as its Instance Type would no longer satisfy Allocation Constraints",
         )
+    domain = machine.nvlink_domain_uuid
     await session.delete(machine)
     await session.flush()
+    # Its GPUs leave the fabric's bookkeeping: let the reconciler look at the domain now.
+    await nvlink_events.desired_state_changed(session, domains=[domain] if domain else [])

@@ -24,6 +24,7 @@ from nico.db.models import (
     Tenant,
     TenantSite,
 )
+from nico.services import status
 from nico.services.orgs import ROLE_WITHOUT_PROVIDER, ROLE_WITHOUT_TENANT
 from tests.support import factories as f
 from tests.support.auth import bearer
@@ -717,3 +718,22 @@ async def test_two_providers_never_touch_each_others_sites(client: httpx.AsyncCl
     # A token for one org cannot be used on the other's path.
     crossed = await client.get(url(OTHER_PROVIDER, "/site"), headers=world.headers["provider"])
     assert crossed.status_code == 403
+
+
+async def test_history_shows_20_on_reads_and_up_to_100_after_patch(
+    client: httpx.AsyncClient, session: AsyncSession, world: World
+) -> None:
+    for n in range(120):
+        await status.record(session, "site_id", world.site.id, "Registered", f"entry {n}")
+    await session.commit()
+    headers = world.headers["provider"]
+    got = await client.get(url(PROVIDER, f"/site/{world.site.id}"), headers=headers)
+    assert [h["message"] for h in got.json()["statusHistory"]] == [f"entry {n}" for n in range(119, 99, -1)]
+    listed = await client.get(url(PROVIDER, "/site"), headers=headers)
+    assert len(listed.json()[0]["statusHistory"]) == 20
+    patched = await client.patch(
+        url(PROVIDER, f"/site/{world.site.id}"), headers=headers, json={"description": "x"}
+    )
+    assert [h["message"] for h in patched.json()["statusHistory"]] == [
+        f"entry {n}" for n in range(119, 19, -1)
+    ]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -63,7 +64,7 @@ async def render(
     session: SessionDep,
     rows: Sequence[AllocationRow],
     *,
-    relations: set[str] = frozenset(),  # type: ignore[assignment]
+    relations: AbstractSet[str] = frozenset(),
     history: dict[uuid.UUID | str, list[StatusDetailRow]] | None = None,
 ) -> list[Allocation]:
     ids = [row.id for row in rows]
@@ -184,7 +185,7 @@ async def create_allocation(
     return json_response(rendered, 201)
 
 
-def uuid_list(request: Request, name: str, message: Any) -> list[uuid.UUID]:
+def uuid_list(request: Request, name: str, message: Callable[[str], ServiceError]) -> list[uuid.UUID]:
     out = []
     for value in list_param(request, name):
         parsed = parse_uuid(value)

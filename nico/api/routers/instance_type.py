@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -73,7 +74,7 @@ async def render(
     viewer: orgs.Viewer,
     rows: Sequence[InstanceTypeRow],
     *,
-    relations: set[str] = frozenset(),  # type: ignore[assignment]
+    relations: AbstractSet[str] = frozenset(),
     with_associations: bool = False,
     with_stats: bool = False,
     history: dict[uuid.UUID | str, list[StatusDetailRow]] | None = None,

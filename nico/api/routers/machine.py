@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
@@ -43,7 +44,7 @@ from nico.services import instance_type as types
 from nico.services import inventory, orgs, status
 from nico.services import machine as machines
 from nico.services import site as sites
-from nico.services.errors import ServiceError, bad_request, forbidden, not_found
+from nico.services.errors import bad_request, forbidden, not_found
 
 router = APIRouter(tags=["machine"])
 
@@ -72,7 +73,7 @@ async def render(
     rows: Sequence[MachineRow],
     views: Sequence[machines.View],
     *,
-    relations: set[str] = frozenset(),  # type: ignore[assignment]
+    relations: AbstractSet[str] = frozenset(),
     history: dict[uuid.UUID | str, list[StatusDetailRow]] | None = None,
 ) -> list[Machine]:
     ids = [row.id for row in rows]
@@ -308,6 +309,6 @@ async def delete_machine(org: str, machineId: str, principal: PrincipalDep, sess
     principal.require_provider_admin(org)
     provider = await orgs.provider_of(session, org)
     if provider is None:
-        raise ServiceError(404, "Infrastructure Provider not found in org")
+        raise not_found("Infrastructure Provider not found in org")
     await machines.delete_machine(session, orgs.Viewer(provider, None), machineId)
     return Response("null", status_code=202, media_type="application/json")

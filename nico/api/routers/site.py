@@ -40,7 +40,7 @@ from nico.db.models import Site as SiteRow
 from nico.db.models import StatusDetail as StatusDetailRow
 from nico.services import orgs, status
 from nico.services import site as sites
-from nico.services.errors import ServiceError, bad_request, forbidden
+from nico.services.errors import bad_request, forbidden, not_found
 
 router = APIRouter(tags=["site"])
 
@@ -156,7 +156,7 @@ async def create_site(org: str, request: Request, principal: PrincipalDep, sessi
     errors.raise_if_any("Error validating Site creation request data")
     provider = await orgs.provider_of(session, org)
     if provider is None:
-        raise ServiceError(404, f"Org '{org}' does not have an Infrastructure Provider")
+        raise not_found(f"Org '{org}' does not have an Infrastructure Provider")
     assert body.name is not None
     row, entries = await sites.create_site(
         session,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
@@ -67,7 +68,7 @@ async def render(
     session: SessionDep,
     rows: Sequence[SubnetRow],
     *,
-    relations: set[str] = frozenset(),  # type: ignore[assignment]
+    relations: AbstractSet[str] = frozenset(),
     history: dict[uuid.UUID | str, list[StatusDetailRow]] | None = None,
 ) -> list[Subnet]:
     if history is None:
