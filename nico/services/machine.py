@@ -16,7 +16,7 @@ from sqlalchemy import ColumnElement, Select, and_, case, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import MachineStatus, SiteStatus
-from nico.db.models import Gpu, Instance, InstanceType, Machine, Site, TenantSite
+from nico.db.models import Gpu, Instance, InstanceType, Machine, MachineCapability, Site, TenantSite
 from nico.services import nvlink_events, status
 from nico.services.errors import ServiceError, bad_request, forbidden, not_found
 from nico.services.instance_type import (
@@ -60,6 +60,11 @@ class MachineFilters:
     has_instance: bool | None = None
     statuses: list[str] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
+    tenant_ids: list[uuid.UUID] = field(default_factory=list)
+    capability_types: list[str] = field(default_factory=list)
+    capability_names: list[str] = field(default_factory=list)
+    hw_sku_device_types: list[str] = field(default_factory=list)
+    is_missing_on_site: bool | None = None
     query: str | None = None
 
 
@@ -95,6 +100,11 @@ async def privileged_at(session: AsyncSession, viewer: Viewer, site_id: uuid.UUI
     if tenant is None or not tenant.targeted_instance_creation:
         return False
     return await session.get(TenantSite, (tenant.id, site_id)) is not None
+
+
+def owning(condition: ColumnElement[bool]) -> Select[str | None]:
+    """Ids of the machines with a capability meeting ``condition``."""
+    return select(MachineCapability.machine_id).where(condition)
 
 
 async def list_machines(
@@ -143,6 +153,18 @@ async def list_machines(
         stmt = stmt.where(SHOWN_STATUS.in_(filters.statuses))
     if filters.ids:
         stmt = stmt.where(Machine.id.in_(filters.ids))
+    if filters.tenant_ids and viewer.provider is not None:
+        stmt = stmt.where(
+            Machine.instance_id.in_(select(Instance.id).where(Instance.tenant_id.in_(filters.tenant_ids)))
+        )
+    if filters.capability_types:
+        stmt = stmt.where(Machine.id.in_(owning(MachineCapability.type.in_(filters.capability_types))))
+    if filters.capability_names:
+        stmt = stmt.where(Machine.id.in_(owning(MachineCapability.name.in_(filters.capability_names))))
+    if filters.hw_sku_device_types:
+        stmt = stmt.where(Machine.hw_sku_device_type.in_(filters.hw_sku_device_types))
+    if filters.is_missing_on_site is not None:
+        stmt = stmt.where(Machine.is_missing_on_site == filters.is_missing_on_site)
     pattern = search_pattern(filters.query)
     if pattern:
         stmt = stmt.where(

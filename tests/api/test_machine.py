@@ -130,6 +130,13 @@ async def test_provider_list_renders_in_use_and_nvlink_info(client: httpx.AsyncC
         ({"instanceTypeId": "{itype}", "id": ["{m1}", "{m2}"]}, [1, 2]),
         ({"hasInstanceType": "false"}, []),
         ({"query": "T03"}, [3]),
+        (
+            {"capabilityType": "GPU", "capabilityName": "NVIDIA GB200", "isMissingOnSite": "false"},
+            [0, 1, 2, 3],
+        ),
+        ({"capabilityType": "CPU"}, []),
+        ({"hwSkuDeviceType": "gpu"}, []),
+        ({"tenantId": "{tenant}"}, [0]),
         ({"orderBy": "STATUS_ASC", "pageSize": "1"}, [0]),
         ({"orderBy": "ID_DESC", "pageSize": "2", "pageNumber": "2"}, [1, 0]),
     ],
@@ -140,6 +147,7 @@ async def test_list_filters(
     names = {
         "{site}": str(world.site.id),
         "{itype}": str(world.itype.id),
+        "{tenant}": str(world.tenant.id),
         **{f"{{m{i}}}": m.id for i, m in enumerate(world.machines)},
     }
 

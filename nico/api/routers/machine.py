@@ -37,7 +37,7 @@ from nico.api.schemas.machine import (
 )
 from nico.api.schemas.org import InfrastructureProviderSummary
 from nico.api.schemas.site import SiteSummary
-from nico.db.enums import MachineStatus
+from nico.db.enums import CapabilityType, MachineStatus
 from nico.db.models import Machine as MachineRow
 from nico.db.models import StatusDetail as StatusDetailRow
 from nico.services import instance_type as types
@@ -193,8 +193,23 @@ async def list_machines(org: str, request: Request, principal: PrincipalDep, ses
     for value in statuses:
         if value not in set(MachineStatus):
             raise bad_request("Invalid Status value in query", {"status": value})
+    capability_types = list_param(request, "capabilityType")
+    for value in capability_types:
+        if value not in set(CapabilityType):
+            raise bad_request(f"Invalid capabilityType value in query: {value}")
+    tenant_ids = []
+    for value in list_param(request, "tenantId"):
+        parsed = parse_uuid(value)
+        if parsed is None:
+            raise bad_request(f"Invalid Tenant ID: {value} in query")
+        tenant_ids.append(parsed)
     filters = machines.MachineFilters(
         site_id=site_id,
+        tenant_ids=tenant_ids,
+        capability_types=capability_types,
+        capability_names=list_param(request, "capabilityName"),
+        hw_sku_device_types=list_param(request, "hwSkuDeviceType"),
+        is_missing_on_site=bool_query(request, "isMissingOnSite"),
         instance_type_ids=type_ids,
         has_instance_type=has_type,
         has_instance=has_instance,
