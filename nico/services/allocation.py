@@ -193,7 +193,9 @@ async def create_allocation(
     if constraint.resource_type == ResourceType.IP_BLOCK:
         raise bad_request(IPBLOCK_UNSUPPORTED)
     itype = await session.scalar(
-        select(InstanceType).where(InstanceType.id == constraint.resource_type_id).with_for_update()
+        select(InstanceType)
+        .where(InstanceType.id == constraint.resource_type_id)
+        .with_for_update(key_share=True)
     )
     if itype is None:
         raise bad_request("Error retrieving Instance Type in Allocation Constraint in request")
@@ -249,7 +251,9 @@ async def update_allocation(
     name: str | None,
     description: str | None,
 ) -> Allocation:
-    row = await session.scalar(select(Allocation).where(Allocation.id == allocation_id).with_for_update())
+    row = await session.scalar(
+        select(Allocation).where(Allocation.id == allocation_id).with_for_update(key_share=True)
+    )
     if row is None:
         raise not_found("Could not retrieve Allocation to update")
     if provider is None:
@@ -375,7 +379,9 @@ async def update_constraint(
     if constraint.instance_type_id is None:
         raise bad_request(IPBLOCK_UNSUPPORTED)
     itype = await session.scalar(
-        select(InstanceType).where(InstanceType.id == constraint.instance_type_id).with_for_update()
+        select(InstanceType)
+        .where(InstanceType.id == constraint.instance_type_id)
+        .with_for_update(key_share=True)
     )
     assert itype is not None  # RESTRICT keeps a reserved instance type
     await session.refresh(constraint, with_for_update=True)

@@ -2,7 +2,8 @@
 
 A machine's association with an instance type is ``machine.instance_type_id``. The instance type row
 is the capacity holder: every change that could break ``Σ reserved <= associated machines`` locks it
-(``FOR UPDATE``) first, so racing allocations and dissociations are serialised.
+first (``FOR NO KEY UPDATE``: rows referencing it can still be inserted), so racing allocations and
+dissociations are serialised.
 """
 
 from __future__ import annotations
@@ -245,7 +246,7 @@ async def owned_instance_type(
     if provider is None:
         raise forbidden(NO_PROVIDER)
     stmt = select(InstanceType).where(InstanceType.id == type_id)
-    row = await session.scalar(stmt.with_for_update() if lock else stmt)
+    row = await session.scalar(stmt.with_for_update(key_share=True) if lock else stmt)
     if row is None:
         raise not_found(missing)
     if row.infrastructure_provider_id != provider.id:
@@ -484,7 +485,7 @@ async def associate(
     machines = {
         m.id: m
         for m in await session.scalars(
-            select(Machine).where(Machine.id.in_(ids)).order_by(Machine.id).with_for_update()
+            select(Machine).where(Machine.id.in_(ids)).order_by(Machine.id).with_for_update(key_share=True)
         )
     }
     owned_sites = select(Site.id).where(Site.infrastructure_provider_id == row.infrastructure_provider_id)

@@ -409,7 +409,7 @@ async def register_machines(
     capabilities = [capabilities_for(r, p) for r, p in zip(machines, placements, strict=True)]
     for specs in capabilities:
         check_capabilities(specs, reported=True)
-    site = await session.scalar(select(Site).where(Site.id == site_id).with_for_update())
+    site = await session.scalar(select(Site).where(Site.id == site_id).with_for_update(key_share=True))
     if site is None:
         raise not_found("Could not find Site with specified ID")
     if provider_id is not None and site.infrastructure_provider_id != provider_id:
@@ -428,7 +428,7 @@ async def register_machines(
     existing = {
         m.id: m
         for m in await session.scalars(
-            select(Machine).where(Machine.id.in_(ids)).order_by(Machine.id).with_for_update()
+            select(Machine).where(Machine.id.in_(ids)).order_by(Machine.id).with_for_update(key_share=True)
         )
     }
     for machine in existing.values():
@@ -542,7 +542,9 @@ async def replace_nvlink_info(session: AsyncSession, machine_id: str, info: Nvli
     if errors:
         raise invalid(errors)
     await lock_inventory(session)
-    machine = await session.scalar(select(Machine).where(Machine.id == machine_id).with_for_update())
+    machine = await session.scalar(
+        select(Machine).where(Machine.id == machine_id).with_for_update(key_share=True)
+    )
     if machine is None:
         raise not_found("Could not find Machine with specified ID")
     planned = {machine_id: placement}

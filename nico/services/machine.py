@@ -236,7 +236,10 @@ async def lock_types(session: AsyncSession, ids: Sequence[uuid.UUID | None]) -> 
     """Lock instance types in id order (every path locks types before machines, so they never deadlock)."""
     wanted = sorted({i for i in ids if i is not None})
     rows = await session.scalars(
-        select(InstanceType).where(InstanceType.id.in_(wanted)).order_by(InstanceType.id).with_for_update()
+        select(InstanceType)
+        .where(InstanceType.id.in_(wanted))
+        .order_by(InstanceType.id)
+        .with_for_update(key_share=True)
     )
     return {row.id: row for row in rows}
 

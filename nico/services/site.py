@@ -187,7 +187,7 @@ async def create_site(
 async def update_site(
     session: AsyncSession, provider: InfrastructureProvider | None, site_id: uuid.UUID, changes: SiteChanges
 ) -> Site:
-    site = await session.scalar(select(Site).where(Site.id == site_id).with_for_update())
+    site = await session.scalar(select(Site).where(Site.id == site_id).with_for_update(key_share=True))
     if site is None:
         raise not_found("Could not retrieve Site to update")
     if provider is None or site.infrastructure_provider_id != provider.id:

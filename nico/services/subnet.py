@@ -119,7 +119,7 @@ async def own_subnet(
     session: AsyncSession, tenant: Tenant, subnet_id: uuid.UUID, *, lock: bool = False
 ) -> Subnet:
     stmt = select(Subnet).where(Subnet.id == subnet_id)
-    row = await session.scalar(stmt.with_for_update() if lock else stmt)
+    row = await session.scalar(stmt.with_for_update(key_share=True) if lock else stmt)
     if row is None:
         raise not_found(NOT_FOUND)
     if row.tenant_id != tenant.id:
