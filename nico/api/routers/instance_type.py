@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -103,7 +104,7 @@ async def render(
                 provider=InfrastructureProviderSummary.of(owner) if owner else None,
                 site=SiteSummary.of(site) if site else None,
                 associations=[association(a) for a in associations.get(row.id, [])] or None,
-                allocation_stats=AllocationStats.model_validate(stats[row.id].__dict__)
+                allocation_stats=AllocationStats.model_validate(asdict(stats[row.id]))
                 if row.id in stats
                 else None,
             )
