@@ -20,7 +20,6 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console(stderr=True)
-app.add_typer(admin_cli.app, name="admin")
 
 
 def settings_or_exit(**overrides: object) -> Settings:
@@ -113,6 +112,9 @@ def token(
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
     print(value)
+
+
+app.add_typer(admin_cli.app, name="admin")
 
 
 def main() -> None:
