@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import Request
 from starlette.responses import Response
 
 from nico.services.errors import bad_request
-from nico.services.listing import Window
 
 ORDER_BY = re.compile(r"^[A-Z0-9_]+_(ASC|DESC)$")
 DEFAULT_PAGE_SIZE = 20
@@ -29,12 +28,6 @@ class Page:
     @property
     def offset(self) -> int:
         return (self.number - 1) * self.size
-
-    def window(self, *, newest_first: bool = False) -> Window:
-        """The service's view of this page; ``newest_first`` changes the default order (no
-        ``orderBy`` given) to ``created`` descending, as status histories are shown."""
-        descending = self.descending or (newest_first and self.order_by_raw is None)
-        return Window(self.offset, self.size, self.order_field, descending)
 
     def header(self, total: int) -> str:
         return json.dumps(
@@ -87,3 +80,8 @@ def page_response(
     for key, value in (extra_headers or {}).items():
         response.headers[key] = str(value)
     return response
+
+
+def newest_first(page: Page) -> Page:
+    """``page``, ordered newest first when the caller gave no ``orderBy`` (as status histories are)."""
+    return page if page.order_by_raw is not None else replace(page, order_field="created", descending=True)

@@ -35,10 +35,11 @@ from nico.db.models import (
 from nico.services import status
 from nico.services.errors import bad_request, conflict, forbidden, not_found
 from nico.services.instance_type import machine_count, reserved_total
-from nico.services.listing import Orderable, Window, fetch_page, search_pattern
+from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import Viewer
+from nico.services.search import search_pattern
 
-ORDER_COLUMNS: dict[str, Orderable] = {
+ORDER_COLUMNS: dict[str, Any] = {
     "name": Allocation.name,
     "status": Allocation.status,
     "created": Allocation.created,
@@ -98,8 +99,8 @@ async def missing_sites(session: AsyncSession, site_ids: Sequence[uuid.UUID]) ->
 
 
 async def list_allocations(
-    session: AsyncSession, viewer: Viewer, filters: AllocationFilters, window: Window
-) -> tuple[list[Allocation], int]:
+    session: AsyncSession, viewer: Viewer, filters: AllocationFilters, page: PageRequest
+) -> tuple[Sequence[Allocation], int]:
     stmt = select(Allocation).where(visible(viewer))
     if filters.site_ids:
         stmt = stmt.where(Allocation.site_id.in_(filters.site_ids))
@@ -129,7 +130,7 @@ async def list_allocations(
                 Allocation.status.ilike(pattern),
             )
         )
-    return await fetch_page(session, stmt, window, ORDER_COLUMNS, (Allocation.id,))
+    return await fetch_page(session, stmt, page, ORDER_COLUMNS, Allocation.id)
 
 
 async def visible_allocation(session: AsyncSession, viewer: Viewer, allocation_id: uuid.UUID) -> Allocation:

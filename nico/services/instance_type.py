@@ -33,16 +33,17 @@ from nico.db.models import (
 )
 from nico.services import status
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
-from nico.services.listing import Orderable, Window, fetch_page, search_pattern
+from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import Viewer
+from nico.services.search import search_pattern
 
-ORDER_COLUMNS: dict[str, Orderable] = {
+ORDER_COLUMNS: dict[str, Any] = {
     "name": InstanceType.name,
     "status": InstanceType.status,
     "created": InstanceType.created,
     "updated": InstanceType.updated,
 }
-ASSOCIATION_ORDER_COLUMNS: dict[str, Orderable] = {"created": Machine.updated, "updated": Machine.updated}
+ASSOCIATION_ORDER_COLUMNS: dict[str, Any] = {"created": Machine.updated, "updated": Machine.updated}
 READY_MESSAGE = "Instance type is ready for use"
 NO_PROVIDER = "Org does not have an Infrastructure Provider"
 ASSOCIATION_NAMESPACE = uuid.UUID("0b8f4f0e-5f5c-4bde-9d8e-6d1a4c1f3a70")
@@ -195,8 +196,8 @@ def visible(viewer: Viewer, *, exclude_unallocated: bool = False) -> ColumnEleme
 
 
 async def list_instance_types(
-    session: AsyncSession, viewer: Viewer, filters: InstanceTypeFilters, window: Window
-) -> tuple[list[InstanceType], int]:
+    session: AsyncSession, viewer: Viewer, filters: InstanceTypeFilters, page: PageRequest
+) -> tuple[Sequence[InstanceType], int]:
     if filters.site_id is not None and await session.get(Site, filters.site_id) is None:
         raise bad_request("Failed to retrieve Site specified in query")
     if filters.exclude_unallocated and viewer.provider is not None:
@@ -222,7 +223,7 @@ async def list_instance_types(
                 cast(InstanceType.labels, Text).ilike(pattern),
             )
         )
-    return await fetch_page(session, stmt, window, ORDER_COLUMNS, (InstanceType.id,))
+    return await fetch_page(session, stmt, page, ORDER_COLUMNS, InstanceType.id)
 
 
 async def visible_instance_type(session: AsyncSession, viewer: Viewer, type_id: uuid.UUID) -> InstanceType:
@@ -457,14 +458,14 @@ async def associations_of(
 
 
 async def list_associations(
-    session: AsyncSession, row: InstanceType, window: Window
+    session: AsyncSession, row: InstanceType, page: PageRequest
 ) -> tuple[list[Association], int]:
     machines, total = await fetch_page(
         session,
         select(Machine).where(Machine.instance_type_id == row.id),
-        window,
+        page,
         ASSOCIATION_ORDER_COLUMNS,
-        (Machine.id,),
+        Machine.id,
     )
     return [Association(machine, row.id) for machine in machines], total
 

@@ -1,48 +1,55 @@
-"""One page of a filtered select: the total count, then the rows in the requested order."""
+"""One page of a filtered select, with the total, in one round trip (``count(*) OVER ()``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import ColumnElement, Select, func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import QueryableAttribute
-
-Orderable = ColumnElement[Any] | QueryableAttribute[Any]
 
 
-@dataclass(frozen=True)
-class Window:
-    """Which rows to return: ``order_field`` is a key of the resource's orderable columns."""
+class PageRequest(Protocol):
+    """What a list endpoint asked for (``nico.api.pagination.Page`` satisfies it)."""
 
-    offset: int = 0
-    limit: int = 20
-    order_field: str = "created"
-    descending: bool = False
+    @property
+    def offset(self) -> int: ...
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def order_field(self) -> str: ...
+
+    @property
+    def descending(self) -> bool: ...
 
 
 async def fetch_page(
     session: AsyncSession,
     stmt: Select[Any],
-    window: Window,
-    columns: Mapping[str, Orderable],
-    tiebreak: Sequence[Orderable],
-) -> tuple[list[Any], int]:
-    """Rows of ``stmt`` (a select of one entity) in ``window`` and the total before paging. Ties are
-    broken by ``tiebreak`` so that pages never overlap."""
+    page: PageRequest,
+    order: Mapping[str, Any],
+    tiebreak: Any,
+) -> tuple[Sequence[Any], int]:
+    """The rows of ``stmt`` (one entity or column per row) on ``page``, and how many match in all.
+
+    ``order`` maps each allowed ``orderBy`` field to its column; ``tiebreak`` keeps pages stable.
+    """
+    column = order[page.order_field]
+    ordered = column.desc() if page.descending else column.asc()
+    tie = tiebreak.desc() if page.descending else tiebreak.asc()
+    rows = (
+        await session.execute(
+            stmt.add_columns(func.count().over().label("total"))
+            .order_by(ordered, tie)
+            .offset(page.offset)
+            .limit(page.size)
+        )
+    ).all()
+    if rows:
+        return [row[0] for row in rows], int(rows[0].total)
+    if page.offset == 0:
+        return [], 0
     total = await session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery()))
-    column = columns[window.order_field]
-    ordered = column.desc().nulls_last() if window.descending else column.asc().nulls_first()
-    rows = await session.scalars(stmt.order_by(ordered, *tiebreak).offset(window.offset).limit(window.limit))
-    return list(rows.unique()), int(total or 0)
-
-
-def search_pattern(query: str | None) -> str | None:
-    """An ILIKE pattern matching ``query`` anywhere (wildcards in it are literal), or None if blank."""
-    text = (query or "").strip()
-    if not text:
-        return None
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
+    return [], int(total or 0)

@@ -28,8 +28,9 @@ from nico.services.instance_type import (
     ensure_capacity_without,
     rendered_status,
 )
-from nico.services.listing import Orderable, Window, fetch_page, search_pattern
+from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import Viewer
+from nico.services.search import search_pattern
 
 SHOWN_STATUS: ColumnElement[str] = case(
     (
@@ -38,7 +39,7 @@ SHOWN_STATUS: ColumnElement[str] = case(
     ),
     else_=Machine.status,
 )
-ORDER_COLUMNS: dict[str, Orderable] = {
+ORDER_COLUMNS: dict[str, Any] = {
     "id": Machine.id,
     "status": SHOWN_STATUS,
     "created": Machine.created,
@@ -108,8 +109,8 @@ def owning(condition: ColumnElement[bool]) -> Select[str | None]:
 
 
 async def list_machines(
-    session: AsyncSession, viewer: Viewer, filters: MachineFilters, window: Window
-) -> tuple[list[Machine], int]:
+    session: AsyncSession, viewer: Viewer, filters: MachineFilters, page: PageRequest
+) -> tuple[Sequence[Machine], int]:
     site = None
     if filters.site_id is not None:
         site = await session.get(Site, filters.site_id)
@@ -177,7 +178,7 @@ async def list_machines(
                 SHOWN_STATUS.ilike(pattern),
             )
         )
-    return await fetch_page(session, stmt, window, ORDER_COLUMNS, (Machine.id,))
+    return await fetch_page(session, stmt, page, ORDER_COLUMNS, Machine.id)
 
 
 async def site_providers(session: AsyncSession, machines: Sequence[Machine]) -> dict[uuid.UUID, uuid.UUID]:

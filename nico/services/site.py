@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,10 +33,11 @@ from nico.db.models import (
 )
 from nico.services import status
 from nico.services.errors import bad_request, conflict, forbidden, not_found
-from nico.services.listing import Orderable, Window, fetch_page, search_pattern
+from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import Viewer
+from nico.services.search import search_pattern
 
-ORDER_COLUMNS: dict[str, Orderable] = {
+ORDER_COLUMNS: dict[str, Any] = {
     "name": Site.name,
     "status": Site.status,
     "created": Site.created,
@@ -104,8 +105,8 @@ def visible(viewer: Viewer) -> ColumnElement[bool]:
 
 
 async def list_sites(
-    session: AsyncSession, viewer: Viewer, filters: SiteFilters, window: Window
-) -> tuple[list[Site], int]:
+    session: AsyncSession, viewer: Viewer, filters: SiteFilters, page: PageRequest
+) -> tuple[Sequence[Site], int]:
     stmt = select(Site).where(visible(viewer))
     if filters.statuses:
         stmt = stmt.where(Site.status.in_(filters.statuses))
@@ -122,7 +123,7 @@ async def list_sites(
                 cast(Site.contact, Text).ilike(pattern),
             )
         )
-    return await fetch_page(session, stmt, window, ORDER_COLUMNS, (Site.id,))
+    return await fetch_page(session, stmt, page, ORDER_COLUMNS, Site.id)
 
 
 async def visible_site(session: AsyncSession, viewer: Viewer, site_id: uuid.UUID) -> Site:

@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import StatusDetail
-from nico.services.listing import Orderable, Window, fetch_page
+from nico.services.listing import PageRequest, fetch_page
 
 Owner = Literal[
     "site_id",
@@ -68,12 +68,11 @@ ORDER_FIELDS = frozenset({"status", "created", "updated"})
 
 
 async def page(
-    session: AsyncSession, owner: Owner, owner_id: uuid.UUID | str, window: Window
-) -> tuple[list[StatusDetail], int]:
+    session: AsyncSession, owner: Owner, owner_id: uuid.UUID | str, wanted: PageRequest
+) -> tuple[Sequence[StatusDetail], int]:
     """One page of an owner's entries (the ``status-history`` endpoints)."""
     column = getattr(StatusDetail, owner)
     columns = {name: getattr(StatusDetail, name) for name in ORDER_FIELDS}
-    tiebreak: tuple[Orderable] = (StatusDetail.id.desc(),) if window.descending else (StatusDetail.id,)
     return await fetch_page(
-        session, select(StatusDetail).where(column == owner_id), window, columns, tiebreak
+        session, select(StatusDetail).where(column == owner_id), wanted, columns, StatusDetail.id
     )

@@ -4,7 +4,9 @@ Ready as soon as it is created (its history shows the reference's pending step f
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import exists, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -13,9 +15,10 @@ from nico.db.enums import NetworkVirtualizationType, SiteStatus, SubnetStatus, V
 from nico.db.models import InstanceInterface, Site, StatusDetail, Subnet, Tenant, TenantSite, Vpc
 from nico.services import status
 from nico.services.errors import bad_request, conflict, forbidden, not_found
-from nico.services.listing import Orderable, Window, fetch_page, search_pattern
+from nico.services.listing import PageRequest, fetch_page
+from nico.services.search import search_pattern
 
-ORDER_COLUMNS: dict[str, Orderable] = {
+ORDER_COLUMNS: dict[str, Any] = {
     "name": Subnet.name,
     "status": Subnet.status,
     "created": Subnet.created,
@@ -88,8 +91,8 @@ async def create_subnet(
 
 
 async def list_subnets(
-    session: AsyncSession, tenant: Tenant, filters: SubnetFilters, window: Window
-) -> tuple[list[Subnet], int]:
+    session: AsyncSession, tenant: Tenant, filters: SubnetFilters, page: PageRequest
+) -> tuple[Sequence[Subnet], int]:
     stmt = select(Subnet).where(Subnet.tenant_id == tenant.id)
     if filters.site_id is not None:
         if await session.get(Site, filters.site_id) is None:
@@ -112,7 +115,7 @@ async def list_subnets(
         stmt = stmt.where(
             or_(Subnet.name.ilike(pattern), Subnet.description.ilike(pattern), Subnet.status.ilike(pattern))
         )
-    return await fetch_page(session, stmt, window, ORDER_COLUMNS, (Subnet.id,))
+    return await fetch_page(session, stmt, page, ORDER_COLUMNS, Subnet.id)
 
 
 async def own_subnet(

@@ -248,7 +248,7 @@ async def list_allocations(
         tenant_ids=tenant_ids,
         query=request.query_params.get("query"),
     )
-    rows, total = await allocations.list_allocations(session, viewer, filters, page.window())
+    rows, total = await allocations.list_allocations(session, viewer, filters, page)
     return paged_response(await render(session, rows, relations=relations), page, total)
 
 

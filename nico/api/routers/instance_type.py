@@ -210,7 +210,7 @@ async def list_instance_types(
         query=request.query_params.get("query"),
         exclude_unallocated=exclude_unallocated,
     )
-    rows, total = await types.list_instance_types(session, viewer, filters, page.window())
+    rows, total = await types.list_instance_types(session, viewer, filters, page)
     items = await render(
         session, viewer, rows, relations=relations, with_associations=with_associations, with_stats=with_stats
     )
@@ -346,7 +346,7 @@ async def list_associations(
         session, await orgs.provider_of(session, org), type_id, missing="Instance Type not found"
     )
     page = parse_page(request, frozenset(types.ASSOCIATION_ORDER_COLUMNS))
-    items, total = await types.list_associations(session, row, page.window())
+    items, total = await types.list_associations(session, row, page)
     return paged_response([association(item) for item in items], page, total)
 
 

@@ -24,7 +24,7 @@ from nico.api.binding import (
 )
 from nico.api.deps import PrincipalDep, SessionDep
 from nico.api.openapi import json_body
-from nico.api.pagination import parse_page
+from nico.api.pagination import newest_first, parse_page
 from nico.api.rendering import json_response, paged_response
 from nico.api.schemas.common import StatusDetail
 from nico.api.schemas.instance_type import InstanceTypeSummary
@@ -217,7 +217,7 @@ async def list_machines(org: str, request: Request, principal: PrincipalDep, ses
         ids=list_param(request, "id"),
         query=request.query_params.get("query"),
     )
-    rows, total = await machines.list_machines(session, viewer, filters, page.window())
+    rows, total = await machines.list_machines(session, viewer, filters, page)
     view = machines.View(provider=viewer.provider is not None, full=True)
     items = await render(session, rows, [view] * len(rows), relations=relations)
     return paged_response(items, page, total)
@@ -247,7 +247,7 @@ async def get_machine_status_history(
     viewer = await machine_viewer(org, principal, session)
     row, _ = await machines.visible_machine(session, viewer, machineId)
     page = parse_page(request, status.ORDER_FIELDS)
-    entries, total = await status.page(session, "machine_id", row.id, page.window(newest_first=True))
+    entries, total = await status.page(session, "machine_id", row.id, newest_first(page))
     return paged_response(StatusDetail.many(entries), page, total)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -24,7 +25,7 @@ from nico.api.binding import (
 )
 from nico.api.deps import PrincipalDep, SessionDep
 from nico.api.openapi import json_body
-from nico.api.pagination import parse_page
+from nico.api.pagination import newest_first, parse_page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.common import StatusDetail
 from nico.api.schemas.site import (
@@ -75,7 +76,7 @@ def place(model: LocationRequest | ContactRequest | None) -> dict[str, Any] | No
 async def render(
     session: SessionDep,
     viewer: orgs.Viewer,
-    rows: list[SiteRow],
+    rows: Sequence[SiteRow],
     *,
     relations: set[str],
     history: dict[uuid.UUID | str, list[StatusDetailRow]] | None = None,
@@ -132,7 +133,7 @@ async def list_sites(org: str, request: Request, principal: PrincipalDep, sessio
     filters = sites.SiteFilters(
         statuses=statuses, query=request.query_params.get("query"), capabilities=capabilities
     )
-    rows, total = await sites.list_sites(session, viewer, filters, page.window())
+    rows, total = await sites.list_sites(session, viewer, filters, page)
     items = await render(session, viewer, rows, relations=relations, with_stats=with_stats)
     return paged_response(items, page, total)
 
@@ -195,7 +196,7 @@ async def get_site_status_history(
     viewer = await viewer_of(org, principal, session)
     row = await sites.visible_site(session, viewer, site_id_of(siteId))
     page = parse_page(request, status.ORDER_FIELDS)
-    entries, total = await status.page(session, "site_id", row.id, page.window(newest_first=True))
+    entries, total = await status.page(session, "site_id", row.id, newest_first(page))
     return paged_response(StatusDetail.many(entries), page, total)
 
 

@@ -144,7 +144,7 @@ async def list_subnets(org: str, request: Request, principal: PrincipalDep, sess
     filters = subnets.SubnetFilters(
         site_id=site_id, vpc_id=vpc_id, status=wanted_status, query=request.query_params.get("query")
     )
-    rows, total = await subnets.list_subnets(session, tenant, filters, page.window())
+    rows, total = await subnets.list_subnets(session, tenant, filters, page)
     return paged_response(await render(session, rows, relations=relations), page, total)
 
 
