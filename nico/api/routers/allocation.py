@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -19,6 +19,7 @@ from nico.api.binding import (
     name_problem,
     parse_uuid,
     read_body,
+    uuid_params,
     uuid_problem,
 )
 from nico.api.deps import PrincipalDep, SessionDep
@@ -185,16 +186,6 @@ async def create_allocation(
     return json_response(rendered, 201)
 
 
-def uuid_list(request: Request, name: str, message: Callable[[str], ServiceError]) -> list[uuid.UUID]:
-    out = []
-    for value in list_param(request, name):
-        parsed = parse_uuid(value)
-        if parsed is None:
-            raise message(value)
-        out.append(parsed)
-    return out
-
-
 @router.get(
     "/allocation",
     operation_id="get-all-allocation",
@@ -208,9 +199,12 @@ async def list_allocations(
     page = parse_page(request, frozenset(allocations.ORDER_COLUMNS))
     relations = include_relations(request, RELATIONS)
     viewer = await orgs.viewer(session, org, provider_role=provider_role, tenant_role=tenant_role)
-    site_ids = uuid_list(
-        request, "siteId", lambda v: bad_request("Failed to retrieve site from request", {"siteId": v})
-    )
+    site_ids = []
+    for value in list_param(request, "siteId"):
+        parsed = parse_uuid(value)
+        if parsed is None:
+            raise bad_request("Failed to retrieve site from request", {"siteId": value})
+        site_ids.append(parsed)
     missing = await allocations.missing_sites(session, site_ids)
     if missing:
         raise bad_request("Failed to retrieve site from request", {"siteId": str(missing[0])})
@@ -222,9 +216,7 @@ async def list_allocations(
     for value in resource_types:
         if value not in set(ResourceType):
             raise bad_request(f"Invalid resourceType value in query: {value}")
-    resource_type_ids = uuid_list(
-        request, "resourceTypeId", lambda v: bad_request("Invalid ResourceType ID in query")
-    )
+    resource_type_ids = uuid_params(request, "resourceTypeId", "Invalid ResourceType ID in query")
     constraint_types = list_param(request, "constraintType")
     for value in constraint_types:
         if value not in set(ConstraintType):
@@ -235,8 +227,8 @@ async def list_allocations(
             constraint_values.append(int(value))
         except ValueError:
             raise bad_request("Invalid Constraint Value in query") from None
-    ids = uuid_list(request, "id", lambda v: bad_request("Invalid Allocation ID in query"))
-    tenant_ids = uuid_list(request, "tenantId", lambda v: bad_request(f"Invalid Tenant ID: {v} in query"))
+    ids = uuid_params(request, "id", "Invalid Allocation ID in query")
+    tenant_ids = uuid_params(request, "tenantId", "Invalid Tenant ID: {value} in query")
     filters = allocations.AllocationFilters(
         site_ids=site_ids,
         statuses=statuses,

@@ -20,6 +20,7 @@ from nico.api.binding import (
     parse_uuid,
     read_body,
     single_param,
+    uuid_params,
     uuid_problem,
 )
 from nico.api.deps import PrincipalDep, SessionDep
@@ -197,12 +198,7 @@ async def list_machines(org: str, request: Request, principal: PrincipalDep, ses
     for value in capability_types:
         if value not in set(CapabilityType):
             raise bad_request(f"Invalid capabilityType value in query: {value}")
-    tenant_ids = []
-    for value in list_param(request, "tenantId"):
-        parsed = parse_uuid(value)
-        if parsed is None:
-            raise bad_request(f"Invalid Tenant ID: {value} in query")
-        tenant_ids.append(parsed)
+    tenant_ids = uuid_params(request, "tenantId", "Invalid Tenant ID: {value} in query")
     filters = machines.MachineFilters(
         site_id=site_id,
         tenant_ids=tenant_ids,
