@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from nico import admin_cli
 from nico.config import ConfigError, Settings, load_settings
 from nico.sim import cli as sim_cli
 
@@ -113,6 +114,9 @@ def token(
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
     print(value)
+
+
+app.add_typer(admin_cli.app, name="admin")
 
 
 def main() -> None:

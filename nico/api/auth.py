@@ -69,6 +69,15 @@ class Principal:
         if PROVIDER_ADMIN not in self.require_member(org):
             raise ServiceError(403, "User does not have Provider Admin role with org")
 
+    def require_provider_or_tenant(self, org: str) -> tuple[bool, bool]:
+        """Membership, then a provider role (admin or viewer) or the tenant admin role: the reference's
+        "provider or tenant" reads. Returns (provider side, tenant side)."""
+        roles = self.require_member(org, with_suffix=False)
+        provider, tenant = bool(roles & {PROVIDER_ADMIN, PROVIDER_VIEWER}), TENANT_ADMIN in roles
+        if not (provider or tenant):
+            raise ServiceError(403, "User does not have Provider or Tenant role with org")
+        return provider, tenant
+
     def is_provider(self, org: str) -> bool:
         return bool(self.roles_in(org) & {PROVIDER_ADMIN, PROVIDER_VIEWER})
 

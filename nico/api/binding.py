@@ -8,6 +8,7 @@ endpoint's own message and a flat ``{field: message}`` map holding the first fai
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterable
 from typing import Any, TypeVar
@@ -28,6 +29,9 @@ REQUIRED = "a value is required"
 INVALID_UUID = "must be a valid UUID"
 NAME_LENGTH = "must be at least 2 characters and maximum 256 characters"
 DESCRIPTION_LENGTH = "maximum 1024 characters are allowed in description"
+INVALID_HOSTNAME = "invalid hostname"
+
+_HOSTNAME_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
 
 async def read_body(request: Request, model: type[M]) -> M:
@@ -83,6 +87,16 @@ def name_problem(
 def description_problem(value: str | None) -> str | None:
     if value is not None and len(value) > 1024:
         return DESCRIPTION_LENGTH
+    return None
+
+
+def hostname_problem(value: str | None) -> str | None:
+    """RFC 1123 host name: dot-separated labels of letters, digits and inner hyphens, 253 at most."""
+    if value is None or value == "":
+        return None
+    labels = value.removesuffix(".").split(".")
+    if len(value) > 253 or not all(_HOSTNAME_LABEL.match(label) for label in labels):
+        return INVALID_HOSTNAME
     return None
 
 
@@ -153,3 +167,15 @@ def include_relations(request: Request, allowed: Iterable[str]) -> set[str]:
         if value not in allowed_set:
             raise bad_request(f"Invalid includeRelation value in query: {value}")
     return set(values)
+
+
+def uuid_params(request: Request, name: str, invalid: str) -> list[uuid.UUID]:
+    """A repeatable UUID query parameter; the first bad value answers 400 ``invalid`` (``{value}`` is
+    replaced by it)."""
+    out = []
+    for value in request.query_params.getlist(name):
+        parsed = parse_uuid(value)
+        if parsed is None:
+            raise bad_request(invalid.format(value=value))
+        out.append(parsed)
+    return out

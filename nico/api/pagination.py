@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fastapi import Request
@@ -80,3 +80,8 @@ def page_response(
     for key, value in (extra_headers or {}).items():
         response.headers[key] = str(value)
     return response
+
+
+def newest_first(page: Page) -> Page:
+    """``page``, ordered newest first when the caller gave no ``orderBy`` (as status histories are)."""
+    return page if page.order_by_raw is not None else replace(page, order_field="created", descending=True)

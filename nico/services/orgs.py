@@ -2,15 +2,49 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.base import utcnow
 from nico.db.models import InfrastructureProvider, Tenant
-from nico.services.errors import ServiceError
+from nico.services.errors import ServiceError, bad_request
 
 NO_TENANT = "Org does not have a Tenant associated"
+ROLE_WITHOUT_PROVIDER = (
+    "User has Provider role but org doesn't have an Infrastructure Provider associated, "
+    "retrieve current Infrastructure Provider for org and try again"
+)
+ROLE_WITHOUT_TENANT = (
+    "User has Tenant role but org doesn't have a Tenant associated, retrieve current Tenant for org "
+    "and try again"
+)
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The sides a caller reads with: the org's provider, its tenant, or both (the union of views)."""
+
+    provider: InfrastructureProvider | None
+    tenant: Tenant | None
+
+
+async def viewer(session: AsyncSession, org: str, *, provider_role: bool, tenant_role: bool) -> Viewer:
+    """Resolve the "provider or tenant" sides of a caller holding the given roles.
+
+    A role whose org row is missing is dropped; when no side remains the request fails with 400 and
+    the reference's messages for every dropped role."""
+    provider = await provider_of(session, org) if provider_role else None
+    tenant = await tenant_of(session, org) if tenant_role else None
+    if provider is None and tenant is None:
+        missing = [ROLE_WITHOUT_PROVIDER] if provider_role else []
+        missing += [ROLE_WITHOUT_TENANT] if tenant_role else []
+        raise bad_request(". ".join(missing))
+    return Viewer(provider, tenant)
 
 
 async def tenant_of(session: AsyncSession, org: str) -> Tenant | None:
@@ -71,3 +105,21 @@ async def current_provider(
         provider.updated = utcnow()
         await session.flush()
     return provider
+
+
+async def providers_by_id(
+    session: AsyncSession, ids: Iterable[uuid.UUID]
+) -> dict[uuid.UUID, InfrastructureProvider]:
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    rows = await session.scalars(select(InfrastructureProvider).where(InfrastructureProvider.id.in_(wanted)))
+    return {row.id: row for row in rows}
+
+
+async def tenants_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Tenant]:
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    rows = await session.scalars(select(Tenant).where(Tenant.id.in_(wanted)))
+    return {row.id: row for row in rows}

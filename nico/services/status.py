@@ -11,6 +11,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import StatusDetail
+from nico.services.listing import PageRequest, fetch_page
 
 Owner = Literal[
     "site_id",
@@ -61,3 +62,17 @@ async def history(
     for detail in rows.scalars():
         out[getattr(detail, owner)].append(detail)
     return out
+
+
+ORDER_FIELDS = frozenset({"status", "created", "updated"})
+
+
+async def page(
+    session: AsyncSession, owner: Owner, owner_id: uuid.UUID | str, wanted: PageRequest
+) -> tuple[Sequence[StatusDetail], int]:
+    """One page of an owner's entries (the ``status-history`` endpoints)."""
+    column = getattr(StatusDetail, owner)
+    columns = {name: getattr(StatusDetail, name) for name in ORDER_FIELDS}
+    return await fetch_page(
+        session, select(StatusDetail).where(column == owner_id), wanted, columns, StatusDetail.id
+    )

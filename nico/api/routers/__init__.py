@@ -12,6 +12,11 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     "tenant",
     "provider",
     "metadata",
+    "site",
+    "instance_type",
+    "allocation",
+    "subnet",
+    "machine",
 )
 
 

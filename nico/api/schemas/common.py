@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
+
+from nico.db.models import StatusDetail as StatusDetailRow
 
 
 def omit_if_none(value: Any) -> bool:
@@ -66,6 +69,14 @@ class StatusDetail(ResponseModel):
     message: str | None
     created: datetime
     updated: datetime
+
+    @classmethod
+    def of(cls, row: StatusDetailRow) -> StatusDetail:
+        return cls(status=row.status, message=row.message, created=row.created, updated=row.updated)
+
+    @classmethod
+    def many(cls, rows: Iterable[StatusDetailRow]) -> list[StatusDetail]:
+        return [cls.of(row) for row in rows]
 
 
 class Deprecation(ResponseModel):

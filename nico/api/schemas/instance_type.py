@@ -3,9 +3,32 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
 
-from nico.api.schemas.common import ResponseModel
+from pydantic import Field
+
+from nico.api.binding import NAME_LENGTH, FieldErrors, name_problem
+from nico.api.schemas.common import (
+    Deprecation,
+    RequestModel,
+    ResponseModel,
+    StatusDetail,
+    omit_if_empty,
+    omit_if_none,
+)
+from nico.api.schemas.org import InfrastructureProviderSummary
+from nico.api.schemas.site import SiteSummary
+from nico.db.enums import CapabilityType
 from nico.db.models import InstanceType as InstanceTypeRow
+from nico.db.models import MachineCapability as CapabilityRow
+from nico.db.models import StatusDetail as StatusDetailRow
+from nico.services.instance_type import CapabilitySpec
+
+# Column widths of machine_capability: longer values are refused with a field message, not a 500.
+CAPABILITY_TEXT_LIMITS = {"frequency": 64, "capacity": 64, "vendor": 256, "hardware_revision": 64}
+DEVICE_TYPE_LIMIT = 32
 
 
 class InstanceTypeSummary(ResponseModel):
@@ -24,3 +47,237 @@ class InstanceTypeSummary(ResponseModel):
             site_id=row.site_id,
             status=row.status,
         )
+
+
+class MachineCapability(ResponseModel):
+    """A capability of an instance type or a machine. ``hardwareRevision`` is never rendered, ``cores``
+    and ``threads`` only for CPU, ``inactiveDevices`` only for InfiniBand (as the reference does)."""
+
+    type: str
+    name: str
+    frequency: str | None = Field(default=None, exclude_if=omit_if_none)
+    capacity: str | None = Field(default=None, exclude_if=omit_if_none)
+    vendor: str | None = Field(default=None, exclude_if=omit_if_none)
+    cores: int | None = Field(default=None, exclude_if=omit_if_none)
+    threads: int | None = Field(default=None, exclude_if=omit_if_none)
+    inactive_devices: list[int] | None = Field(default=None, exclude_if=omit_if_empty)
+    count: int | None
+    device_type: str | None = Field(default=None, exclude_if=omit_if_none)
+
+    @classmethod
+    def of(cls, row: CapabilityRow) -> MachineCapability:
+        cpu = row.type == CapabilityType.CPU
+        return cls(
+            type=row.type,
+            name=row.name,
+            frequency=row.frequency,
+            capacity=row.capacity,
+            vendor=row.vendor,
+            cores=row.cores if cpu else None,
+            threads=row.threads if cpu else None,
+            inactive_devices=row.inactive_devices if row.type == CapabilityType.INFINIBAND else None,
+            count=row.count,
+            device_type=row.device_type,
+        )
+
+
+ASSOCIATION_DEPRECATION = Deprecation(
+    attribute="id",
+    replacedby="machineId",
+    effective="2026-07-09T00:00:00Z",
+    notice="\"'id' has been deprecated in favor of 'machineId'. Please take action immediately\"",
+)
+
+
+class MachineInstanceType(ResponseModel):
+    """A machine's association with an instance type. nico keeps it on the machine row; the
+    deprecated ``id`` is derived from the pair (stable, accepted by the DELETE endpoint)."""
+
+    id: uuid.UUID
+    machine_id: str
+    instance_type_id: uuid.UUID
+    deprecations: list[Deprecation]
+    created: datetime
+    updated: datetime
+
+    @classmethod
+    def of(
+        cls, association_id: uuid.UUID, machine_id: str, instance_type_id: uuid.UUID, at: datetime
+    ) -> MachineInstanceType:
+        return cls(
+            id=association_id,
+            machine_id=machine_id,
+            instance_type_id=instance_type_id,
+            deprecations=[ASSOCIATION_DEPRECATION],
+            created=at,
+            updated=at,
+        )
+
+
+class AllocationStats(ResponseModel):
+    assigned: int
+    total: int
+    used: int
+    unused: int
+    unused_usable: int
+    max_allocatable: int | None = Field(default=None, exclude_if=omit_if_none)
+
+
+class InstanceType(ResponseModel):
+    id: uuid.UUID
+    name: str
+    description: str | None
+    controller_machine_type: str | None
+    infrastructure_provider_id: uuid.UUID
+    infrastructure_provider: InfrastructureProviderSummary | None = Field(
+        default=None, exclude_if=omit_if_none
+    )
+    site_id: uuid.UUID
+    site: SiteSummary | None = Field(default=None, exclude_if=omit_if_none)
+    labels: dict[str, Any]
+    machine_capabilities: list[MachineCapability]
+    machine_instance_types: list[MachineInstanceType] | None = Field(default=None, exclude_if=omit_if_empty)
+    allocation_stats: AllocationStats | None = Field(default=None, exclude_if=omit_if_none)
+    status: str
+    status_history: list[StatusDetail]
+    created: datetime
+    updated: datetime
+
+    @classmethod
+    def of(
+        cls,
+        row: InstanceTypeRow,
+        capabilities: Iterable[CapabilityRow],
+        history: Iterable[StatusDetailRow],
+        *,
+        provider: InfrastructureProviderSummary | None = None,
+        site: SiteSummary | None = None,
+        associations: list[MachineInstanceType] | None = None,
+        allocation_stats: AllocationStats | None = None,
+    ) -> InstanceType:
+        return cls(
+            id=row.id,
+            name=row.name,
+            description=row.description,
+            controller_machine_type=row.controller_machine_type,
+            infrastructure_provider_id=row.infrastructure_provider_id,
+            infrastructure_provider=provider,
+            site_id=row.site_id,
+            site=site,
+            labels=row.labels or {},
+            machine_capabilities=[MachineCapability.of(c) for c in capabilities],
+            machine_instance_types=associations,
+            allocation_stats=allocation_stats,
+            status=row.status,
+            status_history=StatusDetail.many(history),
+            created=row.created,
+            updated=row.updated,
+        )
+
+
+class MachineCapabilityRequest(RequestModel):
+    type: str | None = None
+    name: str | None = None
+    frequency: str | None = None
+    capacity: str | None = None
+    vendor: str | None = None
+    cores: int | None = None
+    threads: int | None = None
+    inactive_devices: list[int] | None = None
+    hardware_revision: str | None = None
+    count: int | None = None
+    device_type: str | None = None
+
+    def problems(self) -> dict[str, str]:
+        """The first failing rule per field of this item."""
+        errors = FieldErrors()
+        if not self.type:
+            errors.add("type", "type must be specified for each Machine Capability")
+        elif self.type not in set(CapabilityType):
+            errors.add("type", f"invalid value: {self.type[:64]} for Machine Capability type")
+        if not self.name:
+            errors.add("name", "name must be specified for each Machine Capability")
+        else:
+            errors.add("name", name_problem(self.name, length_message=NAME_LENGTH))
+        for field, limit in CAPABILITY_TEXT_LIMITS.items():
+            value = getattr(self, field)
+            if value is not None and len(value) > limit:
+                errors.add(to_alias(field), f"must be at most {limit} characters")
+        if self.device_type is not None and len(self.device_type) > DEVICE_TYPE_LIMIT:
+            errors.add("deviceType", f"must be at most {DEVICE_TYPE_LIMIT} characters")
+        for field in ("count", "cores", "threads"):
+            value = getattr(self, field)
+            if value is not None and not 0 <= value <= 2**31 - 1:
+                errors.add(field, "must be between 0 and 2147483647")
+        if self.inactive_devices is not None and any(not 0 <= d <= 2**31 - 1 for d in self.inactive_devices):
+            errors.add("inactiveDevices", "must be between 0 and 2147483647")
+        return errors.errors
+
+    def spec(self) -> CapabilitySpec:
+        assert self.type is not None and self.name is not None
+        return CapabilitySpec(
+            type=self.type,
+            name=self.name,
+            frequency=self.frequency,
+            capacity=self.capacity,
+            vendor=self.vendor,
+            cores=self.cores,
+            threads=self.threads,
+            inactive_devices=self.inactive_devices or None,
+            hardware_revision=self.hardware_revision,
+            count=self.count,
+            device_type=self.device_type,
+        )
+
+
+def to_alias(field: str) -> str:
+    head, *rest = field.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def capability_problems(items: list[MachineCapabilityRequest] | None) -> dict[str, Any]:
+    """Item problems keyed by list index (``{"0": {"type": ...}}``), or the list-wide problem under
+    ``machineCapabilities`` (duplicate type+name, a Network device type other than DPU or NVLink)."""
+    if not items:
+        return {}
+    by_index = {str(i): p for i, p in ((i, item.problems()) for i, item in enumerate(items)) if p}
+    if by_index:
+        return by_index
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        key = (str(item.type), str(item.name))
+        if key in seen:
+            return {
+                "machineCapabilities": (
+                    f"requested Capability type `{item.type}` cannot contain duplicate Capability name: "
+                    f"{item.name}"
+                )
+            }
+        seen.add(key)
+        if item.type == CapabilityType.NETWORK and item.device_type not in (None, "", "DPU", "NVLink"):
+            return {
+                "machineCapabilities": (
+                    f"requested device type  `{item.device_type}`  for Capability type `Network` is not valid"
+                )
+            }
+    return {}
+
+
+class InstanceTypeCreateRequest(RequestModel):
+    name: str | None = None
+    description: str | None = None
+    site_id: str | None = None
+    labels: dict[str, Any] | None = None
+    controller_machine_type: str | None = None
+    machine_capabilities: list[MachineCapabilityRequest] | None = None
+
+
+class InstanceTypeUpdateRequest(RequestModel):
+    name: str | None = None
+    description: str | None = None
+    labels: dict[str, Any] | None = None
+    machine_capabilities: list[MachineCapabilityRequest] | None = None
+
+
+class MachineAssociationRequest(RequestModel):
+    machine_ids: list[str] | None = None

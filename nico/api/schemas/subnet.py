@@ -1,0 +1,81 @@
+"""Subnet bodies. nico does no IP address management: prefixes and gateways stay null."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+
+from pydantic import Field
+
+from nico.api.schemas.common import RequestModel, ResponseModel, StatusDetail, omit_if_none
+from nico.api.schemas.site import SiteSummary
+from nico.db.models import StatusDetail as StatusDetailRow
+from nico.db.models import Subnet as SubnetRow
+
+
+class Subnet(ResponseModel):
+    id: uuid.UUID
+    name: str
+    description: str | None
+    site_id: uuid.UUID
+    site: SiteSummary | None = Field(default=None, exclude_if=omit_if_none)
+    vpc_id: uuid.UUID
+    controller_network_segment_id: uuid.UUID | None
+    ipv4_prefix: str | None
+    ipv4_block_id: uuid.UUID | None
+    ipv4_gateway: str | None
+    ipv6_prefix: str | None
+    ipv6_block_id: uuid.UUID | None
+    ipv6_gateway: str | None
+    prefix_length: int | None
+    routing_type: str | None
+    status: str
+    mtu: int | None
+    status_history: list[StatusDetail]
+    created: datetime
+    updated: datetime
+
+    @classmethod
+    def of(
+        cls, row: SubnetRow, history: Iterable[StatusDetailRow], *, site: SiteSummary | None = None
+    ) -> Subnet:
+        return cls(
+            id=row.id,
+            name=row.name,
+            description=row.description,
+            site_id=row.site_id,
+            site=site,
+            vpc_id=row.vpc_id,
+            controller_network_segment_id=row.id,
+            ipv4_prefix=row.ipv4_prefix,
+            ipv4_block_id=row.ipv4_block_id,
+            ipv4_gateway=row.ipv4_gateway,
+            ipv6_prefix=None,
+            ipv6_block_id=None,
+            ipv6_gateway=None,
+            prefix_length=row.prefix_length,
+            routing_type=row.routing_type,
+            status=row.status,
+            mtu=row.mtu,
+            status_history=StatusDetail.many(history),
+            created=row.created,
+            updated=row.updated,
+        )
+
+
+class SubnetCreateRequest(RequestModel):
+    name: str | None = None
+    description: str | None = None
+    vpc_id: str | None = None
+    ipv4_block_id: str | None = Field(
+        default=None, description="Optional in nico (no IP address management)."
+    )
+    ipv6_block_id: str | None = None
+    prefix_length: int | None = Field(default=None, description="Optional in nico; 8..30 when given.")
+    ip_block_size: int | None = None
+
+
+class SubnetUpdateRequest(RequestModel):
+    name: str | None = None
+    description: str | None = None

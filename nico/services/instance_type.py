@@ -1,0 +1,577 @@
+"""Instance types: capabilities and their rules, visibility, and the machine association.
+
+A machine's association with an instance type is ``machine.instance_type_id``. The instance type row
+is the capacity holder: every change that could break ``Σ reserved <= associated machines`` locks it
+first (``FOR NO KEY UPDATE``: rows referencing it can still be inserted), so racing allocations and
+dissociations are serialised.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from sqlalchemy import ColumnElement, Text, cast, delete, exists, false, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.base import utcnow
+from nico.db.enums import CapabilityType, InstanceTypeStatus, MachineStatus
+from nico.db.models import (
+    Allocation,
+    AllocationConstraint,
+    InfrastructureProvider,
+    Instance,
+    InstanceType,
+    Machine,
+    MachineCapability,
+    Site,
+    StatusDetail,
+    TenantSite,
+)
+from nico.services import status
+from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
+from nico.services.listing import PageRequest, fetch_page
+from nico.services.orgs import Viewer
+from nico.services.search import search_pattern
+
+ORDER_COLUMNS: dict[str, Any] = {
+    "name": InstanceType.name,
+    "status": InstanceType.status,
+    "created": InstanceType.created,
+    "updated": InstanceType.updated,
+}
+ASSOCIATION_ORDER_COLUMNS: dict[str, Any] = {"created": Machine.updated, "updated": Machine.updated}
+READY_MESSAGE = "Instance type is ready for use"
+NO_PROVIDER = "Org does not have an Infrastructure Provider"
+ASSOCIATION_NAMESPACE = uuid.UUID("0b8f4f0e-5f5c-4bde-9d8e-6d1a4c1f3a70")
+ASSIGNABLE = (MachineStatus.READY, MachineStatus.RESET)
+
+
+@dataclass(frozen=True)
+class CapabilitySpec:
+    """One requested capability (of an instance type, or reported for a machine)."""
+
+    type: str
+    name: str
+    frequency: str | None = None
+    capacity: str | None = None
+    vendor: str | None = None
+    cores: int | None = None
+    threads: int | None = None
+    inactive_devices: list[int] | None = None
+    hardware_revision: str | None = None
+    count: int | None = None
+    device_type: str | None = None
+
+    def row(self, position: int, **owner: Any) -> MachineCapability:
+        return MachineCapability(
+            position=position, **{f.name: getattr(self, f.name) for f in fields(self)}, **owner
+        )
+
+    @classmethod
+    def of(cls, row: MachineCapability) -> CapabilitySpec:
+        return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class InstanceTypeFilters:
+    site_id: uuid.UUID | None = None
+    status: str | None = None
+    query: str | None = None
+    exclude_unallocated: bool = False
+
+
+@dataclass
+class InstanceTypeChanges:
+    name: str | None = None
+    description: str | None = None
+    labels: dict[str, Any] | None = None
+    capabilities: list[CapabilitySpec] | None = None
+
+
+@dataclass(frozen=True)
+class Stats:
+    assigned: int
+    total: int
+    used: int
+    unused: int
+    unused_usable: int
+    max_allocatable: int | None
+
+
+@dataclass
+class Association:
+    machine: Machine
+    instance_type_id: uuid.UUID
+    id: uuid.UUID = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.id = association_id(self.machine.id, self.instance_type_id)
+
+
+def association_id(machine_id: str, instance_type_id: uuid.UUID) -> uuid.UUID:
+    """The stable id nico shows for a machine/instance type pair (the reference's association row id)."""
+    return uuid.uuid5(ASSOCIATION_NAMESPACE, f"{machine_id}/{instance_type_id}")
+
+
+def check_capabilities(specs: Iterable[CapabilitySpec], *, reported: bool = False) -> None:
+    """The device-type and inactive-device rules (400, no data). ``reported`` capabilities (machine
+    inventory) may carry an empty device type on GPU and Network, as the reference's inventory writes."""
+    for spec in specs:
+        device = spec.device_type
+        if device is not None and not (reported and device == ""):
+            if spec.type == CapabilityType.GPU and device != "NVLink":
+                raise bad_request(f"Unsupported Device Type specified for GPU Capability {device}")
+            if spec.type == CapabilityType.NETWORK and device != "DPU":
+                raise bad_request(f"Unsupported Device Type specified for Network Capability {device}")
+            if spec.type not in (CapabilityType.GPU, CapabilityType.NETWORK):
+                raise bad_request(
+                    f"Unsupported Device Type: {device} specified for Capability type {spec.type}"
+                )
+        if spec.inactive_devices and spec.type != CapabilityType.INFINIBAND:
+            raise bad_request("InactiveDevices specified for non-InfiniBand Capability Type")
+
+
+MATCHED_ATTRIBUTES = ("frequency", "capacity", "vendor", "device_type", "inactive_devices", "count")
+
+
+def capability_mismatch(
+    wanted: Sequence[CapabilitySpec], machines: dict[str, list[CapabilitySpec]]
+) -> ServiceError | None:
+    """The reference's match rule: each capability of the type must be owned (same type and name, equal
+    set attributes) by every machine that reports capabilities; machines reporting none are skipped
+    unless none reports any."""
+    if not wanted:
+        return None
+    reporting = {machine_id: caps for machine_id, caps in machines.items() if caps}
+    if not reporting:
+        return conflict(
+            "Machines specified in request currently do not have any Capabilities to match against "
+            "Instance Type"
+        )
+    for machine_id, caps in reporting.items():
+        for want in wanted:
+            if not any(
+                have.type == want.type
+                and have.name == want.name
+                and all(
+                    getattr(want, attr) is None or getattr(want, attr) == getattr(have, attr)
+                    for attr in MATCHED_ATTRIBUTES
+                )
+                for have in caps
+            ):
+                return conflict(
+                    f"Capabilities for Machine: {machine_id} do not match Instance Type's Capabilities"
+                )
+    return None
+
+
+def visible(viewer: Viewer, *, exclude_unallocated: bool = False) -> ColumnElement[bool]:
+    """Instance types a caller may read: its provider's, and all types at sites where its tenant holds
+    an allocation (only those it holds a constraint on, with ``exclude_unallocated``)."""
+    clauses: list[ColumnElement[bool]] = []
+    if viewer.provider is not None:
+        clauses.append(InstanceType.infrastructure_provider_id == viewer.provider.id)
+    if viewer.tenant is not None:
+        if exclude_unallocated:
+            clauses.append(
+                InstanceType.id.in_(
+                    select(AllocationConstraint.instance_type_id)
+                    .join(Allocation, Allocation.id == AllocationConstraint.allocation_id)
+                    .where(
+                        Allocation.tenant_id == viewer.tenant.id, AllocationConstraint.constraint_value > 0
+                    )
+                )
+            )
+        else:
+            clauses.append(
+                InstanceType.site_id.in_(
+                    select(TenantSite.site_id).where(TenantSite.tenant_id == viewer.tenant.id)
+                )
+            )
+    return or_(*clauses) if clauses else false()
+
+
+async def list_instance_types(
+    session: AsyncSession, viewer: Viewer, filters: InstanceTypeFilters, page: PageRequest
+) -> tuple[Sequence[InstanceType], int]:
+    if filters.site_id is not None and await session.get(Site, filters.site_id) is None:
+        raise bad_request("Failed to retrieve Site specified in query")
+    if filters.exclude_unallocated and viewer.provider is not None:
+        # A caller holding both roles keeps its provider view and narrows its tenant view.
+        where = or_(
+            InstanceType.infrastructure_provider_id == viewer.provider.id,
+            visible(Viewer(None, viewer.tenant), exclude_unallocated=True),
+        )
+    else:
+        where = visible(viewer, exclude_unallocated=filters.exclude_unallocated)
+    stmt = select(InstanceType).where(where)
+    if filters.site_id is not None:
+        stmt = stmt.where(InstanceType.site_id == filters.site_id)
+    if filters.status is not None:
+        stmt = stmt.where(InstanceType.status == filters.status)
+    pattern = search_pattern(filters.query)
+    if pattern:
+        stmt = stmt.where(
+            or_(
+                InstanceType.name.ilike(pattern),
+                InstanceType.description.ilike(pattern),
+                InstanceType.status.ilike(pattern),
+                cast(InstanceType.labels, Text).ilike(pattern),
+            )
+        )
+    return await fetch_page(session, stmt, page, ORDER_COLUMNS, InstanceType.id)
+
+
+async def visible_instance_type(session: AsyncSession, viewer: Viewer, type_id: uuid.UUID) -> InstanceType:
+    row = await session.get(InstanceType, type_id)
+    if row is None:
+        raise not_found("Could not find InstanceType with specified ID")
+    if not await session.scalar(select(exists().where(InstanceType.id == type_id, visible(viewer)))):
+        raise forbidden("Instance Type is not associated with org")
+    return row
+
+
+async def owned_instance_type(
+    session: AsyncSession,
+    provider: InfrastructureProvider | None,
+    type_id: uuid.UUID,
+    *,
+    missing: str = "Could not find Instance Type with specified ID",
+    lock: bool = False,
+) -> InstanceType:
+    """An instance type of the caller's provider (403 without a provider, 404, then 403)."""
+    if provider is None:
+        raise forbidden(NO_PROVIDER)
+    stmt = select(InstanceType).where(InstanceType.id == type_id)
+    row = await session.scalar(stmt.with_for_update(key_share=True) if lock else stmt)
+    if row is None:
+        raise not_found(missing)
+    if row.infrastructure_provider_id != provider.id:
+        raise forbidden("Instance Type is not associated with org's Infrastructure Provider")
+    return row
+
+
+async def capabilities_of_types(
+    session: AsyncSession, type_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, list[MachineCapability]]:
+    out: dict[uuid.UUID, list[MachineCapability]] = defaultdict(list)
+    if type_ids:
+        rows = await session.scalars(
+            select(MachineCapability)
+            .where(MachineCapability.instance_type_id.in_(list(type_ids)))
+            .order_by(MachineCapability.position, MachineCapability.id)
+        )
+        for row in rows:
+            assert row.instance_type_id is not None
+            out[row.instance_type_id].append(row)
+    return out
+
+
+async def capabilities_of_machines(
+    session: AsyncSession, machine_ids: Sequence[str]
+) -> dict[str, list[MachineCapability]]:
+    out: dict[str, list[MachineCapability]] = defaultdict(list)
+    if machine_ids:
+        rows = await session.scalars(
+            select(MachineCapability)
+            .where(MachineCapability.machine_id.in_(list(machine_ids)))
+            .order_by(MachineCapability.position, MachineCapability.id)
+        )
+        for row in rows:
+            assert row.machine_id is not None
+            out[row.machine_id].append(row)
+    return out
+
+
+async def create_instance_type(
+    session: AsyncSession,
+    provider: InfrastructureProvider | None,
+    *,
+    name: str,
+    description: str | None,
+    site_id: uuid.UUID,
+    labels: dict[str, Any] | None,
+    controller_machine_type: str | None,
+    capabilities: list[CapabilitySpec],
+) -> tuple[InstanceType, list[StatusDetail]]:
+    if provider is None:
+        raise forbidden(NO_PROVIDER)
+    site = await session.get(Site, site_id)
+    if site is None:
+        raise bad_request("Could not find Site specified in request")
+    if site.infrastructure_provider_id != provider.id:
+        raise bad_request(
+            "Site specified in request is not associated with the Infrastructure Provider for the Org"
+        )
+    clash = await session.scalar(
+        select(InstanceType.id).where(InstanceType.site_id == site.id, InstanceType.name == name)
+    )
+    if clash is not None:
+        raise conflict(
+            f"Instance Type with name: {name} for Site: {site.id} already exists", {"id": str(clash)}
+        )
+    check_capabilities(capabilities)
+    row = InstanceType(
+        infrastructure_provider_id=provider.id,
+        site_id=site.id,
+        name=name,
+        description=description,
+        labels=labels or {},
+        controller_machine_type=controller_machine_type,
+        status=InstanceTypeStatus.READY,
+    )
+    session.add(row)
+    await session.flush()
+    session.add_all(spec.row(i, instance_type_id=row.id) for i, spec in enumerate(capabilities))
+    entry = await status.record(session, "instance_type_id", row.id, InstanceTypeStatus.READY, READY_MESSAGE)
+    return row, [entry]
+
+
+async def update_instance_type(
+    session: AsyncSession, row: InstanceType, changes: InstanceTypeChanges
+) -> InstanceType:
+    """Apply a PATCH to an owned instance type (see :func:`owned_instance_type`, taken with a lock)."""
+    if changes.name is not None and changes.name != row.name:
+        clash = await session.scalar(
+            select(InstanceType.id).where(
+                InstanceType.site_id == row.site_id,
+                InstanceType.name == changes.name,
+                InstanceType.id != row.id,
+            )
+        )
+        if clash is not None:
+            raise conflict(
+                "Another Instance Type with specified name already exists for Site and Provider",
+                {"id": str(clash)},
+            )
+    changed = False
+    if changes.capabilities is not None:
+        if await session.scalar(select(exists().where(Machine.instance_type_id == row.id))):
+            raise ServiceError(
+                412, "MachineCapabilities cannot be updated when there are associated Machines"
+            )
+        check_capabilities(changes.capabilities)
+        current = (await capabilities_of_types(session, [row.id])).get(row.id, [])
+        if [CapabilitySpec.of(c) for c in current] != changes.capabilities:
+            await session.execute(
+                delete(MachineCapability).where(MachineCapability.instance_type_id == row.id)
+            )
+            session.add_all(
+                spec.row(i, instance_type_id=row.id) for i, spec in enumerate(changes.capabilities)
+            )
+            changed = True
+    for column in ("name", "description", "labels"):
+        value = getattr(changes, column)
+        if value is not None and getattr(row, column) != value:
+            setattr(row, column, value)
+            changed = True
+    if changed:
+        row.updated = utcnow()
+        await session.flush()
+    return row
+
+
+async def delete_instance_type(session: AsyncSession, row: InstanceType) -> None:
+    """Delete an owned instance type; its machines lose the association (ON DELETE SET NULL)."""
+    if await session.scalar(select(exists().where(Instance.instance_type_id == row.id))):
+        raise bad_request("Instance Type is being used by one or more Instances and cannot be deleted")
+    if await session.scalar(select(exists().where(AllocationConstraint.instance_type_id == row.id))):
+        raise bad_request("Instance Type is being used by one or more Allocations and cannot be deleted")
+    await session.delete(row)
+    await session.flush()
+
+
+async def reserved_total(
+    session: AsyncSession, type_id: uuid.UUID, *, tenant_id: uuid.UUID | None = None
+) -> int:
+    """Σ constraint values reserving this instance type (of one tenant when given)."""
+    stmt = select(func.coalesce(func.sum(AllocationConstraint.constraint_value), 0)).where(
+        AllocationConstraint.instance_type_id == type_id
+    )
+    if tenant_id is not None:
+        stmt = stmt.join(Allocation, Allocation.id == AllocationConstraint.allocation_id).where(
+            Allocation.tenant_id == tenant_id
+        )
+    return int(await session.scalar(stmt) or 0)
+
+
+async def machine_count(session: AsyncSession, type_id: uuid.UUID) -> int:
+    return int(await session.scalar(select(func.count()).where(Machine.instance_type_id == type_id)) or 0)
+
+
+async def allocation_stats(
+    session: AsyncSession, rows: Sequence[InstanceType], viewer: Viewer
+) -> dict[uuid.UUID, Stats]:
+    """The reference's ``allocationStats``: a provider sees every tenant's totals and what is left to
+    allocate; a tenant (not the type's provider) sees its own reservations and instances."""
+    out: dict[uuid.UUID, Stats] = {}
+    for row in rows:
+        as_provider = viewer.provider is not None and viewer.provider.id == row.infrastructure_provider_id
+        tenant_id = None if as_provider or viewer.tenant is None else viewer.tenant.id
+        assigned = await machine_count(session, row.id)
+        total = await reserved_total(session, row.id, tenant_id=tenant_id)
+        used_stmt = select(func.count()).where(Instance.instance_type_id == row.id)
+        if tenant_id is not None:
+            used_stmt = used_stmt.where(Instance.tenant_id == tenant_id)
+        used = int(await session.scalar(used_stmt) or 0)
+        free = int(
+            await session.scalar(
+                select(func.count()).where(
+                    Machine.instance_type_id == row.id,
+                    Machine.status == MachineStatus.READY,
+                    Machine.instance_id.is_(None),
+                )
+            )
+            or 0
+        )
+        unused = total - used
+        left = assigned - total
+        out[row.id] = Stats(
+            assigned=assigned,
+            total=total,
+            used=used,
+            unused=unused,
+            unused_usable=min(unused, free),
+            max_allocatable=left if as_provider and left >= 0 else None,
+        )
+    return out
+
+
+async def associations_of(
+    session: AsyncSession, type_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, list[Association]]:
+    out: dict[uuid.UUID, list[Association]] = defaultdict(list)
+    if type_ids:
+        machines = await session.scalars(
+            select(Machine)
+            .where(Machine.instance_type_id.in_(list(type_ids)))
+            .order_by(Machine.updated, Machine.id)
+        )
+        for machine in machines:
+            assert machine.instance_type_id is not None
+            out[machine.instance_type_id].append(Association(machine, machine.instance_type_id))
+    return out
+
+
+async def list_associations(
+    session: AsyncSession, row: InstanceType, page: PageRequest
+) -> tuple[list[Association], int]:
+    machines, total = await fetch_page(
+        session,
+        select(Machine).where(Machine.instance_type_id == row.id),
+        page,
+        ASSOCIATION_ORDER_COLUMNS,
+        Machine.id,
+    )
+    return [Association(machine, row.id) for machine in machines], total
+
+
+def rendered_status(machine: Machine) -> str:
+    """A Ready machine holding an instance is shown as InUse."""
+    if machine.status == MachineStatus.READY and machine.instance_id is not None:
+        return MachineStatus.IN_USE
+    return machine.status
+
+
+async def associate(
+    session: AsyncSession, row: InstanceType, machine_ids: Sequence[str]
+) -> list[Association]:
+    """Associate machines with an owned instance type, all or nothing, in the reference's check order
+    (capabilities first, then per machine). nico also requires the machine to be at the type's site."""
+    ids = list(dict.fromkeys(machine_ids))
+    machines = {
+        m.id: m
+        for m in await session.scalars(
+            select(Machine).where(Machine.id.in_(ids)).order_by(Machine.id).with_for_update(key_share=True)
+        )
+    }
+    owned_sites = select(Site.id).where(Site.infrastructure_provider_id == row.infrastructure_provider_id)
+    owned = {m.id for m in machines.values() if m.site_id in set(await session.scalars(owned_sites))}
+    wanted = [CapabilitySpec.of(c) for c in (await capabilities_of_types(session, [row.id])).get(row.id, [])]
+    reported = await capabilities_of_machines(session, list(machines))
+    problem = capability_mismatch(
+        wanted, {mid: [CapabilitySpec.of(c) for c in reported.get(mid, [])] for mid in machines}
+    )
+    if problem is not None:
+        raise problem
+    for machine_id in ids:
+        machine = machines.get(machine_id)
+        if machine is None:
+            raise not_found(f"Machine with ID: {machine_id} does not exist")
+        shown = rendered_status(machine)
+        if shown not in ASSIGNABLE:
+            raise bad_request(
+                f"Machine: {machine_id} is in {shown} state. Instance Type can only be assigned to a Machine "
+                "in `Ready` or `Reset` status"
+            )
+        if machine_id not in owned:
+            raise forbidden(f"Machine: {machine_id} is not associated with org's Infrastructure Provider")
+        if machine.instance_type_id is not None:
+            raise conflict(
+                f"Machine: {machine_id} is already associated with Instance Type {machine.instance_type_id}"
+            )
+        if machine.site_id != row.site_id:
+            raise bad_request(f"Machine: {machine_id} is not at the Site of the Instance Type")
+    for machine_id in ids:
+        machines[machine_id].instance_type_id = row.id
+    await session.flush()
+    return [Association(machines[machine_id], row.id) for machine_id in ids]
+
+
+async def ensure_capacity_without(
+    session: AsyncSession, type_id: uuid.UUID, removed: int, message: str
+) -> None:
+    """Refuse when removing ``removed`` machines from the type would leave fewer than it has reserved.
+    The caller holds the instance type's row lock."""
+    if await machine_count(session, type_id) - removed < await reserved_total(session, type_id):
+        raise bad_request(message)
+
+
+async def dissociate(session: AsyncSession, row: InstanceType, ref: str) -> None:
+    """Remove one machine from an owned (locked) instance type; ``ref`` is the machine id or the
+    deprecated association id."""
+    machine: Machine | None
+    ref_uuid = None
+    try:
+        ref_uuid = uuid.UUID(ref) if len(ref) == 36 else None
+    except ValueError:
+        ref_uuid = None
+    if ref_uuid is not None:
+        candidates = await session.scalars(select(Machine).where(Machine.instance_type_id == row.id))
+        machine = next((m for m in candidates if association_id(m.id, row.id) == ref_uuid), None)
+        if machine is None:
+            machine = await session.get(Machine, ref)
+    else:
+        machine = await session.get(Machine, ref)
+    if machine is None or machine.instance_type_id is None:
+        raise not_found("Could not find Machine/Instance Type association with ID specified in URL")
+    if machine.instance_type_id != row.id:
+        raise forbidden("Machine/Instance Type association does not belong to Instance Type")
+    await session.refresh(machine, with_for_update=True)
+    if machine.instance_id is not None:
+        raise bad_request(
+            "Machine is currently in use by an Instance and cannot be dissociated from Instance Type"
+        )
+    await ensure_capacity_without(
+        session,
+        row.id,
+        1,
+        "Deletion of Machine/Instance type association is not allowed because of existing "
+        "Allocation Constraints",
+    )
+    machine.instance_type_id = None
+    await session.flush()
+
+
+async def instance_types_by_id(
+    session: AsyncSession, ids: Iterable[uuid.UUID | None]
+) -> dict[uuid.UUID, InstanceType]:
+    wanted = {i for i in ids if i is not None}
+    if not wanted:
+        return {}
+    rows = await session.scalars(select(InstanceType).where(InstanceType.id.in_(wanted)))
+    return {row.id: row for row in rows}

@@ -1,0 +1,363 @@
+"""Machines: who sees which, list filters, and the changes a provider (or a privileged tenant) makes.
+
+A caller acts either as the machines' provider or as a tenant: the provider role wins (as in the
+reference). Tenants see machines only when privileged (targeted instance creation) at a site where
+they hold an allocation, or the machine holding one of their instances.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, and_, case, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.enums import MachineStatus, SiteStatus
+from nico.db.models import Gpu, Instance, InstanceType, Machine, MachineCapability, Site, TenantSite
+from nico.services import nvlink_events, status
+from nico.services.errors import ServiceError, bad_request, forbidden, not_found
+from nico.services.instance_type import (
+    ASSIGNABLE,
+    CapabilitySpec,
+    capabilities_of_machines,
+    capabilities_of_types,
+    capability_mismatch,
+    ensure_capacity_without,
+    rendered_status,
+)
+from nico.services.listing import PageRequest, fetch_page
+from nico.services.orgs import Viewer
+from nico.services.search import search_pattern
+
+SHOWN_STATUS: ColumnElement[str] = case(
+    (
+        and_(Machine.status == MachineStatus.READY, Machine.instance_id.is_not(None)),
+        MachineStatus.IN_USE.value,
+    ),
+    else_=Machine.status,
+)
+ORDER_COLUMNS: dict[str, Any] = {
+    "id": Machine.id,
+    "status": SHOWN_STATUS,
+    "created": Machine.created,
+    "updated": Machine.updated,
+}
+NOT_FOUND = "Could not find Machine with specified ID"
+NOT_PROVIDERS = "Machine doesn't belong to org's Infrastructure provider"
+MISSING_ON_SITE = "Machine is missing on Site"
+DISSOCIATE_BREAKS_ALLOCATIONS = (
+    "Machine cannot be dissociated from existing Instance Type as it will violate Allocation Constraints"
+)
+
+
+@dataclass(frozen=True)
+class MachineFilters:
+    site_id: uuid.UUID | None = None
+    instance_type_ids: list[uuid.UUID] = field(default_factory=list)
+    has_instance_type: bool | None = None
+    has_instance: bool | None = None
+    statuses: list[str] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    tenant_ids: list[uuid.UUID] = field(default_factory=list)
+    capability_types: list[str] = field(default_factory=list)
+    capability_names: list[str] = field(default_factory=list)
+    hw_sku_device_types: list[str] = field(default_factory=list)
+    is_missing_on_site: bool | None = None
+    query: str | None = None
+
+
+@dataclass(frozen=True)
+class View:
+    """How a caller sees one machine: as its provider (NVLink info), with the full view of a
+    privileged tenant (serial number), or as a tenant whose instance it holds."""
+
+    provider: bool
+    full: bool
+
+
+@dataclass
+class MachineChange:
+    """Exactly one of these is set (the router enforces it)."""
+
+    instance_type_id: uuid.UUID | None = None
+    clear_instance_type: bool = False
+    maintenance: bool | None = None
+    maintenance_message: str | None = None
+    labels: dict[str, Any] | None = None
+
+
+def provider_sites(viewer: Viewer) -> Select[uuid.UUID]:
+    assert viewer.provider is not None
+    return select(Site.id).where(Site.infrastructure_provider_id == viewer.provider.id)
+
+
+async def privileged_at(session: AsyncSession, viewer: Viewer, site_id: uuid.UUID) -> bool:
+    """A tenant with targeted instance creation holding an allocation at the site (nico keeps no
+    tenant accounts: the allocation is what ties a tenant to a provider's site)."""
+    tenant = viewer.tenant
+    if tenant is None or not tenant.targeted_instance_creation:
+        return False
+    return await session.get(TenantSite, (tenant.id, site_id)) is not None
+
+
+def owning(condition: ColumnElement[bool]) -> Select[str | None]:
+    """Ids of the machines with a capability meeting ``condition``."""
+    return select(MachineCapability.machine_id).where(condition)
+
+
+async def list_machines(
+    session: AsyncSession, viewer: Viewer, filters: MachineFilters, page: PageRequest
+) -> tuple[Sequence[Machine], int]:
+    site = None
+    if filters.site_id is not None:
+        site = await session.get(Site, filters.site_id)
+        if site is None:
+            raise not_found("Could not find Site specified in query")
+    if viewer.provider is not None:
+        if site is not None and site.infrastructure_provider_id != viewer.provider.id:
+            raise forbidden("Site specified in query doesn't belong to org's Infrastructure provider")
+        stmt = select(Machine).where(Machine.site_id.in_(provider_sites(viewer)))
+    else:
+        assert viewer.tenant is not None
+        if site is None:
+            raise bad_request(
+                "Site ID must be specified in query when retrieving Machines as a privileged Tenant"
+            )
+        if not viewer.tenant.targeted_instance_creation:
+            raise forbidden(
+                "Tenant must have targeted Instance creation capability in order to retrieve Machines"
+            )
+        if not await privileged_at(session, viewer, site.id):
+            raise forbidden("Tenant does not have access to this Site")
+        stmt = select(Machine)
+    if site is not None:
+        stmt = stmt.where(Machine.site_id == site.id)
+    if filters.instance_type_ids:
+        known = set(
+            await session.scalars(
+                select(InstanceType.id).where(InstanceType.id.in_(filters.instance_type_ids))
+            )
+        )
+        if len(known) != len(set(filters.instance_type_ids)):
+            raise not_found("Could not find Instance Type specified in query")
+        stmt = stmt.where(Machine.instance_type_id.in_(filters.instance_type_ids))
+    if filters.has_instance_type is not None:
+        column = Machine.instance_type_id
+        stmt = stmt.where(column.is_not(None) if filters.has_instance_type else column.is_(None))
+    if filters.has_instance is not None:
+        column = Machine.instance_id
+        stmt = stmt.where(column.is_not(None) if filters.has_instance else column.is_(None))
+    if filters.statuses:
+        stmt = stmt.where(SHOWN_STATUS.in_(filters.statuses))
+    if filters.ids:
+        stmt = stmt.where(Machine.id.in_(filters.ids))
+    if filters.tenant_ids and viewer.provider is not None:
+        stmt = stmt.where(
+            Machine.instance_id.in_(select(Instance.id).where(Instance.tenant_id.in_(filters.tenant_ids)))
+        )
+    if filters.capability_types:
+        stmt = stmt.where(Machine.id.in_(owning(MachineCapability.type.in_(filters.capability_types))))
+    if filters.capability_names:
+        stmt = stmt.where(Machine.id.in_(owning(MachineCapability.name.in_(filters.capability_names))))
+    if filters.hw_sku_device_types:
+        stmt = stmt.where(Machine.hw_sku_device_type.in_(filters.hw_sku_device_types))
+    if filters.is_missing_on_site is not None:
+        stmt = stmt.where(Machine.is_missing_on_site == filters.is_missing_on_site)
+    pattern = search_pattern(filters.query)
+    if pattern:
+        stmt = stmt.where(
+            or_(
+                Machine.id.ilike(pattern),
+                Machine.hostname.ilike(pattern),
+                Machine.serial_number.ilike(pattern),
+                Machine.vendor.ilike(pattern),
+                Machine.product_name.ilike(pattern),
+                SHOWN_STATUS.ilike(pattern),
+            )
+        )
+    return await fetch_page(session, stmt, page, ORDER_COLUMNS, Machine.id)
+
+
+async def site_providers(session: AsyncSession, machines: Sequence[Machine]) -> dict[uuid.UUID, uuid.UUID]:
+    """Site id -> its provider id, for the machines' sites."""
+    ids = {m.site_id for m in machines}
+    if not ids:
+        return {}
+    rows = await session.execute(select(Site.id, Site.infrastructure_provider_id).where(Site.id.in_(ids)))
+    return {row[0]: row[1] for row in rows.all()}
+
+
+async def instance_tenants(session: AsyncSession, machines: Sequence[Machine]) -> dict[uuid.UUID, uuid.UUID]:
+    """Instance id -> tenant id, for the instances the machines hold."""
+    ids = {m.instance_id for m in machines if m.instance_id is not None}
+    if not ids:
+        return {}
+    rows = await session.execute(select(Instance.id, Instance.tenant_id).where(Instance.id.in_(ids)))
+    return {row[0]: row[1] for row in rows.all()}
+
+
+async def gpus_of(session: AsyncSession, machine_ids: Sequence[str]) -> dict[str, list[Gpu]]:
+    out: dict[str, list[Gpu]] = {}
+    if machine_ids:
+        rows = await session.scalars(
+            select(Gpu).where(Gpu.machine_id.in_(list(machine_ids))).order_by(Gpu.machine_id, Gpu.device_id)
+        )
+        for gpu in rows:
+            out.setdefault(gpu.machine_id, []).append(gpu)
+    return out
+
+
+async def visible_machine(session: AsyncSession, viewer: Viewer, machine_id: str) -> tuple[Machine, View]:
+    machine = await session.get(Machine, machine_id)
+    if machine is None:
+        raise not_found(NOT_FOUND)
+    owner = (await site_providers(session, [machine]))[machine.site_id]
+    if viewer.provider is not None:
+        if owner != viewer.provider.id:
+            raise forbidden(NOT_PROVIDERS)
+        return machine, View(provider=True, full=True)
+    if await privileged_at(session, viewer, machine.site_id):
+        return machine, View(provider=False, full=True)
+    tenant_id = viewer.tenant.id if viewer.tenant else None
+    if (
+        machine.instance_id is not None
+        and (await instance_tenants(session, [machine])).get(machine.instance_id) == tenant_id
+    ):
+        return machine, View(provider=False, full=False)
+    raise forbidden(
+        "Machine details can only be retrieved by it's Provider, privileged Tenants or Tenants who have an "
+        "associated Instance"
+    )
+
+
+async def lock_types(session: AsyncSession, ids: Sequence[uuid.UUID | None]) -> dict[uuid.UUID, InstanceType]:
+    """Lock instance types in id order (every path locks types before machines, so they never deadlock)."""
+    wanted = sorted({i for i in ids if i is not None})
+    rows = await session.scalars(
+        select(InstanceType)
+        .where(InstanceType.id.in_(wanted))
+        .order_by(InstanceType.id)
+        .with_for_update(key_share=True)
+    )
+    return {row.id: row for row in rows}
+
+
+async def update_machine(
+    session: AsyncSession, viewer: Viewer, machine_id: str, change: MachineChange
+) -> tuple[Machine, View]:
+    machine = await session.get(Machine, machine_id)
+    if machine is None:
+        raise not_found(NOT_FOUND)
+    owner = (await site_providers(session, [machine]))[machine.site_id]
+    as_provider = viewer.provider is not None and owner == viewer.provider.id
+    changes_type = change.instance_type_id is not None or change.clear_instance_type
+    if not as_provider:
+        if viewer.provider is not None and viewer.tenant is None:
+            raise forbidden(NOT_PROVIDERS)
+        if changes_type:
+            raise forbidden("Only Provider Admins can update or clear Machine's Instance Type")
+        if not await privileged_at(session, viewer, machine.site_id):
+            raise forbidden("Machine can only be updated by its Provider or privileged Tenants")
+    if changes_type:
+        await change_instance_type(session, machine, change.instance_type_id, owner)
+    elif change.maintenance is not None:
+        await session.refresh(machine, with_for_update=True)
+        if change.maintenance:
+            machine.status = MachineStatus.MAINTENANCE
+            machine.maintenance_message = change.maintenance_message
+            await status.record(
+                session, "machine_id", machine.id, MachineStatus.MAINTENANCE, change.maintenance_message
+            )
+        elif machine.status == MachineStatus.MAINTENANCE:  # leaving maintenance: back to Ready
+            machine.status = MachineStatus.READY
+            machine.maintenance_message = None
+            await status.record(
+                session,
+                "machine_id",
+                machine.id,
+                MachineStatus.READY,
+                "Machine maintenance mode has been disabled",
+            )
+    elif change.labels is not None:
+        await session.refresh(machine, with_for_update=True)
+        if machine.labels != change.labels:
+            machine.labels = change.labels
+    await session.flush()
+    return machine, View(provider=as_provider, full=True)
+
+
+async def change_instance_type(
+    session: AsyncSession, machine: Machine, new_type_id: uuid.UUID | None, owner: uuid.UUID
+) -> None:
+    """Set (``new_type_id``) or clear the machine's instance type, keeping every allocation satisfiable."""
+    types = await lock_types(session, [machine.instance_type_id, new_type_id])
+    await session.refresh(machine, with_for_update=True)
+    if machine.instance_id is not None:
+        raise bad_request(
+            "Machine is currently in use by an Instance, so its Instance Type cannot be modified"
+        )
+    if new_type_id is not None:
+        new = types.get(new_type_id)
+        if new is None:
+            raise not_found("Could not find Instance Type with specified ID")
+        if new.infrastructure_provider_id != owner:
+            raise forbidden("Instance Type is not associated with org's Infrastructure Provider")
+        if machine.instance_type_id == new.id:
+            return
+        shown = rendered_status(machine)
+        if shown not in ASSIGNABLE:
+            raise bad_request(
+                f"Machine: {machine.id} is in {shown} state. Instance Type can only be assigned to a "
+                "Machine in `Ready` or `Reset` status"
+            )
+        if new.site_id != machine.site_id:
+            raise bad_request("Instance Type does not belong to the Site of the Machine")
+        site = await session.get(Site, machine.site_id)
+        if site is None or site.status != SiteStatus.REGISTERED:
+            raise bad_request(
+                "Site of the Machine must be in Registered state in order to assign an Instance Type"
+            )
+        wanted = [
+            CapabilitySpec.of(c) for c in (await capabilities_of_types(session, [new.id])).get(new.id, [])
+        ]
+        reported = (await capabilities_of_machines(session, [machine.id])).get(machine.id, [])
+        problem = capability_mismatch(wanted, {machine.id: [CapabilitySpec.of(c) for c in reported]})
+        if problem is not None:
+            raise ServiceError(400, problem.message)
+    elif machine.instance_type_id is None:
+        return
+    if machine.instance_type_id is not None:
+        await ensure_capacity_without(session, machine.instance_type_id, 1, DISSOCIATE_BREAKS_ALLOCATIONS)
+    machine.instance_type_id = new_type_id
+
+
+async def delete_machine(session: AsyncSession, viewer: Viewer, machine_id: str) -> None:
+    """Forget a machine the inventory reports missing (as the reference: only then)."""
+    machine = await session.get(Machine, machine_id)
+    if machine is None:
+        raise not_found(NOT_FOUND)
+    owner = (await site_providers(session, [machine]))[machine.site_id]
+    if viewer.provider is None or owner != viewer.provider.id:
+        raise forbidden(NOT_PROVIDERS)
+    await lock_types(session, [machine.instance_type_id])
+    await session.refresh(machine, with_for_update=True)
+    last = (await status.history(session, "machine_id", [machine.id], limit=1)).get(machine.id, [])
+    if not machine.is_missing_on_site or not last or last[0].message != MISSING_ON_SITE:
+        raise bad_request("Machine exists on Site and cannot be deleted")
+    if machine.instance_id is not None:
+        raise bad_request("Machine is in use by an Instance and cannot be deleted")
+    if machine.instance_type_id is not None:
+        await ensure_capacity_without(
+            session,
+            machine.instance_type_id,
+            1,
+            "Machine cannot be deleted as its Instance Type would no longer satisfy Allocation Constraints",
+        )
+    domain = machine.nvlink_domain_uuid
+    await session.delete(machine)
+    await session.flush()
+    # Its GPUs leave the fabric's bookkeeping: let the reconciler look at the domain now.
+    await nvlink_events.desired_state_changed(session, domains=[domain] if domain else [])

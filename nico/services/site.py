@@ -1,0 +1,312 @@
+"""Sites: who sees which, creation, changes and deletion.
+
+nico has no site agent to pair with, so a site is ``Registered`` as soon as it is created (its history
+shows the reference's two steps, pending pairing then paired).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import ColumnElement, Text, cast, delete, exists, false, func, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.enums import MachineStatus, NetworkVirtualizationType, ResourceType, SiteStatus
+from nico.db.models import (
+    Allocation,
+    AllocationConstraint,
+    InfrastructureProvider,
+    Instance,
+    InstanceType,
+    LogicalPartition,
+    Machine,
+    NvlinkDomain,
+    Site,
+    StatusDetail,
+    Subnet,
+    TenantSite,
+    Vpc,
+)
+from nico.services import status
+from nico.services.errors import bad_request, conflict, forbidden, not_found
+from nico.services.listing import PageRequest, fetch_page
+from nico.services.orgs import Viewer
+from nico.services.search import search_pattern
+
+ORDER_COLUMNS: dict[str, Any] = {
+    "name": Site.name,
+    "status": Site.status,
+    "created": Site.created,
+    "updated": Site.updated,
+    "description": Site.description,
+    "location": cast(Site.location, Text),
+    "contact": cast(Site.contact, Text),
+}
+CAPABILITY_FILTERS = {
+    "isNativeNetworkingEnabled": Site.native_networking,
+    "isNetworkSecurityGroupEnabled": Site.network_security_group,
+    "isNVLinkPartitionEnabled": Site.nvlink_partition,
+    "isFlowEnabled": Site.flow,
+}
+
+PENDING_PAIRING = "received site creation request, pending pairing"
+PAIRED = "Site has been successfully paired"
+NOT_FOUND = "Could not find Site with specified ID"
+PATCH_HISTORY_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class SiteFilters:
+    statuses: list[str] = field(default_factory=list)
+    query: str | None = None
+    capabilities: dict[str, bool] = field(default_factory=dict)  # CAPABILITY_FILTERS key -> value
+
+
+@dataclass
+class SiteChanges:
+    """What a provider's PATCH sets; None leaves a field as it is."""
+
+    name: str | None = None
+    description: str | None = None
+    serial_console_hostname: str | None = None
+    is_serial_console_enabled: bool | None = None
+    serial_console_idle_timeout: int | None = None
+    serial_console_max_session_length: int | None = None
+    location: dict[str, Any] | None = None
+    contact: dict[str, Any] | None = None
+    capabilities: dict[str, bool] = field(default_factory=dict)  # column -> value
+
+    def touches_serial_console(self) -> bool:
+        return any(
+            value is not None
+            for value in (
+                self.serial_console_hostname,
+                self.is_serial_console_enabled,
+                self.serial_console_idle_timeout,
+                self.serial_console_max_session_length,
+            )
+        )
+
+
+def visible(viewer: Viewer) -> ColumnElement[bool]:
+    """Sites a caller may read: its provider's, and those where its tenant holds an allocation."""
+    clauses: list[ColumnElement[bool]] = []
+    if viewer.provider is not None:
+        clauses.append(Site.infrastructure_provider_id == viewer.provider.id)
+    if viewer.tenant is not None:
+        clauses.append(
+            Site.id.in_(select(TenantSite.site_id).where(TenantSite.tenant_id == viewer.tenant.id))
+        )
+    return or_(*clauses) if clauses else false()
+
+
+async def list_sites(
+    session: AsyncSession, viewer: Viewer, filters: SiteFilters, page: PageRequest
+) -> tuple[Sequence[Site], int]:
+    stmt = select(Site).where(visible(viewer))
+    if filters.statuses:
+        stmt = stmt.where(Site.status.in_(filters.statuses))
+    for name, value in filters.capabilities.items():
+        stmt = stmt.where(CAPABILITY_FILTERS[name] == value)
+    pattern = search_pattern(filters.query)
+    if pattern:
+        stmt = stmt.where(
+            or_(
+                Site.name.ilike(pattern),
+                Site.description.ilike(pattern),
+                Site.status.ilike(pattern),
+                cast(Site.location, Text).ilike(pattern),
+                cast(Site.contact, Text).ilike(pattern),
+            )
+        )
+    return await fetch_page(session, stmt, page, ORDER_COLUMNS, Site.id)
+
+
+async def visible_site(session: AsyncSession, viewer: Viewer, site_id: uuid.UUID) -> Site:
+    site = await session.get(Site, site_id)
+    if site is None:
+        raise not_found(NOT_FOUND)
+    if not await session.scalar(select(exists().where(Site.id == site_id, visible(viewer)))):
+        raise forbidden("Site is not associated with org")
+    return site
+
+
+def tenant_view(viewer: Viewer, site: Site) -> bool:
+    """True when the caller sees the site as a tenant only (not as its provider)."""
+    return viewer.provider is None or viewer.provider.id != site.infrastructure_provider_id
+
+
+async def sites_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Site]:
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    return {site.id: site for site in await session.scalars(select(Site).where(Site.id.in_(wanted)))}
+
+
+async def create_site(
+    session: AsyncSession,
+    provider: InfrastructureProvider,
+    *,
+    name: str,
+    description: str | None,
+    serial_console_hostname: str | None,
+    location: dict[str, Any] | None,
+    contact: dict[str, Any] | None,
+    capabilities: dict[str, bool],
+) -> tuple[Site, list[StatusDetail]]:
+    """A new site of ``provider``, Registered at once. Returns it with the entries this request wrote."""
+    clash = await session.scalar(
+        select(Site.id).where(Site.infrastructure_provider_id == provider.id, Site.name == name)
+    )
+    if clash is not None:
+        raise conflict(
+            "A Site with specified name already exists for Infrastructure Provider", {"id": str(clash)}
+        )
+    site = Site(
+        infrastructure_provider_id=provider.id,
+        name=name,
+        description=description,
+        serial_console_hostname=serial_console_hostname,
+        location=location,
+        contact=contact,
+        status=SiteStatus.REGISTERED,
+        **capabilities,
+    )
+    session.add(site)
+    await session.flush()
+    entries = [
+        await status.record(session, "site_id", site.id, SiteStatus.PENDING, PENDING_PAIRING),
+        await status.record(session, "site_id", site.id, SiteStatus.REGISTERED, PAIRED),
+    ]
+    return site, entries
+
+
+async def update_site(
+    session: AsyncSession, provider: InfrastructureProvider | None, site_id: uuid.UUID, changes: SiteChanges
+) -> Site:
+    site = await session.scalar(select(Site).where(Site.id == site_id).with_for_update(key_share=True))
+    if site is None:
+        raise not_found("Could not retrieve Site to update")
+    if provider is None or site.infrastructure_provider_id != provider.id:
+        raise forbidden("Current org is not allowed to modify Site attributes")
+    if changes.name is not None and changes.name != site.name:
+        clash = await session.scalar(
+            select(Site.id).where(
+                Site.infrastructure_provider_id == provider.id, Site.name == changes.name, Site.id != site.id
+            )
+        )
+        if clash is not None:
+            raise conflict("Another Site with specified name already exists for Provider", {"id": str(clash)})
+    if changes.touches_serial_console() and site.status != SiteStatus.REGISTERED:
+        raise bad_request("Serial Console attributes can only be updated when Site is in Registered state")
+    if changes.capabilities.get("native_networking") is False and site.native_networking:
+        fnn = await session.scalar(
+            select(
+                exists().where(
+                    Vpc.site_id == site.id,
+                    Vpc.network_virtualization_type == NetworkVirtualizationType.FNN,
+                )
+            )
+        )
+        if fnn:
+            raise bad_request(
+                "Cannot disable Native Networking while Site has one or more VPCs with virtualization "
+                "type set to FNN"
+            )
+    values: dict[str, Any] = {
+        "name": changes.name,
+        "description": changes.description,
+        "serial_console_hostname": changes.serial_console_hostname,
+        "is_serial_console_enabled": changes.is_serial_console_enabled,
+        "serial_console_idle_timeout": changes.serial_console_idle_timeout,
+        "serial_console_max_session_length": changes.serial_console_max_session_length,
+        "location": changes.location,
+        "contact": changes.contact,
+        **changes.capabilities,
+    }
+    changed = False
+    for column, value in values.items():
+        if value is not None and getattr(site, column) != value:
+            setattr(site, column, value)
+            changed = True
+    if changed:
+        await session.flush()
+    return site
+
+
+async def delete_site(
+    session: AsyncSession, provider: InfrastructureProvider | None, site_id: uuid.UUID
+) -> None:
+    """Remove a site with its inventory (instance types, machines, NVLink domains).
+
+    Allocations must be deleted first (as in the reference), and so must tenant objects left at the
+    site: nico removes the site at once instead of cleaning up behind the response."""
+    if provider is None:
+        raise forbidden("No Infrastructure Provider found for this org")
+    site = await session.scalar(select(Site).where(Site.id == site_id).with_for_update())
+    if site is None:
+        raise not_found("Could not retrieve Site with ID in URL")
+    if site.infrastructure_provider_id != provider.id:
+        raise forbidden("Site does not belong to org's Infrastructure Provider")
+    if await session.scalar(select(exists().where(Allocation.site_id == site.id))):
+        raise forbidden("Site has Allocations which must be deleted first")
+    for model in (Instance, Subnet, Vpc, LogicalPartition):
+        if await session.scalar(select(exists().where(model.site_id == site.id))):
+            raise bad_request(
+                "Site has tenant resources (VPCs, Subnets, Instances or NVLink Logical Partitions) "
+                "which must be deleted first"
+            )
+    await session.execute(delete(Machine).where(Machine.site_id == site.id))
+    await session.execute(delete(NvlinkDomain).where(NvlinkDomain.site_id == site.id))
+    await session.execute(delete(InstanceType).where(InstanceType.site_id == site.id))
+    await session.delete(site)
+    await session.flush()
+
+
+async def machine_stats(session: AsyncSession, site_ids: list[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+    """Machine counts per site. nico keeps no machine health, so the health maps are empty; the
+    allocation split counts reserved machines (Σ InstanceType constraint values, capped by the site's
+    machines) as in use when they hold an instance."""
+    if not site_ids:
+        return {}
+    rows = (
+        await session.execute(
+            select(Machine.site_id, Machine.status, Machine.instance_id).where(Machine.site_id.in_(site_ids))
+        )
+    ).all()
+    reserved_rows = await session.execute(
+        select(Allocation.site_id, func.coalesce(func.sum(AllocationConstraint.constraint_value), 0))
+        .join(AllocationConstraint, AllocationConstraint.allocation_id == Allocation.id)
+        .where(
+            Allocation.site_id.in_(site_ids),
+            AllocationConstraint.resource_type == ResourceType.INSTANCE_TYPE,
+        )
+        .group_by(Allocation.site_id)
+    )
+    reserved = {site_id: int(total) for site_id, total in reserved_rows.all()}
+    out: dict[uuid.UUID, dict[str, Any]] = {}
+    for site_id in site_ids:
+        mine = [row for row in rows if row.site_id == site_id]
+        by_status = Counter(
+            MachineStatus.IN_USE if row.instance_id and row.status == MachineStatus.READY else row.status
+            for row in mine
+        )
+        in_use = sum(1 for row in mine if row.instance_id is not None)
+        allocated = min(reserved.get(site_id, 0), len(mine))
+        not_in_use = max(allocated - in_use, 0)
+        out[site_id] = {
+            "total": len(mine),
+            "total_by_status": dict(by_status),
+            "total_by_health": {},
+            "total_by_status_and_health": {name: {} for name in by_status},
+            "total_by_allocation": {
+                "allocatedInUse": in_use,
+                "allocatedNotInUse": not_in_use,
+                "unallocated": max(len(mine) - in_use - not_in_use, 0),
+            },
+        }
+    return out

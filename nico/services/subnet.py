@@ -1,0 +1,171 @@
+"""Thin subnets: a tenant's named segment of a VPC. nico does no IP address management, so a subnet is
+Ready as soon as it is created (its history shows the reference's pending step first)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import exists, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.enums import NetworkVirtualizationType, SiteStatus, SubnetStatus, VpcStatus
+from nico.db.models import InstanceInterface, Site, StatusDetail, Subnet, Tenant, TenantSite, Vpc
+from nico.services import status
+from nico.services.errors import bad_request, conflict, forbidden, not_found
+from nico.services.listing import PageRequest, fetch_page
+from nico.services.search import search_pattern
+
+ORDER_COLUMNS: dict[str, Any] = {
+    "name": Subnet.name,
+    "status": Subnet.status,
+    "created": Subnet.created,
+    "updated": Subnet.updated,
+}
+PENDING_MESSAGE = "received subnet creation request, pending"
+READY_MESSAGE = "Subnet is ready for use"
+NOT_FOUND = "Could not retrieve Subnet to update"  # (sic) the reference's GET text too
+
+
+@dataclass(frozen=True)
+class SubnetFilters:
+    site_id: uuid.UUID | None = None
+    vpc_id: uuid.UUID | None = None
+    status: str | None = None
+    query: str | None = None
+
+
+async def create_subnet(
+    session: AsyncSession,
+    tenant: Tenant,
+    *,
+    name: str,
+    description: str | None,
+    vpc_id: uuid.UUID,
+    ipv4_block_id: uuid.UUID | None,
+    prefix_length: int | None,
+) -> tuple[Subnet, list[StatusDetail]]:
+    vpc = await session.scalar(select(Vpc).where(Vpc.id == vpc_id).with_for_update(read=True))
+    if vpc is None:
+        raise bad_request("Could not find VPC specified in request")
+    if vpc.tenant_id != tenant.id:
+        raise bad_request("Tenant for VPC in request does not match tenant in org")
+    if vpc.network_virtualization_type != NetworkVirtualizationType.ETHERNET_VIRTUALIZER:
+        raise bad_request(
+            f"VPC: {vpc.id} specified in request must have Ethernet network virtualization type in order to "
+            "create Subnets"
+        )
+    if vpc.status != VpcStatus.READY:
+        raise bad_request("VPC specified in request data must be in Ready state in order to create Subnet")
+    site = await session.get(Site, vpc.site_id)
+    if site is None or site.status != SiteStatus.REGISTERED:
+        raise bad_request(
+            "The Site where the Subnet is being created must be in Registered state in order to proceed"
+        )
+    clash = await session.scalar(
+        select(Subnet.id).where(Subnet.tenant_id == tenant.id, Subnet.site_id == site.id, Subnet.name == name)
+    )
+    if clash is not None:
+        raise conflict(
+            "A Subnet with specified name already exists for Tenant at this Site", {"id": str(clash)}
+        )
+    row = Subnet(
+        tenant_id=tenant.id,
+        site_id=site.id,
+        vpc_id=vpc.id,
+        name=name,
+        description=description,
+        ipv4_block_id=ipv4_block_id,
+        prefix_length=prefix_length,
+        status=SubnetStatus.READY,
+    )
+    session.add(row)
+    await session.flush()
+    entries = [
+        await status.record(session, "subnet_id", row.id, SubnetStatus.PENDING, PENDING_MESSAGE),
+        await status.record(session, "subnet_id", row.id, SubnetStatus.READY, READY_MESSAGE),
+    ]
+    return row, entries
+
+
+async def list_subnets(
+    session: AsyncSession, tenant: Tenant, filters: SubnetFilters, page: PageRequest
+) -> tuple[Sequence[Subnet], int]:
+    stmt = select(Subnet).where(Subnet.tenant_id == tenant.id)
+    if filters.site_id is not None:
+        if await session.get(Site, filters.site_id) is None:
+            raise bad_request("Failed to retrieve Site specified in query param, invalid ID or DB error")
+        linked = await session.get(TenantSite, (tenant.id, filters.site_id))
+        if linked is None:
+            raise forbidden("Tenant does not have access to this Site")
+        stmt = stmt.where(Subnet.site_id == filters.site_id)
+    if filters.vpc_id is not None:
+        vpc = await session.get(Vpc, filters.vpc_id)
+        if vpc is None:
+            raise not_found("Could not find VPC specified in request")
+        if vpc.tenant_id != tenant.id:
+            raise bad_request("Tenant for VPC in request does not match tenant in org")
+        stmt = stmt.where(Subnet.vpc_id == vpc.id)
+    if filters.status is not None:
+        stmt = stmt.where(Subnet.status == filters.status)
+    pattern = search_pattern(filters.query)
+    if pattern:
+        stmt = stmt.where(
+            or_(Subnet.name.ilike(pattern), Subnet.description.ilike(pattern), Subnet.status.ilike(pattern))
+        )
+    return await fetch_page(session, stmt, page, ORDER_COLUMNS, Subnet.id)
+
+
+async def own_subnet(
+    session: AsyncSession, tenant: Tenant, subnet_id: uuid.UUID, *, lock: bool = False
+) -> Subnet:
+    stmt = select(Subnet).where(Subnet.id == subnet_id)
+    row = await session.scalar(stmt.with_for_update(key_share=True) if lock else stmt)
+    if row is None:
+        raise not_found(NOT_FOUND)
+    if row.tenant_id != tenant.id:
+        raise bad_request("Tenant for subnet in request does not match tenant in org")
+    return row
+
+
+async def update_subnet(
+    session: AsyncSession, tenant: Tenant, subnet_id: uuid.UUID, *, name: str | None, description: str | None
+) -> Subnet:
+    row = await own_subnet(session, tenant, subnet_id, lock=True)
+    if name is not None and name != row.name:
+        clash = await session.scalar(
+            select(Subnet.id).where(
+                Subnet.tenant_id == tenant.id,
+                Subnet.site_id == row.site_id,
+                Subnet.name == name,
+                Subnet.id != row.id,
+            )
+        )
+        if clash is not None:
+            raise conflict("Another Subnet with specified name already exists for Tenant", {"id": str(clash)})
+    changed = False
+    for column, value in (("name", name), ("description", description)):
+        if value is not None and getattr(row, column) != value:
+            setattr(row, column, value)
+            changed = True
+    if changed:
+        await session.flush()
+    return row
+
+
+async def delete_subnet(session: AsyncSession, tenant: Tenant, subnet_id: uuid.UUID) -> None:
+    """Delete at once (there is no site to wait for); a subnet with instance interfaces stays."""
+    row = await session.scalar(select(Subnet).where(Subnet.id == subnet_id).with_for_update())
+    if row is None:
+        raise not_found("Could not find Subnet to delete")
+    if row.tenant_id != tenant.id:
+        raise bad_request("Org specified in request does not match org of Tenant associated with Subnet")
+    site = await session.get(Site, row.site_id)
+    if site is None or site.status != SiteStatus.REGISTERED:
+        raise bad_request("Site associated with Subnet must be in Registered state in order to proceed")
+    if await session.scalar(select(exists().where(InstanceInterface.subnet_id == row.id))):
+        raise bad_request("Subnet is being used by one or more Instances and cannot be deleted")
+    await session.delete(row)
+    await session.flush()
