@@ -153,3 +153,15 @@ def include_relations(request: Request, allowed: Iterable[str]) -> set[str]:
         if value not in allowed_set:
             raise bad_request(f"Invalid includeRelation value in query: {value}")
     return set(values)
+
+
+def uuid_params(request: Request, name: str, invalid: str) -> list[uuid.UUID]:
+    """A repeatable UUID query parameter; the first bad value answers 400 ``invalid`` (``{value}`` is
+    replaced by it)."""
+    out = []
+    for value in request.query_params.getlist(name):
+        parsed = parse_uuid(value)
+        if parsed is None:
+            raise bad_request(invalid.format(value=value))
+        out.append(parsed)
+    return out

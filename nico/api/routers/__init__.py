@@ -12,6 +12,10 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     "tenant",
     "provider",
     "metadata",
+    "partition",
+    "nvlink_interface",
+    "vpc",
+    "instance",
 )
 
 
