@@ -176,7 +176,7 @@ class InstanceUpdateRequest(RequestModel):
         errors.add("labels", labels_problem(self.labels))
         updating = any(
             getattr(self, field) is not None
-            for field in self.model_fields
+            for field in type(self).model_fields
             if field not in ("trigger_reboot", "reboot_with_custom_ipxe", "apply_updates_on_reboot")
         )
         if self.trigger_reboot and updating:
