@@ -130,6 +130,22 @@ def token(
 
 
 @app.command()
+def openapi(
+    output: Annotated[str, typer.Option(help="File to write, or - for standard output.")] = "openapi.yaml",
+) -> None:
+    """Write the API's OpenAPI document (YAML), as committed in openapi.yaml."""
+    from nico.api.openapi import render_yaml
+
+    text = render_yaml()
+    if output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        console.print(f"wrote {output}")
+
+
+@app.command()
 def reconcile(
     metrics_port: Annotated[int, typer.Option(help="Port for /metrics (0: no metrics server).")] = 9101,
     metrics_host: Annotated[str, typer.Option(help="Address for /metrics.")] = "127.0.0.1",

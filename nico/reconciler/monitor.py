@@ -304,6 +304,9 @@ class Reconciler:
         for latency in report.apply_latencies_ms:
             self.metrics.apply_latency.observe(latency)
         error = failed[0].error if failed else None
+        if still_running and error is None:
+            running = ", ".join(i.operation_id or "" for i in state.pending_operations())
+            error = f"Failed to complete NMX-M operation in time: {running} still running"
         if result.blocked and error is None:
             error = next(iter(result.blocked.values()))
         self.metrics.domain_result(domain, error=error, partitions=len(observed), blocked=len(result.blocked))

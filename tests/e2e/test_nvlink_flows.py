@@ -14,10 +14,12 @@ import pytest
 import pytest_asyncio
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry, generate_latest
+from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.context import AppContext
 from nico.config import NvLinkConfig, Settings
+from nico.db.models import Tenant
 from nico.fabric.backend import DEFAULT_PARTITION_ID, FabricBackend
 from nico.fabric.nmxc.client import NmxcBackend
 from nico.fabric.nmxm.client import NmxmBackend
@@ -63,7 +65,13 @@ class Stack:
         return response.json()
 
     async def partition(self, name: str) -> str:
-        return str((await self.post("/nvlink-logical-partition", {"name": name, "siteId": str(self.site.nv.site.id)}))["id"])
+        return str(
+            (
+                await self.post(
+                    "/nvlink-logical-partition", {"name": name, "siteId": str(self.site.nv.site.id)}
+                )
+            )["id"]
+        )
 
     def instance_body(self, name: str, **extra: Any) -> dict[str, Any]:
         return {
@@ -100,7 +108,11 @@ class Stack:
 
 @pytest_asyncio.fixture(params=["nmxc", "nmxm"])
 async def stack(
-    request: pytest.FixtureRequest, session: AsyncSession, app: FastAPI, app_context: AppContext, settings: Settings
+    request: pytest.FixtureRequest,
+    session: AsyncSession,
+    app: FastAPI,
+    app_context: AppContext,
+    settings: Settings,
 ) -> AsyncIterator[Stack]:
     kind: str = request.param
     fabric = SimFabric(racks=2, seed=11)
@@ -123,6 +135,11 @@ async def stack(
             notify_debounce="2ms",
         )
         backend = NmxmBackend.from_config(config, "nmx", "secret")
+    # Targeted creation lets tests put instances on chosen racks (machineId), as the reference allows.
+    await session.execute(
+        update(Tenant).where(Tenant.id == site.nv.tenant.id).values(targeted_instance_creation=True)
+    )
+    await session.commit()
     registry = CollectorRegistry()
     reconciler = Reconciler(app_context.engine, backend, config, MonitorMetrics(registry, kind, 120.0))
     task = asyncio.create_task(reconciler.run())
@@ -145,8 +162,10 @@ async def test_instance_with_a_logical_partition_becomes_ready(stack: Stack) -> 
     lp = await stack.partition("training")
     created = await stack.post(
         "/instance",
-        stack.instance_body("worker", nvLinkInterfaces=[{"nvLinkLogicalPartitionId": lp, "deviceInstance": n}
-                                                         for n in range(4)]),
+        stack.instance_body(
+            "worker",
+            nvLinkInterfaces=[{"nvLinkLogicalPartitionId": lp, "deviceInstance": n} for n in range(4)],
+        ),
     )
     assert created["status"] == "Pending"
     assert {i["status"] for i in created["nvLinkInterfaces"]} == {"Pending"}
@@ -194,21 +213,29 @@ async def test_batch_of_18_on_one_domain(stack: Stack) -> None:
 
 
 async def test_patch_moves_gpus_between_partitions_in_one_pass(stack: Stack) -> None:
-    a, b = await stack.partition("a"), await stack.partition("b")
+    a, b = await stack.partition("lp-a"), await stack.partition("lp-b")
     created = await stack.post(
         "/instance",
-        stack.instance_body("mover", nvLinkInterfaces=[{"nvLinkLogicalPartitionId": a, "deviceInstance": n}
-                                                        for n in range(4)]),
+        stack.instance_body(
+            "mover", nvLinkInterfaces=[{"nvLinkLogicalPartitionId": a, "deviceInstance": n} for n in range(4)]
+        ),
     )
     await stack.ready(created["id"])
-    before = sum(s.value for f in stack.registry.collect() if f.name.endswith("changes_applied")
-                 for s in f.samples if s.labels.get("status") == "completed")
+    before = sum(
+        s.value
+        for f in stack.registry.collect()
+        if f.name.endswith("changes_applied")
+        for s in f.samples
+        if s.labels.get("status") == "completed"
+    )
 
     patched = await stack.client.patch(
         stack.url(f"/instance/{created['id']}"),
-        json={"ipxeScript": "#!ipxe", "nvLinkInterfaces": [{"nvLinkLogicalPartitionId": b, "deviceInstance": n}
-                                                           for n in range(2)]
-              + [{"nvLinkLogicalPartitionId": a, "deviceInstance": n} for n in (2, 3)]},
+        json={
+            "ipxeScript": "#!ipxe",
+            "nvLinkInterfaces": [{"nvLinkLogicalPartitionId": b, "deviceInstance": n} for n in range(2)]
+            + [{"nvLinkLogicalPartitionId": a, "deviceInstance": n} for n in (2, 3)],
+        },
         headers=stack.headers,
     )
     assert patched.status_code == 200, patched.text
@@ -218,8 +245,13 @@ async def test_patch_moves_gpus_between_partitions_in_one_pass(stack: Stack) -> 
     domain = uuid.UUID(by_device[0]["nvLinkDomainId"])
     assert {int(by_device[n]["gpuGuid"]) for n in (0, 1)} == stack.named(domain, b)
     assert {int(by_device[n]["gpuGuid"]) for n in (2, 3)} == stack.named(domain, a)
-    after = sum(s.value for f in stack.registry.collect() if f.name.endswith("changes_applied")
-                for s in f.samples if s.labels.get("status") == "completed")
+    after = sum(
+        s.value
+        for f in stack.registry.collect()
+        if f.name.endswith("changes_applied")
+        for s in f.samples
+        if s.labels.get("status") == "completed"
+    )
     assert after - before == 2  # remove from a, create b: the move took one pass
 
 
@@ -227,8 +259,9 @@ async def test_deleting_an_instance_returns_its_gpus_and_then_the_partition_may_
     lp = await stack.partition("short-lived")
     created = await stack.post(
         "/instance",
-        stack.instance_body("temp", nvLinkInterfaces=[{"nvLinkLogicalPartitionId": lp, "deviceInstance": n}
-                                                       for n in range(4)]),
+        stack.instance_body(
+            "temp", nvLinkInterfaces=[{"nvLinkLogicalPartitionId": lp, "deviceInstance": n} for n in range(4)]
+        ),
     )
     ready = await stack.ready(created["id"])
     guids = [i["gpuGuid"] for i in ready["nvLinkInterfaces"]]
@@ -236,7 +269,10 @@ async def test_deleting_an_instance_returns_its_gpus_and_then_the_partition_may_
 
     refused = await stack.client.delete(stack.url(f"/nvlink-logical-partition/{lp}"), headers=stack.headers)
     assert refused.status_code == 400
-    assert refused.json()["message"] == "1 active Instances are associated with this NVLink Logical Partition, unable to delete"
+    assert (
+        refused.json()["message"]
+        == "1 active Instances are associated with this NVLink Logical Partition, unable to delete"
+    )
 
     deleted = await stack.client.delete(stack.url(f"/instance/{created['id']}"), headers=stack.headers)
     assert deleted.status_code == 202 and deleted.text == "Deletion request was accepted"
@@ -250,22 +286,29 @@ async def test_deleting_an_instance_returns_its_gpus_and_then_the_partition_may_
 
 
 async def test_one_chassis_down_the_others_converge_and_all_converge_once_it_is_back(stack: Stack) -> None:
+    """NMX-C: one rack's endpoint stops listening. NMX-M (one site-wide endpoint): operations on one
+    domain never complete, so they time out and stay tracked until they do."""
     d0, d1 = stack.site.domains
     lp = await stack.partition("split")
     if stack.nmxc is not None:
         await stack.nmxc.stop_domain(d1)
     else:
-        stack.fabric.set_faults(d1, down=True)
+        stack.fabric.set_faults(d1, never_complete=True)
     ids = {}
     for domain in (d0, d1):
         machine = stack.site.machines[domain][0].id
-        body = stack.instance_body(f"on-{domain}", nvLinkInterfaces=[{"nvLinkLogicalPartitionId": lp, "deviceInstance": 0}])
+        body = stack.instance_body(
+            f"on-{domain}", nvLinkInterfaces=[{"nvLinkLogicalPartitionId": lp, "deviceInstance": 0}]
+        )
         body.pop("instanceTypeId")
         ids[domain] = (await stack.post("/instance", {**body, "machineId": machine}, expect=201))["id"]
     await stack.ready(ids[d0])
 
     async def error_series() -> bool:
-        return f"nico_nvlink_partition_monitor_{stack.kind}_connect_error_count{{" in generate_latest(stack.registry).decode()
+        return (
+            f"nico_nvlink_partition_monitor_{stack.kind}_connect_error_count{{"
+            in generate_latest(stack.registry).decode()
+        )
 
     await wait_for(error_series, within=WITHIN, what="connect-error series")
     assert (await stack.get(f"/instance/{ids[d1]}"))["status"] == "Pending"
@@ -273,7 +316,7 @@ async def test_one_chassis_down_the_others_converge_and_all_converge_once_it_is_
     if stack.nmxc is not None:
         await stack.nmxc.start_domain(d1)
     else:
-        stack.fabric.set_faults(d1, down=False)
+        stack.fabric.set_faults(d1, never_complete=False)
     await stack.ready(ids[d1])
 
     async def cleared() -> bool:
@@ -282,10 +325,15 @@ async def test_one_chassis_down_the_others_converge_and_all_converge_once_it_is_
     await wait_for(cleared, within=WITHIN, what="connect-error series cleared")
 
 
-async def test_two_reconcilers_at_once_leave_one_partition_per_domain(stack: Stack, app_context: AppContext) -> None:
+async def test_two_reconcilers_at_once_leave_one_partition_per_domain(
+    stack: Stack, app_context: AppContext
+) -> None:
     backend = stack.reconciler.backend
     second = Reconciler(
-        app_context.engine, backend, stack.reconciler.config, MonitorMetrics(CollectorRegistry(), stack.kind, 120.0)
+        app_context.engine,
+        backend,
+        stack.reconciler.config,
+        MonitorMetrics(CollectorRegistry(), stack.kind, 120.0),
     )
     task = asyncio.create_task(second.run())
     try:
@@ -309,3 +357,60 @@ async def test_two_reconcilers_at_once_leave_one_partition_per_domain(stack: Sta
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await second.close()
+
+
+class Killed(BaseException):
+    """Stands for the process dying: nothing after the raise runs, no handler catches it."""
+
+
+async def test_reconciler_killed_between_a_fabric_call_and_its_write_back(
+    stack: Stack, app_context: AppContext
+) -> None:
+    async def die_after_create(op: object) -> None:
+        if type(op).__name__ == "CreatePartition":
+            raise Killed
+
+    stack.reconciler.after_call = die_after_create
+    lp = await stack.partition("survivor")
+    created = await stack.post(
+        "/instance",
+        stack.instance_body(
+            "crash",
+            nvLinkInterfaces=[{"nvLinkLogicalPartitionId": lp, "deviceInstance": n} for n in range(4)],
+        ),
+    )
+
+    def partitions_named() -> list[tuple[uuid.UUID, int]]:
+        return [
+            (d, p.partition_id)
+            for d in stack.site.domains
+            for p in stack.fabric.partitions(d)
+            if p.name == partition_name(uuid.UUID(lp))
+        ]
+
+    await wait_for(lambda: bool(partitions_named()), within=WITHIN, what="the partition to be created")
+    assert (await stack.get(f"/instance/{created['id']}"))["status"] == "Pending"  # never written back
+
+    successor = Reconciler(
+        app_context.engine,
+        stack.reconciler.backend,
+        stack.reconciler.config,
+        MonitorMetrics(CollectorRegistry(), stack.kind, 120.0),
+    )
+    task = asyncio.create_task(successor.run())
+    try:
+        ready = await stack.ready(created["id"])
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await successor.close()
+    assert len(partitions_named()) == 1  # adopted: no ghost, no duplicate, not rebuilt
+    ((domain, _),) = partitions_named()
+    assert {int(i["gpuGuid"]) for i in ready["nvLinkInterfaces"]} == stack.named(domain, lp)
+    completed = sum(
+        s.value
+        for f in successor.metrics.changes.collect()
+        for s in f.samples
+        if s.labels.get("operation") == "create" and s.labels.get("status") == "completed"
+    )
+    assert completed == 0  # the successor created nothing

@@ -362,7 +362,7 @@ async def test_quick_full_passes_skip_quiet_domains_and_still_catch_drift(
     d0 = site.domains[0]
     lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
     machine = site.machines[d0][0]
-    await place(session, site, machine, {n: lp for n in range(4)})
+    await place(session, site, machine, dict.fromkeys(range(4), lp))
     reconciler = make_reconciler(backend)
     first = await reconciler.full_pass()
     assert first.deep and set(first.results) == set(site.domains)  # the first pass sees everything

@@ -95,7 +95,7 @@ async def test_a_real_pass_fills_the_series(
     d0, d1 = site.domains
     lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
     await f.logical_partition(session, site.nv.tenant, site.nv.site, name="unused")
-    await place(session, site, site.machines[d0][0], {n: lp for n in range(4)})
+    await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp))
     registry = CollectorRegistry()
     reconciler = make_reconciler(backend, registry=registry)
     site.fabric.set_faults(d1, down=True)
@@ -109,7 +109,9 @@ async def test_a_real_pass_fills_the_series(
     assert value(registry, p + "nmxc_gpu_count") == 72
     assert value(registry, p + "nmxc_changes_applied_total", operation="create", status="completed") == 1
     assert value(registry, p + "nmxc_changes_applied_total", operation="update", status="completed") == 1
-    assert value(registry, p + "nmxc_op_latency_milliseconds_count", operation="create", status="completed") == 1
+    assert (
+        value(registry, p + "nmxc_op_latency_milliseconds_count", operation="create", status="completed") == 1
+    )
     assert value(registry, p + "nvlink_config_apply_latency_milliseconds_count") == 1
     assert value(registry, p + "machine_status_updates_count") == 18  # every machine of d0 first observed
     assert value(registry, p + "nmxc_connect_error_count", error="Failed to reach NMX-C: endpoint ") == 1

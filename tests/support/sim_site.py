@@ -16,6 +16,7 @@ from nico.db.models import (
     Instance,
     LogicalPartition,
     Machine,
+    MachineCapability,
     NvlinkDomain,
     NvlinkInterface,
     NvlinkNmxcEndpoint,
@@ -69,6 +70,16 @@ async def seed(
             session.add(machine)
             machines.append(machine)
             await session.flush()
+            # What registration derives for a GB200 tray (used by machine-targeted creation).
+            session.add(
+                MachineCapability(
+                    machine_id=machine.id,
+                    type="GPU",
+                    name="NVIDIA GB200",
+                    count=len(uids),
+                    device_type="NVLink",
+                )
+            )
             for uid in uids:
                 gpu = domain.gpus[uid]
                 session.add(
