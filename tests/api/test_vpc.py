@@ -151,8 +151,8 @@ async def test_create_checks_in_order(
     await check(
         vpc_body(world, siteId=str(plain.id), nvLinkLogicalPartitionId=str(uuid.uuid4())),
         400,
-        "Site specified in request data must have NVLink Partition enabled in order to create VPC with default "
-        "NVLink Partition",
+        "Site specified in request data must have NVLink Partition enabled in order to create VPC "
+        "with default NVLink Partition",
     )
     await check(
         vpc_body(world, nvLinkLogicalPartitionId=""),
@@ -272,8 +272,8 @@ async def test_update_checks(
     )
     assert error(response) == (
         400,
-        f"Site: {plain.id} specified in request data must have NVLink Partition enabled in order to update VPC "
-        "with default NVLink Partition",
+        f"Site: {plain.id} specified in request data must have NVLink Partition enabled in order to "
+        "update VPC with default NVLink Partition",
     )
     assert await fingerprint(session) == before
     renamed = await client.patch(f"{PATH}/{world.vpc.id}", json={"name": "vpc-renamed"}, headers=headers)
