@@ -13,9 +13,9 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import delete, exists, func, or_, select
+from sqlalchemy import Table, delete, exists, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import (
@@ -200,59 +200,72 @@ async def _add_instances(
     ports = list(spec.ports)
     if not any(p.is_physical for p in ports):
         ports[0] = Port(ports[0].subnet_id, True)  # the first interface is the physical one
+    # Bulk statements (one round trip per table) rather than the unit of work: a batch is 18
+    # instances with their interfaces, bindings and history, and the per-object bookkeeping of the
+    # unit of work would cost more than the inserts.
+    instances: list[dict[str, Any]] = []
+    history: list[dict[str, Any]] = []
+    interfaces: list[dict[str, Any]] = []
+    nvlinks: list[dict[str, Any]] = []
     for instance_id, name, machine in zip(ids, names, machines, strict=True):
         ready = machine.nvlink_domain_uuid is None  # nothing on the fabric to wait for
-        session.add(
-            Instance(
-                id=instance_id,
-                tenant_id=tenant.id,
-                site_id=vpc.site_id,
-                instance_type_id=itype_id,
-                vpc_id=vpc.id,
-                name=name,
-                description=spec.description,
-                ipxe_script=spec.ipxe_script,
-                user_data=spec.user_data,
-                always_boot_with_custom_ipxe=spec.always_boot_with_custom_ipxe,
-                phone_home_enabled=spec.phone_home_enabled,
-                labels=spec.labels,
-                status=InstanceStatus.READY if ready else InstanceStatus.PENDING,
-                created_by=spec.created_by,
-            )
+        instances.append(
+            {
+                "id": instance_id,
+                "tenant_id": tenant.id,
+                "site_id": vpc.site_id,
+                "instance_type_id": itype_id,
+                "vpc_id": vpc.id,
+                "name": name,
+                "description": spec.description,
+                "ipxe_script": spec.ipxe_script,
+                "user_data": spec.user_data,
+                "always_boot_with_custom_ipxe": spec.always_boot_with_custom_ipxe,
+                "phone_home_enabled": spec.phone_home_enabled,
+                "labels": spec.labels,
+                "status": InstanceStatus.READY if ready else InstanceStatus.PENDING,
+                "created_by": spec.created_by,
+            }
         )
-    await session.flush()
-    for instance_id, machine in zip(ids, machines, strict=True):
-        session.add(
-            StatusDetail(instance_id=instance_id, status=InstanceStatus.PENDING, message=PENDING_MESSAGE)
+        history.append(
+            {"instance_id": instance_id, "status": InstanceStatus.PENDING, "message": PENDING_MESSAGE}
         )
-        if machine.nvlink_domain_uuid is None:
-            session.add(
-                StatusDetail(instance_id=instance_id, status=InstanceStatus.READY, message=READY_MESSAGE)
+        if ready:
+            history.append(
+                {"instance_id": instance_id, "status": InstanceStatus.READY, "message": READY_MESSAGE}
             )
-        for port in ports:
-            session.add(
-                InstanceInterface(
-                    instance_id=instance_id,
-                    subnet_id=port.subnet_id,
-                    is_physical=port.is_physical,
-                    status=InterfaceStatus.READY,
-                )
-            )
-        for binding in bindings:
-            session.add(
-                NvlinkInterface(
-                    instance_id=instance_id,
-                    logical_partition_id=binding.partition_id,
-                    site_id=vpc.site_id,
-                    device_instance=binding.device_instance,
-                    device=binding.device,
-                    status=NvLinkInterfaceStatus.PENDING,
-                    created_by=spec.created_by,
-                )
-            )
-    for machine, instance_id in zip(machines, ids, strict=True):
-        machine.instance_id = instance_id
-    await session.flush()
+        interfaces.extend(
+            {
+                "instance_id": instance_id,
+                "subnet_id": port.subnet_id,
+                "is_physical": port.is_physical,
+                "status": InterfaceStatus.READY,
+            }
+            for port in ports
+        )
+        nvlinks.extend(
+            {
+                "instance_id": instance_id,
+                "logical_partition_id": binding.partition_id,
+                "site_id": vpc.site_id,
+                "device_instance": binding.device_instance,
+                "device": binding.device,
+                "status": NvLinkInterfaceStatus.PENDING,
+                "created_by": spec.created_by,
+            }
+            for binding in bindings
+        )
+    for table, rows in (
+        (Instance.__table__, instances),
+        (StatusDetail.__table__, history),
+        (InstanceInterface.__table__, interfaces),
+        (NvlinkInterface.__table__, nvlinks),
+    ):
+        if rows:  # Core inserts: the ORM's bulk path adds bookkeeping that is not needed here
+            await session.execute(insert(cast(Table, table)), rows)
+    await session.execute(
+        update(Machine), [{"id": m.id, "instance_id": i} for m, i in zip(machines, ids, strict=True)]
+    )
     await desired_state_changed(session, instance_ids=ids)
     return ids
 
