@@ -107,16 +107,31 @@ def seed(url: str, racks: int) -> dict[str, str]:
         conn.execute(insert(m.InfrastructureProvider), [{"id": provider, "org": "bench-provider"}])
         conn.execute(
             insert(m.Site),
-            [{"id": site, "infrastructure_provider_id": provider, "name": "bench-site", "status": "Registered",
-              "nvlink_partition": True}],
-        )  # fmt: skip
+            [
+                {
+                    "id": site,
+                    "infrastructure_provider_id": provider,
+                    "name": "bench-site",
+                    "status": "Registered",
+                    "nvlink_partition": True,
+                }
+            ],
+        )
         conn.execute(
             insert(m.InstanceType),
             [{"id": itype, "infrastructure_provider_id": provider, "site_id": site, "name": "gb200"}],
         )
         conn.execute(
             insert(m.MachineCapability),
-            [{"instance_type_id": itype, "type": "GPU", "name": "NVIDIA GB200", "count": 4, "device_type": "NVLink"}],
+            [
+                {
+                    "instance_type_id": itype,
+                    "type": "GPU",
+                    "name": "NVIDIA GB200",
+                    "count": 4,
+                    "device_type": "NVLink",
+                }
+            ],
         )
         domains = [uuid.uuid4() for _ in range(racks)]
         conn.execute(insert(m.NvlinkDomain), [{"uuid": d, "site_id": site} for d in domains])
@@ -125,11 +140,23 @@ def seed(url: str, racks: int) -> dict[str, str]:
             for t in range(18):
                 machine_id = f"bench-r{r:03d}-t{t:02d}"
                 machines.append(
-                    {"id": machine_id, "site_id": site, "instance_type_id": itype, "status": "Ready",
-                     "nvlink_domain_uuid": domain, "chassis_serial": f"CHS{r:04d}", "tray_index": t}
-                )  # fmt: skip
+                    {
+                        "id": machine_id,
+                        "site_id": site,
+                        "instance_type_id": itype,
+                        "status": "Ready",
+                        "nvlink_domain_uuid": domain,
+                        "chassis_serial": f"CHS{r:04d}",
+                        "tray_index": t,
+                    }
+                )
                 gpus.extend(
-                    {"machine_id": machine_id, "device_id": d, "gpu_uid": (r << 16) | (t << 8) | d, "slot_id": t}
+                    {
+                        "machine_id": machine_id,
+                        "device_id": d,
+                        "gpu_uid": (r << 16) | (t << 8) | d,
+                        "slot_id": t,
+                    }
                     for d in range(1, 5)
                 )
         conn.execute(insert(m.Machine), machines)
@@ -139,28 +166,60 @@ def seed(url: str, racks: int) -> dict[str, str]:
         allocation = uuid.uuid4()
         conn.execute(
             insert(m.Allocation),
-            [{"id": allocation, "infrastructure_provider_id": provider, "tenant_id": tenant, "site_id": site,
-              "name": "bench", "status": "Registered"}],
-        )  # fmt: skip
+            [
+                {
+                    "id": allocation,
+                    "infrastructure_provider_id": provider,
+                    "tenant_id": tenant,
+                    "site_id": site,
+                    "name": "bench",
+                    "status": "Registered",
+                }
+            ],
+        )
         conn.execute(
             insert(m.AllocationConstraint),
-            [{"allocation_id": allocation, "resource_type": "InstanceType", "resource_type_id": itype,
-              "instance_type_id": itype, "constraint_type": "Reserved", "constraint_value": len(machines)}],
-        )  # fmt: skip
+            [
+                {
+                    "allocation_id": allocation,
+                    "resource_type": "InstanceType",
+                    "resource_type_id": itype,
+                    "instance_type_id": itype,
+                    "constraint_type": "Reserved",
+                    "constraint_value": len(machines),
+                }
+            ],
+        )
         conn.execute(
             insert(m.LogicalPartition),
             [{"id": lp, "tenant_id": tenant, "site_id": site, "name": "bench-lp", "status": "Ready"}],
         )
         conn.execute(
             insert(m.Vpc),
-            [{"id": vpc, "tenant_id": tenant, "site_id": site, "name": "bench-vpc", "status": "Ready",
-              "nvlink_logical_partition_id": lp}],
-        )  # fmt: skip
+            [
+                {
+                    "id": vpc,
+                    "tenant_id": tenant,
+                    "site_id": site,
+                    "name": "bench-vpc",
+                    "status": "Ready",
+                    "nvlink_logical_partition_id": lp,
+                }
+            ],
+        )
         conn.execute(
             insert(m.Subnet),
-            [{"id": subnet, "tenant_id": tenant, "site_id": site, "vpc_id": vpc, "name": "bench-subnet",
-              "status": "Ready"}],
-        )  # fmt: skip
+            [
+                {
+                    "id": subnet,
+                    "tenant_id": tenant,
+                    "site_id": site,
+                    "vpc_id": vpc,
+                    "name": "bench-subnet",
+                    "status": "Ready",
+                }
+            ],
+        )
     engine.dispose()
     return {"site": str(site), "type": str(itype), "vpc": str(vpc), "subnet": str(subnet)}
 
@@ -234,31 +293,56 @@ def main() -> None:
                 "POST",
                 f"{base}/instance",
                 token,
-                {"name": "bench-get", "instanceTypeId": ids["type"], "vpcId": ids["vpc"], "ipxeScript": "x",
-                 "interfaces": [{"subnetId": ids["subnet"]}]},
-            )  # fmt: skip
+                {
+                    "name": "bench-get",
+                    "instanceTypeId": ids["type"],
+                    "vpcId": ids["vpc"],
+                    "ipxeScript": "x",
+                    "interfaces": [{"subnetId": ids["subnet"]}],
+                },
+            )
             common = {"host": "127.0.0.1", "port": port, "token": token, "seconds": args.seconds}
             batch = json.dumps(
-                {"namePrefix": "b{n}", "count": 18, "instanceTypeId": ids["type"], "vpcId": ids["vpc"],
-                 "ipxeScript": "x", "interfaces": [{"subnetId": ids["subnet"]}], "topologyOptimized": True}
-            )  # fmt: skip
+                {
+                    "namePrefix": "b{n}",
+                    "count": 18,
+                    "instanceTypeId": ids["type"],
+                    "vpcId": ids["vpc"],
+                    "ipxeScript": "x",
+                    "interfaces": [{"subnetId": ids["subnet"]}],
+                    "topologyOptimized": True,
+                }
+            )
             scenarios = [
                 ("(a) GET /healthz", {"method": "GET", "path": "/healthz", "body": None, "requests": 10**6}),
                 (
                     "(b) GET /instance/{id}",
-                    {"method": "GET", "path": f"{base}/instance/{instance['id']}", "body": None, "requests": 10**6},
+                    {
+                        "method": "GET",
+                        "path": f"{base}/instance/{instance['id']}",
+                        "body": None,
+                        "requests": 10**6,
+                    },
                 ),
                 (
                     "(c) POST /nvlink-logical-partition",
-                    {"method": "POST", "path": f"{base}/nvlink-logical-partition",
-                     "body": json.dumps({"name": "lp-{n}", "siteId": ids["site"]}), "requests": 10**6},
-                ),  # fmt: skip
+                    {
+                        "method": "POST",
+                        "path": f"{base}/nvlink-logical-partition",
+                        "body": json.dumps({"name": "lp-{n}", "siteId": ids["site"]}),
+                        "requests": 10**6,
+                    },
+                ),
                 (
                     "(d) POST /instance/batch x18",
                     # Each batch takes a whole rack: stay within the racks left after warm-up.
-                    {"method": "POST", "path": f"{base}/instance/batch", "body": batch,
-                     "requests": max(args.racks - 2 * CLIENTS - 1, CLIENTS)},
-                ),  # fmt: skip
+                    {
+                        "method": "POST",
+                        "path": f"{base}/instance/batch",
+                        "body": batch,
+                        "requests": max(args.racks - 2 * CLIENTS - 1, CLIENTS),
+                    },
+                ),
             ]
             results = {}
             for name, scenario in scenarios:
@@ -274,7 +358,9 @@ def main() -> None:
 
     print(f"{'scenario':36} {'requests':>9} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}  status codes")
     for name, r in results.items():
-        print(f"{name:36} {r['requests']:>9} {r['rps']:>9.1f} {r['p50']:>8.2f} {r['p99']:>8.2f}  {r['codes']}")
+        print(
+            f"{name:36} {r['requests']:>9} {r['rps']:>9.1f} {r['p50']:>8.2f} {r['p99']:>8.2f}  {r['codes']}"
+        )
     a, b = results["(a) GET /healthz"], results["(b) GET /instance/{id}"]
     print(f"ratio (b)/(a) requests/s: {b['rps'] / a['rps']:.2f}   (aim >= 0.4)")
     print(f"(c) p99: {results['(c) POST /nvlink-logical-partition']['p99']:.1f} ms   (aim < 50 ms)")
