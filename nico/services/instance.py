@@ -52,6 +52,7 @@ from nico.services.nvlink_interface import (
     BATCH,
     SINGLE,
     Binding,
+    PartitionTexts,
     check_partitions,
     default_bindings,
     gpu_range_problem,
@@ -112,6 +113,28 @@ class SubnetTexts:
     vpc: str = "Subnet: {id} specified in request does not match with VPC"
 
 
+@dataclass(frozen=True)
+class CreateTexts:
+    """How single and batch creation word their NVLink errors."""
+
+    no_capability: str
+    invalid: str
+    partitions: PartitionTexts
+    lookup_first: bool  # batch compares with the VPC default before looking the partition up
+
+
+SINGLE_CREATE = CreateTexts(
+    no_capability="NVLink Interfaces cannot be specified if Instance Type doesn't have NVLink GPU Capability",
+    invalid="Failed to validate NVLink interfaces specified in request data",
+    partitions=SINGLE,
+    lookup_first=True,
+)
+BATCH_CREATE = CreateTexts(
+    no_capability="NVLink Interfaces cannot be specified if Instance Type doesn't have GPU Capabilities",
+    invalid="NVLink interfaces validation failed: nvLinkInterfaces: {problem}.",
+    partitions=BATCH,
+    lookup_first=False,
+)
 SINGLE_SUBNETS = SubnetTexts(not_found="Subnet: {id} specified in request data is not found in DB")
 BATCH_SUBNETS = SubnetTexts(not_found="Could not find Subnet with ID specified in request data")
 
@@ -338,11 +361,9 @@ async def create(
         machine = await _targeted_machine(session, tenant, site, machine_id)
     if not capabilities:
         capabilities = await nvlink_capabilities(session, machine_id=machine.id)
-    bindings = await _single_bindings(session, tenant, vpc, explicit, capabilities)
+    bindings = await _create_bindings(session, tenant, vpc, explicit, capabilities, SINGLE_CREATE)
     if bindings and machine.nvlink_domain_uuid is None:
-        raise bad_request(
-            "NVLink Interfaces cannot be specified if Instance Type doesn't have NVLink GPU Capability"
-        )
+        raise bad_request(SINGLE_CREATE.no_capability)
     (new_id,) = await _add_instances(
         session,
         tenant=tenant,
@@ -365,39 +386,6 @@ async def _targeted_machine(session: AsyncSession, tenant: Tenant, site: Site, m
     if machine.instance_id is not None or machine.status != MachineStatus.READY or machine.is_missing_on_site:
         raise bad_request("Machine specified in request data is not available for Instance creation")
     return machine
-
-
-async def _single_bindings(
-    session: AsyncSession,
-    tenant: Tenant,
-    vpc: Vpc,
-    explicit: list[Binding],
-    capabilities: Sequence[MachineCapability],
-) -> list[Binding]:
-    """NVLink rules of single create (spec §5.3)."""
-    if explicit:
-        if not capabilities:
-            raise bad_request(
-                "NVLink Interfaces cannot be specified if Instance Type doesn't have NVLink GPU Capability"
-            )
-        problem = gpu_range_problem(explicit, capabilities)
-        if problem:
-            raise bad_request(
-                "Failed to validate NVLink interfaces specified in request data",
-                {"nvLinkInterfaces": problem},
-            )
-        await check_partitions(
-            session,
-            explicit,
-            tenant_id=tenant.id,
-            site_id=vpc.site_id,
-            texts=SINGLE,
-            vpc_default=vpc.nvlink_logical_partition_id,
-        )
-        return explicit
-    if vpc.nvlink_logical_partition_id is not None:
-        return default_bindings(vpc.nvlink_logical_partition_id, capabilities)
-    return []
 
 
 async def create_batch(
@@ -471,12 +459,10 @@ async def create_batch(
             f"Topology optimization requires all {count} machines on same NVLink domain, but best domain "
             f"only has {exc.best_domain} available"
         ) from None
-    bindings = await _batch_bindings(session, tenant, vpc, explicit, capabilities)
+    bindings = await _create_bindings(session, tenant, vpc, explicit, capabilities, BATCH_CREATE)
     machines = await _machines(session, chosen)
     if bindings and any(m.nvlink_domain_uuid is None for m in machines):
-        raise bad_request(
-            "NVLink Interfaces cannot be specified if Instance Type doesn't have GPU Capabilities"
-        )
+        raise bad_request(BATCH_CREATE.no_capability)
     ids = await _add_instances(
         session,
         tenant=tenant,
@@ -490,33 +476,30 @@ async def create_batch(
     return await load(session, ids, chronological=True)
 
 
-async def _batch_bindings(
+async def _create_bindings(
     session: AsyncSession,
     tenant: Tenant,
     vpc: Vpc,
     explicit: list[Binding],
     capabilities: Sequence[MachineCapability],
+    texts: CreateTexts,
 ) -> list[Binding]:
-    """NVLink rules of batch create (spec §6.4): capabilities of the type only, other texts."""
+    """The bindings of new instances: the explicit ones, checked (spec §5.3, §6.4), or one per GPU on
+    the VPC's default partition, or none."""
     if explicit:
         if not capabilities:
-            raise bad_request(
-                "NVLink Interfaces cannot be specified if Instance Type doesn't have GPU Capabilities"
-            )
+            raise bad_request(texts.no_capability)
         problem = gpu_range_problem(explicit, capabilities)
         if problem:
-            raise bad_request(
-                f"NVLink interfaces validation failed: nvLinkInterfaces: {problem}.",
-                {"nvLinkInterfaces": problem},
-            )
+            raise bad_request(texts.invalid.format(problem=problem), {"nvLinkInterfaces": problem})
         await check_partitions(
             session,
             explicit,
             tenant_id=tenant.id,
             site_id=vpc.site_id,
-            texts=BATCH,
+            texts=texts.partitions,
             vpc_default=vpc.nvlink_logical_partition_id,
-            lookup_first=False,
+            lookup_first=texts.lookup_first,
         )
         return explicit
     if vpc.nvlink_logical_partition_id is not None:
