@@ -280,6 +280,9 @@ def main() -> None:
             "NICO_DATA_DIR": str(data_dir),
             "NICO_AUTH__HS256_SECRET": SECRET,
             "NICO_LOG_LEVEL": "WARNING",
+            # A pool as large as the concurrency: overflow connections are closed on return, so a
+            # smaller pool would open (fork a backend, re-plan statements) and close them all the time.
+            "NICO_DB_POOL_SIZE": str(CLIENTS),
         }
         nico = str(Path(sys.executable).with_name("nico"))
         server = subprocess.Popen([nico, "serve", "--port", str(port)], env=env)
