@@ -85,7 +85,6 @@ class InstanceView:
     """An instance row with everything its response shows (``data`` keys are the column labels)."""
 
     data: dict[str, Any]
-    relations: frozenset[str] = frozenset()
     tenant: Tenant | None = None
     site: Site | None = None
     provider: InfrastructureProvider | None = None
@@ -136,8 +135,6 @@ async def attach_relations(
     """Fill the ``includeRelation`` objects of ``views``, one query per relation kind."""
     if not views or not relations:
         return
-    for view in views:
-        view.relations = relations
 
     async def rows_by_id(model: Any, ids: set[Any]) -> dict[Any, Any]:
         ids.discard(None)
