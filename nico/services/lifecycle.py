@@ -8,9 +8,10 @@ so a report may be repeated or arrive after the tenant changed their mind.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TypeVar
 from uuid import UUID
 
-from sqlalchemy import delete, exists, select
+from sqlalchemy import Select, delete, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, LogicalPartitionStatus, NvLinkInterfaceStatus
@@ -18,6 +19,12 @@ from nico.db.models import Instance, LogicalPartition, NvlinkInterface, Physical
 from nico.services import status
 
 WAITING_FOR_FABRIC = (InstanceStatus.PENDING, InstanceStatus.CONFIGURING)
+Locked = TypeVar("Locked", Instance, LogicalPartition)
+
+
+def _locked(model: type[Locked], row_id: UUID) -> Select[Locked]:
+    """The row FOR UPDATE, refreshed: a long-lived session may hold an outdated copy."""
+    return select(model).where(model.id == row_id).with_for_update().execution_options(populate_existing=True)
 
 
 async def apply_nvlink_observation(
@@ -30,7 +37,7 @@ async def apply_nvlink_observation(
     is recorded as applied and a waiting instance becomes Ready. Returns False, changing nothing,
     when the instance is gone, Terminating, or at another config version.
     """
-    instance = await session.scalar(select(Instance).where(Instance.id == instance_id).with_for_update())
+    instance = await session.scalar(_locked(Instance, instance_id))
     if (
         instance is None
         or instance.status == InstanceStatus.TERMINATING
@@ -65,7 +72,7 @@ async def apply_nvlink_observation(
 async def finish_instance_termination(session: AsyncSession, instance_id: UUID) -> bool:
     """The instance's GPUs are out of every tenant partition: remove a Terminating instance (its
     interfaces and history cascade; its machine is freed by ON DELETE SET NULL)."""
-    instance = await session.scalar(select(Instance).where(Instance.id == instance_id).with_for_update())
+    instance = await session.scalar(_locked(Instance, instance_id))
     if instance is None or instance.status != InstanceStatus.TERMINATING:
         return False
     await session.execute(delete(Instance).where(Instance.id == instance_id))
@@ -74,9 +81,7 @@ async def finish_instance_termination(session: AsyncSession, instance_id: UUID) 
 
 async def finish_partition_deletion(session: AsyncSession, logical_partition_id: UUID) -> bool:
     """Remove a Deleting logical partition once no physical partition and no binding references it."""
-    partition = await session.scalar(
-        select(LogicalPartition).where(LogicalPartition.id == logical_partition_id).with_for_update()
-    )
+    partition = await session.scalar(_locked(LogicalPartition, logical_partition_id))
     if partition is None or partition.status != LogicalPartitionStatus.DELETING:
         return False
     referenced = await session.scalar(

@@ -27,11 +27,11 @@ from nico.db.models import (
     Vpc,
 )
 from nico.services import status
-from nico.services.access import tenant_uses_site
+from nico.services.access import tenant_uses_site, uses_site
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.nvlink_events import desired_state_changed
-from nico.services.orgs import require_tenant
+from nico.services.orgs import NO_TENANT, require_tenant
 
 ORDER_FIELDS = frozenset({"name", "status", "created", "updated"})
 NOT_OWNED = "NVLink Logical Partition is not owned by current org's Tenant"
@@ -73,13 +73,23 @@ async def create(
     created_by: str | None,
 ) -> PartitionView:
     prefix = "Failed to create NVLink Logical Partition"
-    tenant = await require_tenant(session, org, status=400)
-    site = await session.get(Site, site_id)
+    # Tenant, site and their association in one round trip (this is a hot path).
+    found = (
+        await session.execute(
+            select(Tenant.id, Site, uses_site(Tenant.id, Site.id))
+            .select_from(Tenant)
+            .outerjoin(Site, Site.id == site_id)
+            .where(Tenant.org == org)
+        )
+    ).first()
+    if found is None:
+        raise bad_request(NO_TENANT)
+    tenant_id, site, allowed = found
     if site is None:
         raise not_found(f"{prefix}, Could not find Site with ID: {site_id} ")
     if site.status != SiteStatus.REGISTERED:
         raise bad_request(f"{prefix}, Site: {site_id} specified in request is not in Registered state")
-    if not await tenant_uses_site(session, tenant.id, site.id):
+    if not allowed:
         raise forbidden("Tenant is not associated with Site specified in query")
     if not site.nvlink_partition:
         raise bad_request(
@@ -90,7 +100,7 @@ async def create(
     row = await session.scalar(
         insert(LogicalPartition)
         .values(
-            tenant_id=tenant.id,
+            tenant_id=tenant_id,
             site_id=site.id,
             name=name,
             description=description,
@@ -103,25 +113,25 @@ async def create(
     if row is None:
         existing = await session.scalar(
             select(LogicalPartition.id).where(
-                LogicalPartition.tenant_id == tenant.id, LogicalPartition.name == name
+                LogicalPartition.tenant_id == tenant_id, LogicalPartition.name == name
             )
         )
         raise conflict(NAME_TAKEN, {"id": str(existing)})
-    pending = await status.record(
-        session,
-        "logical_partition_id",
-        row.id,
-        LogicalPartitionStatus.PENDING,
-        "received NVLink Logical Partition creation request, pending",
-    )
-    ready = await status.record(
-        session,
-        "logical_partition_id",
-        row.id,
-        LogicalPartitionStatus.READY,
-        "NVLink Logical Partition is ready for use",
-    )
-    return PartitionView(row, [pending, ready])
+    history = [
+        StatusDetail(
+            logical_partition_id=row.id,
+            status=LogicalPartitionStatus.PENDING,
+            message="received NVLink Logical Partition creation request, pending",
+        ),
+        StatusDetail(
+            logical_partition_id=row.id,
+            status=LogicalPartitionStatus.READY,
+            message="NVLink Logical Partition is ready for use",
+        ),
+    ]
+    session.add_all(history)
+    await session.flush()  # both entries in one round trip
+    return PartitionView(row, history)
 
 
 async def _owned(

@@ -15,14 +15,14 @@ Requests without NVLink interfaces take machines without a domain first: they ca
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from uuid import UUID
 
 
-@dataclass(frozen=True)
-class MachineSlot:
-    """What placement knows of a machine."""
+class MachineSlot(NamedTuple):
+    """What placement knows of a machine (a tuple: sites have thousands)."""
 
     id: str
     domain: UUID | None
@@ -68,22 +68,28 @@ def eligible(slot: MachineSlot, ask: Ask) -> bool:
     return slot.instance_type_id == ask.instance_type_id and slot.ready and not slot.assigned
 
 
-def _domains(slots: Iterable[MachineSlot], ask: Ask) -> tuple[list[_Domain], list[str]]:
+def _domains(
+    slots: Iterable[MachineSlot], ask: Ask, used: Mapping[UUID, int]
+) -> tuple[list[_Domain], list[str]]:
     """Free machines grouped by domain (every domain that has machines of the type), and the free
-    machines without a domain."""
-    by_uuid: dict[UUID, _Domain] = {}
+    machines without a domain. ``used`` adds assigned machines not given as slots."""
+    by_uuid: dict[UUID, _Domain] = {d: _Domain(d, used=n) for d, n in used.items()}
     loose: list[str] = []
-    for slot in slots:
-        if slot.instance_type_id != ask.instance_type_id:
+    wanted = ask.instance_type_id
+    for machine_id, uuid, type_id, ready, assigned in slots:
+        if type_id != wanted:
             continue
-        if slot.domain is None:
-            if eligible(slot, ask):
-                loose.append(slot.id)
+        free = ready and not assigned  # eligible(), inlined: this loop sees every free machine
+        if uuid is None:
+            if free:
+                loose.append(machine_id)
             continue
-        domain = by_uuid.setdefault(slot.domain, _Domain(slot.domain))
-        if eligible(slot, ask):
-            domain.free.append(slot.id)
-        elif slot.assigned:
+        domain = by_uuid.get(uuid)
+        if domain is None:
+            domain = by_uuid[uuid] = _Domain(uuid)
+        if free:
+            domain.free.append(machine_id)
+        elif assigned:
             domain.used += 1
     return list(by_uuid.values()), loose
 
@@ -98,16 +104,20 @@ def _take(machines: list[str], count: int, rng: random.Random) -> list[str]:
     return rng.sample(sorted(machines), count)
 
 
-def place(slots: Collection[MachineSlot], ask: Ask, seed: int | None = None) -> list[str]:
+def place(
+    slots: Collection[MachineSlot], ask: Ask, seed: int | None = None, used: Mapping[UUID, int] | None = None
+) -> list[str]:
     """Exactly ``ask.count`` eligible machine ids, or :class:`NoCapacity`.
 
     ``topology_optimized``: all in one domain (machines without a domain are not candidates).
-    Otherwise one domain if one fits, else filled from the fullest domains first.
+    Otherwise one domain if one fits, else filled from the fullest domains first. ``used`` counts
+    assigned machines per domain that the caller did not list as slots (a big site lists only its
+    free machines).
     """
     if ask.count < 1:
         raise ValueError("count must be at least 1")
     rng = random.Random(seed)
-    domains, loose = _domains(slots, ask)
+    domains, loose = _domains(slots, ask, used or {})
     in_domains = sum(len(d.free) for d in domains)
     # The reference counts the whole pool, domain or not, before it looks at topology.
     pool = in_domains + (len(loose) if ask.topology_optimized or not ask.needs_nvlink else 0)

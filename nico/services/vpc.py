@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import delete, exists, false, func, or_, select, text
 from sqlalchemy.dialects.postgresql import insert
@@ -42,6 +42,29 @@ NO_ALLOCATION = "Tenant does not have any Allocations with Site specified in req
 FULL_HISTORY = 100
 
 
+class VpcCreate(Protocol):
+    """A checked create request (``nico.api.schemas.vpc.VpcCreateRequest`` is one)."""
+
+    name: str | None
+    description: str | None
+    site_id: str | None
+    id: str | None
+    network_virtualization_type: str | None
+    labels: dict[str, str] | None
+    vni: int | None
+    routing_profile: str | None
+    nv_link_logical_partition_id: str | None
+
+
+class VpcUpdate(Protocol):
+    """A checked update request; ``nv_link_logical_partition_id`` ``""`` clears the default."""
+
+    name: str | None
+    description: str | None
+    labels: dict[str, str] | None
+    nv_link_logical_partition_id: str | None
+
+
 @dataclass
 class VpcView:
     vpc: Vpc
@@ -53,8 +76,8 @@ class VpcView:
     partition: LogicalPartition | None = None
 
 
-async def create(session: AsyncSession, org: str, body: Any) -> VpcView:
-    """``body`` is a checked ``VpcCreateRequest``."""
+async def create(session: AsyncSession, org: str, body: VpcCreate) -> VpcView:
+    assert body.site_id is not None  # checked
     site = await session.get(Site, uuid.UUID(body.site_id))
     if site is None:
         raise bad_request("Could not find Site with ID specified in request data")
@@ -146,8 +169,7 @@ async def _default_partition(session: AsyncSession, tenant: Tenant, site: Site, 
     return partition
 
 
-async def update(session: AsyncSession, org: str, vpc_id: uuid.UUID, body: Any) -> VpcView:
-    """``body`` is a checked ``VpcUpdateRequest``; ``nvLinkLogicalPartitionId`` ``""`` clears the default."""
+async def update(session: AsyncSession, org: str, vpc_id: uuid.UUID, body: VpcUpdate) -> VpcView:
     row = await session.scalar(select(Vpc).where(Vpc.id == vpc_id).with_for_update())
     if row is None:
         raise not_found("Could not retrieve VPC to update")

@@ -114,3 +114,40 @@ async def test_quota_holds_under_concurrent_creates(
     )
     assert {r.status_code for r in batches} == {403}  # quota 3 is used up
     await assert_no_machine_shared(session, [r.json() for r in responses if r.status_code == 201])
+
+
+async def test_partition_delete_never_strands_a_binding(
+    client: httpx.AsyncClient, headers: dict[str, str], session: AsyncSession
+) -> None:
+    """Creates binding GPUs to a partition race its delete: either the delete is refused (bindings
+    exist) or the creates are refused (the partition is gone); never a binding to a missing partition."""
+    world = await f.nvlink_site(session, racks=1, trays=8)
+    await session.commit()
+    for round_ in range(3):
+        partition = await f.logical_partition(session, world.tenant, world.site, name=f"lp-race-{round_}")
+        await session.commit()
+        body = {"nvLinkInterfaces": [{"nvLinkLogicalPartitionId": str(partition.id), "deviceInstance": 0}]}
+        creates = [
+            client.post(
+                "/v2/org/tenant-org/nico/instance",
+                json=instance_body(world, name=f"r{round_}-{n}", **body),
+                headers=headers,
+            )
+            for n in range(2)
+        ]
+        delete = client.delete(
+            f"/v2/org/tenant-org/nico/nvlink-logical-partition/{partition.id}", headers=headers
+        )
+        *created, deleted = await asyncio.gather(*creates, delete)
+        made = [r for r in created if r.status_code == 201]
+        if deleted.status_code == 202:
+            assert made == []
+            assert {r.json()["message"] for r in created} <= {
+                f"Could not find NVLink Logical Partition with ID: {partition.id} specified in request data"
+            }
+        else:
+            assert deleted.json()["message"].endswith(
+                "active Instances are associated with this NVLink Logical Partition, unable to delete"
+            )
+        for response in made:  # clean up for the next round
+            await client.delete(f"/v2/org/tenant-org/nico/instance/{response.json()['id']}", headers=headers)

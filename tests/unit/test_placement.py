@@ -128,3 +128,16 @@ def test_fill_uses_the_fullest_domains_first() -> None:
     slots = rack(0, 18, 0) + rack(1, 3, 15) + rack(2, 5, 13)
     chosen = place(slots, Ask(instance_type_id=TYPE, count=20, needs_nvlink=True), seed=1)
     assert Counter(c.split("-")[1] for c in chosen) == {"1": 3, "2": 5, "0": 12}
+
+
+def test_used_counts_make_a_domain_a_fragment() -> None:
+    """A caller that lists only free machines passes the assigned counts: touched domains first."""
+    slots = [
+        MachineSlot(f"m-{d}-{t}", DOMAINS[d], TYPE, ready=True, assigned=False)
+        for d in range(2)
+        for t in range(4)
+    ]
+    ask = Ask(instance_type_id=TYPE, count=2, topology_optimized=True)
+    for seed in range(20):
+        chosen = place(slots, ask, seed, used={DOMAINS[1]: 3})
+        assert {c.split("-")[1] for c in chosen} == {"1"}
