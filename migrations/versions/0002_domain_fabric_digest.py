@@ -18,9 +18,7 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     op.add_column("nvlink_domain", sa.Column("fabric_digest", sa.String(length=64), nullable=True))
-    op.add_column(
-        "nvlink_domain", sa.Column("settled", sa.Boolean(), server_default="false", nullable=False)
-    )
+    op.add_column("nvlink_domain", sa.Column("settled", sa.Boolean(), server_default="false", nullable=False))
 
 
 def downgrade() -> None:

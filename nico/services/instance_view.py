@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from psycopg.rows import dict_row
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.models import InfrastructureProvider, InstanceType, Site, Tenant, Vpc
+from nico.db.models import (
+    InfrastructureProvider,
+    InstanceType,
+    Machine,
+    MachineCapability,
+    Site,
+    StatusDetail,
+    Tenant,
+    Vpc,
+)
 from nico.services import status
 
 RELATIONS = frozenset(
@@ -25,6 +34,7 @@ RELATIONS = frozenset(
         "Tenant",
         "InstanceType",
         "Vpc",
+        "Machine",
         "OperatingSystem",
         "NetworkSecurityGroup",
     }
@@ -90,6 +100,9 @@ class InstanceView:
     provider: InfrastructureProvider | None = None
     instance_type: InstanceType | None = None
     vpc: Vpc | None = None
+    machine: Machine | None = None
+    machine_capabilities: list[MachineCapability] = field(default_factory=list)
+    machine_history: list[StatusDetail] = field(default_factory=list)
 
     @property
     def id(self) -> uuid.UUID:
@@ -155,9 +168,24 @@ async def attach_relations(
         else {}
     )
     vpcs = await rows_by_id(Vpc, {v.data["vpc_id"] for v in views}) if "Vpc" in relations else {}
+    machines: dict[Any, Any] = {}
+    capabilities: dict[str, list[MachineCapability]] = {}
+    machine_history: dict[uuid.UUID | str, list[StatusDetail]] = {}
+    if "Machine" in relations:
+        machines = await rows_by_id(Machine, {v.data["machine_id"] for v in views})
+        for capability in await session.scalars(
+            select(MachineCapability)
+            .where(MachineCapability.machine_id.in_(list(machines)))
+            .order_by(MachineCapability.position, MachineCapability.created)
+        ):
+            capabilities.setdefault(str(capability.machine_id), []).append(capability)
+        machine_history = await status.history(session, "machine_id", list(machines))
     for view in views:
         view.tenant = tenants.get(view.data["tenant_id"])
         view.site = sites.get(view.data["site_id"])
         view.provider = providers.get(view.data["infrastructure_provider_id"])
         view.instance_type = types.get(view.data["instance_type_id"])
         view.vpc = vpcs.get(view.data["vpc_id"])
+        view.machine = machines.get(view.data["machine_id"])
+        view.machine_capabilities = capabilities.get(str(view.data["machine_id"]), [])
+        view.machine_history = machine_history.get(view.data["machine_id"], [])

@@ -7,7 +7,7 @@ removes it at once (nothing of a VPC lives on the NVLink fabric).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -356,3 +356,11 @@ async def views(
             )
         )
     return out
+
+
+async def vpcs_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Vpc]:
+    """VPC rows by id (for rendering ``includeRelation=Vpc`` on other resources)."""
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    return {row.id: row for row in await session.scalars(select(Vpc).where(Vpc.id.in_(wanted)))}

@@ -90,6 +90,8 @@ async def test_prometheus_scrapes_nico_and_answers_a_query(
                     )
                 except httpx.HTTPError:
                     return False
+                if response.status_code != 200:  # 503 while Prometheus starts
+                    return False
                 result = response.json().get("data", {}).get("result", [])
                 if result:
                     answer.update(result[0])

@@ -25,6 +25,7 @@ from nico.api.schemas.common import (
     omit_if_none,
 )
 from nico.api.schemas.instance_type import InstanceTypeSummary
+from nico.api.schemas.machine import Machine
 from nico.api.schemas.nvlink_interface import NVLinkInterface, NVLinkInterfaceRequest
 from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
 from nico.api.schemas.site import SiteSummary
@@ -288,6 +289,7 @@ class Instance(ResponseModel):
     vpc: VpcSummary | None = Field(default=None, exclude_if=omit_if_none)
     secondary_vpc_ids: list[uuid.UUID] = Field(default_factory=list)
     machine_id: str | None
+    machine: Machine | None = Field(default=None, exclude_if=omit_if_none)
     operating_system_id: uuid.UUID | None = None
     ipxe_script: str | None
     always_boot_with_custom_ipxe: bool
@@ -337,6 +339,18 @@ class Instance(ResponseModel):
                 "vpc_id": data["vpc_id"],
                 "vpc": VpcSummary.of(view.vpc) if view.vpc is not None else None,
                 "machine_id": data["machine_id"],
+                "machine": (
+                    Machine.of(
+                        view.machine,
+                        provider_id=data["infrastructure_provider_id"],
+                        tenant_id=data["tenant_id"],
+                        capabilities=view.machine_capabilities,
+                        history=view.machine_history,
+                        full_view=False,
+                    )
+                    if view.machine is not None
+                    else None
+                ),
                 "ipxe_script": data["ipxe_script"],
                 "always_boot_with_custom_ipxe": data["always_boot_with_custom_ipxe"],
                 "phone_home_enabled": data["phone_home_enabled"],
