@@ -10,14 +10,21 @@ import asyncio
 import json
 import sys
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Table
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.config import ConfigError
+from nico.services.errors import ServiceError
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="admin",
@@ -27,6 +34,14 @@ app = typer.Typer(
 )
 machine_app = typer.Typer(help="Machines: registration and NVLink info.", no_args_is_help=True)
 app.add_typer(machine_app, name="machine")
+endpoints_app = typer.Typer(help="Rack chassis serial → NMX-C endpoint mappings.", no_args_is_help=True)
+app.add_typer(endpoints_app, name="nvlink-nmxc-endpoints")
+credential_app = typer.Typer(help="Credentials of fabric managers.", no_args_is_help=True)
+app.add_typer(credential_app, name="credential")
+nvlink_info_app = typer.Typer(
+    help="A machine's NVLink GPU mapping, read from the fabric.", no_args_is_help=True
+)
+machine_app.add_typer(nvlink_info_app, name="nvlink-info")
 
 console = Console(stderr=True)
 out = Console()
@@ -91,16 +106,36 @@ def parse_body(body: dict[str, Any]) -> Any:
         raise fail(f"invalid body: {exc.errors()[0]['msg']}", 2) from None
 
 
-async def run_registration(url: str, site: uuid.UUID, itype: uuid.UUID | None, records: list[Any]) -> Any:
+async def in_transaction(url: str, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    """Run ``work`` in one transaction on its own small engine (commands are short-lived)."""
     from nico.db.engine import make_engine, make_session_factory, transaction
-    from nico.services.inventory import register_machines
 
-    engine = make_engine(url, pool_size=1)
+    engine = make_engine(url, pool_size=2)
     try:
         async with transaction(make_session_factory(engine)) as session:
-            return await register_machines(session, site_id=site, machines=records, instance_type_id=itype)
+            return await work(session)
     finally:
         await engine.dispose()
+
+
+def with_session(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    """Run ``work`` against the configured database; a refused request prints its message, exit 1."""
+    from nico.cli import database_url_or_exit, settings_or_exit
+
+    url = database_url_or_exit(settings_or_exit())
+    try:
+        return asyncio.run(in_transaction(url, work))
+    except ServiceError as exc:
+        raise fail(exc.message) from None
+
+
+async def run_registration(url: str, site: uuid.UUID, itype: uuid.UUID | None, records: list[Any]) -> Any:
+    from nico.services.inventory import register_machines
+
+    return await in_transaction(
+        url,
+        lambda session: register_machines(session, site_id=site, machines=records, instance_type_id=itype),
+    )
 
 
 def summary(result: Any) -> Table:
@@ -158,3 +193,181 @@ def _uuid_option(name: str, value: str) -> uuid.UUID:
 def _describe(exc: Any) -> str:
     details = "".join(f"\n  {key}: {value}" for key, value in (exc.data or {}).items())
     return f"{exc.message} ({exc.status}){details}"
+
+
+@endpoints_app.command("show")
+def endpoints_show(
+    chassis_serial: Annotated[str | None, typer.Option(help="Show only this chassis serial.")] = None,
+    output: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+) -> None:
+    """List chassis serial → endpoint mappings."""
+    from nico.services import fabric_registry
+
+    rows = with_session(lambda s: fabric_registry.list_endpoints(s, chassis_serial))
+    if output == "json":
+        print(
+            json.dumps([{"chassis_serial": r.chassis_serial, "endpoint": r.endpoint} for r in rows], indent=2)
+        )
+        return
+    table = Table("chassis_serial", "endpoint")
+    for row in rows:
+        table.add_row(row.chassis_serial, row.endpoint)
+    out.print(table)
+
+
+@endpoints_app.command("create")
+def endpoints_create(
+    chassis_serial: Annotated[str, typer.Option(help="Rack chassis serial.")],
+    endpoint: Annotated[str, typer.Option(help="NMX-C URL, e.g. https://host:50051")],
+) -> None:
+    """Map a chassis serial to an NMX-C endpoint."""
+    from nico.services import fabric_registry
+
+    with_session(lambda s: fabric_registry.create_endpoint(s, chassis_serial, endpoint))
+    print(f"created {chassis_serial} -> {endpoint}")
+
+
+@endpoints_app.command("update")
+def endpoints_update(
+    chassis_serial: Annotated[str, typer.Option(help="Rack chassis serial.")],
+    endpoint: Annotated[str, typer.Option(help="NMX-C URL, e.g. https://host:50051")],
+) -> None:
+    """Point a chassis serial at another NMX-C endpoint."""
+    from nico.services import fabric_registry
+
+    with_session(lambda s: fabric_registry.update_endpoint(s, chassis_serial, endpoint))
+    print(f"updated {chassis_serial} -> {endpoint}")
+
+
+@endpoints_app.command("delete")
+def endpoints_delete(chassis_serial: Annotated[str, typer.Option(help="Rack chassis serial.")]) -> None:
+    """Remove a chassis serial's mapping."""
+    from nico.services import fabric_registry
+
+    with_session(lambda s: fabric_registry.delete_endpoint(s, chassis_serial))
+    print(f"deleted {chassis_serial}")
+
+
+@credential_app.command("add-nmx-m")
+def credential_add_nmxm(
+    username: Annotated[str, typer.Option(help="NMX-M user.")],
+    password: Annotated[
+        str,
+        typer.Option(prompt=True, hide_input=True, confirmation_prompt=True, help="Prompted when omitted."),
+    ],
+) -> None:
+    """Store NMX-M basic-auth credentials (the password is never printed or logged)."""
+    from nico.services import fabric_registry
+
+    with_session(lambda s: fabric_registry.set_nmxm_credentials(s, username, password))
+    print(f"stored NMX-M credentials for user {username}")
+
+
+@credential_app.command("delete-nmx-m")
+def credential_delete_nmxm() -> None:
+    """Forget the stored NMX-M credentials."""
+    from nico.services import fabric_registry
+
+    removed = with_session(fabric_registry.delete_nmxm_credentials)
+    print("deleted NMX-M credentials" if removed else "no NMX-M credentials were stored")
+
+
+def _machine_info(machine: Any, gpus: list[Any]) -> dict[str, object]:
+    """The reference's ``nvlink-info show`` shape (struct order)."""
+    return {
+        "domain_uuid": str(machine.nvlink_domain_uuid),
+        "gpus": [
+            {
+                "tray_index": machine.tray_index,
+                "slot_id": g.slot_id,
+                "device_id": g.device_id,
+                "guid": g.gpu_uid,
+            }
+            for g in gpus
+        ],
+        "chassis_serial": machine.chassis_serial,
+    }
+
+
+@nvlink_info_app.command("show")
+def nvlink_info_show(machine_id: Annotated[str, typer.Argument(help="Machine id.")]) -> None:
+    """Print the NVLink info nico has recorded for a machine."""
+    from sqlalchemy import select
+
+    from nico.db.models import Gpu, Machine
+
+    async def load(session: AsyncSession) -> dict[str, object]:
+        machine = await session.get(Machine, machine_id)
+        if machine is None:
+            raise ServiceError(404, f"Machine {machine_id} not found")
+        if machine.nvlink_domain_uuid is None:
+            raise ServiceError(404, f"Machine {machine_id} has no nvlink_info in database")
+        gpus = list(
+            await session.scalars(select(Gpu).where(Gpu.machine_id == machine_id).order_by(Gpu.device_id))
+        )
+        return _machine_info(machine, gpus)
+
+    print(json.dumps(with_session(load), indent=2))
+
+
+@nvlink_info_app.command("populate")
+def nvlink_info_populate(
+    machine_id: Annotated[str, typer.Argument(help="Machine id.")],
+    update_db: Annotated[
+        bool, typer.Option("--update-db", help="Write what was read into the database.")
+    ] = False,
+    chassis_serial: Annotated[
+        str | None, typer.Option(help="Chassis serial (default: the recorded one).")
+    ] = None,
+    tray_index: Annotated[
+        int | None, typer.Option(help="Compute tray index (default: the recorded one).")
+    ] = None,
+) -> None:
+    """Read a machine's GPUs (device ids, GUIDs, slots) and domain from the fabric."""
+    from nico.cli import settings_or_exit
+
+    settings = settings_or_exit()
+
+    async def populate(session: AsyncSession) -> tuple[bool, dict[str, object]]:
+        from nico.db.models import Machine
+        from nico.fabric.backend import FabricError
+        from nico.reconciler.discovery import discover_machine
+        from nico.reconciler.runtime import open_backend
+        from nico.services import fabric_registry, inventory
+
+        machine = await session.get(Machine, machine_id)
+        if machine is None:
+            raise ServiceError(404, f"Machine {machine_id} not found")
+        serial = (chassis_serial or machine.chassis_serial or "").strip()
+        tray = tray_index if tray_index is not None else machine.tray_index
+        if not serial or tray is None:
+            raise ServiceError(400, f"Machine {machine_id} has no chassis serial and tray index; pass them")
+        endpoint = None
+        if settings.nvlink_config.backend == "nmxc":
+            rows = await fabric_registry.list_endpoints(session, serial)
+            if not rows:
+                raise ServiceError(404, f"no NMX-C endpoint registered for chassis {serial}")
+            endpoint = rows[0].endpoint
+        engine = session.bind
+        try:
+            backend = await open_backend(settings, engine)  # type: ignore[arg-type]
+        except ConfigError as exc:
+            raise ServiceError(400, str(exc)) from None
+        try:
+            found = await discover_machine(backend, endpoint, serial, tray)
+        except FabricError as exc:
+            raise ServiceError(502, f"fabric error: {exc.message}") from None
+        finally:
+            await backend.close()
+        if found is None or not found.gpus:
+            raise ServiceError(404, f"the fabric reports no GPUs for chassis {serial} tray {tray}")
+        if update_db:
+            await inventory.replace_nvlink_info(session, machine_id, found.nvlink_info())
+        return update_db, found.as_json()
+
+    updated, info = with_session(populate)
+    if updated:
+        print("Updated nvlink_info in db with the following nvlink-info:")
+    else:
+        print("\nUse --update-db option to apply the following nvlink-info:")
+    print(json.dumps(info, indent=2))

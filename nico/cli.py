@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from typing import Annotated
@@ -67,12 +68,17 @@ def migrate() -> None:
 def serve(
     host: Annotated[str | None, typer.Option(help="Address to listen on (default: api.host).")] = None,
     port: Annotated[int | None, typer.Option(help="Port to listen on (default: api.port).")] = None,
+    no_reconciler: Annotated[
+        bool, typer.Option("--no-reconciler", help="API only (for replicas beside `nico reconcile`).")
+    ] = False,
 ) -> None:
-    """Run the API (migrating the database to head first)."""
+    """Run the API and, unless told otherwise, the NVLink reconciler (migrating the database first)."""
     import uvicorn
 
-    from nico.api.app import build_context, create_app
+    from nico.api.app import Background, build_context, create_app
+    from nico.api.context import AppContext
     from nico.db import migrate as migrations
+    from nico.reconciler.runtime import run_reconciler
 
     settings = settings_or_exit()
     if host is not None:
@@ -83,7 +89,14 @@ def serve(
     url = database_url_or_exit(settings)
     migrations.upgrade(url)
     context = build_context(settings, url)
-    api = create_app(settings, context=context)
+    background: list[Background] = []
+    if settings.nvlink_config.enabled and not no_reconciler:
+
+        async def reconciler(ctx: AppContext) -> None:
+            await run_reconciler(ctx.settings, ctx.engine, ctx.registry)
+
+        background.append(reconciler)
+    api = create_app(settings, context=context, background=background)
     uvicorn.run(api, host=settings.api.host, port=settings.api.port, log_level=settings.log_level.lower())
 
 
@@ -114,6 +127,59 @@ def token(
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
     print(value)
+
+
+@app.command()
+def openapi(
+    output: Annotated[str, typer.Option(help="File to write, or - for standard output.")] = "openapi.yaml",
+) -> None:
+    """Write the API's OpenAPI document (YAML), as committed in openapi.yaml."""
+    from nico.api.openapi import render_yaml
+
+    text = render_yaml()
+    if output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(output, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        console.print(f"wrote {output}")
+
+
+@app.command()
+def reconcile(
+    metrics_port: Annotated[int, typer.Option(help="Port for /metrics (0: no metrics server).")] = 9101,
+    metrics_host: Annotated[str, typer.Option(help="Address for /metrics.")] = "127.0.0.1",
+) -> None:
+    """Run the NVLink reconciler alone (run several to share the domains)."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from nico.db import migrate as migrations
+    from nico.db.engine import make_engine
+    from nico.reconciler.runtime import run_reconciler
+
+    settings = settings_or_exit()
+    setup_logging(settings)
+    url = database_url_or_exit(settings)
+    migrations.upgrade(url)
+    registry = CollectorRegistry()
+    if metrics_port:
+        start_http_server(metrics_port, addr=metrics_host, registry=registry)
+        console.print(f"metrics at http://{metrics_host}:{metrics_port}/metrics")
+
+    async def main() -> None:
+        engine = make_engine(url, pool_size=settings.db_pool_size)
+        try:
+            await run_reconciler(settings, engine, registry)
+        finally:
+            await engine.dispose()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    except ConfigError as exc:
+        console.print(f"[bold red]configuration error:[/] {exc}", highlight=False)
+        raise typer.Exit(2) from None
 
 
 app.add_typer(admin_cli.app, name="admin")

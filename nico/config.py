@@ -111,6 +111,9 @@ class NvLinkConfig(BaseModel):
     fabric_call_timeout: PositiveDuration = timedelta(seconds=5)
     reconcile_concurrency: int = Field(default=8, ge=1, le=256)
     notify_debounce: Duration = timedelta(milliseconds=5)
+    # Every Nth full pass (and the first) compares every GPU and audits the fabric's GPU inventory;
+    # the others compare a digest of each domain's fabric with the one recorded when it last settled.
+    deep_pass_every: int = Field(default=10, ge=1)
     retry_backoff_max: PositiveDuration = timedelta(seconds=30)
 
     @field_validator("nmx_m_endpoint")

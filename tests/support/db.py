@@ -29,7 +29,7 @@ def server_url() -> str:
         _EMBEDDED_DIR = Path(tempfile.mkdtemp(prefix="nico-test-pg-"))
     from nico.db.embedded import start_embedded_postgres
 
-    return start_embedded_postgres(_EMBEDDED_DIR, "postgres")
+    return start_embedded_postgres(_EMBEDDED_DIR, "postgres", delete_on_exit=True)
 
 
 def create_database(prefix: str = "nico_test") -> str:

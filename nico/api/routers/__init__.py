@@ -17,6 +17,10 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     "allocation",
     "subnet",
     "machine",
+    "partition",
+    "nvlink_interface",
+    "vpc",
+    "instance",
 )
 
 

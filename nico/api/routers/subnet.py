@@ -26,6 +26,7 @@ from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.common import StatusDetail
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.subnet import Subnet, SubnetCreateRequest, SubnetUpdateRequest
+from nico.api.schemas.vpc import VpcSummary
 from nico.db.enums import SubnetStatus
 from nico.db.models import StatusDetail as StatusDetailRow
 from nico.db.models import Subnet as SubnetRow
@@ -33,6 +34,7 @@ from nico.db.models import Tenant
 from nico.services import orgs, status
 from nico.services import site as sites
 from nico.services import subnet as subnets
+from nico.services import vpc as vpc_service
 from nico.services.errors import bad_request
 
 router = APIRouter(tags=["subnet"])
@@ -74,9 +76,13 @@ async def render(
     if history is None:
         history = await status.history(session, "subnet_id", [row.id for row in rows])
     at = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
+    vpcs = await vpc_service.vpcs_by_id(session, (r.vpc_id for r in rows)) if "Vpc" in relations else {}
     return [
         Subnet.of(
-            row, history.get(row.id, []), site=SiteSummary.of(at[row.site_id]) if row.site_id in at else None
+            row,
+            history.get(row.id, []),
+            site=SiteSummary.of(at[row.site_id]) if row.site_id in at else None,
+            vpc=VpcSummary.of(vpcs[row.vpc_id]) if row.vpc_id in vpcs else None,
         )
         for row in rows
     ]

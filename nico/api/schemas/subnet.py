@@ -10,6 +10,7 @@ from pydantic import Field
 
 from nico.api.schemas.common import RequestModel, ResponseModel, StatusDetail, omit_if_none
 from nico.api.schemas.site import SiteSummary
+from nico.api.schemas.vpc import VpcSummary
 from nico.db.models import StatusDetail as StatusDetailRow
 from nico.db.models import Subnet as SubnetRow
 
@@ -21,6 +22,7 @@ class Subnet(ResponseModel):
     site_id: uuid.UUID
     site: SiteSummary | None = Field(default=None, exclude_if=omit_if_none)
     vpc_id: uuid.UUID
+    vpc: VpcSummary | None = Field(default=None, exclude_if=omit_if_none)
     controller_network_segment_id: uuid.UUID | None
     ipv4_prefix: str | None
     ipv4_block_id: uuid.UUID | None
@@ -38,7 +40,12 @@ class Subnet(ResponseModel):
 
     @classmethod
     def of(
-        cls, row: SubnetRow, history: Iterable[StatusDetailRow], *, site: SiteSummary | None = None
+        cls,
+        row: SubnetRow,
+        history: Iterable[StatusDetailRow],
+        *,
+        site: SiteSummary | None = None,
+        vpc: VpcSummary | None = None,
     ) -> Subnet:
         return cls(
             id=row.id,
@@ -47,6 +54,7 @@ class Subnet(ResponseModel):
             site_id=row.site_id,
             site=site,
             vpc_id=row.vpc_id,
+            vpc=vpc,
             controller_network_segment_id=row.id,
             ipv4_prefix=row.ipv4_prefix,
             ipv4_block_id=row.ipv4_block_id,

@@ -38,6 +38,10 @@ class NvlinkDomain(Base):
     uuid: Mapped[UUID] = mapped_column(primary_key=True)
     site_id: Mapped[UUID] = mapped_column(ForeignKey("site.id", ondelete="RESTRICT"), index=True)
     last_pass_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # What the fabric held when a pass last left the domain with nothing to do: a full pass whose
+    # fresh listing has this digest, with no unsettled instance or open intent, can skip the domain.
+    fabric_digest: Mapped[str | None] = mapped_column(String(64))
+    settled: Mapped[bool] = mapped_column(default=False, server_default="false")
     last_error: Mapped[str | None] = mapped_column(Text)
     last_error_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     consecutive_failures: Mapped[int] = mapped_column(default=0, server_default="0")

@@ -376,6 +376,14 @@ class NmxmBackend:
         await self._run("DELETE", f"/partitions/{partition.ref}")
         self._partition_domain.pop(partition.ref, None)
 
+    async def site_gpus(self) -> list[FabricGpu]:
+        """Every GPU the manager knows, in every domain (NMX-M is site-wide; discovery starts here)."""
+        listed = await self._refresh_gpus()
+        with self._parsing("GET /gpus"):
+            return [
+                _gpu(item, domain) for item in listed if (domain := _uuid(item.get("DomainUUID"))) is not None
+            ]
+
     async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
         listed = await self._refresh_gpus()
         with self._parsing("GET /gpus"):

@@ -1,0 +1,219 @@
+"""Steady-state full reconcile pass at 20, 200 and 2,000 racks with an in-process zero-latency
+simulator: the time of a pass that has nothing to change, the growth exponent between sizes, and
+peak memory. A quarter of the machines hold instances bound to logical partitions (already
+converged), so the pass compares real tenant partitions, not only default ones.
+
+Two kinds of full pass are timed: the routine one (fresh listing of every domain compared with the
+digest recorded when the domain last settled) and the deep one that runs every
+``deep_pass_every``-th time (every GPU compared, the fabric's GPU inventory audited).
+
+    python benchmarks/reconcile_scale.py [--sizes 20 200 2000] [--repeat 3]
+
+Uses ``NICO_DATABASE_URL`` (a server where the user may create databases) or an embedded PostgreSQL
+in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import math
+import os
+import resource
+import statistics
+import tempfile
+import time
+import tracemalloc
+import uuid
+from pathlib import Path
+
+import psycopg
+from prometheus_client import CollectorRegistry
+from sqlalchemy.engine import make_url
+
+from nico.config import NvLinkConfig
+from nico.db import migrate
+from nico.db.embedded import start_embedded_postgres
+from nico.db.engine import libpq_url, make_engine, normalize_url
+from nico.reconciler.metrics import MonitorMetrics
+from nico.reconciler.monitor import Reconciler
+from nico.sim.fabric import SimFabric
+from nico.sim.inprocess import InProcessBackend
+
+TENANT_SHARE = 4  # one machine in four holds an instance
+
+
+def copy_rows(conn: psycopg.Connection, table: str, columns: str, rows: list[tuple[object, ...]]) -> None:
+    with conn.cursor().copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+def seed(url: str, fabric: SimFabric) -> None:
+    """Register the fabric's machines, and place converged instances on a quarter of them."""
+    ids = {name: uuid.uuid4() for name in ("provider", "site", "itype", "tenant", "vpc")}
+    with psycopg.connect(libpq_url(url)) as conn:
+        conn.execute(
+            "INSERT INTO infrastructure_provider (id, org) VALUES (%s, 'bench-provider')", (ids["provider"],)
+        )
+        conn.execute(
+            "INSERT INTO site (id, infrastructure_provider_id, name, status, nvlink_partition) "
+            "VALUES (%s, %s, 'bench', 'Registered', true)",
+            (ids["site"], ids["provider"]),
+        )
+        conn.execute(
+            "INSERT INTO instance_type (id, infrastructure_provider_id, site_id, name, status) "
+            "VALUES (%s, %s, %s, 'gb200', 'Ready')",
+            (ids["itype"], ids["provider"], ids["site"]),
+        )
+        conn.execute("INSERT INTO tenant (id, org) VALUES (%s, 'bench-tenant')", (ids["tenant"],))
+        conn.execute(
+            "INSERT INTO vpc (id, tenant_id, site_id, name, status, network_virtualization_type) "
+            "VALUES (%s, %s, %s, 'vpc', 'Ready', 'ETHERNET_VIRTUALIZER')",
+            (ids["vpc"], ids["tenant"], ids["site"]),
+        )
+        domains, machines, gpus, endpoints, lps, instances, bindings = [], [], [], [], [], [], []
+        placements: list[tuple[uuid.UUID, str, list[int]]] = []
+        for domain in fabric.domains.values():
+            domains.append((domain.domain_uuid, ids["site"]))
+            lp = uuid.uuid4()
+            lps.append((lp, ids["tenant"], ids["site"], f"lp-{domain.domain_uuid}", "Ready"))
+            for serial in domain.chassis_serials:
+                endpoints.append((serial, f"http://in-process.invalid/{serial}"))
+            trays: dict[tuple[str, int], list[int]] = {}
+            for gpu in domain.gpus.values():
+                trays.setdefault((gpu.chassis_serial, gpu.tray_index), []).append(gpu.gpu_uid)
+            for index, ((serial, tray), uids) in enumerate(sorted(trays.items())):
+                machine_id = f"{serial}-t{tray:02d}"
+                instance_id = uuid.uuid4() if index % TENANT_SHARE == 0 else None
+                machines.append(
+                    (
+                        machine_id,
+                        ids["site"],
+                        ids["itype"],
+                        domain.domain_uuid,
+                        serial,
+                        tray,
+                        instance_id,
+                        "Ready",
+                    )
+                )
+                for uid in uids:
+                    gpus.append((machine_id, domain.gpus[uid].device_id, uid, domain.gpus[uid].slot_id))
+                if instance_id is not None:
+                    instances.append(
+                        (
+                            instance_id,
+                            ids["tenant"],
+                            ids["site"],
+                            ids["itype"],
+                            ids["vpc"],
+                            f"i-{machine_id}",
+                            "Ready",
+                            1,
+                            1,
+                        )
+                    )
+                    for device in range(len(uids)):
+                        bindings.append((uuid.uuid4(), instance_id, lp, ids["site"], device, "Ready"))
+                    placements.append((lp, domain.domain_uuid.hex, uids))
+        copy_rows(conn, "nvlink_domain", "uuid, site_id", domains)
+        copy_rows(conn, "nvlink_nmxc_endpoint", "chassis_serial, endpoint", endpoints)
+        copy_rows(conn, "logical_partition", "id, tenant_id, site_id, name, status", lps)
+        copy_rows(
+            conn,
+            "instance",
+            "id, tenant_id, site_id, instance_type_id, vpc_id, name, status, nvlink_config_version, "
+            "nvlink_applied_version",
+            instances,
+        )
+        copy_rows(
+            conn,
+            "machine",
+            "id, site_id, instance_type_id, nvlink_domain_uuid, chassis_serial, tray_index, "
+            "instance_id, status",
+            machines,
+        )
+        copy_rows(conn, "gpu", "machine_id, device_id, gpu_uid, slot_id", gpus)
+        copy_rows(
+            conn,
+            "nvlink_interface",
+            "id, instance_id, logical_partition_id, site_id, device_instance, status",
+            bindings,
+        )
+        conn.commit()
+
+
+async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, float, int, float]:
+    fabric = SimFabric(racks=racks, seed=racks)
+    started = time.monotonic()
+    seed(url, fabric)
+    seeded = time.monotonic() - started
+    engine = make_engine(url, pool_size=10)
+    config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
+    reconciler = Reconciler(
+        engine, InProcessBackend(fabric), config, MonitorMetrics(CollectorRegistry(), "nmxc", 120.0)
+    )
+    try:
+        converge = await reconciler.full_pass()  # first (deep) pass: observations recorded
+        assert converge.errors == 0, converge
+        tracemalloc.start()
+        times = []
+        for _ in range(repeat):
+            report = await reconciler.full_pass()
+            assert not report.deep and not report.results, "a steady-state pass found work"
+            times.append(report.duration_ms / 1000.0)
+        reconciler.full_passes = 0  # the next one is deep
+        deep = await reconciler.full_pass()
+        assert deep.deep and not deep.results, "a steady-state deep pass found work"
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return (
+            statistics.median(times),
+            deep.duration_ms / 1000.0,
+            converge.duration_ms / 1000.0,
+            peak,
+            seeded,
+        )
+    finally:
+        await reconciler.close()
+        await engine.dispose()
+
+
+def fresh_database(server: str, name: str) -> str:
+    with psycopg.connect(libpq_url(server), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = make_url(server).set(database=name).render_as_string(hide_password=False)
+    migrate.upgrade(url)
+    return url
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[20, 200, 2000])
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    server = os.environ.get("NICO_DATABASE_URL")
+    server = (
+        normalize_url(server) if server else start_embedded_postgres(Path(tempfile.mkdtemp()), "postgres")
+    )
+    print(
+        f"{'racks':>6} {'GPUs':>8} {'steady pass':>12} {'deep pass':>10} {'first pass':>11} {'peak heap':>10}"
+    )
+    results: list[tuple[int, float]] = []
+    for racks in args.sizes:
+        url = fresh_database(server, f"nico_scale_{racks}")
+        steady, deep, first, peak, _ = asyncio.run(measure(url, racks, args.repeat))
+        results.append((racks, steady))
+        figures = f"{steady:>11.3f}s {deep:>9.2f}s {first:>10.2f}s {peak / 2**20:>8.1f}MB"
+        print(f"{racks:>6} {racks * 72:>8} {figures}")
+    for (n1, t1), (n2, t2) in itertools.pairwise(results):
+        print(f"growth exponent {n1}->{n2}: {math.log(t2 / t1) / math.log(n2 / n1):.2f}")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS of the process: {rss:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

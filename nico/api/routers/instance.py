@@ -1,0 +1,232 @@
+"""``/instance`` and ``/instance/batch``: create, batch create, list, get, update, delete (spec §5,
+§6). TENANT_ADMIN only. ``/instance/batch`` is declared before ``/instance/{instanceId}``."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from nico.api.binding import (
+    FieldErrors,
+    include_relations,
+    list_param,
+    parse_uuid,
+    read_body,
+    single_param,
+    uuid_params,
+)
+from nico.api.deps import PrincipalDep, SessionDep
+from nico.api.openapi import json_body
+from nico.api.pagination import parse_page
+from nico.api.rendering import deletion_accepted, json_response, list_response, paged_response
+from nico.api.schemas.instance import (
+    BatchInstanceCreateRequest,
+    Instance,
+    InstanceCreateRequest,
+    InstanceDeleteRequest,
+    InstanceFields,
+    InstanceUpdateRequest,
+)
+from nico.services import instance
+from nico.services.errors import bad_request
+from nico.services.instance_view import RELATIONS
+
+router = APIRouter(tags=["instance"])
+
+PATH = "/instance"
+ITEM = PATH + "/{instanceId}"
+UPDATABLE = (
+    "name",
+    "description",
+    "labels",
+    "ipxe_script",
+    "user_data",
+    "phone_home_enabled",
+    "always_boot_with_custom_ipxe",
+)
+
+
+def checked_uuid(value: str | None) -> uuid.UUID:
+    """A UUID the request checks have already accepted."""
+    parsed = parse_uuid(value)
+    assert parsed is not None
+    return parsed
+
+
+def spec_of(body: InstanceFields, principal: PrincipalDep) -> instance.InstanceSpec:
+    """The checked body as the service's plain data."""
+    return instance.InstanceSpec(
+        vpc_id=checked_uuid(body.vpc_id),
+        ports=[instance.Port(checked_uuid(i.subnet_id), bool(i.is_physical)) for i in body.interfaces or ()],
+        nvlink=[item.binding() for item in body.nv_link_interfaces] if body.nv_link_interfaces else None,
+        tenant_id=parse_uuid(body.tenant_id) if body.tenant_id else None,
+        description=body.description,
+        ipxe_script=body.ipxe_script,
+        user_data=body.user_data,
+        phone_home_enabled=bool(body.phone_home_enabled),
+        always_boot_with_custom_ipxe=bool(body.always_boot_with_custom_ipxe),
+        labels=body.labels,
+        created_by=principal.subject or None,
+    )
+
+
+@router.post(
+    PATH + "/batch",
+    operation_id="batch-create-instance",
+    response_model=list[Instance],
+    status_code=201,
+    openapi_extra=json_body(BatchInstanceCreateRequest),
+    summary="Create instances on one NVLink domain",
+)
+async def create_batch(org: str, request: Request, principal: PrincipalDep, session: SessionDep) -> Response:
+    principal.require_tenant_admin(org)
+    body = await read_body(request, BatchInstanceCreateRequest)
+    errors = FieldErrors()
+    body.check(errors)
+    errors.raise_if_any("Error validating batch instance creation request data")
+    assert body.name_prefix is not None and body.count is not None
+    views = await instance.create_batch(
+        session,
+        org,
+        spec_of(body, principal),
+        name_prefix=body.name_prefix,
+        count=body.count,
+        instance_type_id=checked_uuid(body.instance_type_id),
+        topology_optimized=body.optimized,
+    )
+    return list_response([Instance.of(v) for v in views], 201)
+
+
+@router.post(
+    PATH,
+    operation_id="create-instance",
+    response_model=Instance,
+    status_code=201,
+    openapi_extra=json_body(InstanceCreateRequest),
+    summary="Create an instance",
+)
+async def create_instance(
+    org: str, request: Request, principal: PrincipalDep, session: SessionDep
+) -> Response:
+    principal.require_tenant_admin(org)
+    body = await read_body(request, InstanceCreateRequest)
+    errors = FieldErrors()
+    body.check(errors)
+    errors.raise_if_any("Error validating Instance creation request data")
+    assert body.name is not None
+    view = await instance.create(
+        session,
+        org,
+        spec_of(body, principal),
+        name=body.name,
+        instance_type_id=checked_uuid(body.instance_type_id) if body.instance_type_id else None,
+        machine_id=body.machine_id,
+    )
+    return json_response(Instance.of(view), 201)
+
+
+@router.get(PATH, operation_id="get-all-instance", response_model=list[Instance], summary="List instances")
+async def list_instances(
+    org: str, request: Request, principal: PrincipalDep, session: SessionDep
+) -> Response:
+    principal.require_tenant_admin(org)
+    relations = frozenset(include_relations(request, RELATIONS))
+    page = parse_page(request, instance.ORDER_FIELDS)
+    raw_provider = single_param(request, "infrastructureProviderId")
+    provider_id = parse_uuid(raw_provider) if raw_provider is not None else None
+    if raw_provider is not None and provider_id is None:
+        raise bad_request(f"Invalid Infrastructure Provider ID: {raw_provider} in query")
+    # nico records no operating systems, security groups or IP addresses: filtering by them finds nothing.
+    untracked = [
+        uuid_params(request, "operatingSystemId", "Invalid Operating System ID: {value} in query"),
+        uuid_params(request, "networkSecurityGroupId", "Invalid Network Security Group ID: {value} in query"),
+        list_param(request, "ipAddress"),
+    ]
+    where = instance.InstanceFilter(
+        site_ids=uuid_params(request, "siteId", "Invalid Site ID: {value} in query"),
+        vpc_ids=uuid_params(request, "vpcId", "Invalid VPC ID: {value} in query"),
+        instance_type_ids=uuid_params(
+            request, "instanceTypeId", "Invalid Instance Type ID: {value} in query"
+        ),
+        machine_ids=list_param(request, "machineId"),
+        statuses=list_param(request, "status"),
+        nothing=any(untracked),
+        provider_id=provider_id,
+        name=single_param(request, "name"),
+        query=single_param(request, "query"),
+    )
+    views, total = await instance.list_instances(session, org, where, relations, page)
+    return paged_response([Instance.of(v) for v in views], page, total)
+
+
+@router.get(ITEM, operation_id="get-instance", response_model=Instance, summary="Get an instance")
+async def get_instance(
+    org: str, instanceId: str, request: Request, principal: PrincipalDep, session: SessionDep
+) -> Response:
+    principal.require_tenant_admin(org)
+    relations = frozenset(include_relations(request, RELATIONS))
+    instance_id = parse_uuid(instanceId)
+    if instance_id is None:
+        raise bad_request("Invalid Instance ID in URL")
+    return json_response(Instance.of(await instance.get(session, org, instance_id, relations)))
+
+
+@router.patch(
+    ITEM,
+    operation_id="update-instance",
+    response_model=Instance,
+    openapi_extra=json_body(InstanceUpdateRequest),
+    summary="Update an instance (its NVLink interfaces above all)",
+)
+async def update_instance(
+    org: str, instanceId: str, request: Request, principal: PrincipalDep, session: SessionDep
+) -> Response:
+    principal.require_tenant_admin(org)
+    instance_id = parse_uuid(instanceId)
+    if instance_id is None:
+        raise bad_request("Invalid Instance ID in URL")
+    body = await read_body(request, InstanceUpdateRequest)
+    errors = FieldErrors()
+    body.check(errors)
+    errors.raise_if_any("Failed to validate Instance update request data")
+    changes: dict[str, Any] = {
+        field: getattr(body, field) for field in UPDATABLE if getattr(body, field) is not None
+    }
+    nvlink = (
+        [item.binding() for item in body.nv_link_interfaces] if body.nv_link_interfaces is not None else None
+    )
+    view = await instance.update_instance(session, org, instance_id, changes, nvlink)
+    return json_response(Instance.of(view))
+
+
+@router.delete(
+    ITEM, operation_id="delete-instance", status_code=202, response_model=str, summary="Delete an instance"
+)
+async def delete_instance(
+    org: str, instanceId: str, request: Request, principal: PrincipalDep, session: SessionDep
+) -> Response:
+    principal.require_tenant_admin(org)
+    instance_id = parse_uuid(instanceId)
+    if instance_id is None:
+        raise bad_request("Invalid Instance ID in URL")
+    body = await read_body(request, InstanceDeleteRequest)
+    errors = FieldErrors()
+    body.check(errors)
+    errors.raise_if_any("Failed to validate Instance deletion request data")
+    issue = body.machine_health_issue
+    await instance.delete_instance(
+        session,
+        org,
+        instance_id,
+        repair_tenant=bool(body.is_repair_tenant),
+        health_issue=(
+            f"Tenant reported a {issue.category} issue: {issue.summary}"
+            + (f" ({issue.details})" if issue.details else "")
+            if issue is not None
+            else None
+        ),
+    )
+    return deletion_accepted()

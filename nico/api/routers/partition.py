@@ -1,0 +1,150 @@
+"""``/nvlink-logical-partition``: create, list, get, update, delete (spec §3). TENANT_ADMIN only."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from nico.api.binding import FieldErrors, bool_param, include_relations, parse_uuid, read_body, single_param
+from nico.api.deps import PrincipalDep, SessionDep
+from nico.api.openapi import json_body
+from nico.api.pagination import parse_page
+from nico.api.rendering import deletion_accepted, json_response, paged_response
+from nico.api.schemas.partition import (
+    LogicalPartitionCreateRequest,
+    LogicalPartitionUpdateRequest,
+    NVLinkLogicalPartition,
+)
+from nico.services import partition
+from nico.services.errors import bad_request
+
+router = APIRouter(tags=["nvlink-logical-partition"])
+
+PATH = "/nvlink-logical-partition"
+ITEM = PATH + "/{nvLinkLogicalPartitionId}"
+RELATIONS = ("Site", "Tenant")
+
+
+def includes(request: Request) -> partition.Include:
+    relations = include_relations(request, RELATIONS)
+    return partition.Include(
+        relations=frozenset(relations),
+        interfaces=bool_param(request, "includeInterfaces"),
+        vpcs=bool_param(request, "includeVpcs"),
+        stats=bool_param(request, "includeStats"),
+    )
+
+
+@router.post(
+    PATH,
+    operation_id="create-nvlink-logical-partition",
+    response_model=NVLinkLogicalPartition,
+    status_code=201,
+    openapi_extra=json_body(LogicalPartitionCreateRequest),
+    summary="Create an NVLink logical partition",
+)
+async def create_partition(
+    org: str, request: Request, principal: PrincipalDep, session: SessionDep
+) -> Response:
+    principal.require_tenant_admin(org)
+    body = await read_body(request, LogicalPartitionCreateRequest)
+    errors = FieldErrors()
+    body.check(errors)
+    errors.raise_if_any("Error validating NVLink Logical Partition request creation data")
+    site_id = parse_uuid(body.site_id)
+    assert site_id is not None and body.name is not None
+    view = await partition.create(
+        session,
+        org,
+        name=body.name,
+        description=body.description,
+        site_id=site_id,
+        created_by=principal.subject or None,
+    )
+    return json_response(NVLinkLogicalPartition.of(view), 201)
+
+
+@router.get(
+    PATH,
+    operation_id="get-all-nvlink-logical-partition",
+    response_model=list[NVLinkLogicalPartition],
+    summary="List NVLink logical partitions",
+)
+async def list_partitions(
+    org: str, request: Request, principal: PrincipalDep, session: SessionDep
+) -> Response:
+    principal.require_tenant_admin(org)
+    include = includes(request)
+    page = parse_page(request, partition.ORDER_FIELDS)
+    raw_site = single_param(request, "siteId")
+    site_id = parse_uuid(raw_site) if raw_site is not None else None
+    if raw_site is not None and site_id is None:
+        raise bad_request(partition.BAD_SITE)
+    views, total = await partition.list_partitions(
+        session,
+        org,
+        site_id=site_id,
+        status_value=single_param(request, "status"),
+        query=single_param(request, "query"),
+        include=include,
+        page=page,
+    )
+    return paged_response([NVLinkLogicalPartition.of(v) for v in views], page, total)
+
+
+@router.get(
+    ITEM,
+    operation_id="get-nvlink-logical-partition",
+    response_model=NVLinkLogicalPartition,
+    summary="Get an NVLink logical partition",
+)
+async def get_partition(
+    org: str, nvLinkLogicalPartitionId: str, request: Request, principal: PrincipalDep, session: SessionDep
+) -> Response:
+    principal.require_tenant_admin(org)
+    include = includes(request)
+    partition_id = parse_uuid(nvLinkLogicalPartitionId)
+    if partition_id is None:
+        raise bad_request("NVLink Logical Partition ID specified in URL is not valid")
+    view = await partition.get(session, org, partition_id, include)
+    return json_response(NVLinkLogicalPartition.of(view))
+
+
+@router.patch(
+    ITEM,
+    operation_id="update-nvlink-logical-partition",
+    response_model=NVLinkLogicalPartition,
+    openapi_extra=json_body(LogicalPartitionUpdateRequest),
+    summary="Rename or re-describe an NVLink logical partition",
+)
+async def update_partition(
+    org: str, nvLinkLogicalPartitionId: str, request: Request, principal: PrincipalDep, session: SessionDep
+) -> Response:
+    principal.require_tenant_admin(org)
+    partition_id = parse_uuid(nvLinkLogicalPartitionId)
+    if partition_id is None:
+        raise bad_request("Invalid NVLink Logical Partition ID in URL")
+    body = await read_body(request, LogicalPartitionUpdateRequest)
+    errors = FieldErrors()
+    body.check(errors)
+    errors.raise_if_any("Error validating NVLink Logical Partition update request data")
+    view = await partition.update(session, org, partition_id, name=body.name, description=body.description)
+    return json_response(NVLinkLogicalPartition.of(view))
+
+
+@router.delete(
+    ITEM,
+    operation_id="delete-nvlink-logical-partition",
+    status_code=202,
+    response_model=str,
+    summary="Delete an NVLink logical partition",
+)
+async def delete_partition(
+    org: str, nvLinkLogicalPartitionId: str, principal: PrincipalDep, session: SessionDep
+) -> Response:
+    principal.require_tenant_admin(org)
+    partition_id = parse_uuid(nvLinkLogicalPartitionId)
+    if partition_id is None:
+        raise bad_request("Invalid NVLink Logical Partition ID in URL")
+    await partition.delete_partition(session, org, partition_id)
+    return deletion_accepted()

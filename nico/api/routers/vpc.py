@@ -1,0 +1,115 @@
+"""``/vpc``: create, list, get, update (incl. the default NVLink logical partition), delete (spec §7).
+TENANT_ADMIN only."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from starlette.responses import Response
+
+from nico.api.binding import (
+    FieldErrors,
+    include_relations,
+    list_param,
+    parse_uuid,
+    read_body,
+    single_param,
+    uuid_params,
+)
+from nico.api.deps import PrincipalDep, SessionDep
+from nico.api.openapi import json_body
+from nico.api.pagination import parse_page
+from nico.api.rendering import deletion_accepted, json_response, paged_response
+from nico.api.schemas.vpc import Vpc, VpcCreateRequest, VpcUpdateRequest
+from nico.services import vpc
+from nico.services.errors import bad_request
+
+router = APIRouter(tags=["vpc"])
+
+PATH = "/vpc"
+ITEM = PATH + "/{vpcId}"
+
+
+@router.post(
+    PATH,
+    operation_id="create-vpc",
+    response_model=Vpc,
+    status_code=201,
+    openapi_extra=json_body(VpcCreateRequest),
+    summary="Create a VPC",
+)
+async def create_vpc(org: str, request: Request, principal: PrincipalDep, session: SessionDep) -> Response:
+    principal.require_tenant_admin(org)
+    body = await read_body(request, VpcCreateRequest)
+    errors = FieldErrors()
+    body.check(errors)
+    errors.raise_if_any("Error validating VPC creation request data")
+    view = await vpc.create(session, org, body)
+    return json_response(Vpc.of(view), 201)
+
+
+@router.get(PATH, operation_id="get-all-vpc", response_model=list[Vpc], summary="List VPCs")
+async def list_vpcs(org: str, request: Request, principal: PrincipalDep, session: SessionDep) -> Response:
+    principal.require_tenant_admin(org)
+    relations = frozenset(include_relations(request, vpc.RELATIONS))
+    page = parse_page(request, vpc.ORDER_FIELDS)
+    raw_provider = single_param(request, "infrastructureProviderId")
+    provider_id = parse_uuid(raw_provider) if raw_provider is not None else None
+    if raw_provider is not None and provider_id is None:
+        raise bad_request(f"Invalid Infrastructure Provider ID: {raw_provider} in query")
+    where = vpc.VpcFilter(
+        site_ids=uuid_params(request, "siteId", "Invalid Site ID: {value} in query"),
+        statuses=list_param(request, "status"),
+        partition_ids=uuid_params(
+            request, "nvLinkLogicalPartitionId", "Invalid NVLink Logical Partition ID: {value} in query"
+        ),
+        security_group_ids=uuid_params(
+            request, "networkSecurityGroupId", "Invalid Network Security Group ID: {value} in query"
+        ),
+        provider_id=provider_id,
+        query=single_param(request, "query"),
+    )
+    views, total = await vpc.list_vpcs(session, org, where, relations, page)
+    return paged_response([Vpc.of(v) for v in views], page, total)
+
+
+@router.get(ITEM, operation_id="get-vpc", response_model=Vpc, summary="Get a VPC")
+async def get_vpc(
+    org: str, vpcId: str, request: Request, principal: PrincipalDep, session: SessionDep
+) -> Response:
+    principal.require_tenant_admin(org)
+    relations = frozenset(include_relations(request, vpc.RELATIONS))
+    vpc_id = parse_uuid(vpcId)
+    if vpc_id is None:
+        raise bad_request("Invalid VPC ID in URL")
+    return json_response(Vpc.of(await vpc.get(session, org, vpc_id, relations)))
+
+
+@router.patch(
+    ITEM,
+    operation_id="update-vpc",
+    response_model=Vpc,
+    openapi_extra=json_body(VpcUpdateRequest),
+    summary="Update a VPC",
+)
+async def update_vpc(
+    org: str, vpcId: str, request: Request, principal: PrincipalDep, session: SessionDep
+) -> Response:
+    principal.require_tenant_admin(org)
+    body = await read_body(request, VpcUpdateRequest)
+    errors = FieldErrors()
+    body.check(errors)
+    errors.raise_if_any("Error validating VPC update request data")
+    vpc_id = parse_uuid(vpcId)
+    if vpc_id is None:
+        raise bad_request("Invalid VPC ID in request")
+    return json_response(Vpc.of(await vpc.update(session, org, vpc_id, body)))
+
+
+@router.delete(ITEM, operation_id="delete-vpc", status_code=202, response_model=str, summary="Delete a VPC")
+async def delete_vpc(org: str, vpcId: str, principal: PrincipalDep, session: SessionDep) -> Response:
+    principal.require_tenant_admin(org)
+    vpc_id = parse_uuid(vpcId)
+    if vpc_id is None:
+        raise bad_request("Invalid VPC ID in URL")
+    await vpc.delete_vpc(session, org, vpc_id)
+    return deletion_accepted()

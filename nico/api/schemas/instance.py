@@ -1,0 +1,367 @@
+"""Instance bodies: create, batch create, update and delete requests, and the Instance object."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from nico.api.binding import (
+    NAME_LENGTH,
+    REQUIRED,
+    FieldErrors,
+    description_problem,
+    labels_problem,
+    name_problem,
+    uuid_problem,
+)
+from nico.api.schemas.common import (
+    Deprecation,
+    RequestModel,
+    ResponseModel,
+    StatusDetail,
+    omit_if_none,
+)
+from nico.api.schemas.instance_type import InstanceTypeSummary
+from nico.api.schemas.machine import Machine
+from nico.api.schemas.nvlink_interface import NVLinkInterface, NVLinkInterfaceRequest
+from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
+from nico.api.schemas.site import SiteSummary
+from nico.api.schemas.vpc import UNSUPPORTED, VpcSummary
+from nico.services.instance_view import InstanceView
+
+MAX_INTERFACES = 16
+BATCH_MIN, BATCH_MAX = 2, 18  # 18 = the largest GB200 NVLink domain
+PREFIX_LENGTH = "Name prefix must contain at least 2 characters and a maximum of 240 characters"
+HEALTH_CATEGORIES = ("Hardware", "Network", "Performance", "Other")
+
+# Fields nico does not implement (no OS images, SSH key groups, NSGs, InfiniBand, DPU services or
+# secondary VPCs): a non-empty value is refused rather than silently dropped.
+UNSUPPORTED_FIELDS = {
+    "operating_system_id": "operatingSystemId",
+    "ssh_key_group_ids": "sshKeyGroupIds",
+    "network_security_group_id": "networkSecurityGroupId",
+    "infiniband_interfaces": "infinibandInterfaces",
+    "dpu_extension_service_deployments": "dpuExtensionServiceDeployments",
+    "secondary_vpc_ids": "secondaryVpcIds",
+}
+
+DEPRECATIONS = (
+    Deprecation(
+        attribute="sshkeygroups",
+        replacedby="sshKeyGroups",
+        effective="2025-09-04T00:00:00Z",
+        notice=(
+            "\"'sshkeygroups' has been deprecated in favor of 'sshKeyGroups'. "
+            'Please take action immediately"'
+        ),
+    ),
+)
+
+
+class InterfaceRequest(RequestModel):
+    subnet_id: str | None = None
+    vpc_prefix_id: str | None = None
+    is_physical: bool | None = None
+    ip_address: str | None = None
+
+
+class InstanceFields(RequestModel):
+    """What single and batch creation share."""
+
+    description: str | None = None
+    tenant_id: str | None = None
+    instance_type_id: str | None = None
+    vpc_id: str | None = None
+    interfaces: list[InterfaceRequest] | None = None
+    nv_link_interfaces: list[NVLinkInterfaceRequest] | None = None
+    operating_system_id: str | None = None
+    ipxe_script: str | None = None
+    user_data: str | None = None
+    phone_home_enabled: bool | None = None
+    always_boot_with_custom_ipxe: bool | None = None
+    labels: dict[str, str] | None = None
+    ssh_key_group_ids: list[str] | None = None
+    network_security_group_id: str | None = None
+    infiniband_interfaces: list[dict[str, Any]] | None = None
+    dpu_extension_service_deployments: list[dict[str, Any]] | None = None
+    secondary_vpc_ids: list[str] | None = None
+
+    def check_shared(self, errors: FieldErrors, *, batch: bool) -> None:
+        errors.add("description", description_problem(self.description))
+        errors.add("tenantId", uuid_problem(self.tenant_id, required=False))
+        errors.add("vpcId", uuid_problem(self.vpc_id))
+        check_interfaces(self.interfaces, errors, batch=batch)
+        for item in self.nv_link_interfaces or ():
+            item.check(errors)
+        check_boot(self.operating_system_id, self.ipxe_script, errors)
+        errors.add("labels", labels_problem(self.labels))
+        check_unsupported(self, errors)
+
+    @property
+    def subnet_ids(self) -> list[uuid.UUID]:
+        return [uuid.UUID(i.subnet_id) for i in self.interfaces or () if i.subnet_id]
+
+
+class InstanceCreateRequest(InstanceFields):
+    name: str | None = None
+    machine_id: str | None = None
+    allow_unhealthy_machine: bool | None = None
+
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("name", name_problem(self.name))
+        if self.instance_type_id and self.machine_id:
+            errors.add(
+                "machineId",
+                "only one of `instanceTypeId` or `machineId` can be specified in request, not both",
+            )
+        elif not self.instance_type_id and not self.machine_id:
+            errors.add("instanceTypeId", "either `instanceTypeId` or `machineId` must be specified")
+        else:
+            errors.add("instanceTypeId", uuid_problem(self.instance_type_id, required=False))
+        self.check_shared(errors, batch=False)
+
+
+class BatchInstanceCreateRequest(InstanceFields):
+    name_prefix: str | None = None
+    count: int | None = None
+    topology_optimized: bool | None = None  # absent or null: true
+
+    def check(self, errors: FieldErrors) -> None:
+        prefix = self.name_prefix
+        if not prefix:
+            errors.add("namePrefix", NAME_LENGTH)
+        elif not 2 <= len(prefix) <= 240:
+            errors.add("namePrefix", PREFIX_LENGTH)
+        else:
+            errors.add("namePrefix", name_problem(prefix))
+        if not self.count:
+            errors.add("count", REQUIRED)
+        elif self.count < BATCH_MIN:
+            errors.add("count", f"Count must be at least {BATCH_MIN}")
+        elif self.count > BATCH_MAX:
+            errors.add("count", f"Count cannot exceed {BATCH_MAX}")
+        errors.add("instanceTypeId", uuid_problem(self.instance_type_id))
+        self.check_shared(errors, batch=True)
+
+    @property
+    def optimized(self) -> bool:
+        return self.topology_optimized is not False
+
+
+class InstanceUpdateRequest(RequestModel):
+    name: str | None = None
+    description: str | None = None
+    labels: dict[str, str] | None = None
+    trigger_reboot: bool | None = None
+    reboot_with_custom_ipxe: bool | None = None
+    apply_updates_on_reboot: bool | None = None
+    operating_system_id: str | None = None
+    ipxe_script: str | None = None
+    user_data: str | None = None
+    phone_home_enabled: bool | None = None
+    always_boot_with_custom_ipxe: bool | None = None
+    secondary_vpc_ids: list[str] | None = None
+    interfaces: list[InterfaceRequest] | None = None
+    infiniband_interfaces: list[dict[str, Any]] | None = None
+    dpu_extension_service_deployments: list[dict[str, Any]] | None = None
+    nv_link_interfaces: list[NVLinkInterfaceRequest] | None = None
+    ssh_key_group_ids: list[str] | None = None
+    network_security_group_id: str | None = None
+
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("name", name_problem(self.name, required=False))
+        errors.add("description", description_problem(self.description))
+        errors.add("labels", labels_problem(self.labels))
+        updating = any(
+            getattr(self, field) is not None
+            for field in type(self).model_fields
+            if field not in ("trigger_reboot", "reboot_with_custom_ipxe", "apply_updates_on_reboot")
+        )
+        if self.trigger_reboot and updating:
+            errors.add(
+                "triggerReboot",
+                "reboot cannot be triggered if Instance attributes are being updated in the same request",
+            )
+        elif self.trigger_reboot or self.reboot_with_custom_ipxe or self.apply_updates_on_reboot:
+            errors.add("triggerReboot", f"Rebooting Instances {UNSUPPORTED}")
+        if self.interfaces is not None:
+            errors.add("interfaces", f"Updating Interfaces {UNSUPPORTED}")
+        if self.ipxe_script is not None and not self.ipxe_script.strip():
+            errors.add("ipxeScript", "cannot be empty when `operatingSystemId` is not specified")
+        for item in self.nv_link_interfaces or ():
+            item.check(errors)
+        check_unsupported(self, errors)
+
+
+class MachineHealthIssue(RequestModel):
+    category: str | None = None
+    summary: str | None = None
+    details: str | None = None
+
+
+class InstanceDeleteRequest(RequestModel):
+    machine_health_issue: MachineHealthIssue | None = None
+    is_repair_tenant: bool | None = None
+
+    def check(self, errors: FieldErrors) -> None:
+        issue = self.machine_health_issue
+        if issue is None:
+            return
+        if issue.category not in HEALTH_CATEGORIES:
+            errors.add("category", f"must be one of {', '.join(HEALTH_CATEGORIES)}")
+        if not issue.summary:
+            errors.add("summary", REQUIRED)
+        elif len(issue.summary) > 1024:
+            errors.add("summary", "the length must be no more than 1024")
+
+
+def check_interfaces(items: list[InterfaceRequest] | None, errors: FieldErrors, *, batch: bool) -> None:
+    """Ethernet interfaces: 1..16, each on a subnet (nico has no VPC prefixes), at most one physical."""
+    if not items:
+        errors.add("interfaces", "at least one Interface must be specified")
+        return
+    if len(items) > MAX_INTERFACES:
+        errors.add("interfaces", f"a maximum of {MAX_INTERFACES} Interfaces can be specified")
+    for item in items:
+        if batch and item.ip_address is not None:
+            errors.add("interfaces", "batch instance create does not support `ipAddress` on interfaces")
+        elif item.ip_address is not None:
+            errors.add("interfaces", f"`ipAddress` on interfaces {UNSUPPORTED}")
+        elif item.vpc_prefix_id:
+            errors.add("interfaces", f"VPC Prefixes {UNSUPPORTED}, specify `subnetId`")
+        else:
+            problem = uuid_problem(item.subnet_id)
+            errors.add("interfaces", f"subnetId: {problem}" if problem else None)
+    if sum(1 for item in items if item.is_physical) > 1:
+        errors.add("interfaces", "only one Interface can be physical")
+
+
+def check_boot(operating_system_id: str | None, ipxe_script: str | None, errors: FieldErrors) -> None:
+    if operating_system_id:
+        return  # refused as unsupported
+    if ipxe_script is None:
+        errors.add("operatingSystemId", "either `operatingSystemId` or `ipxeScript` must be specified")
+    elif not ipxe_script.strip():
+        errors.add("ipxeScript", "cannot be empty when `operatingSystemId` is not specified")
+
+
+def check_unsupported(body: RequestModel, errors: FieldErrors) -> None:
+    for field, key in UNSUPPORTED_FIELDS.items():
+        if getattr(body, field, None):
+            errors.add(key, UNSUPPORTED)
+
+
+class InstanceInterface(ResponseModel):
+    id: uuid.UUID
+    instance_id: uuid.UUID
+    subnet_id: uuid.UUID | None
+    vpc_prefix_id: uuid.UUID | None = None
+    is_physical: bool
+    device: str | None = None
+    device_instance: int | None = None
+    virtual_function_id: int | None = None
+    mac_address: str | None = None
+    ip_addresses: list[str] = Field(default_factory=list)
+    status: str
+    created: datetime
+    updated: datetime
+
+
+class Instance(ResponseModel):
+    id: uuid.UUID
+    name: str
+    description: str | None
+    controller_instance_id: uuid.UUID
+    tenant_id: uuid.UUID
+    tenant: TenantSummary | None = Field(default=None, exclude_if=omit_if_none)
+    infrastructure_provider_id: uuid.UUID
+    infrastructure_provider: InfrastructureProviderSummary | None = Field(
+        default=None, exclude_if=omit_if_none
+    )
+    site_id: uuid.UUID
+    site: SiteSummary | None = Field(default=None, exclude_if=omit_if_none)
+    instance_type_id: uuid.UUID | None
+    instance_type: InstanceTypeSummary | None = Field(default=None, exclude_if=omit_if_none)
+    vpc_id: uuid.UUID
+    vpc: VpcSummary | None = Field(default=None, exclude_if=omit_if_none)
+    secondary_vpc_ids: list[uuid.UUID] = Field(default_factory=list)
+    machine_id: str | None
+    machine: Machine | None = Field(default=None, exclude_if=omit_if_none)
+    operating_system_id: uuid.UUID | None = None
+    ipxe_script: str | None
+    always_boot_with_custom_ipxe: bool
+    phone_home_enabled: bool
+    user_data: str | None
+    labels: dict[str, Any] | None
+    is_update_pending: bool = False
+    serial_console_url: str | None
+    network_security_group_id: uuid.UUID | None = None
+    network_security_group_propagation_details: dict[str, Any] | None = None
+    network_security_group_inherited: bool = False
+    tpm_ek_certificate: str | None = None
+    status: str
+    interfaces: list[InstanceInterface]
+    infiniband_interfaces: list[dict[str, Any]] = Field(default_factory=list)
+    dpu_extension_service_deployments: list[dict[str, Any]] = Field(default_factory=list)
+    nv_link_interfaces: list[NVLinkInterface]
+    ssh_key_group_ids: list[uuid.UUID] | None = None
+    ssh_key_groups: list[dict[str, Any]] = Field(default_factory=list)
+    status_history: list[StatusDetail]
+    created: datetime
+    updated: datetime
+    deprecations: tuple[Deprecation, ...] = DEPRECATIONS
+
+    @classmethod
+    def of(cls, view: InstanceView) -> Instance:
+        data = view.data
+        host = data["serial_console_hostname"]
+        return cls.model_validate(
+            {
+                "id": data["id"],
+                "name": data["name"],
+                "description": data["description"],
+                "controller_instance_id": data["id"],
+                "tenant_id": data["tenant_id"],
+                "tenant": TenantSummary.of(view.tenant) if view.tenant is not None else None,
+                "infrastructure_provider_id": data["infrastructure_provider_id"],
+                "infrastructure_provider": (
+                    InfrastructureProviderSummary.of(view.provider) if view.provider is not None else None
+                ),
+                "site_id": data["site_id"],
+                "site": SiteSummary.of(view.site) if view.site is not None else None,
+                "instance_type_id": data["instance_type_id"],
+                "instance_type": (
+                    InstanceTypeSummary.of(view.instance_type) if view.instance_type is not None else None
+                ),
+                "vpc_id": data["vpc_id"],
+                "vpc": VpcSummary.of(view.vpc) if view.vpc is not None else None,
+                "machine_id": data["machine_id"],
+                "machine": (
+                    Machine.of(
+                        view.machine,
+                        provider_id=data["infrastructure_provider_id"],
+                        tenant_id=data["tenant_id"],
+                        capabilities=view.machine_capabilities,
+                        history=view.machine_history,
+                        full_view=False,
+                    )
+                    if view.machine is not None
+                    else None
+                ),
+                "ipxe_script": data["ipxe_script"],
+                "always_boot_with_custom_ipxe": data["always_boot_with_custom_ipxe"],
+                "phone_home_enabled": data["phone_home_enabled"],
+                "user_data": data["user_data"],
+                "labels": data["labels"],
+                "serial_console_url": f"ssh://{data['id']}@{host}" if host else None,
+                "status": data["status"],
+                "interfaces": data["interfaces"],
+                "nv_link_interfaces": data["nvlink_interfaces"],
+                "status_history": data["status_history"],
+                "created": data["created"],
+                "updated": data["updated"],
+            }
+        )

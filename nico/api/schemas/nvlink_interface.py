@@ -1,0 +1,124 @@
+"""NVLink interface bodies (one instance GPU bound to one logical partition) and the summaries they
+embed: the partition summary and the instance summary."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import Field
+
+from nico.api.binding import FieldErrors, uuid_problem
+from nico.api.schemas.common import RequestModel, ResponseModel, omit_if_none
+from nico.db.models import LogicalPartition
+from nico.db.models import NvlinkInterface as NvlinkInterfaceRow
+from nico.services.nvlink_interface import Binding, InterfaceView
+
+DEVICE_INSTANCE_MAX = 3  # the reference caps deviceInstance before any capability check
+
+
+class NVLinkInterfaceRequest(RequestModel):
+    """One item of ``nvLinkInterfaces`` in instance create, batch and update (any key casing)."""
+
+    nv_link_logical_partition_id: str | None = None
+    device_instance: int | None = None
+
+    def check(self, errors: FieldErrors) -> None:
+        """Layer A of the reference: flat field messages, not indexed by item."""
+        errors.add("nvLinkLogicalPartitionId", uuid_problem(self.nv_link_logical_partition_id))
+        if self.device_instance is not None and not 0 <= self.device_instance <= DEVICE_INSTANCE_MAX:
+            errors.add("deviceInstance", f"deviceInstance must be between 0 and {DEVICE_INSTANCE_MAX}")
+
+    def binding(self) -> Binding:
+        assert self.nv_link_logical_partition_id is not None  # checked by :meth:`check`
+        return Binding(uuid.UUID(self.nv_link_logical_partition_id), self.device_instance or 0)
+
+
+class NVLinkLogicalPartitionSummary(ResponseModel):
+    id: uuid.UUID
+    name: str
+    site_id: uuid.UUID
+    status: str
+
+    @classmethod
+    def of(cls, row: LogicalPartition) -> NVLinkLogicalPartitionSummary:
+        return cls(id=row.id, name=row.name, site_id=row.site_id, status=row.status)
+
+
+class InstanceSummary(ResponseModel):
+    id: uuid.UUID
+    name: str
+    infrastructure_provider_id: uuid.UUID | None
+    site_id: uuid.UUID
+    instance_type_id: str
+    controller_instance_id: uuid.UUID
+    status: str
+
+
+class NVLinkInterfaceSummary(ResponseModel):
+    """What a partition lists with ``includeInterfaces`` (capital L in the partition id key)."""
+
+    id: uuid.UUID
+    instance_id: uuid.UUID
+    nv_link_logical_partition_id: uuid.UUID
+    device_instance: int
+    status: str
+
+    @classmethod
+    def of(cls, row: NvlinkInterfaceRow) -> NVLinkInterfaceSummary:
+        return cls(
+            id=row.id,
+            instance_id=row.instance_id,
+            nv_link_logical_partition_id=row.logical_partition_id,
+            device_instance=row.device_instance,
+            status=row.status,
+        )
+
+
+class NVLinkInterface(ResponseModel):
+    """The full object. The reference emits ``nvLinklogicalPartitionId`` with a lower-case l."""
+
+    id: uuid.UUID
+    instance_id: uuid.UUID
+    instance: InstanceSummary | None = Field(default=None, exclude_if=omit_if_none)
+    nv_link_logical_partition_id: uuid.UUID = Field(serialization_alias="nvLinklogicalPartitionId")
+    nv_link_logical_partition: NVLinkLogicalPartitionSummary | None = Field(
+        default=None, exclude_if=omit_if_none
+    )
+    nv_link_domain_id: uuid.UUID | None
+    device_instance: int
+    gpu_guid: str | None
+    status: str
+    created: datetime
+    updated: datetime
+
+    @classmethod
+    def of(cls, view: InterfaceView) -> NVLinkInterface:
+        row, inst = view.interface, view.instance
+        return cls(
+            id=row.id,
+            instance_id=row.instance_id,
+            instance=(
+                InstanceSummary(
+                    id=inst.id,
+                    name=inst.name,
+                    infrastructure_provider_id=view.provider_id,
+                    site_id=inst.site_id,
+                    instance_type_id=str(inst.instance_type_id or ""),
+                    controller_instance_id=inst.id,
+                    status=inst.status,
+                )
+                if inst is not None
+                else None
+            ),
+            nv_link_logical_partition_id=row.logical_partition_id,
+            nv_link_logical_partition=(
+                NVLinkLogicalPartitionSummary.of(view.partition) if view.partition is not None else None
+            ),
+            nv_link_domain_id=row.nvlink_domain_uuid,
+            device_instance=row.device_instance,
+            gpu_guid=str(row.gpu_guid) if row.gpu_guid is not None else None,
+            status=row.status,
+            created=row.created,
+            updated=row.updated,
+        )

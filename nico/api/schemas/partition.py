@@ -1,0 +1,81 @@
+"""NVLink logical partition bodies: create/update requests and the partition object."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import Field
+
+from nico.api.binding import FieldErrors, name_problem, uuid_problem
+from nico.api.schemas.common import RequestModel, ResponseModel, StatusDetail, omit_if_empty, omit_if_none
+from nico.api.schemas.nvlink_interface import NVLinkInterfaceSummary
+from nico.api.schemas.org import TenantSummary
+from nico.api.schemas.site import SiteSummary
+from nico.api.schemas.vpc import VpcSummary
+from nico.services.partition import PartitionView
+
+
+class LogicalPartitionCreateRequest(RequestModel):
+    name: str | None = None
+    description: str | None = None  # no length limit on partitions
+    site_id: str | None = None
+
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("name", name_problem(self.name))
+        errors.add("siteId", uuid_problem(self.site_id))
+
+
+class LogicalPartitionUpdateRequest(RequestModel):
+    name: str | None = None
+    description: str | None = None  # "" is stored; null or absent leaves it as it is
+
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("name", name_problem(self.name, required=False))
+
+
+class NVLinkLogicalPartitionStats(ResponseModel):
+    total_gpus: int
+    total_distinct_instances: int
+
+
+class NVLinkLogicalPartition(ResponseModel):
+    id: uuid.UUID
+    name: str
+    description: str | None
+    site_id: uuid.UUID
+    site: SiteSummary | None = Field(default=None, exclude_if=omit_if_none)
+    tenant_id: uuid.UUID
+    tenant: TenantSummary | None = Field(default=None, exclude_if=omit_if_none)
+    vpcs: list[VpcSummary] | None = Field(default=None, exclude_if=omit_if_empty)
+    nv_link_interfaces: list[NVLinkInterfaceSummary] | None = Field(default=None, exclude_if=omit_if_empty)
+    nv_link_logical_partition_stats: NVLinkLogicalPartitionStats | None = None  # always present
+    status: str
+    status_history: list[StatusDetail]
+    created: datetime
+    updated: datetime
+
+    @classmethod
+    def of(cls, view: PartitionView) -> NVLinkLogicalPartition:
+        row = view.partition
+        stats = view.stats
+        return cls(
+            id=row.id,
+            name=row.name,
+            description=row.description,
+            site_id=row.site_id,
+            site=SiteSummary.of(view.site) if view.site else None,
+            tenant_id=row.tenant_id,
+            tenant=TenantSummary.of(view.tenant) if view.tenant else None,
+            vpcs=[VpcSummary.of(vpc) for vpc in view.vpcs],
+            nv_link_interfaces=[NVLinkInterfaceSummary.of(b) for b in view.interfaces],
+            nv_link_logical_partition_stats=(
+                NVLinkLogicalPartitionStats(total_gpus=stats[0], total_distinct_instances=stats[1])
+                if stats is not None
+                else None
+            ),
+            status=row.status,
+            status_history=[StatusDetail.model_validate(d, from_attributes=True) for d in view.history],
+            created=row.created,
+            updated=row.updated,
+        )

@@ -1,0 +1,203 @@
+"""The ``nico_nvlink_partition_monitor_*`` series of the reference (spec/nvlink-core.md §3.1 for NMX-C,
+§3.2 for NMX-M) with the same names, types and labels, plus nico's own where the reference is blind:
+pending instances, per-domain errors, stranded free capacity.
+
+Counters and histograms are cumulative. Gauges describe the latest passes and, as in the reference,
+disappear when no pass has finished for ``monitor_run_interval + 60 s`` — a stuck reconciler shows
+as missing series, never as stale numbers.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import Counter as Tally
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+PREFIX = "nico_nvlink_partition_monitor_"
+BUCKETS = (0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000)
+OPERATIONS = ("create", "update", "remove", "remove_default_partition")
+ERROR_LABEL_LENGTH = 32
+
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # the reference has no *_created
+
+
+@dataclass
+class Snapshot:
+    """What the gauges show: global figures from the last full pass, per-domain figures from the last
+    pass over each domain."""
+
+    updated_at: float = 0.0
+    machine_status_updates: int = 0
+    logical_partitions: int = 0
+    physical_partitions: int = 0
+    stale_partitions_deleted: int = 0
+    info_mismatches: int = 0
+    pending_instances: int = 0
+    free_machines: int = 0
+    stranded_free_machines: int = 0
+    partitions: dict[uuid.UUID, int] = field(default_factory=dict)
+    gpus: dict[uuid.UUID, int] = field(default_factory=dict)
+    errors: dict[uuid.UUID, str] = field(default_factory=dict)
+    failures: dict[uuid.UUID, int] = field(default_factory=dict)
+    blocked: dict[uuid.UUID, int] = field(default_factory=dict)
+
+
+class MonitorMetrics(Collector):
+    """The monitor's instruments for one backend kind (``nmxc`` or ``nmxm``)."""
+
+    def __init__(self, registry: CollectorRegistry, kind: str, hold_seconds: float) -> None:
+        self.kind = kind
+        self.hold_seconds = hold_seconds
+        self.snapshot = Snapshot()
+        manager = "NMX-C" if kind == "nmxc" else "NMX-M"
+        self.iteration_latency = Histogram(
+            PREFIX + "iteration_latency_milliseconds",
+            "Time consumed for one monitor iteration",
+            buckets=BUCKETS,
+            registry=registry,
+        )
+        self.op_latency = Histogram(
+            PREFIX + f"{kind}_op_latency_milliseconds",
+            f"Time consumed for one {manager} operation",
+            ["operation", "status"],
+            buckets=BUCKETS,
+            registry=registry,
+        )
+        self.apply_latency = Histogram(
+            PREFIX + "nvlink_config_apply_latency_milliseconds",
+            "Time since nvlink config was requested for this instance",
+            buckets=BUCKETS,
+            registry=registry,
+        )
+        self.changes = Counter(
+            PREFIX + f"{kind}_changes_applied",
+            f"Number of changes requested to {manager}",
+            ["operation", "status"],
+            registry=registry,
+        )
+        statuses = ("completed", "failed", "timedout") + (("cancelled",) if kind == "nmxm" else ())
+        for operation in OPERATIONS:
+            for status in statuses:
+                self.changes.labels(operation, status)
+        registry.register(self)
+
+    def operation_done(self, operation: str, status: str, seconds: float) -> None:
+        self.changes.labels(operation, status).inc()
+        self.op_latency.labels(operation, status).observe(seconds * 1000.0)
+
+    def domain_result(
+        self, domain: uuid.UUID, *, error: str | None, partitions: int | None, blocked: int
+    ) -> None:
+        snap = self.snapshot
+        if error is None:
+            snap.errors.pop(domain, None)
+            snap.failures.pop(domain, None)
+        else:
+            snap.errors[domain] = error
+            snap.failures[domain] = snap.failures.get(domain, 0) + 1
+        if partitions is not None:
+            snap.partitions[domain] = partitions
+        if blocked:
+            snap.blocked[domain] = blocked
+        else:
+            snap.blocked.pop(domain, None)
+        snap.updated_at = time.monotonic()
+
+    def forget_domains(self, keep: set[uuid.UUID]) -> None:
+        """Drop figures of domains that no longer exist."""
+        snap = self.snapshot
+        for table in (snap.partitions, snap.gpus, snap.errors, snap.failures, snap.blocked):
+            for domain in [d for d in table if d not in keep]:
+                del table[domain]
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        snap = self.snapshot
+        if not snap.updated_at or time.monotonic() - snap.updated_at > self.hold_seconds:
+            return
+        kind = self.kind
+        manager = "NMX-C" if kind == "nmxc" else "NMX-M"
+
+        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, doc, value=value)
+
+        yield gauge(
+            PREFIX + "machine_status_updates_count",
+            "Number of machines nvlink_status_observation got updated",
+            snap.machine_status_updates,
+        )
+        yield gauge(
+            PREFIX + "num_logical_partitions",
+            "Number of logical partitions that were monitored",
+            snap.logical_partitions,
+        )
+        yield gauge(
+            PREFIX + "num_physical_partitions",
+            "Number of physical partitions that were monitored",
+            snap.physical_partitions,
+        )
+        errors = GaugeMetricFamily(
+            PREFIX + f"{kind}_connect_error_count",
+            f"The errors encountered while checking {manager}",
+            labels=["error"],
+        )
+        for label, count in sorted(Tally(e[:ERROR_LABEL_LENGTH] for e in snap.errors.values()).items()):
+            errors.add_metric([label], count)
+        yield errors
+        yield gauge(
+            PREFIX + f"{kind}_partition_count",
+            f"Number of partitions {manager} is reporting",
+            sum(snap.partitions.values()),
+        )
+        yield gauge(
+            PREFIX + f"{kind}_gpu_count", f"Number of GPUs {manager} is reporting", sum(snap.gpus.values())
+        )
+        yield gauge(
+            PREFIX + "nvlink_info_mismatches",
+            f"Number of NVLink GPU partition ID mismatches between DB and {manager}",
+            snap.info_mismatches,
+        )
+        yield gauge(
+            PREFIX + "stale_partitions_deleted",
+            f"Number of stale partitions deleted from DB (not found in {manager})",
+            snap.stale_partitions_deleted,
+        )
+        yield gauge(
+            "nico_nvlink_pending_instances",
+            "Instances whose NVLink configuration is not yet confirmed on the fabric",
+            snap.pending_instances,
+        )
+        domain_errors = GaugeMetricFamily(
+            "nico_nvlink_domain_errors",
+            "Consecutive failed passes of an NVLink domain (only domains in error)",
+            labels=["domain", "error"],
+        )
+        for domain, count in sorted(snap.failures.items()):
+            domain_errors.add_metric([str(domain), snap.errors.get(domain, "")[:ERROR_LABEL_LENGTH]], count)
+        yield domain_errors
+        blocked = GaugeMetricFamily(
+            "nico_nvlink_blocked_partitions",
+            "Logical partitions that cannot be placed in a domain (name held by a foreign partition)",
+            labels=["domain"],
+        )
+        for domain, count in sorted(snap.blocked.items()):
+            blocked.add_metric([str(domain)], count)
+        yield blocked
+        yield gauge(
+            "nico_nvlink_free_machines", "Ready NVLink machines without an instance", snap.free_machines
+        )
+        yield gauge(
+            "nico_nvlink_stranded_free_machines",
+            "Free NVLink machines in domains that are partly used (cannot host a whole-domain job)",
+            snap.stranded_free_machines,
+        )
+        ratio = snap.stranded_free_machines / snap.free_machines if snap.free_machines else 0.0
+        yield gauge(
+            "nico_nvlink_fragmentation_ratio", "Share of free NVLink machines that are stranded (0..1)", ratio
+        )

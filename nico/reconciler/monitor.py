@@ -1,0 +1,552 @@
+"""The NVLink partition monitor: keeps every domain's fabric equal to what tenants asked for.
+
+Wake-ups: ``NOTIFY nico_nvlink`` (the domains a commit changed, reconciled within milliseconds,
+debounced by ``notify_debounce``), NMX-C partition events where the backend offers them, retries
+with per-domain backoff, and a full pass every ``monitor_run_interval`` that also repairs drift.
+
+Work is per domain under a PostgreSQL advisory lock held on the connection that also writes the
+domain's intents and results: several reconcilers split the domains between them, and when one dies
+its session (and so its locks) ends and the others take its domains at their next wake-up. A full
+pass reads every domain without locks and takes a lock only where there is something to do, so a
+steady-state pass over thousands of racks writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import psycopg
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+
+from nico.config import NvLinkConfig
+from nico.db.engine import libpq_url
+from nico.fabric.backend import (
+    AsyncOperations,
+    DomainTarget,
+    EndpointNotConfigured,
+    FabricBackend,
+    FabricError,
+    FabricGpu,
+    FabricPartition,
+    PartitionEvents,
+)
+from nico.reconciler import state as statemod
+from nico.reconciler.executor import AfterCall, Outcome, execute
+from nico.reconciler.fingerprint import fabric_digest
+from nico.reconciler.metrics import MonitorMetrics
+from nico.reconciler.planner import CreatePartition, plan
+from nico.reconciler.writeback import WriteBackReport, record_domain_error, record_intents, write_back
+from nico.services import lifecycle
+from nico.services.nvlink_events import CHANNEL, parse_payload
+
+log = logging.getLogger(__name__)
+
+DomainStatus = Literal["ok", "busy", "error", "waiting", "gone"]
+BUSY_RETRY_SECONDS = 1.0
+WAITING_RETRY_SECONDS = 0.25
+
+
+def lock_key(domain: uuid.UUID) -> int:
+    """The advisory-lock key of a domain: its first 64 bits as a signed bigint."""
+    return int.from_bytes(domain.bytes[:8], "big", signed=True)
+
+
+@dataclass
+class DomainResult:
+    domain: uuid.UUID
+    status: DomainStatus
+    operations: int = 0
+    failed: int = 0
+    retryable: bool = True
+    error: str | None = None
+    follow_up: bool = False  # the read-back still differs from the desire: look again soon
+    report: WriteBackReport | None = None
+
+
+@dataclass
+class FullPassReport:
+    domains: int = 0
+    reconciled: int = 0
+    errors: int = 0
+    duration_ms: float = 0.0
+    deep: bool = False
+    results: dict[uuid.UUID, DomainResult] = field(default_factory=dict)
+
+
+class Reconciler:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        backend: FabricBackend,
+        config: NvLinkConfig,
+        metrics: MonitorMetrics,
+        *,
+        after_call: AfterCall | None = None,
+    ) -> None:
+        self.engine = engine
+        self.backend = backend
+        self.config = config
+        self.metrics = metrics
+        self.after_call = after_call
+        self.call_timeout = config.fabric_call_timeout.total_seconds()
+        self.limit = asyncio.Semaphore(config.reconcile_concurrency)
+        self.due: dict[uuid.UUID, float] = {}
+        self.wake = asyncio.Event()
+        self.registry: dict[str, str] = {}
+        self.verified: dict[str, uuid.UUID] = {}  # endpoint -> domain its Hello named
+        self._subscriptions: dict[uuid.UUID, tuple[str | None, asyncio.Task[None]]] = {}
+        self.full_passes = 0
+
+    # ---- wake-ups -------------------------------------------------------------------------------
+
+    def request(self, domains: Iterable[uuid.UUID], delay: float = 0.0) -> None:
+        """Reconcile ``domains`` after ``delay`` seconds (sooner if already due sooner)."""
+        at = time.monotonic() + delay
+        for domain in domains:
+            self.due[domain] = min(self.due.get(domain, math.inf), at)
+        self.wake.set()
+
+    async def run(self) -> None:
+        """Reconcile until cancelled."""
+        listener = asyncio.create_task(self._listen(), name="nvlink-listen")
+        try:
+            await self._loop()
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await listener
+            await self.close()
+
+    async def close(self) -> None:
+        """Stop watching partition events (the backend is closed by its owner)."""
+        tasks = [task for _, task in self._subscriptions.values()]
+        self._subscriptions.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def _loop(self) -> None:
+        interval = self.config.monitor_run_interval.total_seconds()
+        debounce = self.config.notify_debounce.total_seconds()
+        next_full = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now >= next_full:
+                try:
+                    await self.full_pass()
+                except Exception:
+                    log.exception("full reconcile pass failed")
+                next_full = time.monotonic() + interval
+                continue
+            if any(at <= now for at in self.due.values()):
+                if debounce > 0:
+                    await asyncio.sleep(debounce)  # let a burst of commits arrive as one wake-up
+                now = time.monotonic()
+                ready = [d for d, at in self.due.items() if at <= now]
+                for domain in ready:
+                    del self.due[domain]
+                started = time.monotonic()
+                try:
+                    await self.reconcile(ready)
+                except Exception:
+                    log.exception("reconcile of %d domains failed", len(ready))
+                    self.request(ready, delay=1.0)
+                self.metrics.iteration_latency.observe((time.monotonic() - started) * 1000.0)
+                continue
+            timeout = min([next_full, *self.due.values()]) - now
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=max(timeout, 0.0))
+
+    async def _listen(self) -> None:
+        """LISTEN for commits that changed desired NVLink state; reconnect if the connection drops."""
+        url = libpq_url(self.engine.url.render_as_string(hide_password=False))
+        backoff = 0.5
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+                async with conn:
+                    await conn.execute(f"LISTEN {CHANNEL}")
+                    backoff = 0.5
+                    # Anything committed while we were not listening is found by this pass.
+                    self.request(await self._all_domains())
+                    async for note in conn.notifies():
+                        domains = parse_payload(note.payload)
+                        if domains:
+                            self.request(domains)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("NOTIFY listener lost its connection (%s); reconnecting", exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+
+    async def _all_domains(self) -> list[uuid.UUID]:
+        async with self.engine.connect() as conn:
+            return list((await conn.execute(text("SELECT uuid FROM nvlink_domain"))).scalars())
+
+    # ---- passes ---------------------------------------------------------------------------------
+
+    async def reconcile(self, domains: Iterable[uuid.UUID]) -> dict[uuid.UUID, DomainResult]:
+        """Reconcile the given domains now (bounded concurrency); schedule retries as needed."""
+        results = await asyncio.gather(*(self._guarded(d) for d in dict.fromkeys(domains)))
+        for result in results:
+            self._schedule_after(result)
+        reports = [r.report for r in results if r.report is not None]
+        snap = self.metrics.snapshot
+        snap.machine_status_updates = sum(r.machines_updated for r in reports)
+        snap.stale_partitions_deleted = sum(r.stale_partitions_deleted for r in reports)
+        return {r.domain: r for r in results}
+
+    def _schedule_after(self, result: DomainResult) -> None:
+        if result.status == "busy":
+            self.request([result.domain], BUSY_RETRY_SECONDS)
+        elif result.status == "waiting":
+            self.request([result.domain], WAITING_RETRY_SECONDS)
+        elif result.status == "error":
+            failures = self.metrics.snapshot.failures.get(result.domain, 1)
+            delay = min(0.5 * 2 ** (failures - 1), self.config.retry_backoff_max.total_seconds())
+            self.request([result.domain], delay)
+        elif result.follow_up:
+            self.request([result.domain], 0.0 if not result.failed else 0.5)
+
+    async def _guarded(self, domain: uuid.UUID) -> DomainResult:
+        async with self.limit:
+            try:
+                return await self.reconcile_domain(domain)
+            except Exception as exc:  # a bug or a database failure: report, retry later
+                log.exception("reconciling domain %s failed", domain)
+                return DomainResult(domain, "error", error=f"{type(exc).__name__}: {exc}")
+
+    async def reconcile_domain(self, domain: uuid.UUID) -> DomainResult:
+        """One locked pass over one domain: load, observe, plan, record intents, execute, read back,
+        write back."""
+        async with self.engine.connect() as conn:
+            key = lock_key(domain)
+            if not (await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar():
+                await conn.rollback()
+                return DomainResult(domain, "busy")
+            try:
+                await conn.commit()
+                return await self._locked_pass(conn, domain)
+            finally:
+                try:
+                    await conn.rollback()
+                    await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+                    await conn.commit()
+                except Exception:  # the session is gone and its lock with it; never reuse it
+                    await conn.invalidate()
+
+    async def _locked_pass(self, conn: AsyncConnection, domain: uuid.UUID) -> DomainResult:
+        states = await statemod.load(conn, [domain])
+        self.registry = await statemod.endpoints(conn)
+        await conn.commit()
+        state = states.get(domain)
+        if state is None:
+            return DomainResult(domain, "gone")
+        try:
+            target = await self._target(domain, state.chassis_serials)
+            resolved, still_running = await self._check_operations(state)
+            observed = await self.backend.list_partitions(target)
+        except FabricError as exc:
+            return await self._failed(conn, domain, exc)
+
+        before = observed
+        result = plan(state.desire(), observed)
+        outcomes: list[Outcome] = []
+        intent_ids: dict[int, uuid.UUID] = {}
+        if result.operations and not still_running:
+            async with AsyncSession(bind=conn, expire_on_commit=False) as session:
+                intent_ids = await record_intents(session, domain, result.operations)
+                await session.commit()
+            outcomes = await execute(
+                self.backend,
+                target,
+                result.operations,
+                self.metrics,
+                call_timeout=self.call_timeout,
+                after_call=self.after_call,
+            )
+            try:
+                observed = await self.backend.list_partitions(target)
+            except FabricError as exc:
+                # The calls are made and their intents recorded: the next pass adopts what they did.
+                return await self._failed(conn, domain, exc, operations=len(outcomes))
+
+        failed = [o for o in outcomes if o.status != "completed"]
+        desire = state.desire()
+        again = plan(replace(desire, owned_names=desire.owned_names | _created(outcomes)), observed)
+        settled = not again.operations and not again.blocked and not failed and not still_running
+        async with AsyncSession(bind=conn, expire_on_commit=False) as session:
+            report = await write_back(
+                session,
+                state,
+                before,
+                observed,
+                outcomes,
+                intent_ids,
+                result.blocked,
+                resolved,
+                settled=settled,
+            )
+            await session.commit()
+        for latency in report.apply_latencies_ms:
+            self.metrics.apply_latency.observe(latency)
+        error = failed[0].error if failed else None
+        if still_running and error is None:
+            running = ", ".join(i.operation_id or "" for i in state.pending_operations())
+            error = f"Failed to complete NMX-M operation in time: {running} still running"
+        if result.blocked and error is None:
+            error = next(iter(result.blocked.values()))
+        self.metrics.domain_result(domain, error=error, partitions=len(observed), blocked=len(result.blocked))
+        if still_running:
+            return DomainResult(domain, "waiting", operations=len(outcomes), report=report)
+        if failed:
+            retryable = any(o.retryable for o in failed)
+            return DomainResult(
+                domain, "error", len(outcomes), len(failed), retryable, failed[0].error, True, report
+            )
+        return DomainResult(domain, "ok", len(outcomes), follow_up=bool(again.operations), report=report)
+
+    async def _failed(
+        self, conn: AsyncConnection, domain: uuid.UUID, exc: FabricError, *, operations: int = 0
+    ) -> DomainResult:
+        message = _error_label(exc, self.backend.kind)
+        log.warning("domain %s: %s", domain, message)
+        async with AsyncSession(bind=conn, expire_on_commit=False) as session:
+            await record_domain_error(session, domain, message)
+            await session.commit()
+        self.metrics.domain_result(domain, error=message, partitions=None, blocked=0)
+        return DomainResult(domain, "error", operations, retryable=exc.retryable, error=message)
+
+    async def _target(self, domain: uuid.UUID, chassis_serials: Iterable[str]) -> DomainTarget:
+        """Where the domain's manager is; for NMX-C the endpoint registered for one of its chassis,
+        checked once with Hello to really serve this domain (a wrong registry row must not let nico
+        change someone else's rack)."""
+        if self.backend.kind == "nmxm":
+            return DomainTarget(domain)
+        serials = sorted(chassis_serials)
+        endpoint = next((self.registry[s] for s in serials if s in self.registry), None)
+        if endpoint is None:
+            listed = ", ".join(serials) or "(none)"
+            raise EndpointNotConfigured(f"no NMX-C endpoint registered for chassis {listed}")
+        target = DomainTarget(domain, endpoint)
+        if self.verified.get(endpoint) != domain:
+            hello = await self.backend.hello(target)
+            if hello.domain_uuid != domain:
+                raise EndpointNotConfigured(
+                    f"endpoint {endpoint} serves domain {hello.domain_uuid}, not {domain}", endpoint=endpoint
+                )
+            self.verified[endpoint] = domain
+        self._ensure_subscription(target)
+        return target
+
+    async def _check_operations(self, state: statemod.DomainState) -> tuple[dict[str, str], bool]:
+        """Terminal states of this domain's tracked NMX-M operations, and whether any still runs."""
+        resolved: dict[str, str] = {}
+        running = False
+        if not isinstance(self.backend, AsyncOperations):
+            return resolved, running
+        for intent in state.pending_operations():
+            assert intent.operation_id is not None
+            found = await self.backend.operation_state(intent.operation_id)
+            if found in ("pending", "in-progress"):
+                running = True
+            else:
+                resolved[intent.operation_id] = found
+        return resolved, running
+
+    def _ensure_subscription(self, target: DomainTarget) -> None:
+        if not isinstance(self.backend, PartitionEvents):
+            return
+        current = self._subscriptions.get(target.domain_uuid)
+        if current is not None and current[0] == target.endpoint and not current[1].done():
+            return
+        if current is not None:
+            current[1].cancel()
+        task = asyncio.create_task(self._watch(target), name=f"nvlink-events-{target.domain_uuid}")
+        self._subscriptions[target.domain_uuid] = (target.endpoint, task)
+
+    async def _watch(self, target: DomainTarget) -> None:
+        """Partition events from the manager wake the domain up (changes made behind nico's back)."""
+        assert isinstance(self.backend, PartitionEvents)
+        backoff = 1.0
+        while True:
+            try:
+                async for event in self.backend.partition_events(target):
+                    backoff = 1.0
+                    self.request([event.domain_uuid], self.config.notify_debounce.total_seconds())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("partition events of %s stopped: %s", target.domain_uuid, exc)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+    async def full_pass(self) -> FullPassReport:
+        """Every domain: read without locks, reconcile (locked) only those with something to do, and
+        refresh the gauges. Every ``deep_pass_every``-th pass (the first included) compares each GPU
+        and audits the fabric's GPU inventory; the others compare fabric digests."""
+        started = time.monotonic()
+        report = FullPassReport()
+        report.deep = self.full_passes % self.config.deep_pass_every == 0
+        needs_work = await (self._deep_scan(report) if report.deep else self._quick_scan(report))
+        if needs_work:
+            results = await self.reconcile(needs_work)
+            report.results = results
+            report.reconciled = sum(1 for r in results.values() if r.status == "ok")
+        await self._finish_deleted_partitions()
+        await self._global_figures()
+        report.duration_ms = (time.monotonic() - started) * 1000.0
+        self.metrics.iteration_latency.observe(report.duration_ms)
+        self.full_passes += 1
+        return report
+
+    async def _quick_scan(self, report: FullPassReport) -> list[uuid.UUID]:
+        async with self.engine.connect() as conn:
+            found = await statemod.summaries(conn)
+            self.registry = await statemod.endpoints(conn)
+        report.domains = len(found)
+        listed = await asyncio.gather(
+            *(self._observe(s.domain, s.chassis_serials, gpus=False) for s in found.values())
+        )
+        needs_work = []
+        for summary, (partitions, _, error) in zip(found.values(), listed, strict=True):
+            if error is not None or partitions is None:
+                report.errors += 1
+                needs_work.append(summary.domain)
+                continue
+            self.metrics.snapshot.partitions[summary.domain] = len(partitions)
+            if not summary.quiet_if(fabric_digest(partitions)):
+                needs_work.append(summary.domain)
+        self.metrics.forget_domains(set(found))
+        return needs_work
+
+    async def _deep_scan(self, report: FullPassReport) -> list[uuid.UUID]:
+        async with self.engine.connect() as conn:
+            states = await statemod.load(conn)
+            self.registry = await statemod.endpoints(conn)
+            await conn.commit()
+        report.domains = len(states)
+        observed = await asyncio.gather(
+            *(self._observe(s.domain, s.chassis_serials, gpus=True) for s in states.values())
+        )
+        needs_work: list[uuid.UUID] = []
+        mismatches = 0
+        for s, (partitions, gpus, error) in zip(states.values(), observed, strict=True):
+            if error is not None or partitions is None:
+                report.errors += 1
+                needs_work.append(s.domain)  # records the error (and retries with backoff)
+                continue
+            self.metrics.snapshot.partitions[s.domain] = len(partitions)
+            if gpus is not None:
+                self.metrics.snapshot.gpus[s.domain] = len(gpus)
+                mismatches += _mismatches(s, gpus)
+            if _has_work(s, partitions):
+                needs_work.append(s.domain)
+        self.metrics.snapshot.info_mismatches = mismatches
+        self.metrics.forget_domains(set(states))
+        return needs_work
+
+    async def _observe(
+        self, domain: uuid.UUID, chassis_serials: Iterable[str], *, gpus: bool
+    ) -> tuple[list[FabricPartition] | None, list[FabricGpu] | None, str | None]:
+        async with self.limit:
+            try:
+                target = await self._target(domain, chassis_serials)
+                partitions = await self.backend.list_partitions(target)
+                listed = await self.backend.list_gpus(target) if gpus else None
+            except FabricError as exc:
+                return None, None, _error_label(exc, self.backend.kind)
+            return partitions, listed, None
+
+    async def _finish_deleted_partitions(self) -> None:
+        """Deleting logical partitions with nothing left on the fabric vanish even when no domain had
+        work (one that never had a physical partition, or whose last one went in an earlier pass)."""
+        async with self.engine.connect() as conn, AsyncSession(bind=conn, expire_on_commit=False) as session:
+            rows = await session.execute(
+                text(
+                    "SELECT lp.id FROM logical_partition lp WHERE lp.status = 'Deleting' AND NOT EXISTS "
+                    "(SELECT 1 FROM physical_partition pp WHERE pp.logical_partition_id = lp.id)"
+                )
+            )
+            for (lp_id,) in rows.all():
+                await lifecycle.finish_partition_deletion(session, lp_id)
+            await session.commit()
+
+    async def _global_figures(self) -> None:
+        async with self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    text(
+                        """
+                        SELECT (SELECT count(*) FROM logical_partition),
+                               (SELECT count(*) FROM physical_partition),
+                               (SELECT count(*) FROM instance i JOIN machine m ON m.instance_id = i.id
+                                 WHERE m.nvlink_domain_uuid IS NOT NULL AND i.status <> 'Terminating'
+                                   AND i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version),
+                               (SELECT count(*) FROM machine WHERE nvlink_domain_uuid IS NOT NULL
+                                 AND instance_id IS NULL AND status = 'Ready'),
+                               (SELECT count(*) FROM machine m WHERE m.nvlink_domain_uuid IS NOT NULL
+                                 AND m.instance_id IS NULL AND m.status = 'Ready'
+                                 AND EXISTS (SELECT 1 FROM machine o
+                                             WHERE o.nvlink_domain_uuid = m.nvlink_domain_uuid
+                                               AND (o.instance_id IS NOT NULL OR o.status <> 'Ready')))
+                        """
+                    )
+                )
+            ).one()
+        snap = self.metrics.snapshot
+        snap.logical_partitions, snap.physical_partitions, snap.pending_instances = row[0], row[1], row[2]
+        snap.free_machines, snap.stranded_free_machines = row[3], row[4]
+        snap.updated_at = time.monotonic()
+
+
+def _created(outcomes: list[Outcome]) -> frozenset[str]:
+    return frozenset(o.op.name for o in outcomes if isinstance(o.op, CreatePartition))
+
+
+def _has_work(s: statemod.DomainState, partitions: list[FabricPartition]) -> bool:
+    """Whether a domain needs a locked pass: operations to do, instances to settle, intents to close,
+    records or observations that no longer match the fabric."""
+    if s.unsettled or s.intents:
+        return True
+    if plan(s.desire(), partitions).operations:
+        return True
+    by_name = {p.name: p for p in partitions}
+    for name, record in s.partitions.items():
+        found = by_name.get(name)
+        if found is None or found.partition_id != record.fabric_partition_id:
+            return True
+    location = {g: p.partition_id for p in partitions for g in p.gpu_uids}
+    return any(location.get(g.gpu_uid) != g.observed_fabric_partition for g in s.gpus.values())
+
+
+def _mismatches(s: statemod.DomainState, gpus: list[FabricGpu]) -> int:
+    """GPUs whose recorded identity (machine, device index) disagrees with what the fabric reports,
+    plus recorded GPUs the fabric does not report at all."""
+    reported = {g.gpu_uid: g for g in gpus}
+    count = 0
+    for row in s.gpus.values():
+        found = reported.get(row.gpu_uid)
+        if found is None or found.device_id != row.device_id or found.domain_uuid != s.domain:
+            count += 1
+    return count
+
+
+def _error_label(exc: FabricError, kind: str) -> str:
+    manager = "NMX-C" if kind == "nmxc" else "NMX-M"
+    return (
+        f"Failed to reach {manager}: {exc.message}" if exc.retryable else f"{manager} refused: {exc.message}"
+    )

@@ -1,0 +1,234 @@
+"""Loading what the reconciler needs about NVLink domains, in a few bulk queries, as plain data.
+
+Desired state comes from instances and their NVLink interfaces (a GPU of a live instance with a live
+binding wants that logical partition; every other GPU of a known machine wants the default
+partition); recorded state from physical partitions, open intents and the last observation of each
+GPU. A full pass over thousands of racks loads everything at once; a pass triggered by a change
+loads just the domains named.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from nico.db.enums import InstanceStatus
+from nico.reconciler.planner import DomainDesire
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    gpu_uid: int
+    machine_id: str
+    device_id: int
+    instance_id: uuid.UUID | None
+    wants: uuid.UUID | None  # the logical partition this GPU should be in (None: default partition)
+    observed_physical_partition: uuid.UUID | None
+    observed_fabric_partition: int | None
+
+
+@dataclass(frozen=True)
+class RecordedPartition:
+    id: uuid.UUID
+    lp: uuid.UUID
+    fabric_partition_id: int
+    ref: str
+    name: str
+
+
+@dataclass(frozen=True)
+class OpenIntent:
+    id: uuid.UUID
+    name: str
+    operation: str
+    operation_id: str | None
+    state: str
+
+
+@dataclass(frozen=True)
+class UnsettledInstance:
+    """An instance whose NVLink state the reconciler still has to confirm (or finish deleting)."""
+
+    id: uuid.UUID
+    status: str
+    version: int
+    changed_at: datetime
+    machine_id: str
+    bindings: dict[int, uuid.UUID]  # device_instance -> logical partition (live bindings)
+
+    @property
+    def terminating(self) -> bool:
+        return self.status == InstanceStatus.TERMINATING
+
+
+@dataclass
+class DomainState:
+    domain: uuid.UUID
+    site_id: uuid.UUID | None = None
+    chassis_serials: set[str] = field(default_factory=set)
+    gpus: dict[int, GpuRow] = field(default_factory=dict)
+    partitions: dict[str, RecordedPartition] = field(default_factory=dict)  # by fabric name
+    intents: list[OpenIntent] = field(default_factory=list)
+    unsettled: dict[uuid.UUID, UnsettledInstance] = field(default_factory=dict)
+
+    def owned_names(self) -> frozenset[str]:
+        return frozenset(self.partitions) | {i.name for i in self.intents if i.operation == "create"}
+
+    def desire(self) -> DomainDesire:
+        return DomainDesire(self.domain, {g.gpu_uid: g.wants for g in self.gpus.values()}, self.owned_names())
+
+    def pending_operations(self) -> list[OpenIntent]:
+        """NMX-M operations that timed out and may still complete."""
+        return [i for i in self.intents if i.operation_id and i.state in ("pending", "timedout")]
+
+    def gpus_of(self, machine_id: str) -> dict[int, GpuRow]:
+        """device_instance -> GPU of a machine."""
+        return {g.device_id - 1: g for g in self.gpus.values() if g.machine_id == machine_id}
+
+
+def _domain_filter(column: str, domains: Sequence[uuid.UUID] | None) -> str:
+    return "" if domains is None else f" AND {column} = ANY(:domains)"
+
+
+async def load(
+    conn: AsyncConnection, domains: Sequence[uuid.UUID] | None = None
+) -> dict[uuid.UUID, DomainState]:
+    """State of ``domains`` (all NVLink domains when None)."""
+    params = {} if domains is None else {"domains": list(domains)}
+    states: dict[uuid.UUID, DomainState] = {}
+
+    def state(domain: uuid.UUID) -> DomainState:
+        found = states.get(domain)
+        if found is None:
+            found = states[domain] = DomainState(domain)
+        return found
+
+    rows = await conn.execute(
+        text("SELECT uuid, site_id FROM nvlink_domain WHERE true" + _domain_filter("uuid", domains)), params
+    )
+    for domain, site_id in rows:
+        state(domain).site_id = site_id
+
+    # One row per GPU with what it wants: the live binding of its instance's GPU, unless the instance
+    # is terminating (then its GPUs must leave every tenant partition).
+    rows = await conn.execute(
+        text(
+            """
+            SELECT m.nvlink_domain_uuid, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
+                   CASE WHEN i.status = 'Terminating' THEN NULL ELSE ni.logical_partition_id END,
+                   g.physical_partition_id, g.fabric_partition_id, m.chassis_serial
+            FROM gpu g
+            JOIN machine m ON m.id = g.machine_id
+            LEFT JOIN instance i ON i.id = m.instance_id
+            LEFT JOIN nvlink_interface ni
+                   ON ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
+                  AND ni.status <> 'Deleting'
+            WHERE m.nvlink_domain_uuid IS NOT NULL
+            """
+            + _domain_filter("m.nvlink_domain_uuid", domains)
+        ),
+        params,
+    )
+    for domain, uid, machine_id, device_id, instance_id, wants, pp, fabric_pid, chassis in rows:
+        s = state(domain)
+        gpu = int(uid)
+        s.gpus[gpu] = GpuRow(gpu, machine_id, device_id, instance_id, wants, pp, fabric_pid)
+        s.chassis_serials.add(chassis.strip())
+
+    rows = await conn.execute(
+        text(
+            "SELECT id, logical_partition_id, domain_uuid, fabric_partition_id, fabric_ref, name "
+            "FROM physical_partition WHERE true" + _domain_filter("domain_uuid", domains)
+        ),
+        params,
+    )
+    for pid, lp, domain, fabric_pid, ref, name in rows:
+        state(domain).partitions[name] = RecordedPartition(pid, lp, fabric_pid, ref, name)
+
+    rows = await conn.execute(
+        text(
+            "SELECT id, domain_uuid, partition_name, operation, operation_id, state FROM fabric_intent "
+            "WHERE state IN ('pending', 'timedout')" + _domain_filter("domain_uuid", domains)
+        ),
+        params,
+    )
+    for iid, domain, name, operation, operation_id, intent_state in rows:
+        state(domain).intents.append(OpenIntent(iid, name, operation, operation_id, intent_state))
+
+    rows = await conn.execute(
+        text(
+            """
+            SELECT i.id, m.nvlink_domain_uuid, i.status, i.nvlink_config_version, i.nvlink_config_changed_at,
+                   m.id,
+                   COALESCE(
+                       (SELECT json_object_agg(ni.device_instance, ni.logical_partition_id)
+                        FROM nvlink_interface ni WHERE ni.instance_id = i.id AND ni.status <> 'Deleting'),
+                       '{}'::json)
+            FROM instance i JOIN machine m ON m.instance_id = i.id
+            WHERE m.nvlink_domain_uuid IS NOT NULL
+              AND (i.status = 'Terminating'
+                   OR i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version)
+            """
+            + _domain_filter("m.nvlink_domain_uuid", domains)
+        ),
+        params,
+    )
+    for iid, domain, status, version, changed_at, machine_id, bindings in rows:
+        state(domain).unsettled[iid] = UnsettledInstance(
+            iid,
+            status,
+            version,
+            changed_at,
+            machine_id,
+            {int(device): uuid.UUID(lp) for device, lp in bindings.items()},
+        )
+    return states
+
+
+async def endpoints(conn: AsyncConnection) -> dict[str, str]:
+    """Chassis serial -> NMX-C endpoint URL."""
+    rows = await conn.execute(text("SELECT chassis_serial, endpoint FROM nvlink_nmxc_endpoint"))
+    return {serial.strip(): endpoint.strip() for serial, endpoint in rows}
+
+
+@dataclass(frozen=True)
+class DomainSummary:
+    """Enough to decide, against a fresh listing, whether a domain needs a pass."""
+
+    domain: uuid.UUID
+    chassis_serials: frozenset[str]
+    fabric_digest: str | None
+    settled: bool
+    busy: bool  # unsettled instances or open intents
+
+    def quiet_if(self, digest: str) -> bool:
+        return self.settled and not self.busy and digest == self.fabric_digest
+
+
+async def summaries(conn: AsyncConnection) -> dict[uuid.UUID, DomainSummary]:
+    """One row per domain, computed in the database."""
+    rows = await conn.execute(
+        text(
+            """
+            SELECT d.uuid, d.fabric_digest, d.settled,
+                   COALESCE((SELECT array_agg(DISTINCT m.chassis_serial) FROM machine m
+                             WHERE m.nvlink_domain_uuid = d.uuid), '{}'),
+                   EXISTS (SELECT 1 FROM machine m JOIN instance i ON i.id = m.instance_id
+                           WHERE m.nvlink_domain_uuid = d.uuid
+                             AND (i.status = 'Terminating'
+                                  OR i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version))
+                   OR EXISTS (SELECT 1 FROM fabric_intent f
+                              WHERE f.domain_uuid = d.uuid AND f.state IN ('pending', 'timedout'))
+            FROM nvlink_domain d
+            """
+        )
+    )
+    return {
+        domain: DomainSummary(domain, frozenset(s.strip() for s in serials), digest, settled, busy)
+        for domain, digest, settled, serials, busy in rows
+    }

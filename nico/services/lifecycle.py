@@ -1,0 +1,96 @@
+"""What the reconciler reports back: an instance's NVLink config realised, an instance's GPUs out of
+their partitions, a logical partition's physical partitions gone.
+
+Each function locks the row it finishes, changes nothing when the report is stale, and is idempotent,
+so a report may be repeated or arrive after the tenant changed their mind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TypeVar
+from uuid import UUID
+
+from sqlalchemy import Select, delete, exists, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.enums import InstanceStatus, LogicalPartitionStatus, NvLinkInterfaceStatus
+from nico.db.models import Instance, LogicalPartition, NvlinkInterface, PhysicalPartition
+from nico.services import status
+
+WAITING_FOR_FABRIC = (InstanceStatus.PENDING, InstanceStatus.CONFIGURING)
+Locked = TypeVar("Locked", Instance, LogicalPartition)
+
+
+def _locked(model: type[Locked], row_id: UUID) -> Select[Locked]:
+    """The row FOR UPDATE, refreshed: a long-lived session may hold an outdated copy."""
+    return select(model).where(model.id == row_id).with_for_update().execution_options(populate_existing=True)
+
+
+async def apply_nvlink_observation(
+    session: AsyncSession, instance_id: UUID, version: int, gpus: Mapping[int, tuple[UUID, int]]
+) -> bool:
+    """The fabric holds exactly the desired membership of NVLink config ``version`` of the instance;
+    ``gpus`` maps its device_instance -> (domain uuid, gpu_uid).
+
+    Live bindings become Ready with their domain and GPU GUID, Deleting ones are removed, the version
+    is recorded as applied and a waiting instance becomes Ready. Returns False, changing nothing,
+    when the instance is gone, Terminating, or at another config version.
+    """
+    instance = await session.scalar(_locked(Instance, instance_id))
+    if (
+        instance is None
+        or instance.status == InstanceStatus.TERMINATING
+        or instance.nvlink_config_version != version
+    ):
+        return False
+    bindings = await session.scalars(
+        select(NvlinkInterface).where(NvlinkInterface.instance_id == instance_id)
+    )
+    for binding in bindings:
+        if binding.status == NvLinkInterfaceStatus.DELETING:
+            await session.delete(binding)
+            continue
+        if binding.device_instance not in gpus:
+            raise ValueError(
+                f"no GPU reported for device_instance {binding.device_instance} of {instance_id}"
+            )
+        domain, gpu_uid = gpus[binding.device_instance]
+        binding.status = NvLinkInterfaceStatus.READY
+        binding.nvlink_domain_uuid = domain
+        binding.gpu_guid = gpu_uid
+    instance.nvlink_applied_version = version
+    if instance.status in WAITING_FOR_FABRIC:
+        instance.status = InstanceStatus.READY
+        await status.record(
+            session, "instance_id", instance.id, InstanceStatus.READY, "Instance is ready for use"
+        )
+    await session.flush()
+    return True
+
+
+async def finish_instance_termination(session: AsyncSession, instance_id: UUID) -> bool:
+    """The instance's GPUs are out of every tenant partition: remove a Terminating instance (its
+    interfaces and history cascade; its machine is freed by ON DELETE SET NULL)."""
+    instance = await session.scalar(_locked(Instance, instance_id))
+    if instance is None or instance.status != InstanceStatus.TERMINATING:
+        return False
+    await session.execute(delete(Instance).where(Instance.id == instance_id))
+    return True
+
+
+async def finish_partition_deletion(session: AsyncSession, logical_partition_id: UUID) -> bool:
+    """Remove a Deleting logical partition once no physical partition and no binding references it."""
+    partition = await session.scalar(_locked(LogicalPartition, logical_partition_id))
+    if partition is None or partition.status != LogicalPartitionStatus.DELETING:
+        return False
+    referenced = await session.scalar(
+        select(
+            exists().where(PhysicalPartition.logical_partition_id == logical_partition_id)
+            | exists().where(NvlinkInterface.logical_partition_id == logical_partition_id)
+        )
+    )
+    if referenced:
+        return False
+    await session.execute(delete(LogicalPartition).where(LogicalPartition.id == logical_partition_id))
+    return True

@@ -1,0 +1,259 @@
+"""NVLink interfaces (spec §4): the rules a requested binding must pass, the bindings a VPC default
+generates, and the tenant-scoped interface list."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.enums import CapabilityType, LogicalPartitionStatus, NvLinkInterfaceStatus
+from nico.db.models import Instance, LogicalPartition, MachineCapability, NvlinkInterface, Site
+from nico.services.access import tenant_uses_site
+from nico.services.errors import bad_request, forbidden, not_found
+from nico.services.listing import PageRequest, fetch_page
+from nico.services.orgs import require_tenant
+
+ORDER_FIELDS = frozenset({"status", "created", "updated"})
+RELATIONS = frozenset({"Instance", "NVLinkLogicalPartition", "Site"})
+NVLINK_DEVICE_TYPE = "NVLink"
+VPC_DEFAULT_MISMATCH = (
+    "NVLink Logical Partition specified for NVLink Interface does not match NVLink Logical Partition of VPC"
+)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """A GPU (``device_instance``) of an instance bound to a logical partition."""
+
+    partition_id: uuid.UUID
+    device_instance: int
+    device: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionTexts:
+    """The messages of the partition checks; single create/update and batch word them differently."""
+
+    not_found: str
+    site: str
+    tenant: str
+    ready: str
+
+
+SINGLE = PartitionTexts(
+    not_found="Could not find NVLink Logical Partition with ID: {id} specified in request data",
+    site="NVLink Logical Partition: {id} specified in request does not match with Instance Site",
+    tenant="NVLink Logical Partition: {id} specified in request data is not owned by Tenant",
+    ready="NVLink Logical Partition: {id} specified in request data is not in Ready state",
+)
+BATCH = PartitionTexts(
+    not_found="Could not find NVLink Logical Partition with ID {id}",
+    site="NVLink Logical Partition {id} does not match with Instance Site",
+    tenant="NVLink Logical Partition {id} is not owned by Tenant",
+    ready="NVLink Logical Partition {id} is not in Ready state",
+)
+
+
+async def nvlink_capabilities(
+    session: AsyncSession, *, instance_type_id: uuid.UUID | None = None, machine_id: str | None = None
+) -> list[MachineCapability]:
+    """GPU capabilities with device type NVLink of an instance type or of a machine."""
+    owner = (
+        MachineCapability.instance_type_id == instance_type_id
+        if instance_type_id is not None
+        else MachineCapability.machine_id == machine_id
+    )
+    rows = await session.scalars(
+        select(MachineCapability)
+        .where(
+            owner,
+            MachineCapability.type == CapabilityType.GPU,
+            MachineCapability.device_type == NVLINK_DEVICE_TYPE,
+        )
+        .order_by(MachineCapability.position, MachineCapability.created)
+    )
+    return list(rows)
+
+
+def gpu_range_problem(bindings: Sequence[Binding], capabilities: Sequence[MachineCapability]) -> str | None:
+    """Layer B: the requested GPU indexes against each capability's GPU count."""
+    for capability in capabilities:
+        count = capability.count
+        if count is None:
+            continue
+        if len(bindings) > count:
+            return (
+                f"number of NVLink Interfaces ({len(bindings)}) exceeds the number of available "
+                f"GPU indexes ({count})"
+            )
+        seen: set[int] = set()
+        for binding in bindings:
+            index = binding.device_instance
+            if index >= count:
+                return f"deviceInstance: {index} is out of available range [0, {count}]"
+            if index in seen:
+                return f"duplicate deviceInstance: {index} specified in NVLink Interfaces"
+            seen.add(index)
+    return None
+
+
+def default_bindings(partition_id: uuid.UUID, capabilities: Sequence[MachineCapability]) -> list[Binding]:
+    """One binding per GPU of each NVLink capability on the VPC's default partition."""
+    return [
+        Binding(partition_id, index, capability.name)
+        for capability in capabilities
+        for index in range(capability.count or 0)
+    ]
+
+
+async def check_partitions(
+    session: AsyncSession,
+    bindings: Sequence[Binding],
+    *,
+    tenant_id: uuid.UUID,
+    site_id: uuid.UUID,
+    texts: PartitionTexts,
+    vpc_default: uuid.UUID | None = None,
+    lookup_first: bool = True,
+) -> None:
+    """Each binding's partition, in request order: it exists, and equals the VPC default when there is
+    one, or else is at the site, the tenant's and Ready. ``lookup_first=False`` (batch) compares with
+    the default before looking the partition up. The partitions are locked FOR SHARE so that a
+    concurrent delete waits for this transaction and then sees the new bindings."""
+    ids = list(dict.fromkeys(b.partition_id for b in bindings))
+    if not ids:
+        return
+    found = {
+        p.id: p
+        for p in await session.scalars(
+            select(LogicalPartition)
+            .where(LogicalPartition.id.in_(ids))
+            .order_by(LogicalPartition.id)
+            .with_for_update(read=True)
+        )
+    }
+    for binding in bindings:
+        pid = binding.partition_id
+        if vpc_default is not None and not lookup_first:
+            if pid != vpc_default:
+                raise bad_request(VPC_DEFAULT_MISMATCH)
+            continue
+        partition = found.get(pid)
+        if partition is None:
+            raise bad_request(texts.not_found.format(id=pid))
+        if vpc_default is not None:
+            if pid != vpc_default:
+                raise bad_request(VPC_DEFAULT_MISMATCH)
+            continue
+        if partition.site_id != site_id:
+            raise bad_request(texts.site.format(id=pid))
+        if partition.tenant_id != tenant_id:
+            raise bad_request(texts.tenant.format(id=pid))
+        if partition.status != LogicalPartitionStatus.READY:
+            raise bad_request(texts.ready.format(id=pid))
+
+
+@dataclass(frozen=True)
+class InterfaceFilter:
+    site_ids: Sequence[uuid.UUID] = ()
+    instance_ids: Sequence[uuid.UUID] = ()
+    partition_ids: Sequence[uuid.UUID] = ()
+    domain_ids: Sequence[uuid.UUID] = ()
+    statuses: Sequence[str] = ()
+    in_path: bool = False  # /instance/{instanceId}/nvlink-interface words its messages differently
+
+
+@dataclass
+class InterfaceView:
+    interface: NvlinkInterface
+    instance: Instance | None = None
+    provider_id: uuid.UUID | None = None
+    partition: LogicalPartition | None = None
+
+
+async def list_interfaces(
+    session: AsyncSession,
+    org: str,
+    where: InterfaceFilter,
+    relations: frozenset[str],
+    page: PageRequest,
+) -> tuple[list[InterfaceView], int]:
+    """The caller's tenant's interfaces, every status included (the reference leaks other tenants'
+    interfaces when no instance or partition filter is given; nico never does)."""
+    tenant = await require_tenant(session, org, status=403)
+    stmt = (
+        select(NvlinkInterface)
+        .join(Instance, Instance.id == NvlinkInterface.instance_id)
+        .where(Instance.tenant_id == tenant.id)
+    )
+    for site_id in where.site_ids:
+        site = await session.get(Site, site_id)
+        if site is None or not await tenant_uses_site(session, tenant.id, site_id):
+            raise forbidden(
+                f"Site: {site_id} specified in query doesn't exist or Tenant doesn't have access to it"
+            )
+    if where.site_ids:
+        stmt = stmt.where(NvlinkInterface.site_id.in_(where.site_ids))
+    place = "request" if where.in_path else "query"
+    for instance_id in where.instance_ids:
+        owner = await session.scalar(select(Instance.tenant_id).where(Instance.id == instance_id))
+        if owner is None:
+            raise not_found(f"Could not find Instance with ID: {instance_id} specified in {place}")
+        if owner != tenant.id:
+            raise forbidden(f"Instance: {instance_id} specified in {place} doesn't belong to current Tenant")
+    if where.instance_ids:
+        stmt = stmt.where(NvlinkInterface.instance_id.in_(where.instance_ids))
+    for partition_id in where.partition_ids:
+        owner = await session.scalar(
+            select(LogicalPartition.tenant_id).where(LogicalPartition.id == partition_id)
+        )
+        if owner is None:
+            raise not_found(
+                f"Could not find NVLink Logical Partition with ID: {partition_id} specified in query"
+            )
+        if owner != tenant.id:
+            raise forbidden(
+                f"NVLink Logical Partition: {partition_id} specified in query doesn't belong to "
+                "current Tenant"
+            )
+    if where.partition_ids:
+        stmt = stmt.where(NvlinkInterface.logical_partition_id.in_(where.partition_ids))
+    if where.domain_ids:
+        stmt = stmt.where(NvlinkInterface.nvlink_domain_uuid.in_(where.domain_ids))
+    for value in where.statuses:
+        if value not in set(NvLinkInterfaceStatus):
+            raise bad_request(f"Invalid Status value: {value} in query")
+    if where.statuses:
+        stmt = stmt.where(NvlinkInterface.status.in_(where.statuses))
+    order = {
+        "status": NvlinkInterface.status,
+        "created": NvlinkInterface.created,
+        "updated": NvlinkInterface.updated,
+    }
+    rows, total = await fetch_page(session, stmt, page, order, NvlinkInterface.id)
+    views = [InterfaceView(row) for row in rows]
+    if views and "Instance" in relations:
+        found = await session.execute(
+            select(Instance, Site.infrastructure_provider_id)
+            .join(Site, Site.id == Instance.site_id)
+            .where(Instance.id.in_({v.interface.instance_id for v in views}))
+        )
+        instances = {inst.id: (inst, provider) for inst, provider in found}
+        for view in views:
+            view.instance, view.provider_id = instances[view.interface.instance_id]
+    if views and "NVLinkLogicalPartition" in relations:
+        partitions = {
+            p.id: p
+            for p in await session.scalars(
+                select(LogicalPartition).where(
+                    LogicalPartition.id.in_({v.interface.logical_partition_id for v in views})
+                )
+            )
+        }
+        for view in views:
+            view.partition = partitions[view.interface.logical_partition_id]
+    return views, total

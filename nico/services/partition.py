@@ -1,0 +1,334 @@
+"""NVLink logical partitions (spec §3): create, list, get, rename, delete, and what a response shows.
+
+There is no site agent: a partition is Ready as soon as it is created. Deleting one that has
+physical partitions on the fabric leaves it ``Deleting`` until the reconciler has removed them
+(:func:`nico.services.lifecycle.finish_partition_deletion`); one without is removed at once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import delete, distinct, func, or_, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.enums import LogicalPartitionStatus, SiteStatus
+from nico.db.models import (
+    LogicalPartition,
+    NvlinkInterface,
+    PhysicalPartition,
+    Site,
+    StatusDetail,
+    Tenant,
+    Vpc,
+)
+from nico.services import status
+from nico.services.access import tenant_uses_site, uses_site
+from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
+from nico.services.listing import PageRequest, fetch_page
+from nico.services.nvlink_events import desired_state_changed
+from nico.services.orgs import NO_TENANT, require_tenant
+
+ORDER_FIELDS = frozenset({"name", "status", "created", "updated"})
+NOT_OWNED = "NVLink Logical Partition is not owned by current org's Tenant"
+NAME_TAKEN = "Another NVLink Logical Partition with specified name already exists for Tenant"
+FULL_HISTORY = 100
+BAD_SITE = "Failed to retrieve Site specified in query param, invalid ID or DB error"
+
+
+@dataclass
+class PartitionView:
+    """A partition and what its response shows beside it."""
+
+    partition: LogicalPartition
+    history: list[StatusDetail]
+    site: Site | None = None
+    tenant: Tenant | None = None
+    vpcs: list[Vpc] = field(default_factory=list)
+    interfaces: list[NvlinkInterface] = field(default_factory=list)
+    stats: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class Include:
+    """``includeRelation`` (Site, Tenant), ``includeInterfaces``, ``includeVpcs``, ``includeStats``."""
+
+    relations: frozenset[str] = frozenset()
+    interfaces: bool = False
+    vpcs: bool = False
+    stats: bool = False
+
+
+async def create(
+    session: AsyncSession,
+    org: str,
+    *,
+    name: str,
+    description: str | None,
+    site_id: uuid.UUID,
+    created_by: str | None,
+) -> PartitionView:
+    prefix = "Failed to create NVLink Logical Partition"
+    # Tenant, site and their association in one round trip (this is a hot path).
+    found = (
+        await session.execute(
+            select(Tenant.id, Site, uses_site(Tenant.id, Site.id))
+            .select_from(Tenant)
+            .outerjoin(Site, Site.id == site_id)
+            .where(Tenant.org == org)
+        )
+    ).first()
+    if found is None:
+        raise bad_request(NO_TENANT)
+    tenant_id, site, allowed = found
+    if site is None:
+        raise not_found(f"{prefix}, Could not find Site with ID: {site_id} ")
+    if site.status != SiteStatus.REGISTERED:
+        raise bad_request(f"{prefix}, Site: {site_id} specified in request is not in Registered state")
+    if not allowed:
+        raise forbidden("Tenant is not associated with Site specified in query")
+    if not site.nvlink_partition:
+        raise bad_request(
+            f"Site: {site_id} specified in request data must have NVLink Logical Partition enabled in "
+            "order to create NVLink Logical Partition"
+        )
+    # ON CONFLICT keeps the name rule exact under concurrent creates (no generic integrity error).
+    row = await session.scalar(
+        insert(LogicalPartition)
+        .values(
+            tenant_id=tenant_id,
+            site_id=site.id,
+            name=name,
+            description=description,
+            status=LogicalPartitionStatus.READY,
+            created_by=created_by,
+        )
+        .on_conflict_do_nothing(index_elements=["tenant_id", "name"])
+        .returning(LogicalPartition)
+    )
+    if row is None:
+        existing = await session.scalar(
+            select(LogicalPartition.id).where(
+                LogicalPartition.tenant_id == tenant_id, LogicalPartition.name == name
+            )
+        )
+        raise conflict(NAME_TAKEN, {"id": str(existing)})
+    history = [
+        StatusDetail(
+            logical_partition_id=row.id,
+            status=LogicalPartitionStatus.PENDING,
+            message="received NVLink Logical Partition creation request, pending",
+        ),
+        StatusDetail(
+            logical_partition_id=row.id,
+            status=LogicalPartitionStatus.READY,
+            message="NVLink Logical Partition is ready for use",
+        ),
+    ]
+    session.add_all(history)
+    await session.flush()  # both entries in one round trip
+    return PartitionView(row, history)
+
+
+async def _owned(
+    session: AsyncSession, tenant: Tenant, partition_id: uuid.UUID, missing: str, *, lock: bool = False
+) -> LogicalPartition:
+    stmt = select(LogicalPartition).where(LogicalPartition.id == partition_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    row = await session.scalar(stmt)
+    if row is None:
+        raise not_found(missing)
+    if row.tenant_id != tenant.id:
+        raise forbidden(NOT_OWNED)
+    return row
+
+
+async def get(session: AsyncSession, org: str, partition_id: uuid.UUID, include: Include) -> PartitionView:
+    tenant = await require_tenant(session, org, status=400)
+    row = await _owned(
+        session, tenant, partition_id, "Could not find NVLink Logical Partition with specified ID"
+    )
+    (view,) = await views(session, [row], include, tenant)
+    return view
+
+
+async def list_partitions(
+    session: AsyncSession,
+    org: str,
+    *,
+    site_id: uuid.UUID | None,
+    status_value: str | None,
+    query: str | None,
+    include: Include,
+    page: PageRequest,
+) -> tuple[list[PartitionView], int]:
+    tenant = await require_tenant(session, org, status=400)
+    stmt = select(LogicalPartition).where(LogicalPartition.tenant_id == tenant.id)
+    if site_id is not None:
+        site = await session.get(Site, site_id)
+        if site is None:
+            raise bad_request(BAD_SITE)
+        if not await tenant_uses_site(session, tenant.id, site.id):
+            raise forbidden("Tenant does not have access to this Site")
+        stmt = stmt.where(LogicalPartition.site_id == site.id)
+    if status_value is not None:
+        if status_value not in set(LogicalPartitionStatus):
+            raise bad_request("Invalid Status value in query")
+        stmt = stmt.where(LogicalPartition.status == status_value)
+    if query:
+        needle = query.lower()
+        stmt = stmt.where(
+            or_(
+                func.strpos(func.lower(LogicalPartition.name), needle) > 0,
+                func.strpos(func.lower(func.coalesce(LogicalPartition.description, "")), needle) > 0,
+                func.strpos(func.lower(LogicalPartition.status), needle) > 0,
+            )
+        )
+    order = {
+        "name": LogicalPartition.name,
+        "status": LogicalPartition.status,
+        "created": LogicalPartition.created,
+        "updated": LogicalPartition.updated,
+    }
+    rows, total = await fetch_page(session, stmt, page, order, LogicalPartition.id)
+    return await views(session, rows, include, tenant), total
+
+
+async def update(
+    session: AsyncSession,
+    org: str,
+    partition_id: uuid.UUID,
+    *,
+    name: str | None,
+    description: str | None,
+) -> PartitionView:
+    """Rename or re-describe. No status gate; an unchanged body changes nothing."""
+    tenant = await require_tenant(session, org, status=400)
+    row = await _owned(
+        session,
+        tenant,
+        partition_id,
+        "Could not find NVLink Logical Partition with ID specified in URL",
+        lock=True,
+    )
+    new_name = name if name is not None and name != row.name else None
+    new_description = description if description is not None and description != row.description else None
+    if new_name is not None:
+        clash = await session.scalar(
+            select(LogicalPartition.id).where(
+                LogicalPartition.tenant_id == tenant.id, LogicalPartition.name == new_name
+            )
+        )
+        if clash is not None:
+            raise conflict(NAME_TAKEN, {"id": str(clash)})
+        row.name = new_name
+    if new_description is not None:
+        row.description = new_description
+    if new_name is not None or new_description is not None:
+        await session.flush()
+    (view,) = await views(session, [row], Include(), tenant, history_limit=FULL_HISTORY)
+    return view
+
+
+async def delete_partition(session: AsyncSession, org: str, partition_id: uuid.UUID) -> None:
+    """Refuse while a VPC defaults to it or an instance binds a GPU to it; else remove it, at once when
+    nothing of it is on the fabric, otherwise mark it Deleting for the reconciler."""
+    tenant = await require_tenant(session, org, status=400)
+    # FOR UPDATE: an instance create that binds to this partition waits (it locks it FOR SHARE).
+    row = await _owned(
+        session, tenant, partition_id, "Could not retrieve NVLink Logical Partition to delete", lock=True
+    )
+    vpc_ids = (
+        await session.scalars(
+            select(Vpc.id)
+            .where(Vpc.tenant_id == tenant.id, Vpc.nvlink_logical_partition_id == row.id)
+            .order_by(Vpc.created, Vpc.id)
+        )
+    ).all()
+    if vpc_ids:
+        raise ServiceError(
+            400,
+            "NVLink Logical Partition is being used by one or more VPCs",
+            {"vpcIds": ", ".join(str(v) for v in vpc_ids)},
+        )
+    instances = await session.scalar(
+        select(func.count(distinct(NvlinkInterface.instance_id))).where(
+            NvlinkInterface.logical_partition_id == row.id
+        )
+    )
+    if instances:
+        raise bad_request(
+            f"{instances} active Instances are associated with this NVLink Logical Partition, "
+            "unable to delete"
+        )
+    domains = (
+        await session.scalars(
+            select(PhysicalPartition.domain_uuid).where(PhysicalPartition.logical_partition_id == row.id)
+        )
+    ).all()
+    if not domains:
+        await session.execute(delete(LogicalPartition).where(LogicalPartition.id == row.id))
+        return
+    row.status = LogicalPartitionStatus.DELETING
+    await status.record(
+        session,
+        "logical_partition_id",
+        row.id,
+        LogicalPartitionStatus.DELETING,
+        "Received request for deletion, pending processing",
+    )
+    await desired_state_changed(session, domains=domains)
+
+
+async def views(
+    session: AsyncSession,
+    rows: Sequence[LogicalPartition],
+    include: Include,
+    tenant: Tenant,
+    *,
+    history_limit: int = status.DEFAULT_LIMIT,
+) -> list[PartitionView]:
+    """Everything the responses of ``rows`` show, in a fixed number of queries (no N+1)."""
+    ids = [row.id for row in rows]
+    histories = await status.history(session, "logical_partition_id", ids, limit=history_limit)
+    out = [PartitionView(row, histories.get(row.id, [])) for row in rows]
+    if not rows:
+        return out
+    if "Site" in include.relations:
+        sites = {
+            s.id: s for s in await session.scalars(select(Site).where(Site.id.in_({r.site_id for r in rows})))
+        }
+        for view in out:
+            view.site = sites[view.partition.site_id]
+    if "Tenant" in include.relations:
+        for view in out:
+            view.tenant = tenant
+    if include.vpcs:
+        by_partition: dict[uuid.UUID, list[Vpc]] = defaultdict(list)
+        for vpc in await session.scalars(
+            select(Vpc).where(Vpc.nvlink_logical_partition_id.in_(ids)).order_by(Vpc.created, Vpc.id)
+        ):
+            assert vpc.nvlink_logical_partition_id is not None
+            by_partition[vpc.nvlink_logical_partition_id].append(vpc)
+        for view in out:
+            view.vpcs = by_partition[view.partition.id]
+    if include.interfaces or include.stats:
+        bindings: dict[uuid.UUID, list[NvlinkInterface]] = defaultdict(list)
+        for binding in await session.scalars(
+            select(NvlinkInterface)
+            .where(NvlinkInterface.logical_partition_id.in_(ids))
+            .order_by(NvlinkInterface.created, NvlinkInterface.id)
+        ):
+            bindings[binding.logical_partition_id].append(binding)
+        for view in out:
+            found = bindings[view.partition.id]
+            if include.interfaces:
+                view.interfaces = found
+            if include.stats:
+                view.stats = (len(found), len({b.instance_id for b in found}))
+    return out

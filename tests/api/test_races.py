@@ -1,0 +1,153 @@
+"""Racing requests through the ASGI app (each on its own database connection) never share a machine,
+and exactly as many succeed as there is capacity (or quota)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import httpx
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.config import Settings
+from nico.db.models import Instance, Machine
+from tests.api.conftest import batch_body, instance_body
+from tests.support import factories as f
+from tests.support.auth import bearer
+
+TENANTS = 4
+
+
+async def tenants_on(session: AsyncSession, world: f.NvlinkSite, count: int) -> list[f.NvlinkSite]:
+    """``count`` more tenants at the site, each with its own allocation, VPC and subnet."""
+    out = []
+    for n in range(count):
+        who = await f.tenant(session, f"racer-{n}")
+        alloc = await f.allocation(session, who, world.site, world.instance_type, len(world.machines))
+        network = await f.vpc(session, who, world.site, name=f"vpc-{n}")
+        net = await f.subnet(session, network, name=f"subnet-{n}")
+        out.append(
+            f.NvlinkSite(
+                world.provider, world.site, world.instance_type, who, alloc, network, net, world.machines
+            )
+        )
+    await session.commit()
+    return out
+
+
+async def assert_no_machine_shared(session: AsyncSession, created: list[dict]) -> None:
+    machines = Counter(i["machineId"] for i in created)
+    assert all(n == 1 for n in machines.values())
+    assigned = await session.scalar(select(func.count()).where(Machine.instance_id.is_not(None)))
+    assert assigned == len(created) == await session.scalar(select(func.count()).select_from(Instance))
+
+
+async def test_sixteen_batches_race_for_one_domain(
+    client: httpx.AsyncClient, settings: Settings, session: AsyncSession
+) -> None:
+    world = await f.nvlink_site(session, racks=1, trays=18)
+    racers = await tenants_on(session, world, TENANTS)
+
+    async def batch(n: int) -> httpx.Response:
+        who = racers[n % TENANTS]
+        headers = bearer(settings, who.tenant.org)
+        return await client.post(
+            f"/v2/org/{who.tenant.org}/nico/instance/batch", json=batch_body(who), headers=headers
+        )
+
+    responses = await asyncio.gather(*(batch(n) for n in range(16)))
+    codes = Counter(r.status_code for r in responses)
+    assert codes == {201: 9, 409: 7}, [r.text for r in responses if r.status_code not in (201, 409)]
+    for response in responses:
+        if response.status_code == 409:
+            assert response.json()["message"].startswith(
+                "Topology optimization requires all 2 machines on same NVLink domain, "
+                "but best domain only has"
+            ) or response.json()["message"].startswith("Insufficient machines available: requested 2")
+    created = [i for r in responses if r.status_code == 201 for i in r.json()]
+    await assert_no_machine_shared(session, created)
+
+
+async def test_single_creates_race_for_the_last_machines(
+    client: httpx.AsyncClient, settings: Settings, session: AsyncSession
+) -> None:
+    world = await f.nvlink_site(session, racks=2, trays=3)
+    racers = await tenants_on(session, world, TENANTS)
+
+    async def create(n: int) -> httpx.Response:
+        who = racers[n % TENANTS]
+        body = instance_body(who, name=f"racer-{n}")
+        return await client.post(
+            f"/v2/org/{who.tenant.org}/nico/instance", json=body, headers=bearer(settings, who.tenant.org)
+        )
+
+    responses = await asyncio.gather(*(create(n) for n in range(10)))
+    assert Counter(r.status_code for r in responses) == {201: 6, 400: 4}
+    assert {r.json()["message"] for r in responses if r.status_code == 400} == {
+        "No Machines are available for specified Instance Type"
+    }
+    await assert_no_machine_shared(session, [r.json() for r in responses if r.status_code == 201])
+
+
+async def test_quota_holds_under_concurrent_creates(
+    client: httpx.AsyncClient, headers: dict[str, str], session: AsyncSession
+) -> None:
+    world = await f.nvlink_site(session, racks=1, trays=10, quota=3)
+    await session.commit()
+    responses = await asyncio.gather(
+        *(
+            client.post(
+                "/v2/org/tenant-org/nico/instance", json=instance_body(world, name=f"q-{n}"), headers=headers
+            )
+            for n in range(8)
+        )
+    )
+    assert Counter(r.status_code for r in responses) == {201: 3, 403: 5}
+    batches = await asyncio.gather(
+        *(
+            client.post(
+                "/v2/org/tenant-org/nico/instance/batch", json=batch_body(world, count=2), headers=headers
+            )
+            for _ in range(4)
+        )
+    )
+    assert {r.status_code for r in batches} == {403}  # quota 3 is used up
+    await assert_no_machine_shared(session, [r.json() for r in responses if r.status_code == 201])
+
+
+async def test_partition_delete_never_strands_a_binding(
+    client: httpx.AsyncClient, headers: dict[str, str], session: AsyncSession
+) -> None:
+    """Creates binding GPUs to a partition race its delete: either the delete is refused (bindings
+    exist) or the creates are refused (the partition is gone); never a binding to a missing partition."""
+    world = await f.nvlink_site(session, racks=1, trays=8)
+    await session.commit()
+    for round_ in range(3):
+        partition = await f.logical_partition(session, world.tenant, world.site, name=f"lp-race-{round_}")
+        await session.commit()
+        body = {"nvLinkInterfaces": [{"nvLinkLogicalPartitionId": str(partition.id), "deviceInstance": 0}]}
+        creates = [
+            client.post(
+                "/v2/org/tenant-org/nico/instance",
+                json=instance_body(world, name=f"r{round_}-{n}", **body),
+                headers=headers,
+            )
+            for n in range(2)
+        ]
+        delete = client.delete(
+            f"/v2/org/tenant-org/nico/nvlink-logical-partition/{partition.id}", headers=headers
+        )
+        *created, deleted = await asyncio.gather(*creates, delete)
+        made = [r for r in created if r.status_code == 201]
+        if deleted.status_code == 202:
+            assert made == []
+            assert {r.json()["message"] for r in created} <= {
+                f"Could not find NVLink Logical Partition with ID: {partition.id} specified in request data"
+            }
+        else:
+            assert deleted.json()["message"].endswith(
+                "active Instances are associated with this NVLink Logical Partition, unable to delete"
+            )
+        for response in made:  # clean up for the next round
+            await client.delete(f"/v2/org/tenant-org/nico/instance/{response.json()['id']}", headers=headers)

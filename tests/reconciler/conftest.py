@@ -1,0 +1,48 @@
+"""Reconciler fixtures: a simulated site registered in the database, and reconcilers over it."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from prometheus_client import CollectorRegistry
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.api.context import AppContext
+from nico.config import NvLinkConfig
+from nico.fabric.backend import FabricBackend
+from nico.reconciler.metrics import MonitorMetrics
+from nico.reconciler.monitor import Reconciler
+from nico.sim.fabric import SimFabric
+from nico.sim.inprocess import InProcessBackend
+from tests.support.sim_site import SimSite, seed
+
+MakeReconciler = Callable[..., Reconciler]
+
+
+@pytest_asyncio.fixture
+async def site(session: AsyncSession) -> SimSite:
+    return await seed(session, SimFabric(racks=2, seed=7))
+
+
+@pytest.fixture
+def make_reconciler(app_context: AppContext, db: str) -> MakeReconciler:
+    def make(
+        backend: FabricBackend, *, registry: CollectorRegistry | None = None, **config: Any
+    ) -> Reconciler:
+        settings = {"fabric_call_timeout": "2s", "monitor_run_interval": "60s", "notify_debounce": "2ms"}
+        settings.update(config)
+        nv = NvLinkConfig(backend=backend.kind, **settings)
+        metrics = MonitorMetrics(registry or CollectorRegistry(), backend.kind, hold_seconds=120.0)
+        return Reconciler(app_context.engine, backend, nv, metrics)
+
+    return make
+
+
+@pytest_asyncio.fixture
+async def backend(site: SimSite) -> AsyncIterator[InProcessBackend]:
+    backend = InProcessBackend(site.fabric, call_timeout=1.0)
+    yield backend
+    await backend.close()
