@@ -96,7 +96,7 @@ def serve(
             await run_reconciler(ctx.settings, ctx.engine, ctx.registry)
 
         background.append(reconciler)
-    api = create_app(settings, context=context, background=background)
+    api = create_app(settings, context=context, background=background, owns_context=True)
     uvicorn.run(api, host=settings.api.host, port=settings.api.port, log_level=settings.log_level.lower())
 
 

@@ -52,7 +52,7 @@ def settings(database_url: str, data_dir: Path) -> Settings:
 async def app_context(settings: Settings, database_url: str) -> AsyncIterator[AppContext]:
     ctx = build_context(settings, database_url)
     yield ctx
-    await ctx.engine.dispose()
+    await ctx.close()
 
 
 @pytest.fixture(scope="session")

@@ -87,10 +87,12 @@ def create_app(
     *,
     context: AppContext | None = None,
     background: Sequence[Background] = (),
+    owns_context: bool | None = None,
 ) -> FastAPI:
-    """Build the API. ``context`` is built from ``settings`` when not given (owned and disposed by
-    the app); ``background`` coroutines run for the app's lifetime (the reconciler, for example)."""
-    owns_context = context is None
+    """Build the API. ``context`` is built from ``settings`` when not given, and then owned (disposed
+    with the app), as is a given one with ``owns_context``; ``background`` coroutines run for the
+    app's lifetime (the reconciler, for example)."""
+    owns_context = context is None if owns_context is None else owns_context
     ctx = context or build_context(settings)
     source = settings.api.name
 
@@ -110,7 +112,7 @@ def create_app(
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             if owns_context:
-                await ctx.engine.dispose()
+                await ctx.close()
 
     app = FastAPI(
         title="nico",

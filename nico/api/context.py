@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -10,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from nico.api.auth import TokenVerifier
 from nico.config import Settings
+from nico.db.raw import RawPool
 
 
 @dataclass
@@ -20,3 +22,23 @@ class AppContext:
     verifier: TokenVerifier
     registry: CollectorRegistry
     extras: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def raw(self) -> RawPool:
+        """Raw autocommit connections for the hottest requests (see :mod:`nico.db.raw`)."""
+        return RawPool(self.engine.url.render_as_string(hide_password=False), self.settings.db_pool_size)
+
+    async def close(self) -> None:
+        if "raw" in self.__dict__:
+            await self.raw.close()
+        await self.engine.dispose()
+
+    @cached_property
+    def read_sessions(self) -> async_sessionmaker[AsyncSession]:
+        """Sessions for requests that only read: autocommit, so no BEGIN/COMMIT round trips (each
+        statement sees committed data, as every statement does at READ COMMITTED anyway)."""
+        return async_sessionmaker(
+            self.engine.execution_options(isolation_level="AUTOCOMMIT"),
+            expire_on_commit=False,
+            autoflush=False,
+        )

@@ -13,7 +13,12 @@ from nico.api.auth import Principal
 from nico.api.context import AppContext
 
 
-def get_ctx(request: Request) -> AppContext:
+async def get_ctx(request: Request) -> AppContext:
+    # async on purpose: FastAPI runs plain ``def`` dependencies in a thread pool, on every request.
+    return context_of(request)
+
+
+def context_of(request: Request) -> AppContext:
     ctx: AppContext = request.app.state.ctx
     return ctx
 
@@ -21,7 +26,7 @@ def get_ctx(request: Request) -> AppContext:
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
     """One transaction per request: commits once after the handler returns (before the response is
     sent, so a failed commit becomes an error response), rolls back if anything raises."""
-    async with get_ctx(request).sessions() as session:
+    async with context_of(request).sessions() as session:
         try:
             yield session
         except BaseException:
@@ -30,8 +35,14 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
         await session.commit()
 
 
+async def get_read_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """For handlers that only read: no transaction is opened, each query is one round trip."""
+    async with context_of(request).read_sessions() as session:
+        yield session
+
+
 async def get_principal(request: Request) -> Principal:
-    verifier = get_ctx(request).verifier
+    verifier = context_of(request).verifier
     header = request.headers.get("authorization")
     if verifier.uses_network:
         return await anyio.to_thread.run_sync(verifier.principal, header)
@@ -40,4 +51,5 @@ async def get_principal(request: Request) -> Principal:
 
 CtxDep = Annotated[AppContext, Depends(get_ctx)]
 SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
+ReadSessionDep = Annotated[AsyncSession, Depends(get_read_session, scope="function")]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]

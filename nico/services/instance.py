@@ -45,7 +45,7 @@ from nico.db.models import (
 from nico.services import assignment, status
 from nico.services.access import tenant_uses_site
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
-from nico.services.instance_view import InstanceView, attach_relations, load, load_for_caller
+from nico.services.instance_view import InstanceView, Source, load, load_for_caller
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.nvlink_events import desired_state_changed
 from nico.services.nvlink_interface import (
@@ -507,17 +507,15 @@ async def _create_bindings(
     return []
 
 
-async def get(
-    session: AsyncSession, org: str, instance_id: uuid.UUID, relations: frozenset[str]
-) -> InstanceView:
-    caller, view = await load_for_caller(session, org, instance_id)
+async def get(source: Source, org: str, instance_id: uuid.UUID) -> InstanceView:
+    """The instance as its GET shows it (relations are attached separately, when asked for)."""
+    caller, view = await load_for_caller(source, org, instance_id)
     if caller is None:
         raise forbidden("Org does not have a Tenant associated")
     if view is None:
         raise not_found("Could not find Instance with specified ID")
     if view.data["tenant_id"] != caller:
         raise forbidden("Instance does not belong to current Tenant")
-    await attach_relations(session, [view], relations)
     return view
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 from psycopg.rows import dict_row
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -77,13 +78,20 @@ _FOR_CALLER = (
 )
 
 
-async def _fetch(session: AsyncSession, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run ``sql`` in the session's transaction at the driver level. This is the hot read path:
-    SQLAlchemy's statement and result machinery cost more than the query itself (see the benchmark)."""
-    connection = await session.connection()
-    raw = await connection.get_raw_connection()
-    driver = raw.driver_connection
-    assert driver is not None
+Source = AsyncSession | psycopg.AsyncConnection[Any]
+
+
+async def _fetch(source: Source, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run ``sql`` at the driver level: in a session's transaction, or on a raw connection of the read
+    pool. This is the hot read path: SQLAlchemy's statement, result and session machinery cost more
+    than the query itself (see benchmarks/api_bench.py)."""
+    if isinstance(source, AsyncSession):
+        connection = await source.connection()
+        raw = await connection.get_raw_connection()
+        driver = raw.driver_connection
+        assert driver is not None
+    else:
+        driver = source
     async with driver.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(sql, params)
         rows: list[dict[str, Any]] = await cursor.fetchall()
@@ -132,11 +140,11 @@ async def load(
 
 
 async def load_for_caller(
-    session: AsyncSession, org: str, instance_id: uuid.UUID
+    source: Source, org: str, instance_id: uuid.UUID
 ) -> tuple[uuid.UUID | None, InstanceView | None]:
     """The org's tenant id and the instance (either may be missing), in one query."""
     (data,) = await _fetch(
-        session, _FOR_CALLER, {"org": org, "id": instance_id, "history_limit": status.DEFAULT_LIMIT}
+        source, _FOR_CALLER, {"org": org, "id": instance_id, "history_limit": status.DEFAULT_LIMIT}
     )
     caller = data.pop("caller_tenant_id")
     return caller, (InstanceView(data) if data["id"] is not None else None)

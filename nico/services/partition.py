@@ -11,9 +11,11 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
+import psycopg
 from sqlalchemy import delete, distinct, func, or_, select
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import LogicalPartitionStatus, SiteStatus
@@ -27,7 +29,7 @@ from nico.db.models import (
     Vpc,
 )
 from nico.services import status
-from nico.services.access import tenant_uses_site, uses_site
+from nico.services.access import tenant_uses_site
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.nvlink_events import desired_state_changed
@@ -63,8 +65,40 @@ class Include:
     stats: bool = False
 
 
+# The hot write path runs on a raw connection (nico.db.raw): two statements, no session. The
+# checks read tenant, site and association at once; the insert writes the partition and both history
+# entries in one statement (atomic by itself), ON CONFLICT keeping the name rule exact under races.
+_CREATE_CHECKS = """
+SELECT t.id, s.id, s.status, s.nvlink_partition,
+       EXISTS (SELECT 1 FROM tenant_site ts WHERE ts.tenant_id = t.id AND ts.site_id = s.id)
+FROM tenant t LEFT JOIN site s ON s.id = %(site)s
+WHERE t.org = %(org)s
+"""
+_CREATE_INSERT = """
+WITH lp AS (
+    INSERT INTO logical_partition
+        (id, tenant_id, site_id, name, description, status, created_by, created, updated)
+    VALUES (gen_random_uuid(), %(tenant)s, %(site)s, %(name)s, %(description)s, 'Ready', %(by)s, now(), now())
+    ON CONFLICT (tenant_id, name) DO NOTHING
+    RETURNING *
+), history AS (
+    INSERT INTO status_detail (logical_partition_id, status, message, created, updated)
+    SELECT lp.id, v.status, v.message, clock_timestamp(), clock_timestamp()
+    FROM lp, (VALUES (1, 'Pending', 'received NVLink Logical Partition creation request, pending'),
+                     (2, 'Ready', 'NVLink Logical Partition is ready for use')) AS v(n, status, message)
+    ORDER BY v.n
+    RETURNING id, status, message, created, updated
+)
+SELECT lp.id, lp.tenant_id, lp.site_id, lp.name, lp.description, lp.status, lp.created_by, lp.created,
+       lp.updated,
+       (SELECT array_agg(ARRAY[h.status, h.message, h.created::text, h.updated::text] ORDER BY h.id)
+        FROM history h)
+FROM lp
+"""
+
+
 async def create(
-    session: AsyncSession,
+    conn: psycopg.AsyncConnection[Any],
     org: str,
     *,
     name: str,
@@ -72,66 +106,61 @@ async def create(
     site_id: uuid.UUID,
     created_by: str | None,
 ) -> PartitionView:
+    """Create a Ready logical partition (the reference's check order, spec §3.2)."""
     prefix = "Failed to create NVLink Logical Partition"
-    # Tenant, site and their association in one round trip (this is a hot path).
-    found = (
-        await session.execute(
-            select(Tenant.id, Site, uses_site(Tenant.id, Site.id))
-            .select_from(Tenant)
-            .outerjoin(Site, Site.id == site_id)
-            .where(Tenant.org == org)
-        )
-    ).first()
+    found = await (await conn.execute(_CREATE_CHECKS, {"org": org, "site": site_id})).fetchone()
     if found is None:
         raise bad_request(NO_TENANT)
-    tenant_id, site, allowed = found
-    if site is None:
+    tenant_id, found_site, site_status, nvlink_on, allowed = found
+    if found_site is None:
         raise not_found(f"{prefix}, Could not find Site with ID: {site_id} ")
-    if site.status != SiteStatus.REGISTERED:
+    if site_status != SiteStatus.REGISTERED:
         raise bad_request(f"{prefix}, Site: {site_id} specified in request is not in Registered state")
     if not allowed:
         raise forbidden("Tenant is not associated with Site specified in query")
-    if not site.nvlink_partition:
+    if not nvlink_on:
         raise bad_request(
             f"Site: {site_id} specified in request data must have NVLink Logical Partition enabled in "
             "order to create NVLink Logical Partition"
         )
-    # ON CONFLICT keeps the name rule exact under concurrent creates (no generic integrity error).
-    row = await session.scalar(
-        insert(LogicalPartition)
-        .values(
-            tenant_id=tenant_id,
-            site_id=site.id,
-            name=name,
-            description=description,
-            status=LogicalPartitionStatus.READY,
-            created_by=created_by,
-        )
-        .on_conflict_do_nothing(index_elements=["tenant_id", "name"])
-        .returning(LogicalPartition)
-    )
+    params = {
+        "tenant": tenant_id,
+        "site": site_id,
+        "name": name,
+        "description": description,
+        "by": created_by,
+    }
+    row = await (await conn.execute(_CREATE_INSERT, params)).fetchone()
     if row is None:
-        existing = await session.scalar(
-            select(LogicalPartition.id).where(
-                LogicalPartition.tenant_id == tenant_id, LogicalPartition.name == name
+        existing = await (
+            await conn.execute(
+                "SELECT id FROM logical_partition WHERE tenant_id = %s AND name = %s", (tenant_id, name)
             )
-        )
-        raise conflict(NAME_TAKEN, {"id": str(existing)})
+        ).fetchone()
+        raise conflict(NAME_TAKEN, {"id": str(existing[0]) if existing else None})
+    pid, tenant, site, lp_name, lp_description, lp_status, by, created, updated, entries = row
+    partition = LogicalPartition(
+        id=pid,
+        tenant_id=tenant,
+        site_id=site,
+        name=lp_name,
+        description=lp_description,
+        status=lp_status,
+        created_by=by,
+        created=created,
+        updated=updated,
+    )
     history = [
         StatusDetail(
-            logical_partition_id=row.id,
-            status=LogicalPartitionStatus.PENDING,
-            message="received NVLink Logical Partition creation request, pending",
-        ),
-        StatusDetail(
-            logical_partition_id=row.id,
-            status=LogicalPartitionStatus.READY,
-            message="NVLink Logical Partition is ready for use",
-        ),
+            logical_partition_id=pid,
+            status=entry_status,
+            message=message,
+            created=datetime.fromisoformat(entry_created),
+            updated=datetime.fromisoformat(entry_updated),
+        )
+        for entry_status, message, entry_created, entry_updated in entries
     ]
-    session.add_all(history)
-    await session.flush()  # both entries in one round trip
-    return PartitionView(row, history)
+    return PartitionView(partition, history)
 
 
 async def _owned(

@@ -9,18 +9,21 @@ from importlib import import_module
 from fastapi import APIRouter
 
 TENANT_ROUTER_MODULES: tuple[str, ...] = (
-    "tenant",
-    "provider",
-    "metadata",
-    "site",
+    # Hot paths first: routes are matched in order, router by router, and every router before the
+    # one that matches is scanned on each request. ``instance_type`` must precede ``instance`` so
+    # that ``/instance/type`` is not taken for an instance id.
     "instance_type",
-    "allocation",
-    "subnet",
-    "machine",
+    "instance",
     "partition",
     "nvlink_interface",
     "vpc",
-    "instance",
+    "subnet",
+    "machine",
+    "site",
+    "allocation",
+    "tenant",
+    "provider",
+    "metadata",
 )
 
 

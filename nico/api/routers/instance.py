@@ -18,7 +18,7 @@ from nico.api.binding import (
     single_param,
     uuid_params,
 )
-from nico.api.deps import PrincipalDep, SessionDep
+from nico.api.deps import CtxDep, PrincipalDep, ReadSessionDep, SessionDep
 from nico.api.openapi import json_body
 from nico.api.pagination import parse_page
 from nico.api.rendering import deletion_accepted, json_response, list_response, paged_response
@@ -32,7 +32,7 @@ from nico.api.schemas.instance import (
 )
 from nico.services import instance
 from nico.services.errors import bad_request
-from nico.services.instance_view import RELATIONS
+from nico.services.instance_view import RELATIONS, attach_relations
 
 router = APIRouter(tags=["instance"])
 
@@ -130,7 +130,7 @@ async def create_instance(
 
 @router.get(PATH, operation_id="get-all-instance", response_model=list[Instance], summary="List instances")
 async def list_instances(
-    org: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, request: Request, principal: PrincipalDep, session: ReadSessionDep
 ) -> Response:
     principal.require_tenant_admin(org)
     relations = frozenset(include_relations(request, RELATIONS))
@@ -164,14 +164,19 @@ async def list_instances(
 
 @router.get(ITEM, operation_id="get-instance", response_model=Instance, summary="Get an instance")
 async def get_instance(
-    org: str, instanceId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, instanceId: str, request: Request, principal: PrincipalDep, ctx: CtxDep
 ) -> Response:
     principal.require_tenant_admin(org)
     relations = frozenset(include_relations(request, RELATIONS))
     instance_id = parse_uuid(instanceId)
     if instance_id is None:
         raise bad_request("Invalid Instance ID in URL")
-    return json_response(Instance.of(await instance.get(session, org, instance_id, relations)))
+    async with ctx.raw.connection() as conn:  # the hot path: one statement on a raw connection
+        view = await instance.get(conn, org, instance_id)
+    if relations:
+        async with ctx.read_sessions() as session:
+            await attach_relations(session, [view], relations)
+    return json_response(Instance.of(view))
 
 
 @router.patch(

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from nico.api.binding import include_relations, list_param, parse_uuid, uuid_params
-from nico.api.deps import PrincipalDep, SessionDep
+from nico.api.deps import PrincipalDep, ReadSessionDep, SessionDep
 from nico.api.pagination import parse_page
 from nico.api.rendering import paged_response
 from nico.api.schemas.nvlink_interface import NVLinkInterface
@@ -51,7 +51,7 @@ async def _list(
     summary="List the tenant's NVLink interfaces",
 )
 async def list_interfaces(
-    org: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, request: Request, principal: PrincipalDep, session: ReadSessionDep
 ) -> Response:
     return await _list(org, request, principal, session, None)
 
@@ -63,6 +63,6 @@ async def list_interfaces(
     summary="List an instance's NVLink interfaces",
 )
 async def list_instance_interfaces(
-    org: str, instanceId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, instanceId: str, request: Request, principal: PrincipalDep, session: ReadSessionDep
 ) -> Response:
     return await _list(org, request, principal, session, instanceId)

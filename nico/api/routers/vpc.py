@@ -15,7 +15,7 @@ from nico.api.binding import (
     single_param,
     uuid_params,
 )
-from nico.api.deps import PrincipalDep, SessionDep
+from nico.api.deps import PrincipalDep, ReadSessionDep, SessionDep
 from nico.api.openapi import json_body
 from nico.api.pagination import parse_page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
@@ -48,7 +48,7 @@ async def create_vpc(org: str, request: Request, principal: PrincipalDep, sessio
 
 
 @router.get(PATH, operation_id="get-all-vpc", response_model=list[Vpc], summary="List VPCs")
-async def list_vpcs(org: str, request: Request, principal: PrincipalDep, session: SessionDep) -> Response:
+async def list_vpcs(org: str, request: Request, principal: PrincipalDep, session: ReadSessionDep) -> Response:
     principal.require_tenant_admin(org)
     relations = frozenset(include_relations(request, vpc.RELATIONS))
     page = parse_page(request, vpc.ORDER_FIELDS)
@@ -74,7 +74,7 @@ async def list_vpcs(org: str, request: Request, principal: PrincipalDep, session
 
 @router.get(ITEM, operation_id="get-vpc", response_model=Vpc, summary="Get a VPC")
 async def get_vpc(
-    org: str, vpcId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, vpcId: str, request: Request, principal: PrincipalDep, session: ReadSessionDep
 ) -> Response:
     principal.require_tenant_admin(org)
     relations = frozenset(include_relations(request, vpc.RELATIONS))

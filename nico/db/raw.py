@@ -1,0 +1,69 @@
+"""A small pool of raw psycopg connections for the hottest requests.
+
+Requests that are one or two statements (``GET /instance/{id}``, ``POST /nvlink-logical-partition``)
+need none of the session machinery, which costs more CPU than their SQL; connections stay in
+autocommit mode (a statement is its own transaction; ``conn.transaction()`` groups several), so
+psycopg also keeps its prepared statements from one request to the next. Connections are opened on
+demand up to ``size``, reused last-in first-out, and dropped when broken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import psycopg
+
+from nico.db.engine import libpq_url
+
+
+class RawPool:
+    def __init__(self, url: str, size: int) -> None:
+        self._url = libpq_url(url)
+        self._size = size
+        self._opened = 0
+        # None wakes a waiter after a connection was discarded: it may open a replacement.
+        self._idle: asyncio.LifoQueue[psycopg.AsyncConnection | None] = asyncio.LifoQueue()
+        self._closed = False
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
+        conn = await self._acquire()
+        reusable = False
+        try:
+            yield conn
+            reusable = True
+        except (psycopg.Error, asyncio.CancelledError):
+            raise  # interrupted or failed mid-query: its state is unknown, never hand it out again
+        except Exception:
+            reusable = True  # the caller's own error (a 404, say): the connection is fine
+            raise
+        finally:
+            if reusable and not (conn.closed or conn.broken or self._closed):
+                self._idle.put_nowait(conn)
+            else:
+                self._opened -= 1
+                self._idle.put_nowait(None)
+                await conn.close()
+
+    async def _acquire(self) -> psycopg.AsyncConnection:
+        while True:
+            if self._idle.empty() and self._opened < self._size:
+                self._opened += 1  # counted before the await, so concurrent callers respect the size
+                try:
+                    return await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+                except BaseException:
+                    self._opened -= 1
+                    self._idle.put_nowait(None)
+                    raise
+            conn = await self._idle.get()
+            if conn is not None:
+                return conn
+
+    async def close(self) -> None:
+        self._closed = True
+        while not self._idle.empty():
+            conn = self._idle.get_nowait()
+            if conn is not None:
+                await conn.close()
