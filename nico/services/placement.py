@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 from uuid import UUID
 
@@ -59,7 +59,7 @@ class NoCapacity(Exception):
 @dataclass
 class _Domain:
     uuid: UUID
-    free: list[str] = field(default_factory=list)
+    free: int = 0
     used: int = 0
 
 
@@ -68,35 +68,34 @@ def eligible(slot: MachineSlot, ask: Ask) -> bool:
     return slot.instance_type_id == ask.instance_type_id and slot.ready and not slot.assigned
 
 
-def _domains(
+def _group(
     slots: Iterable[MachineSlot], ask: Ask, used: Mapping[UUID, int]
-) -> tuple[list[_Domain], list[str]]:
-    """Free machines grouped by domain (every domain that has machines of the type), and the free
-    machines without a domain. ``used`` adds assigned machines not given as slots."""
-    by_uuid: dict[UUID, _Domain] = {d: _Domain(d, used=n) for d, n in used.items()}
+) -> tuple[dict[UUID, list[str]], list[str], dict[UUID, int]]:
+    """Free machines by domain (every domain that has machines of the type), the free machines
+    without a domain, and assigned machines per domain (``used`` adds those not given as slots)."""
+    free: dict[UUID, list[str]] = {d: [] for d in used}
+    assigned_count: dict[UUID, int] = dict(used)
     loose: list[str] = []
     wanted = ask.instance_type_id
     for machine_id, uuid, type_id, ready, assigned in slots:
         if type_id != wanted:
             continue
-        free = ready and not assigned  # eligible(), inlined: this loop sees every free machine
+        is_free = ready and not assigned  # eligible(), inlined: this loop sees every free machine
         if uuid is None:
-            if free:
+            if is_free:
                 loose.append(machine_id)
             continue
-        domain = by_uuid.get(uuid)
-        if domain is None:
-            domain = by_uuid[uuid] = _Domain(uuid)
-        if free:
-            domain.free.append(machine_id)
+        free.setdefault(uuid, [])
+        if is_free:
+            free[uuid].append(machine_id)
         elif assigned:
-            domain.used += 1
-    return list(by_uuid.values()), loose
+            assigned_count[uuid] = assigned_count.get(uuid, 0) + 1
+    return free, loose, assigned_count
 
 
 def _rank(domains: Sequence[_Domain], ask: Ask, rng: random.Random) -> list[_Domain]:
     """Domains in order of preference (module docstring)."""
-    keys = {d.uuid: (d.uuid not in ask.lp_domains, d.used == 0, len(d.free), rng.random()) for d in domains}
+    keys = {d.uuid: (d.uuid not in ask.lp_domains, d.used == 0, d.free, rng.random()) for d in domains}
     return sorted(domains, key=lambda d: keys[d.uuid])
 
 
@@ -114,29 +113,65 @@ def place(
     assigned machines per domain that the caller did not list as slots (a big site lists only its
     free machines).
     """
+    free, loose, assigned = _group(slots, ask, used or {})
+    return place_grouped(free, loose, ask, seed, assigned)
+
+
+def place_grouped(
+    free: Mapping[UUID, Sequence[str]],
+    loose: Sequence[str],
+    ask: Ask,
+    seed: int | None = None,
+    used: Mapping[UUID, int] | None = None,
+) -> list[str]:
+    """:func:`place` for a caller that already grouped the free machines of the type: ``free`` by
+    domain (every domain that has machines of the type, even with none free), ``loose`` without a
+    domain, ``used`` the assigned machines per domain."""
+    rng = random.Random(seed)
+    counts = {domain: len(ids) for domain, ids in free.items()}
+    chosen: list[str] = []
+    for domain, n in plan_counts(counts, len(loose), ask, rng, used):
+        chosen.extend(_take(list(loose if domain is None else free[domain]), n, rng))
+    return chosen
+
+
+def plan_counts(
+    free: Mapping[UUID, int],
+    loose: int,
+    ask: Ask,
+    rng: random.Random,
+    used: Mapping[UUID, int] | None = None,
+) -> list[tuple[UUID | None, int]]:
+    """How many machines to take from which domain (None: machines without a domain), by the policy
+    of the module docstring; ``free`` counts free machines per domain (every domain that has machines
+    of the type), ``loose`` those without a domain. A database can then lock that many in each."""
     if ask.count < 1:
         raise ValueError("count must be at least 1")
-    rng = random.Random(seed)
-    domains, loose = _domains(slots, ask, used or {})
-    in_domains = sum(len(d.free) for d in domains)
+    counts = used or {}
+    domains = [_Domain(uuid, n, counts.get(uuid, 0)) for uuid, n in free.items()]
+    in_domains = sum(d.free for d in domains)
     # The reference counts the whole pool, domain or not, before it looks at topology.
-    pool = in_domains + (len(loose) if ask.topology_optimized or not ask.needs_nvlink else 0)
-    best = max((len(d.free) for d in domains), default=0)
+    pool = in_domains + (loose if ask.topology_optimized or not ask.needs_nvlink else 0)
+    best = max((d.free for d in domains), default=0)
     if pool < ask.count:
         raise NoCapacity(ask.count, pool, best, ask.topology_optimized)
-    if not ask.needs_nvlink and not ask.topology_optimized and len(loose) >= ask.count:
-        return _take(loose, ask.count, rng)
+    if not ask.needs_nvlink and not ask.topology_optimized and loose >= ask.count:
+        return [(None, ask.count)]
     ranked = _rank([d for d in domains if d.free], ask, rng)
     for domain in ranked:
-        if len(domain.free) >= ask.count:
-            return _take(domain.free, ask.count, rng)
+        if domain.free >= ask.count:
+            return [(domain.uuid, ask.count)]
     if ask.topology_optimized:
         raise NoCapacity(ask.count, pool, best, True)
     # No single domain fits: loose machines first, then the fullest domains, so the emptiest survive.
-    chosen = [] if ask.needs_nvlink else list(loose)
+    plan: list[tuple[UUID | None, int]] = []
+    remaining = ask.count
+    if not ask.needs_nvlink and loose:
+        plan.append((None, min(loose, remaining)))
+        remaining -= plan[-1][1]
     for domain in ranked:
-        need = ask.count - len(chosen)
-        if need <= 0:
+        if remaining <= 0:
             break
-        chosen.extend(_take(domain.free, min(need, len(domain.free)), rng))
-    return chosen[: ask.count]
+        plan.append((domain.uuid, min(domain.free, remaining)))
+        remaining -= plan[-1][1]
+    return plan
