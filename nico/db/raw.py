@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import psycopg
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.engine import libpq_url
 
@@ -67,3 +69,13 @@ class RawPool:
             conn = self._idle.get_nowait()
             if conn is not None:
                 await conn.close()
+
+
+async def driver_connection(session: AsyncSession) -> psycopg.AsyncConnection[Any]:
+    """The psycopg connection under a session's transaction, for statements on a hot path that run
+    at the driver level (SQLAlchemy's statement machinery costs more CPU than they do)."""
+    connection = await session.connection()
+    raw = await connection.get_raw_connection()
+    driver = raw.driver_connection
+    assert isinstance(driver, psycopg.AsyncConnection)
+    return driver

@@ -26,6 +26,7 @@ from nico.db.models import (
     Tenant,
     Vpc,
 )
+from nico.db.raw import driver_connection
 from nico.services import status
 
 RELATIONS = frozenset(
@@ -85,13 +86,7 @@ async def _fetch(source: Source, sql: str, params: dict[str, Any]) -> list[dict[
     """Run ``sql`` at the driver level: in a session's transaction, or on a raw connection of the read
     pool. This is the hot read path: SQLAlchemy's statement, result and session machinery cost more
     than the query itself (see benchmarks/api_bench.py)."""
-    if isinstance(source, AsyncSession):
-        connection = await source.connection()
-        raw = await connection.get_raw_connection()
-        driver = raw.driver_connection
-        assert driver is not None
-    else:
-        driver = source
+    driver = await driver_connection(source) if isinstance(source, AsyncSession) else source
     async with driver.cursor(row_factory=dict_row) as cursor:
         await cursor.execute(sql, params)
         rows: list[dict[str, Any]] = await cursor.fetchall()
