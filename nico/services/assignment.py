@@ -8,15 +8,18 @@ runs in a savepoint, so a partial pick is released before the next one.
 
 from __future__ import annotations
 
+import random
 import uuid
 from collections.abc import Collection, Iterable
+from dataclasses import dataclass
 
-from sqlalchemy import func, select, union
+from sqlalchemy import select, union
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.enums import MachineStatus, NvLinkInterfaceStatus
+from nico.db.enums import NvLinkInterfaceStatus
 from nico.db.models import Machine, NvlinkInterface, PhysicalPartition
-from nico.services.placement import Ask, MachineSlot, place
+from nico.db.raw import driver_connection
+from nico.services.placement import Ask, plan_counts
 
 
 async def partition_domains(
@@ -42,34 +45,30 @@ async def partition_domains(
     return frozenset(d for d in rows if d is not None)
 
 
-async def machine_slots(
-    session: AsyncSession, site_id: uuid.UUID, instance_type_id: uuid.UUID
-) -> tuple[list[MachineSlot], dict[uuid.UUID, int]]:
-    """The free machines of the type at the site, and how many are assigned in each domain.
+_FREE = "m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site"
+_SUMMARY = f"""
+SELECT m.nvlink_domain_uuid, count(*) FILTER (WHERE m.instance_id IS NOT NULL),
+       count(*) FILTER (WHERE {_FREE})
+FROM machine m
+WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s
+GROUP BY m.nvlink_domain_uuid
+"""
+_LOCK = f"""
+SELECT m.id, m.nvlink_domain_uuid FROM machine m
+WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s
+  AND m.nvlink_domain_uuid IS NOT DISTINCT FROM %(domain)s AND {_FREE}
+ORDER BY m.chassis_serial, m.tray_index, m.id
+LIMIT %(n)s
+FOR UPDATE SKIP LOCKED
+"""
 
-    Aggregated by PostgreSQL: a site of 200 racks has 3600 machines, and only the free ones matter.
-    """
-    free = (
-        (Machine.instance_id.is_(None))
-        & (Machine.status == MachineStatus.READY)
-        & Machine.is_missing_on_site.is_(False)
-    )
-    rows = await session.execute(
-        select(
-            Machine.nvlink_domain_uuid,
-            func.count().filter(Machine.instance_id.is_not(None)),
-            func.array_agg(Machine.id).filter(free),
-        )
-        .where(Machine.site_id == site_id, Machine.instance_type_id == instance_type_id)
-        .group_by(Machine.nvlink_domain_uuid)
-    )
-    slots: list[MachineSlot] = []
-    used: dict[uuid.UUID, int] = {}
-    for domain, assigned, ids in rows:
-        if domain is not None:
-            used[domain] = assigned
-        slots.extend(MachineSlot(i, domain, instance_type_id, ready=True, assigned=False) for i in ids or ())
-    return slots, used
+
+@dataclass(frozen=True)
+class Claimed:
+    """A machine locked for a new instance, and its NVLink domain."""
+
+    id: str
+    nvlink_domain_uuid: uuid.UUID | None
 
 
 async def claim(
@@ -79,10 +78,14 @@ async def claim(
     ask: Ask,
     partition_ids: Iterable[uuid.UUID] = (),
     seed: int | None = None,
-) -> list[str]:
+) -> list[Claimed]:
     """Lock ``ask.count`` machines for this transaction (the caller then sets their ``instance_id``).
 
-    Raises :class:`nico.services.placement.NoCapacity` when there are not enough.
+    Placement decides how many machines to take from which domain, from counts; the database picks
+    and locks that many in each (contiguous trays first), skipping machines other requests hold.
+    When a domain yields fewer, the partial pick is released and placement decides again with what
+    is really left, so a request fails only when capacity is really gone (:class:`NoCapacity`). At
+    the driver level: on a 200-rack site this is the request's hot spot.
     """
     lp_domains = await partition_domains(session, set(partition_ids))
     ask = Ask(
@@ -92,26 +95,32 @@ async def claim(
         topology_optimized=ask.topology_optimized,
         lp_domains=lp_domains,
     )
-    slots, used = await machine_slots(session, site_id, ask.instance_type_id)
-    lost: set[str] = set()
-    while True:  # ends: every failed try loses at least one more machine, until placement gives up
-        candidates = [s._replace(assigned=True) if s.id in lost else s for s in slots] if lost else slots
-        chosen = place(candidates, ask, seed, used)
-        savepoint = await session.begin_nested()
-        locked = set(
-            await session.scalars(
-                select(Machine.id)
-                .where(
-                    Machine.id.in_(chosen),
-                    Machine.instance_id.is_(None),
-                    Machine.status == MachineStatus.READY,
-                    Machine.is_missing_on_site.is_(False),
-                )
-                .with_for_update(skip_locked=True)
-            )
-        )
-        if len(locked) == len(chosen):
-            await savepoint.commit()  # the row locks now belong to the request's transaction
-            return chosen
-        await savepoint.rollback()  # releases the partial pick for other requests
-        lost.update(set(chosen) - locked)
+    conn = await driver_connection(session)
+    where = {"site": site_id, "type": ask.instance_type_id}
+    free: dict[uuid.UUID, int] = {}
+    used: dict[uuid.UUID, int] = {}
+    loose = 0
+    for domain, assigned, available in await (await conn.execute(_SUMMARY, where)).fetchall():
+        if domain is None:
+            loose = available
+        else:
+            free[domain], used[domain] = available, assigned
+    rng = random.Random(seed)
+    while True:  # ends: every short pick lowers a free count, until placement gives up
+        plan = plan_counts(free, loose, ask, rng, used)
+        await conn.execute("SAVEPOINT nico_claim")
+        locked: list[Claimed] = []
+        short = False
+        for domain, n in plan:
+            rows = await (await conn.execute(_LOCK, {**where, "domain": domain, "n": n})).fetchall()
+            locked.extend(Claimed(machine_id, machine_domain) for machine_id, machine_domain in rows)
+            if len(rows) < n:  # the rest are held by other requests (or went since the summary)
+                short = True
+                if domain is None:
+                    loose = len(rows)
+                else:
+                    free[domain] = len(rows)
+        if not short:
+            await conn.execute("RELEASE SAVEPOINT nico_claim")  # the locks now belong to the request
+            return locked
+        await conn.execute("ROLLBACK TO SAVEPOINT nico_claim")  # releases the partial pick for others

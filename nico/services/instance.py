@@ -13,14 +13,14 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, delete, exists, func, insert, or_, select, update
+from psycopg.types.json import Jsonb
+from sqlalchemy import delete, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import (
     InstanceStatus,
-    InterfaceStatus,
     MachineStatus,
     NvLinkInterfaceStatus,
     SiteStatus,
@@ -28,26 +28,23 @@ from nico.db.enums import (
     VpcStatus,
 )
 from nico.db.models import (
-    Allocation,
-    AllocationConstraint,
     Instance,
-    InstanceInterface,
     InstanceType,
     Machine,
     MachineCapability,
     NvlinkInterface,
     Site,
-    StatusDetail,
-    Subnet,
     Tenant,
     Vpc,
 )
+from nico.db.raw import driver_connection
 from nico.services import assignment, status
 from nico.services.access import tenant_uses_site
+from nico.services.assignment import Claimed
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
 from nico.services.instance_view import InstanceView, Source, load, load_for_caller
 from nico.services.listing import PageRequest, fetch_page
-from nico.services.nvlink_events import desired_state_changed
+from nico.services.nvlink_events import CHANNEL, desired_state_changed, payload
 from nico.services.nvlink_interface import (
     BATCH,
     SINGLE,
@@ -78,6 +75,16 @@ PENDING_MESSAGE = "received instance creation request, pending"
 READY_MESSAGE = "Instance is ready for use"
 ORG_MISMATCH = "Org specified in request does not match Org of Tenant associated with Instance"
 NO_ALLOCATION = "Tenant does not have any Allocations for Site and Instance Type specified in request data"
+QUOTA_REACHED = (
+    "Tenant has reached the maximum number of Instances for Instance Type specified in request data"
+)
+
+
+def _batch_quota_message(current: int, requested: int, maximum: int) -> str:
+    return (
+        "Tenant has reached the maximum number of Instances for Instance Type. "
+        f"Current: {current}, Requested: {requested}, Max: {maximum}"
+    )
 
 
 @dataclass(frozen=True)
@@ -139,71 +146,228 @@ SINGLE_SUBNETS = SubnetTexts(not_found="Subnet: {id} specified in request data i
 BATCH_SUBNETS = SubnetTexts(not_found="Could not find Subnet with ID specified in request data")
 
 
-async def _tenant(session: AsyncSession, org: str, requested: uuid.UUID | None) -> Tenant:
-    tenant = await require_tenant(session, org, status=400)
-    if requested is not None and requested != tenant.id:
-        if await session.get(Tenant, requested) is None:
+# Creation reads everything its checks need in one driver-level statement (the checks themselves
+# run in Python, in the reference's order): a batch is a hot path, and a dozen small ORM lookups
+# cost more CPU than all its SQL.
+_CONTEXT = """
+SELECT t.id, t.targeted_instance_creation,
+       EXISTS (SELECT 1 FROM tenant r WHERE r.id = %(requested)s),
+       v.id, v.tenant_id, v.site_id, v.status, v.nvlink_logical_partition_id,
+       s.status,
+       it.id, it.site_id,
+       (SELECT coalesce(json_agg(json_build_object('id', sn.id, 'tenant_id', sn.tenant_id,
+                                                   'status', sn.status, 'vpc_id', sn.vpc_id)), '[]')
+        FROM subnet sn WHERE sn.id = ANY(%(subnets)s)),
+       (SELECT ARRAY[i.id::text, i.name] FROM instance i
+        WHERE i.tenant_id = t.id AND i.site_id = v.site_id AND i.name = ANY(%(names)s)
+        ORDER BY i.name LIMIT 1),
+       EXISTS (SELECT 1 FROM tenant_site ts WHERE ts.tenant_id = t.id AND ts.site_id = it.site_id),
+       (SELECT count(*) FROM instance i WHERE i.tenant_id = t.id AND i.instance_type_id = it.id),
+       (SELECT sum(ac.constraint_value) FROM allocation_constraint ac
+        JOIN allocation a ON a.id = ac.allocation_id
+        WHERE a.tenant_id = t.id AND ac.instance_type_id = it.id),
+       (SELECT coalesce(json_agg(json_build_object('name', mc.name, 'count', mc.count)
+                                 ORDER BY mc.position, mc.created), '[]')
+        FROM machine_capability mc
+        WHERE mc.instance_type_id = it.id AND mc.type = 'GPU' AND mc.device_type = 'NVLink')
+FROM tenant t
+LEFT JOIN vpc v ON v.id = %(vpc)s
+LEFT JOIN site s ON s.id = v.site_id
+LEFT JOIN instance_type it ON it.id = %(itype)s
+WHERE t.org = %(org)s
+"""
+# FOR SHARE: a concurrent change of the VPC's default partition waits for this transaction.
+_LOCK_VPC = "SELECT 1 FROM vpc WHERE id = %(vpc)s FOR SHARE"
+# The tenant's reservations for the type are locked, so concurrent creates of one tenant and type
+# take turns at the count (a second statement: its snapshot must follow the lock).
+_LOCK_QUOTA = """
+SELECT ac.constraint_value FROM allocation_constraint ac JOIN allocation a ON a.id = ac.allocation_id
+WHERE a.tenant_id = %(tenant)s AND ac.instance_type_id = %(itype)s
+ORDER BY ac.id
+FOR UPDATE OF ac
+"""
+_COUNT = "SELECT count(*) FROM instance WHERE tenant_id = %(tenant)s AND instance_type_id = %(itype)s"
+
+
+@dataclass
+class _Context:
+    """What creation checks, read in one statement (ORM objects are transient, for reading only)."""
+
+    tenant: Tenant
+    requested_tenant_exists: bool
+    vpc: Vpc | None
+    site_status: str | None
+    itype: InstanceType | None
+    subnets: dict[uuid.UUID, dict[str, Any]]
+    clash: tuple[str, str] | None  # (instance id, name) of an existing instance with a requested name
+    uses_site: bool
+    instances_of_type: int
+    reserved: int | None  # None: no allocation for the type
+    capabilities: list[MachineCapability]
+
+
+async def _context(
+    session: AsyncSession,
+    org: str,
+    spec: InstanceSpec,
+    *,
+    instance_type_id: uuid.UUID | None,
+    names: Sequence[str],
+) -> _Context:
+    conn = await driver_connection(session)
+    params = {
+        "org": org,
+        "requested": spec.tenant_id,
+        "vpc": spec.vpc_id,
+        "itype": instance_type_id,
+        "subnets": [p.subnet_id for p in spec.ports],
+        "names": list(names),
+    }
+    row = await (await conn.execute(_CONTEXT, params)).fetchone()
+    if row is None:
+        raise bad_request("Org does not have a Tenant associated")
+    (
+        tenant_id,
+        targeted,
+        requested_exists,
+        vpc_id,
+        vpc_tenant,
+        vpc_site,
+        vpc_status,
+        vpc_default,
+        site_status,
+        itype_id,
+        itype_site,
+        subnets,
+        clash,
+        uses_site,
+        of_type,
+        reserved,
+        capabilities,
+    ) = row
+    await conn.execute(_LOCK_VPC, {"vpc": spec.vpc_id})
+    return _Context(
+        tenant=Tenant(id=tenant_id, org=org, targeted_instance_creation=targeted),
+        requested_tenant_exists=requested_exists,
+        vpc=(
+            Vpc(
+                id=vpc_id,
+                tenant_id=vpc_tenant,
+                site_id=vpc_site,
+                status=vpc_status,
+                nvlink_logical_partition_id=vpc_default,
+            )
+            if vpc_id is not None
+            else None
+        ),
+        site_status=site_status,
+        itype=InstanceType(id=itype_id, site_id=itype_site) if itype_id is not None else None,
+        subnets={uuid.UUID(s["id"]): s for s in subnets},
+        clash=(clash[0], clash[1]) if clash else None,
+        uses_site=uses_site,
+        instances_of_type=int(of_type),
+        reserved=int(reserved) if reserved is not None else None,
+        capabilities=[
+            MachineCapability(type="GPU", name=c["name"], count=c["count"], device_type="NVLink")
+            for c in capabilities
+        ],
+    )
+
+
+def _check_tenant(context: _Context, requested: uuid.UUID | None) -> Tenant:
+    if requested is not None and requested != context.tenant.id:
+        if not context.requested_tenant_exists:
             raise bad_request("TenantID in request is not valid")
         raise bad_request("TenantID in request does not match tenant in org")
-    return tenant
+    return context.tenant
 
 
-async def _vpc(session: AsyncSession, tenant: Tenant, vpc_id: uuid.UUID) -> Vpc:
-    # FOR SHARE: a concurrent change of the VPC's default partition waits for this transaction.
-    vpc = await session.scalar(select(Vpc).where(Vpc.id == vpc_id).with_for_update(read=True))
+def _check_vpc(context: _Context) -> Vpc:
+    vpc = context.vpc
     if vpc is None:
         raise bad_request("Could not find VPC with ID specified in request data")
-    if vpc.tenant_id != tenant.id:
+    if vpc.tenant_id != context.tenant.id:
         raise bad_request("VPC specified in request is not owned by Tenant")
     if vpc.status != VpcStatus.READY:
         raise bad_request("VPC specified in request data is not ready")
     return vpc
 
 
-async def _check_subnets(
-    session: AsyncSession, tenant: Tenant, vpc: Vpc, ports: Sequence[Port], texts: SubnetTexts
-) -> None:
-    ids = {p.subnet_id for p in ports}
-    found = {s.id: s for s in await session.scalars(select(Subnet).where(Subnet.id.in_(ids)))}
+def _check_subnets(context: _Context, vpc: Vpc, ports: Sequence[Port], texts: SubnetTexts) -> None:
     for port in ports:
-        subnet = found.get(port.subnet_id)
+        subnet = context.subnets.get(port.subnet_id)
         if subnet is None:
             raise bad_request(texts.not_found.format(id=port.subnet_id))
-        if subnet.tenant_id != tenant.id:
+        if uuid.UUID(subnet["tenant_id"]) != context.tenant.id:
             raise bad_request(texts.tenant.format(id=port.subnet_id))
-        if subnet.status != SubnetStatus.READY:
+        if subnet["status"] != SubnetStatus.READY:
             raise bad_request(texts.ready.format(id=port.subnet_id))
-        if subnet.vpc_id != vpc.id:
+        if uuid.UUID(subnet["vpc_id"]) != vpc.id:
             raise bad_request(texts.vpc.format(id=port.subnet_id))
 
 
-async def _quota(session: AsyncSession, tenant: Tenant, itype: InstanceType) -> tuple[int, int] | None:
-    """(instances of the type, reserved machines) for the tenant, or None without an allocation.
-
-    The tenant's constraint rows for the type are locked, so concurrent creates of one tenant and type
-    take turns at the count and can never exceed the quota together.
-    """
-    values = (
-        await session.scalars(
-            select(AllocationConstraint.constraint_value)
-            .join(Allocation, Allocation.id == AllocationConstraint.allocation_id)
-            .where(Allocation.tenant_id == tenant.id, AllocationConstraint.instance_type_id == itype.id)
-            .order_by(AllocationConstraint.id)
-            .with_for_update(of=AllocationConstraint)
-        )
-    ).all()
+async def _quota_now(session: AsyncSession, tenant: Tenant, itype: InstanceType) -> tuple[int, int] | None:
+    """(instances of the type, reserved machines) for the tenant, under the lock of its reservations
+    (held to the end of the transaction), or None without an allocation."""
+    conn = await driver_connection(session)
+    where = {"tenant": tenant.id, "itype": itype.id}
+    values = [row[0] for row in await (await conn.execute(_LOCK_QUOTA, where)).fetchall()]
     if not values:
         return None
-    used = await session.scalar(
-        select(func.count()).where(Instance.tenant_id == tenant.id, Instance.instance_type_id == itype.id)
-    )
-    return int(used or 0), sum(values)
+    count = await (await conn.execute(_COUNT, where)).fetchone()
+    assert count is not None
+    return int(count[0]), sum(values)
 
 
 def _requested_partitions(spec: InstanceSpec, vpc: Vpc) -> set[uuid.UUID]:
     if spec.nvlink:
         return {b.partition_id for b in spec.nvlink}
     return {vpc.nvlink_logical_partition_id} if vpc.nvlink_logical_partition_id else set()
+
+
+# One statement for everything a create writes (a batch is 18 instances with their interfaces,
+# bindings and history): row-by-row statements cost more CPU than the inserts themselves. Foreign keys
+# are checked at the end of the statement, when every row of it exists. Rows that are listed in
+# creation order get clock_timestamp(), taken row by row in request order.
+_ADD_INSTANCES = """
+WITH new AS (
+    INSERT INTO instance (id, tenant_id, site_id, instance_type_id, vpc_id, name, description, ipxe_script,
+                          user_data, always_boot_with_custom_ipxe, phone_home_enabled, labels, status,
+                          created_by, nvlink_config_version, nvlink_config_changed_at, created, updated)
+    SELECT u.id, %(tenant)s, %(site)s, %(itype)s, %(vpc)s, u.name, %(description)s, %(ipxe)s, %(user_data)s,
+           %(always_ipxe)s, %(phone_home)s, %(labels)s::jsonb, u.status, %(by)s, 1, now(), now(), now()
+    FROM unnest(%(ids)s::uuid[], %(names)s::text[], %(statuses)s::text[]) AS u(id, name, status)
+    RETURNING id
+), assigned AS (
+    UPDATE machine SET instance_id = u.instance_id, updated = now()
+    FROM unnest(%(machines)s::text[], %(ids)s::uuid[]) AS u(machine_id, instance_id)
+    WHERE machine.id = u.machine_id
+    RETURNING machine.id
+), history AS (
+    INSERT INTO status_detail (instance_id, status, message, created, updated)
+    SELECT u.instance_id, u.status, u.message, clock_timestamp(), clock_timestamp()
+    FROM unnest(%(h_ids)s::uuid[], %(h_statuses)s::text[], %(h_messages)s::text[])
+         WITH ORDINALITY AS u(instance_id, status, message, n)
+    ORDER BY u.n
+), ports AS (
+    INSERT INTO instance_interface (id, instance_id, subnet_id, is_physical, status, created, updated)
+    SELECT gen_random_uuid(), u.instance_id, u.subnet_id, u.physical, 'Ready', clock_timestamp(),
+           clock_timestamp()
+    FROM unnest(%(p_ids)s::uuid[], %(p_subnets)s::uuid[], %(p_physical)s::boolean[])
+         WITH ORDINALITY AS u(instance_id, subnet_id, physical, n)
+    ORDER BY u.n
+), bindings AS (
+    INSERT INTO nvlink_interface (id, instance_id, logical_partition_id, site_id, device_instance, device,
+                                  status, created_by, created, updated)
+    SELECT gen_random_uuid(), u.instance_id, u.partition_id, %(site)s, u.device_instance, u.device, 'Pending',
+           %(by)s, clock_timestamp(), clock_timestamp()
+    FROM unnest(%(b_ids)s::uuid[], %(b_partitions)s::uuid[], %(b_devices)s::int[], %(b_names)s::text[])
+         WITH ORDINALITY AS u(instance_id, partition_id, device_instance, device, n)
+    ORDER BY u.n
+)
+SELECT (SELECT count(*) FROM new), (SELECT count(*) FROM assigned),
+       CASE WHEN %(notify)s::text IS NOT NULL THEN pg_notify(%(channel)s, %(notify)s) END
+"""
 
 
 async def _add_instances(
@@ -214,88 +378,65 @@ async def _add_instances(
     itype_id: uuid.UUID | None,
     spec: InstanceSpec,
     names: Sequence[str],
-    machines: Sequence[Machine],
+    machines: Sequence[Claimed],
     bindings: Sequence[Binding],
 ) -> list[uuid.UUID]:
     """Insert the instances with their interfaces, bindings and first history, assign the machines,
-    and hand the change to the reconciler. Returns the new ids in ``names`` order."""
+    and hand the change to the reconciler (NOTIFY of the machines' domains, in the same statement,
+    so in the same transaction). A new instance starts at NVLink config version 1. Returns the new
+    ids in ``names`` order."""
     ids = [uuid.uuid4() for _ in names]
     ports = list(spec.ports)
     if not any(p.is_physical for p in ports):
         ports[0] = Port(ports[0].subnet_id, True)  # the first interface is the physical one
-    # Bulk statements (one round trip per table) rather than the unit of work: a batch is 18
-    # instances with their interfaces, bindings and history, and the per-object bookkeeping of the
-    # unit of work would cost more than the inserts.
-    instances: list[dict[str, Any]] = []
-    history: list[dict[str, Any]] = []
-    interfaces: list[dict[str, Any]] = []
-    nvlinks: list[dict[str, Any]] = []
-    for instance_id, name, machine in zip(ids, names, machines, strict=True):
+    statuses, h_ids, h_statuses, h_messages = [], [], [], []
+    for instance_id, machine in zip(ids, machines, strict=True):
         ready = machine.nvlink_domain_uuid is None  # nothing on the fabric to wait for
-        instances.append(
-            {
-                "id": instance_id,
-                "tenant_id": tenant.id,
-                "site_id": vpc.site_id,
-                "instance_type_id": itype_id,
-                "vpc_id": vpc.id,
-                "name": name,
-                "description": spec.description,
-                "ipxe_script": spec.ipxe_script,
-                "user_data": spec.user_data,
-                "always_boot_with_custom_ipxe": spec.always_boot_with_custom_ipxe,
-                "phone_home_enabled": spec.phone_home_enabled,
-                "labels": spec.labels,
-                "status": InstanceStatus.READY if ready else InstanceStatus.PENDING,
-                "created_by": spec.created_by,
-            }
-        )
-        history.append(
-            {"instance_id": instance_id, "status": InstanceStatus.PENDING, "message": PENDING_MESSAGE}
-        )
+        statuses.append(InstanceStatus.READY if ready else InstanceStatus.PENDING)
+        h_ids.append(instance_id)
+        h_statuses.append(InstanceStatus.PENDING)
+        h_messages.append(PENDING_MESSAGE)
         if ready:
-            history.append(
-                {"instance_id": instance_id, "status": InstanceStatus.READY, "message": READY_MESSAGE}
-            )
-        interfaces.extend(
-            {
-                "instance_id": instance_id,
-                "subnet_id": port.subnet_id,
-                "is_physical": port.is_physical,
-                "status": InterfaceStatus.READY,
-            }
-            for port in ports
-        )
-        nvlinks.extend(
-            {
-                "instance_id": instance_id,
-                "logical_partition_id": binding.partition_id,
-                "site_id": vpc.site_id,
-                "device_instance": binding.device_instance,
-                "device": binding.device,
-                "status": NvLinkInterfaceStatus.PENDING,
-                "created_by": spec.created_by,
-            }
-            for binding in bindings
-        )
-    for table, rows in (
-        (Instance.__table__, instances),
-        (StatusDetail.__table__, history),
-        (InstanceInterface.__table__, interfaces),
-        (NvlinkInterface.__table__, nvlinks),
-    ):
-        if rows:  # Core inserts: the ORM's bulk path adds bookkeeping that is not needed here
-            await session.execute(insert(cast(Table, table)), rows)
-    await session.execute(
-        update(Machine), [{"id": m.id, "instance_id": i} for m, i in zip(machines, ids, strict=True)]
+            h_ids.append(instance_id)
+            h_statuses.append(InstanceStatus.READY)
+            h_messages.append(READY_MESSAGE)
+    domains = {m.nvlink_domain_uuid for m in machines if m.nvlink_domain_uuid is not None}
+    conn = await driver_connection(session)
+    cursor = await conn.execute(
+        _ADD_INSTANCES,
+        {
+            "tenant": tenant.id,
+            "site": vpc.site_id,
+            "itype": itype_id,
+            "vpc": vpc.id,
+            "description": spec.description,
+            "ipxe": spec.ipxe_script,
+            "user_data": spec.user_data,
+            "always_ipxe": spec.always_boot_with_custom_ipxe,
+            "phone_home": spec.phone_home_enabled,
+            "labels": Jsonb(spec.labels) if spec.labels is not None else None,
+            "by": spec.created_by,
+            "ids": ids,
+            "names": list(names),
+            "statuses": [str(v) for v in statuses],
+            "machines": [m.id for m in machines],
+            "h_ids": h_ids,
+            "h_statuses": [str(v) for v in h_statuses],
+            "h_messages": h_messages,
+            "p_ids": [i for i in ids for _ in ports],
+            "p_subnets": [p.subnet_id for _ in ids for p in ports],
+            "p_physical": [p.is_physical for _ in ids for p in ports],
+            "b_ids": [i for i in ids for _ in bindings],
+            "b_partitions": [b.partition_id for _ in ids for b in bindings],
+            "b_devices": [b.device_instance for _ in ids for b in bindings],
+            "b_names": [b.device for _ in ids for b in bindings],
+            "channel": CHANNEL,
+            "notify": payload(domains) if domains else None,
+        },
     )
-    await desired_state_changed(session, instance_ids=ids)
+    row = await cursor.fetchone()
+    assert row is not None and row[0] == row[1] == len(ids), row
     return ids
-
-
-async def _machines(session: AsyncSession, ids: Sequence[str]) -> list[Machine]:
-    by_id = {m.id: m for m in await session.scalars(select(Machine).where(Machine.id.in_(ids)))}
-    return [by_id[i] for i in ids]
 
 
 async def create(
@@ -309,56 +450,50 @@ async def create(
     seed: int | None = None,
 ) -> InstanceView:
     """One instance on a machine placed by policy (or on ``machine_id`` for targeted creation)."""
-    tenant = await _tenant(session, org, spec.tenant_id)
-    vpc = await _vpc(session, tenant, spec.vpc_id)
-    site = await session.get(Site, vpc.site_id)
-    assert site is not None
-    if site.status != SiteStatus.REGISTERED:
+    context = await _context(session, org, spec, instance_type_id=instance_type_id, names=[name])
+    tenant = _check_tenant(context, spec.tenant_id)
+    vpc = _check_vpc(context)
+    if context.site_status != SiteStatus.REGISTERED:
         raise bad_request("The Site where this Instance is being created is not in Registered state")
-    await _check_subnets(session, tenant, vpc, spec.ports, SINGLE_SUBNETS)
-    clash = await session.scalar(
-        select(Instance.id).where(
-            Instance.tenant_id == tenant.id, Instance.site_id == site.id, Instance.name == name
-        )
-    )
-    if clash is not None:
-        raise conflict("An Instance with specified name already exists for Tenant", {"id": str(clash)})
+    _check_subnets(context, vpc, spec.ports, SINGLE_SUBNETS)
+    if context.clash is not None:
+        raise conflict("An Instance with specified name already exists for Tenant", {"id": context.clash[0]})
     explicit = list(spec.nvlink or ())
+    machine: Claimed
     if instance_type_id is not None:
-        itype = await session.get(InstanceType, instance_type_id)
+        itype = context.itype
         if itype is None:
             raise bad_request("Could not find Instance Type with ID specified in request data")
-        if itype.site_id != site.id:
+        if itype.site_id != vpc.site_id:
             raise bad_request(
                 "VPC and Instance Type specified in request data do not belong to the same Site"
             )
-        if not await tenant_uses_site(session, tenant.id, itype.site_id):
+        if not context.uses_site or context.reserved is None:
             raise forbidden(NO_ALLOCATION)
-        quota = await _quota(session, tenant, itype)
-        if quota is None:
-            raise forbidden(NO_ALLOCATION)
-        if quota[0] >= quota[1]:
-            raise forbidden(
-                "Tenant has reached the maximum number of Instances for Instance Type specified in "
-                "request data"
-            )
-        capabilities = await nvlink_capabilities(session, instance_type_id=itype.id)
+        if context.instances_of_type >= context.reserved:
+            raise forbidden(QUOTA_REACHED)
+        capabilities = context.capabilities
         wants_nvlink = bool(explicit) or (vpc.nvlink_logical_partition_id is not None and bool(capabilities))
         try:
-            (chosen,) = await assignment.claim(
+            (machine,) = await assignment.claim(
                 session,
-                site_id=site.id,
+                site_id=vpc.site_id,
                 ask=Ask(instance_type_id=itype.id, needs_nvlink=wants_nvlink),
                 partition_ids=_requested_partitions(spec, vpc),
                 seed=seed,
             )
         except NoCapacity:
             raise bad_request("No Machines are available for specified Instance Type") from None
-        (machine,) = await _machines(session, [chosen])
+        quota = await _quota_now(session, tenant, itype)  # the check again, now under its lock
+        if quota is None:
+            raise forbidden(NO_ALLOCATION)
+        if quota[0] >= quota[1]:
+            raise forbidden(QUOTA_REACHED)
     else:
         assert machine_id is not None
         itype, capabilities = None, []
-        machine = await _targeted_machine(session, tenant, site, machine_id)
+        target = await _targeted_machine(session, tenant, vpc.site_id, machine_id)
+        machine = Claimed(target.id, target.nvlink_domain_uuid)
     if not capabilities:
         capabilities = await nvlink_capabilities(session, machine_id=machine.id)
     bindings = await _create_bindings(session, tenant, vpc, explicit, capabilities, SINGLE_CREATE)
@@ -377,11 +512,13 @@ async def create(
     return (await load(session, [new_id], chronological=True))[0]
 
 
-async def _targeted_machine(session: AsyncSession, tenant: Tenant, site: Site, machine_id: str) -> Machine:
+async def _targeted_machine(
+    session: AsyncSession, tenant: Tenant, site_id: uuid.UUID, machine_id: str
+) -> Machine:
     if not tenant.targeted_instance_creation:
         raise forbidden("Tenant does not have the capability to create Instances on a specific Machine")
     machine = await session.scalar(select(Machine).where(Machine.id == machine_id).with_for_update())
-    if machine is None or machine.site_id != site.id:
+    if machine is None or machine.site_id != site_id:
         raise bad_request("Could not find Machine with ID specified in request data")
     if machine.instance_id is not None or machine.status != MachineStatus.READY or machine.is_missing_on_site:
         raise bad_request("Machine specified in request data is not available for Instance creation")
@@ -400,47 +537,35 @@ async def create_batch(
     seed: int | None = None,
 ) -> list[InstanceView]:
     """``count`` instances, all or nothing (spec §6)."""
-    tenant = await _tenant(session, org, spec.tenant_id)
-    itype = await session.get(InstanceType, instance_type_id)
-    if itype is None:
-        raise bad_request("Could not find Instance Type with ID specified in request data")
-    vpc = await _vpc(session, tenant, spec.vpc_id)
-    if vpc.site_id != itype.site_id:
-        raise bad_request("VPC and Instance Type specified in request data do not belong to the same Site")
-    site = await session.get(Site, vpc.site_id)
-    assert site is not None
-    if site.status != SiteStatus.REGISTERED:
-        raise bad_request("The Site where Instances are being created is not in Registered state")
-    await _check_subnets(session, tenant, vpc, spec.ports, BATCH_SUBNETS)
     suffix = uuid.uuid4().hex[:6]
     names = [f"{name_prefix}-{suffix}-{n}" for n in range(1, count + 1)]
-    clash = await session.scalar(
-        select(Instance.name)
-        .where(Instance.tenant_id == tenant.id, Instance.site_id == site.id, Instance.name.in_(names))
-        .limit(1)
-    )
-    if clash is not None:
+    context = await _context(session, org, spec, instance_type_id=instance_type_id, names=names)
+    tenant = _check_tenant(context, spec.tenant_id)
+    itype = context.itype
+    if itype is None:
+        raise bad_request("Could not find Instance Type with ID specified in request data")
+    vpc = _check_vpc(context)
+    if vpc.site_id != itype.site_id:
+        raise bad_request("VPC and Instance Type specified in request data do not belong to the same Site")
+    if context.site_status != SiteStatus.REGISTERED:
+        raise bad_request("The Site where Instances are being created is not in Registered state")
+    _check_subnets(context, vpc, spec.ports, BATCH_SUBNETS)
+    if context.clash is not None:
         raise conflict(
-            f"Instance with name '{clash}' already exists for Tenant at this Site. "
+            f"Instance with name '{context.clash[1]}' already exists for Tenant at this Site. "
             "Please choose a different name prefix."
         )
-    quota = (
-        await _quota(session, tenant, itype) if await tenant_uses_site(session, tenant.id, site.id) else None
-    )
-    if quota is None:
+    if not context.uses_site or context.reserved is None:
         raise forbidden(NO_ALLOCATION)
-    if quota[0] + count > quota[1]:
-        raise forbidden(
-            "Tenant has reached the maximum number of Instances for Instance Type. "
-            f"Current: {quota[0]}, Requested: {count}, Max: {quota[1]}"
-        )
-    capabilities = await nvlink_capabilities(session, instance_type_id=itype.id)  # no machine fallback
+    if context.instances_of_type + count > context.reserved:
+        raise forbidden(_batch_quota_message(context.instances_of_type, count, context.reserved))
+    capabilities = context.capabilities  # no machine fallback in a batch
     explicit = list(spec.nvlink or ())
     wants_nvlink = bool(explicit) or (vpc.nvlink_logical_partition_id is not None and bool(capabilities))
     try:
         chosen = await assignment.claim(
             session,
-            site_id=site.id,
+            site_id=vpc.site_id,
             ask=Ask(
                 instance_type_id=itype.id,
                 count=count,
@@ -459,8 +584,13 @@ async def create_batch(
             f"Topology optimization requires all {count} machines on same NVLink domain, but best domain "
             f"only has {exc.best_domain} available"
         ) from None
+    quota = await _quota_now(session, tenant, itype)  # the check again, now under its lock
+    if quota is None:
+        raise forbidden(NO_ALLOCATION)
+    if quota[0] + count > quota[1]:
+        raise forbidden(_batch_quota_message(quota[0], count, quota[1]))
     bindings = await _create_bindings(session, tenant, vpc, explicit, capabilities, BATCH_CREATE)
-    machines = await _machines(session, chosen)
+    machines = chosen
     if bindings and any(m.nvlink_domain_uuid is None for m in machines):
         raise bad_request(BATCH_CREATE.no_capability)
     ids = await _add_instances(
