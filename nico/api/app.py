@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any
@@ -103,6 +104,11 @@ def create_app(
         ]
         for task in tasks:
             task.add_done_callback(_report_crash)
+        # Everything built so far (modules, app, metadata) lives as long as the process: moving it out
+        # of the collector's generations spares every later full collection from scanning it (a
+        # measurable share of the CPU of a request that allocates a lot, such as a batch create).
+        gc.collect()
+        gc.freeze()
         try:
             yield
         finally:
