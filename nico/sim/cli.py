@@ -59,7 +59,7 @@ def _site(
 
 
 @contextlib.contextmanager
-def _stop_requested() -> Iterator[asyncio.Event]:
+def stop_requested() -> Iterator[asyncio.Event]:
     """An event set by Ctrl-C or SIGTERM, installed before the servers start so that a signal
     arriving during start-up still ends in a clean stop."""
     stop = asyncio.Event()
@@ -111,7 +111,7 @@ def nmxc(
         )
 
     async def serve() -> None:
-        with _stop_requested() as stop:
+        with stop_requested() as stop:
             async with NmxcSimulator(fabric, base_port=port, tls=tls) as sim:
                 for serial, url in sim.endpoints.items():
                     print(f"{serial} -> {url}  (domain {fabric.chassis_serials[serial]})", flush=True)
@@ -145,7 +145,7 @@ def nmxm(
         sim = NmxmSimulator(
             fabric, port=port, username=username, password=password, operation_delay=operation_delay
         )
-        with _stop_requested() as stop:
+        with stop_requested() as stop:
             async with sim:
                 print(sim.url, flush=True)
                 err.print(f"NMX-M simulator: {len(fabric.domains)} domain(s), basic auth; Ctrl-C stops")
