@@ -266,8 +266,7 @@ def banner(demo: RunningDemo, out: Console) -> None:
         "",
         "Ctrl-C stops the demo; the next run picks up where this one left off.",
     ]
-    for line in lines:
-        out.print(line, soft_wrap=True, highlight=False)
+    out.print("\n".join(lines), soft_wrap=True, highlight=False)
 
 
 async def run_demo(settings: Settings, options: DemoOptions, out: Console, err: Console) -> None:
