@@ -21,6 +21,7 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     "nvlink_interface",
     "vpc",
     "instance",
+    "topology",
 )
 
 
