@@ -120,7 +120,6 @@ async def tenant_topology(session: AsyncSession, org: str) -> TopologyView:
             select(NvlinkDomain, Site.name)
             .join(Site, Site.id == NvlinkDomain.site_id)
             .join(TenantSite, and_(TenantSite.site_id == Site.id, TenantSite.tenant_id == tenant.id))
-            .order_by(Site.name, NvlinkDomain.uuid)
         )
     ).all()
     if not domains:
@@ -228,4 +227,5 @@ async def tenant_topology(session: AsyncSession, org: str) -> TopologyView:
                 )
             )
         views.append(view)
+    views.sort(key=lambda d: (d.site_name, [c.serial for c in d.chassis], str(d.domain_uuid)))
     return TopologyView(views, sorted(legend.values(), key=lambda p: (p.name, str(p.partition_id))))

@@ -36,11 +36,13 @@ def demo_env(data_dir: Path) -> dict[str, str]:
 
 
 class DemoProcess:
-    def __init__(self, data_dir: Path, *args: str, port: int | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.port = port or free_port()
         self.args = args
-        self.env = demo_env(data_dir)
+        self.env = {**demo_env(data_dir), **(env or {})}
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self._ready = threading.Event()
