@@ -192,3 +192,11 @@ def test_the_seed_registers_the_endpoints_the_simulators_serve() -> None:
     assert SERVICES["seed"]["depends_on"]["nmxc-sim"] == {"condition": "service_started"}
     _, nmxm = parse(NICO["nmxm-sim"]["command"])
     assert nmxm["host"] == "0.0.0.0" and {int(p) for p in SERVICES["nmxm-sim"]["expose"]} == {nmxm["port"]}
+
+
+def test_the_stack_loads_the_alerts_the_metrics_reference_documents() -> None:
+    documented = re.search(
+        r"## Example alerts\s*```yaml\n(.*?)```", (ROOT / "docs" / "metrics.md").read_text(), re.S
+    )
+    assert documented
+    assert yaml.safe_load((ROOT / "deploy" / "alerts.yml").read_text()) == yaml.safe_load(documented.group(1))
