@@ -197,7 +197,7 @@ async def allocate_free_machines(
             ),
         )
     elif free > 0 and found is not None:
-        row, constraint = found.tuple()
+        row, constraint = found
         await allocation.update_constraint(
             session, provider, row.id, constraint.id, constraint.constraint_value + free
         )

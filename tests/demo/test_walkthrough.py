@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -19,6 +20,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 WALKTHROUGH = re.compile(r"<!-- walkthrough:start -->\s*```sh\n(.*?)```\s*<!-- walkthrough:end -->", re.S)
 DEADLINE = 30.0
 POLL = 0.05
+WAIT_FOR_19 = ("--min", "19", "--timeout", "1")
 
 
 def walkthrough() -> str:
@@ -92,6 +94,25 @@ def test_the_readme_walkthrough_runs_as_written_and_a_second_demo_run_reuses_the
                     )
                     == 0.0
                 ), text
+        # nico wait-ready gives up at its timeout with exit status 1 (18 exist, 19 are awaited).
+        waited = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "nico.cli",
+                "wait-ready",
+                "--org",
+                "demo",
+                "--url",
+                again.url,
+                *WAIT_FOR_19,
+            ],
+            env=again.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert waited.returncode == 1 and "timeout: 18/18 instances Ready" in waited.stderr, waited.stderr
     finally:
         assert again.stop() == 0, again.output()
 
