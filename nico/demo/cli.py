@@ -88,10 +88,16 @@ def seed(
     if settings.nvlink_config.backend == "nmxc" and not endpoints:
         err.print("[bold red]error:[/] backend nmxc: give the simulators with --nmxc-endpoint URL")
         raise typer.Exit(2)
+    from nico.config import ConfigError
+    from nico.db import migrate as migrations
+    from nico.fabric.backend import FabricError
+    from nico.services.errors import ServiceError
+
     url = database_url_or_exit(settings)
+    migrations.upgrade(url)  # as serve and reconcile do: a no-op after `nico migrate`
     try:
         seeded = asyncio.run(_seed(settings, url, org, endpoints, wait))
-    except Exception as exc:
+    except (ServiceError, FabricError, ConfigError) as exc:
         err.print(f"[bold red]seed failed:[/] {getattr(exc, 'message', exc)}", highlight=False)
         raise typer.Exit(1) from None
     out.print(
