@@ -10,8 +10,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from nico import admin_cli
+from nico import admin_cli, tenant_cli
 from nico.config import ConfigError, Settings, load_settings
+from nico.demo import cli as demo_cli
 from nico.sim import cli as sim_cli
 
 app = typer.Typer(
@@ -23,6 +24,7 @@ app = typer.Typer(
 )
 console = Console(stderr=True)
 app.add_typer(sim_cli.app, name="sim")
+app.add_typer(demo_cli.app, name="demo")
 
 
 def settings_or_exit(**overrides: object) -> Settings:
@@ -183,6 +185,7 @@ def reconcile(
 
 
 app.add_typer(admin_cli.app, name="admin")
+app.command("wait-ready")(tenant_cli.wait_ready)
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ from nico.api.auth import TokenVerifier
 from nico.api.context import AppContext
 from nico.api.errors import error_response, install_error_handlers
 from nico.api.openapi import build_openapi
-from nico.api.routers import health, tenant_routers
+from nico.api.routers import health, tenant_routers, web
 from nico.config import Settings
 from nico.db.engine import make_engine, make_session_factory, resolve_database_url
 
@@ -153,6 +153,7 @@ def create_app(
     app.add_middleware(BodyLimit, source=source)
 
     app.include_router(health.router)
+    app.include_router(web.router)
     prefix = f"/{settings.api.route_version}/org/{{org}}/{source}"
     for router in tenant_routers():
         app.include_router(router, prefix=prefix)

@@ -37,6 +37,7 @@ MaxPartitions = Annotated[
     ),
 ]
 Latency = Annotated[float, typer.Option(min=0.0, help="Seconds added to every answer.")]
+Host = Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 in a container reached by others).")]
 ErrorRate = Annotated[
     float, typer.Option(min=0.0, max=1.0, help="Fraction of calls answered with NMX_ST_NOT_READY.")
 ]
@@ -59,7 +60,7 @@ def _site(
 
 
 @contextlib.contextmanager
-def _stop_requested() -> Iterator[asyncio.Event]:
+def stop_requested() -> Iterator[asyncio.Event]:
     """An event set by Ctrl-C or SIGTERM, installed before the servers start so that a signal
     arriving during start-up still ends in a clean stop."""
     stop = asyncio.Event()
@@ -90,6 +91,7 @@ def nmxc(
     tls_client_ca: Annotated[
         Path | None, typer.Option(help="CA (PEM) that must sign client certificates: mTLS.")
     ] = None,
+    host: Host = "127.0.0.1",
 ) -> None:
     """Serve each domain's NMX-C on its own port (a real NMX-C is one domain per endpoint) and print
     one line per chassis serial: SERIAL -> URL."""
@@ -111,8 +113,8 @@ def nmxc(
         )
 
     async def serve() -> None:
-        with _stop_requested() as stop:
-            async with NmxcSimulator(fabric, base_port=port, tls=tls) as sim:
+        with stop_requested() as stop:
+            async with NmxcSimulator(fabric, base_port=port, tls=tls, host=host) as sim:
                 for serial, url in sim.endpoints.items():
                     print(f"{serial} -> {url}  (domain {fabric.chassis_serials[serial]})", flush=True)
                 err.print(f"NMX-C simulator: {len(fabric.domains)} domain(s); Ctrl-C stops")
@@ -135,6 +137,7 @@ def nmxm(
     operation_delay: Annotated[
         float, typer.Option(min=0.0, help="Seconds before a create/update/delete operation completes.")
     ] = 0.0,
+    host: Host = "127.0.0.1",
 ) -> None:
     """Serve the whole site's NMX-M REST API and print its base URL."""
     from nico.sim.nmxm_app import NmxmSimulator
@@ -143,9 +146,14 @@ def nmxm(
 
     async def serve() -> None:
         sim = NmxmSimulator(
-            fabric, port=port, username=username, password=password, operation_delay=operation_delay
+            fabric,
+            port=port,
+            username=username,
+            password=password,
+            operation_delay=operation_delay,
+            host=host,
         )
-        with _stop_requested() as stop:
+        with stop_requested() as stop:
             async with sim:
                 print(sim.url, flush=True)
                 err.print(f"NMX-M simulator: {len(fabric.domains)} domain(s), basic auth; Ctrl-C stops")

@@ -34,17 +34,24 @@ assigned.
 Fault knobs (:class:`Faults`) are set at run time per domain (by domain uuid or any of its chassis
 serials) with :meth:`SimFabric.set_faults`, and for the site-wide NMX-M endpoint with
 :meth:`SimFabric.set_site_faults`.
+
+Snapshots: :meth:`SimFabric.to_json` records the site's shape and every domain's partitions (ids,
+names, members, NMX-M entity ids, times) and GPU health; :meth:`SimFabric.from_json` builds the same
+site again, so a restarted simulator (``nico demo``) finds the fabric as it left it. Fault knobs are
+run-time settings and are not recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import random
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from nico.fabric.backend import DEFAULT_PARTITION_ID, MAX_PARTITION_ID, MIN_PARTITION_ID
 from nico.fabric.nmxc import nmx_c_pb2 as pb
@@ -56,6 +63,7 @@ DEFAULT_MAX_PARTITIONS = 64
 DEFAULT_PARTITION_NAME = "Default Partition"
 MAX_NAME_LENGTH = 244
 GPU_HEALTH = ("UNKNOWN", "HEALTHY", "DEGRADED", "NO_NVLINK", "DEGRADED_BW")
+SNAPSHOT_VERSION = 1
 
 
 class SimError(Exception):
@@ -191,6 +199,9 @@ class SimFabric:
         if not 1 <= max_partitions <= MAX_PARTITION_ID:
             raise ValueError(f"max_partitions must be within 1..{MAX_PARTITION_ID}")
         self.seed = seed
+        self.racks = racks
+        self.nvl36x2 = nvl36x2
+        self.max_partitions = max_partitions
         self.domains: dict[uuid.UUID, SimDomain] = {}
         self._by_serial: dict[str, SimDomain] = {}
         self._gpu_by_entity: dict[str, SimGpu] = {}
@@ -243,7 +254,11 @@ class SimFabric:
             self._by_serial[serial] = domain
         for gpu in gpus.values():
             self._gpu_by_entity[gpu.entity_id] = gpu
-        self._insert(domain, DEFAULT_PARTITION_ID, DEFAULT_PARTITION_NAME, list(gpus))
+        # The default partition's entity id comes from the domain's own generator, so a site grown by
+        # more racks keeps the ids of the first ones (a smaller site's snapshot fits a larger one).
+        self._insert(
+            domain, DEFAULT_PARTITION_ID, DEFAULT_PARTITION_NAME, list(gpus), f"{rng.getrandbits(96):024x}"
+        )
 
     def _fresh_uid(self, rng: random.Random, domain_uuid: uuid.UUID) -> int:
         while True:
@@ -299,6 +314,139 @@ class SimFabric:
         changed = dataclasses.replace(gpu, health=health)
         self.domains[gpu.domain_uuid].gpus[gpu_uid] = changed
         self._gpu_by_entity[gpu.entity_id] = changed
+
+    # ------------------------------------------------------------------------------------- snapshots
+
+    def to_json(self) -> str:
+        """The site's shape, every domain's partitions and the GPUs whose health is not HEALTHY."""
+        return json.dumps(
+            {
+                "version": SNAPSHOT_VERSION,
+                "racks": self.racks,
+                "nvl36x2": self.nvl36x2,
+                "seed": self.seed,
+                "max_partitions": self.max_partitions,
+                "domains": {
+                    str(domain.domain_uuid): {
+                        "partitions": [
+                            {
+                                "id": p.partition_id,
+                                "name": p.name,
+                                "gpus": [str(uid) for uid in sorted(p.gpu_uids)],
+                                "entity_id": p.entity_id,
+                                "created_at": p.created_at.isoformat(),
+                                "updated_at": p.updated_at.isoformat(),
+                            }
+                            for p in self.partitions(domain.domain_uuid)
+                        ],
+                        "unhealthy": {
+                            str(g.gpu_uid): g.health for g in domain.gpus.values() if g.health != "HEALTHY"
+                        },
+                    }
+                    for domain in self.domains.values()
+                },
+            },
+            indent=1,
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> SimFabric:
+        """The site a :meth:`to_json` snapshot recorded (same seed: same uuids, serials and GUIDs),
+        with its partitions and GPU health. Raises ValueError on a malformed snapshot."""
+        data = _snapshot(text)
+        try:
+            fabric = cls(
+                int(data["racks"]),
+                nvl36x2=int(data["nvl36x2"]),
+                seed=int(data["seed"]),
+                max_partitions=int(data["max_partitions"]),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"not a fabric snapshot: missing or bad {exc}") from None
+        fabric.restore(data)
+        return fabric
+
+    def restore(self, snapshot: str | dict[str, Any]) -> None:
+        """Replace the partitions and GPU health of the snapshot's domains with the recorded ones.
+        Every recorded domain must exist here (a larger site of the same seed is fine; its extra
+        domains keep their state). All or nothing: ValueError leaves the fabric unchanged."""
+        data = _snapshot(snapshot) if isinstance(snapshot, str) else snapshot
+        try:
+            recorded = {uuid.UUID(key): value for key, value in data["domains"].items()}
+            plans = {key: self._planned(key, value) for key, value in recorded.items()}
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"not a fabric snapshot: missing or bad {exc}") from None
+        kept = [
+            p.entity_id
+            for d in self.domains.values()
+            if d.domain_uuid not in plans
+            for p in d.partitions.values()
+        ]
+        entities = kept + [p.entity_id for partitions, _ in plans.values() for p in partitions]
+        if len(set(entities)) != len(entities):
+            raise ValueError("not a fabric snapshot: a partition entity id is repeated")
+        for key in plans:
+            domain = self.domains[key]
+            for partition in domain.partitions.values():
+                del self._partition_by_entity[partition.entity_id]
+            domain.partitions.clear()
+            domain.owner.clear()
+            domain.names.clear()
+        for key, (partitions, unhealthy) in plans.items():
+            domain = self.domains[key]
+            for partition in partitions:
+                domain.partitions[partition.partition_id] = partition
+                if partition.name:
+                    domain.names[partition.name] = partition.partition_id
+                for uid in partition.gpu_uids:
+                    domain.owner[uid] = partition.partition_id
+                self._partition_by_entity[partition.entity_id] = (domain, partition.partition_id)
+            for uid, gpu in list(domain.gpus.items()):
+                health = unhealthy.get(uid, "HEALTHY")
+                if gpu.health != health:
+                    domain.gpus[uid] = dataclasses.replace(gpu, health=health)
+                    self._gpu_by_entity[gpu.entity_id] = domain.gpus[uid]
+
+    def _planned(
+        self, domain_uuid: uuid.UUID, recorded: dict[str, Any]
+    ) -> tuple[list[SimPartition], dict[int, str]]:
+        """Check one recorded domain against this site and build its partitions (nothing applied)."""
+        domain = self.domains.get(domain_uuid)
+        if domain is None:
+            raise ValueError(f"the snapshot has domain {domain_uuid}, which this site does not have")
+        partitions: list[SimPartition] = []
+        owner: dict[int, int] = {}
+        names: set[str] = set()
+        for item in recorded["partitions"]:
+            partition_id, name = int(item["id"]), str(item["name"])
+            if not MIN_PARTITION_ID <= partition_id <= DEFAULT_PARTITION_ID or any(
+                p.partition_id == partition_id for p in partitions
+            ):
+                raise ValueError(f"domain {domain_uuid}: bad or repeated partition id {partition_id}")
+            if name and name in names:
+                raise ValueError(f"domain {domain_uuid}: partition name {name!r} is repeated")
+            names.add(name)
+            uids = {int(uid) for uid in item["gpus"]}
+            for uid in uids:
+                if uid not in domain.gpus:
+                    raise ValueError(f"domain {domain_uuid}: GPU {uid} is not in this domain")
+                if owner.setdefault(uid, partition_id) != partition_id:
+                    raise ValueError(f"domain {domain_uuid}: GPU {uid} is in two partitions")
+            partitions.append(
+                SimPartition(
+                    partition_id=partition_id,
+                    name=name,
+                    gpu_uids=uids,
+                    entity_id=str(item["entity_id"]),
+                    created_at=datetime.fromisoformat(item["created_at"]),
+                    updated_at=datetime.fromisoformat(item["updated_at"]),
+                )
+            )
+        unhealthy = {int(uid): str(health) for uid, health in recorded.get("unhealthy", {}).items()}
+        for uid, health in unhealthy.items():
+            if uid not in domain.gpus or health not in GPU_HEALTH:
+                raise ValueError(f"domain {domain_uuid}: bad health {health!r} of GPU {uid}")
+        return partitions, unhealthy
 
     # ---------------------------------------------------------------------------------------- faults
 
@@ -437,13 +585,26 @@ class SimFabric:
         self._changed(domain, partition.partition_id)
         return partition
 
-    def _insert(self, domain: SimDomain, partition_id: int, name: str, uids: Iterable[int]) -> SimPartition:
+    def _fresh_entity_id(self) -> str:
+        while True:
+            entity_id = f"{self._entity_rng.getrandbits(96):024x}"
+            if entity_id not in self._partition_by_entity:  # restored partitions keep theirs
+                return entity_id
+
+    def _insert(
+        self,
+        domain: SimDomain,
+        partition_id: int,
+        name: str,
+        uids: Iterable[int],
+        entity_id: str | None = None,
+    ) -> SimPartition:
         now = datetime.now(UTC)
         partition = SimPartition(
             partition_id=partition_id,
             name=name,
             gpu_uids=set(uids),
-            entity_id=f"{self._entity_rng.getrandbits(96):024x}",
+            entity_id=entity_id or self._fresh_entity_id(),
             created_at=now,
             updated_at=now,
         )
@@ -478,6 +639,16 @@ class SimFabric:
             holder = domain.owner.get(uid)
             if holder is not None:
                 raise SimError(pb.NMX_ST_RESOURCE_IN_USE, f"GPU {uid} is in partition {holder}")
+
+
+def _snapshot(text: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not a fabric snapshot: {exc}") from None
+    if not isinstance(data, dict) or data.get("version") != SNAPSHOT_VERSION:
+        raise ValueError(f"not a fabric snapshot of version {SNAPSHOT_VERSION}")
+    return data
 
 
 def _check_name(name: str) -> None:

@@ -329,7 +329,8 @@ class NmxcSimulator:
     """The NMX-C servers of a simulated site, one per domain, on 127.0.0.1.
 
     ``base_port`` 0 picks free ports; otherwise domain *i* (in site order) listens on
-    ``base_port + i``. A stopped domain keeps its port for :meth:`start_domain`.
+    ``base_port + i``. A stopped domain keeps its port for :meth:`start_domain`. ``host`` is
+    loopback unless a container must be reached from others (``nico sim nmxc --host 0.0.0.0``).
     """
 
     def __init__(
@@ -339,9 +340,11 @@ class NmxcSimulator:
         base_port: int = 0,
         tls: ServerTls | None = None,
         domains: list[uuid.UUID] | None = None,
+        host: str = LOOPBACK,
     ) -> None:
         self.fabric = fabric
         self.tls = tls
+        self.host = host
         self._domains = domains if domains is not None else list(fabric.domains)
         self._ports = {d: (base_port + i if base_port else 0) for i, d in enumerate(self._domains)}
         self._servers: dict[uuid.UUID, grpc.aio.Server] = {}
@@ -354,7 +357,7 @@ class NmxcSimulator:
         port = self._ports[domain_uuid]
         if not port:
             raise RuntimeError(f"the server of domain {domain_uuid} has not started yet")
-        return f"{self.scheme}://{LOOPBACK}:{port}"
+        return f"{self.scheme}://{self.host}:{port}"
 
     @property
     def endpoints(self) -> dict[str, str]:
@@ -386,7 +389,7 @@ class NmxcSimulator:
         )
         servicer = NmxcServicer(self.fabric, domain_uuid)
         pb_grpc.add_NMX_ControllerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
-        address = f"{LOOPBACK}:{self._ports[domain_uuid]}"
+        address = f"{self.host}:{self._ports[domain_uuid]}"
         if self.tls:
             credentials = grpc.ssl_server_credentials(
                 [(self.tls.private_key, self.tls.certificate_chain)],

@@ -452,7 +452,8 @@ class _Server(uvicorn.Server):
 
 
 class NmxmSimulator:
-    """Serves the NMX-M app with uvicorn on 127.0.0.1 inside the running event loop."""
+    """Serves the NMX-M app with uvicorn (on 127.0.0.1 unless ``host`` says otherwise) inside the running
+    event loop."""
 
     def __init__(
         self,
@@ -462,8 +463,10 @@ class NmxmSimulator:
         username: str = "admin",
         password: str = "admin",
         operation_delay: float = 0.0,
+        host: str = LOOPBACK,
     ) -> None:
         self.fabric = fabric
+        self.host = host
         self.app = create_nmxm_app(
             fabric, username=username, password=password, operation_delay=operation_delay
         )
@@ -476,7 +479,7 @@ class NmxmSimulator:
     def url(self) -> str:
         if not self.port:
             raise RuntimeError("the NMX-M simulator has not started yet")
-        return f"http://{LOOPBACK}:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     async def start(self) -> NmxmSimulator:
         """Listen (again, on the same port after a :meth:`stop`)."""
@@ -487,7 +490,7 @@ class NmxmSimulator:
         # uvicorn writes a response's head and body separately; without this, Nagle holds the body
         # until the client's delayed ACK, and every request costs ~40 ms.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((LOOPBACK, self.port))
+        sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
         self.state.closing.clear()
         config = uvicorn.Config(self.app, lifespan="off", log_level="warning", access_log=False)

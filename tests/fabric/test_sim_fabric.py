@@ -148,3 +148,77 @@ def test_set_members_replaces_the_list() -> None:
     assert fabric.partition_of(free[0]) is None
     fabric.set_members("SIM-0001", made.partition_id, [])
     assert fabric.members("SIM-0001")[made.partition_id] == frozenset()
+
+
+def test_a_snapshot_restores_the_site_as_it_was_left() -> None:
+    fabric = SimFabric(2, nvl36x2=1, seed=7, max_partitions=10)
+    first, pair = fabric.domain("SIM-0001"), fabric.domain("SIM-0002")
+    uids = _drained(fabric, "SIM-0001", 8)
+    made = fabric.create_partition("SIM-0001", "nico-lp-a", uids[:4])
+    fabric.create_partition("SIM-0001", "", uids[4:6])
+    fabric.delete_partition("SIM-0002", DEFAULT_PARTITION_ID)  # an emptied site is recorded too
+    sick = sorted(pair.gpus)[0]
+    fabric.set_gpu_health(sick, "DEGRADED")
+
+    again = SimFabric.from_json(fabric.to_json())
+
+    assert (again.racks, again.nvl36x2, again.seed, again.max_partitions) == (2, 1, 7, 10)
+    assert list(again.domains) == list(fabric.domains)
+    for key in fabric.domains:
+        assert again.members(key) == fabric.members(key)
+        assert [
+            (p.partition_id, p.name, p.entity_id, p.created_at, p.updated_at) for p in again.partitions(key)
+        ] == [
+            (p.partition_id, p.name, p.entity_id, p.created_at, p.updated_at) for p in fabric.partitions(key)
+        ]
+    assert again.gpu(sick).health == "DEGRADED"
+    assert again.partition_of(uids[6]) is None  # drained, in no partition
+    assert again.partition_by_entity(made.entity_id) is not None
+    # The restored controller keeps its rules: names stay taken, ids are assigned from the lowest free.
+    with pytest.raises(SimError) as caught:
+        again.create_partition("SIM-0001", "nico-lp-a", [uids[6]])
+    assert caught.value.code == pb.NMX_ST_PARTITION_NAME_IN_USE
+    third = again.create_partition("SIM-0001", "", [uids[6]])
+    assert third.partition_id == 3
+    assert third.entity_id not in {p.entity_id for d in fabric.domains for p in fabric.partitions(d)}
+    assert again.to_json() != fabric.to_json()
+    assert first.domain_uuid in again.domains
+
+
+def test_a_larger_site_of_the_same_seed_takes_a_smaller_snapshot() -> None:
+    small = SimFabric(1, seed=3)
+    uids = _drained(small, "SIM-0001", 4)
+    small.create_partition("SIM-0001", "lp", uids)
+    large = SimFabric(2, seed=3)
+    large.restore(small.to_json())
+    assert large.members("SIM-0001") == small.members("SIM-0001")
+    assert large.members("SIM-0002") == {DEFAULT_PARTITION_ID: frozenset(large.domain("SIM-0002").gpus)}
+
+
+def test_a_snapshot_of_another_site_changes_nothing() -> None:
+    bigger = SimFabric(2, seed=3)
+    _drained(bigger, "SIM-0002", 4)
+    other_seed = SimFabric(1, seed=4)
+    for fabric, text in (
+        (SimFabric(1, seed=3), bigger.to_json()),  # a domain this site lacks
+        (SimFabric(1, seed=3), other_seed.to_json()),
+        (SimFabric(1, seed=3), "{}"),
+        (SimFabric(1, seed=3), "not json"),
+    ):
+        before = fabric.to_json()
+        with pytest.raises(ValueError):
+            fabric.restore(text)
+        assert fabric.to_json() == before
+
+
+def test_a_snapshot_that_puts_a_gpu_in_two_partitions_is_refused() -> None:
+    import json
+
+    fabric = SimFabric(1, seed=2)
+    uids = _drained(fabric, "SIM-0001", 2)
+    fabric.create_partition("SIM-0001", "a", uids)
+    data = json.loads(fabric.to_json())
+    partitions = next(iter(data["domains"].values()))["partitions"]
+    partitions[1]["gpus"].append(partitions[0]["gpus"][0])
+    with pytest.raises(ValueError, match="two partitions"):
+        SimFabric.from_json(json.dumps(data))

@@ -24,6 +24,7 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     "tenant",
     "provider",
     "metadata",
+    "topology",
 )
 
 

@@ -1,0 +1,102 @@
+"""The NVLink topology body (nico extension): domains, chassis, trays and GPUs as a tenant sees them."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from pydantic import Field
+
+from nico.api.schemas.common import ResponseModel
+from nico.services.topology import DomainView, GpuState, GpuView, PartitionLegend, TopologyView
+
+
+class TopologyGpu(ResponseModel):
+    device_instance: int = Field(description="GPU index on the tray (device id - 1)")
+    state: GpuState = Field(description="free, mine (the caller's instance) or other (another tenant's)")
+    instance_id: uuid.UUID | None = None
+    instance_name: str | None = None
+    nv_link_logical_partition_id: uuid.UUID | None = None
+    nv_link_logical_partition_name: str | None = None
+    status: str | None = Field(None, description="the NVLink interface's status: Pending, Ready, Deleting")
+    observed: bool = Field(False, description="the fabric was last seen holding the GPU in the partition")
+
+    @classmethod
+    def of(cls, gpu: GpuView) -> TopologyGpu:
+        return cls(
+            device_instance=gpu.device_instance,
+            state=gpu.state,
+            instance_id=gpu.instance_id,
+            instance_name=gpu.instance_name,
+            nv_link_logical_partition_id=gpu.partition_id,
+            nv_link_logical_partition_name=gpu.partition_name,
+            status=gpu.status,
+            observed=gpu.observed,
+        )
+
+
+class TopologyTray(ResponseModel):
+    tray_index: int
+    gpus: list[TopologyGpu]
+
+
+class TopologyChassis(ResponseModel):
+    chassis_serial: str
+    trays: list[TopologyTray]
+
+
+class TopologyDomain(ResponseModel):
+    id: uuid.UUID = Field(description="NVLink domain uuid")
+    site_id: uuid.UUID
+    site_name: str
+    error: str | None = Field(description="the reconciler's latest error for the domain, if it is failing")
+    error_since: datetime | None
+    consecutive_failures: int
+    pending: int = Field(description="the caller's GPUs whose NVLink interface is Pending")
+    chassis: list[TopologyChassis]
+
+    @classmethod
+    def of(cls, domain: DomainView) -> TopologyDomain:
+        return cls(
+            id=domain.domain_uuid,
+            site_id=domain.site_id,
+            site_name=domain.site_name,
+            error=domain.error,
+            error_since=domain.error_at,
+            consecutive_failures=domain.consecutive_failures if domain.error else 0,
+            pending=domain.pending,
+            chassis=[
+                TopologyChassis(
+                    chassis_serial=c.serial,
+                    trays=[
+                        TopologyTray(tray_index=t.tray_index, gpus=[TopologyGpu.of(g) for g in t.gpus])
+                        for t in c.trays
+                    ],
+                )
+                for c in domain.chassis
+            ],
+        )
+
+
+class TopologyPartition(ResponseModel):
+    id: uuid.UUID
+    name: str
+    status: str
+
+    @classmethod
+    def of(cls, partition: PartitionLegend) -> TopologyPartition:
+        return cls(id=partition.partition_id, name=partition.name, status=partition.status)
+
+
+class NVLinkTopology(ResponseModel):
+    domains: list[TopologyDomain]
+    nv_link_logical_partitions: list[TopologyPartition] = Field(
+        description="the caller's logical partitions that hold GPUs drawn here"
+    )
+
+    @classmethod
+    def of(cls, view: TopologyView) -> NVLinkTopology:
+        return cls(
+            domains=[TopologyDomain.of(d) for d in view.domains],
+            nv_link_logical_partitions=[TopologyPartition.of(p) for p in view.partitions],
+        )

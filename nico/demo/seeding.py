@@ -1,0 +1,237 @@
+"""The provider side of the demo site, written through the service layer: a provider with a site that
+has NVLink partitioning on, an instance type of GB200 trays with 4 NVLink GPUs, the machines the
+simulated fabric reports (registered like ``nvlink-info populate --update-db`` records them), the
+chassis serial -> NMX-C endpoint rows, and an allocation of the free machines for the tenant org.
+
+Every step finds what an earlier run made, so seeding twice changes nothing, and a second run whose
+simulators listen on other ports only moves the endpoint rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.enums import CapabilityType, ConstraintType, ResourceType
+from nico.db.models import (
+    Allocation,
+    AllocationConstraint,
+    InfrastructureProvider,
+    InstanceType,
+    NvlinkDomain,
+    Site,
+    Tenant,
+)
+from nico.fabric.backend import FabricBackend
+from nico.fabric.nmxm.client import NmxmBackend
+from nico.reconciler.discovery import DiscoveredMachine, discover_endpoint, discover_site
+from nico.services import allocation, fabric_registry, orgs
+from nico.services import instance_type as instance_types
+from nico.services import site as sites
+from nico.services.errors import ServiceError
+from nico.services.inventory import DERIVED_GPU_NAME, MachineRecord, RegistrationResult, register_machines
+
+PROVIDER_ORG = "demo-provider"
+SITE_NAME = "demo-site"
+INSTANCE_TYPE_NAME = "gb200-4gpu"
+ALLOCATION_NAME = "demo"
+GPUS_PER_TRAY = 4
+# What registration derives for a tray of 4 GB200 GPUs, so every discovered machine matches the type.
+GB200_TRAY = instance_types.CapabilitySpec(
+    type=CapabilityType.GPU, name=DERIVED_GPU_NAME, count=GPUS_PER_TRAY, device_type="NVLink"
+)
+
+Machines = dict[tuple[str, int], DiscoveredMachine]
+
+
+@dataclass(frozen=True)
+class SeededSite:
+    """What seeding left in the database, for the demo's banner and its tests."""
+
+    site_id: uuid.UUID
+    instance_type_id: uuid.UUID
+    tenant_org: str
+    registration: RegistrationResult
+    machines: int
+    domains: int
+    reserved: int  # machines the tenant org may use
+    endpoints_changed: int
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What the fabric reported: machines by (chassis serial, tray index), and for NMX-C the endpoint
+    that serves each chassis serial."""
+
+    machines: Machines
+    endpoints: dict[str, str]
+
+
+async def discover(
+    backend: FabricBackend,
+    endpoints: Sequence[str],
+    *,
+    discovered: Callable[[str, int], None] | None = None,
+) -> Discovery:
+    """Every machine the fabric reports: per NMX-C endpoint (each names its domain in its Hello), or
+    the whole site from NMX-M. ``discovered(where, machines)`` is called after each call."""
+    if isinstance(backend, NmxmBackend):
+        machines = await discover_site(backend)
+        if discovered:
+            discovered(backend.base_url, len(machines))
+        return Discovery(machines, {})
+    found: Machines = {}
+    serials: dict[str, str] = {}
+    for endpoint in endpoints:
+        machines = await discover_endpoint(backend, endpoint)
+        found.update(machines)
+        serials.update({serial: endpoint for serial, _ in machines})
+        if discovered:
+            discovered(endpoint, len(machines))
+    return Discovery(found, serials)
+
+
+def machine_records(machines: Mapping[tuple[str, int], DiscoveredMachine]) -> list[MachineRecord]:
+    """One registration record per compute tray, named ``<chassis serial>-t<tray>``."""
+    return [
+        MachineRecord(
+            id=f"{serial}-t{tray:02d}",
+            hostname=f"{serial.lower()}-t{tray:02d}",
+            vendor="NVIDIA",
+            product_name="GB200 compute tray",
+            nvlink=found.nvlink_info(),
+        )
+        for (serial, tray), found in sorted(machines.items())
+    ]
+
+
+async def provider_site(session: AsyncSession) -> tuple[InfrastructureProvider, Site, InstanceType]:
+    """The demo provider, its site (NVLink partitioning on) and its instance type, made on first use."""
+    provider = await orgs.current_provider(session, PROVIDER_ORG, "nico demo provider")
+    site = await session.scalar(
+        select(Site).where(Site.infrastructure_provider_id == provider.id, Site.name == SITE_NAME)
+    )
+    if site is None:
+        site, _ = await sites.create_site(
+            session,
+            provider,
+            name=SITE_NAME,
+            description="Simulated GB200 NVL72 racks (nico demo)",
+            serial_console_hostname=None,
+            location=None,
+            contact=None,
+            capabilities={"nvlink_partition": True},
+        )
+    elif not site.nvlink_partition:
+        raise ServiceError(409, f"site {SITE_NAME} exists with NVLink partitioning off")
+    itype = await session.scalar(
+        select(InstanceType).where(InstanceType.site_id == site.id, InstanceType.name == INSTANCE_TYPE_NAME)
+    )
+    if itype is None:
+        itype, _ = await instance_types.create_instance_type(
+            session,
+            provider,
+            name=INSTANCE_TYPE_NAME,
+            description="One GB200 compute tray: 4 GPUs on NVLink",
+            site_id=site.id,
+            labels=None,
+            controller_machine_type=None,
+            capabilities=[GB200_TRAY],
+        )
+    return provider, site, itype
+
+
+async def register_endpoints(session: AsyncSession, endpoints: Mapping[str, str]) -> int:
+    """Upsert chassis serial -> NMX-C endpoint rows; returns how many were created or changed."""
+    changed = 0
+    for serial, url in sorted(endpoints.items()):
+        rows = await fabric_registry.list_endpoints(session, serial)
+        if not rows:
+            await fabric_registry.create_endpoint(session, serial, url)
+        elif rows[0].endpoint != url:
+            await fabric_registry.update_endpoint(session, serial, url)
+        else:
+            continue
+        changed += 1
+    return changed
+
+
+async def allocate_free_machines(
+    session: AsyncSession,
+    provider: InfrastructureProvider,
+    site: Site,
+    itype: InstanceType,
+    tenant: Tenant,
+) -> int:
+    """Reserve every machine of the type that no allocation holds for the tenant (in its demo
+    allocation, grown when racks were added); returns what the tenant holds there."""
+    free = await instance_types.machine_count(session, itype.id) - await instance_types.reserved_total(
+        session, itype.id
+    )
+    found = (
+        await session.execute(
+            select(Allocation, AllocationConstraint)
+            .join(AllocationConstraint, AllocationConstraint.allocation_id == Allocation.id)
+            .where(
+                Allocation.tenant_id == tenant.id,
+                Allocation.site_id == site.id,
+                Allocation.name == ALLOCATION_NAME,
+                AllocationConstraint.instance_type_id == itype.id,
+            )
+        )
+    ).first()
+    if free > 0 and found is None:
+        await allocation.create_allocation(
+            session,
+            provider,
+            name=ALLOCATION_NAME,
+            description="Every free machine of the demo site",
+            tenant_id=tenant.id,
+            site_id=site.id,
+            constraint=allocation.ConstraintSpec(
+                ResourceType.INSTANCE_TYPE, itype.id, ConstraintType.RESERVED, free
+            ),
+        )
+    elif free > 0 and found is not None:
+        row, constraint = found
+        await allocation.update_constraint(
+            session, provider, row.id, constraint.id, constraint.constraint_value + free
+        )
+    return await instance_types.reserved_total(session, itype.id, tenant_id=tenant.id)
+
+
+async def seed(session: AsyncSession, *, tenant_org: str, discovery: Discovery) -> SeededSite:
+    """Provider data, the discovered machines and NMX-C endpoints, and the tenant org's allocation.
+    One transaction: the caller commits."""
+    machines = discovery.machines
+    if not machines:
+        raise ServiceError(400, "the fabric reported no machines")
+    provider, site, itype = await provider_site(session)
+    known = await session.scalar(select(func.count()).where(NvlinkDomain.site_id == site.id)) or 0
+    reported = len({m.domain_uuid for m in machines.values()})
+    if known > reported:
+        raise ServiceError(
+            409,
+            f"the demo site already has {known} NVLink domains but the fabric reports {reported}: run with "
+            f"--racks {known}, or start over with another data directory (NICO_DATA_DIR)",
+        )
+    registration = await register_machines(
+        session, site_id=site.id, machines=machine_records(machines), instance_type_id=itype.id
+    )
+    endpoints_changed = await register_endpoints(session, discovery.endpoints)
+    tenant = await orgs.current_tenant(session, tenant_org, None)
+    reserved = await allocate_free_machines(session, provider, site, itype, tenant)
+    return SeededSite(
+        site_id=site.id,
+        instance_type_id=itype.id,
+        tenant_org=tenant_org,
+        registration=registration,
+        machines=len(machines),
+        domains=reported,
+        reserved=reserved,
+        endpoints_changed=endpoints_changed,
+    )

@@ -1,0 +1,215 @@
+"""The topology page in headless Chromium against a running ``nico demo``: the tenant's partitions are
+drawn GPU by GPU, a domain whose NMX-C endpoint is unreachable shows its error and its Pending GPUs,
+and the page follows the repair without a reload. Writes a screenshot (``NICO_TOPOLOGY_SCREENSHOT``
+names where, e.g. docs/topology.png; otherwise the test's temporary directory)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from tests.support.demo_process import DemoProcess, free_port
+
+pytestmark = pytest.mark.e2e
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+DEADLINE = 45.0
+POLL = 0.1
+
+
+def until(what: str, check: Callable[[], Any], within: float = DEADLINE) -> Any:
+    deadline = time.monotonic() + within
+    while True:
+        value = check()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what} not reached within {within}s"
+        time.sleep(POLL)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), (
+        "headless Chromium is required (Debian packages chromium and chromium-driver; .ci/run installs them)"
+    )
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        "--window-size=1360,1000",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+class Tenant:
+    def __init__(self, demo: DemoProcess) -> None:
+        self.demo = demo
+        self.client = httpx.Client(
+            base_url=f"{demo.url}/v2/org/demo/nico", headers={"Authorization": f"Bearer {demo.token}"}
+        )
+
+    def post(self, path: str, body: dict[str, Any]) -> Any:
+        response = self.client.post(path, json=body)
+        assert response.status_code == 201, response.text
+        return response.json()
+
+    def get(self, path: str, **params: Any) -> Any:
+        response = self.client.get(path, params=params)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+
+def admin(demo: DemoProcess, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "nico.cli", "admin", *args],
+        env=demo.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def drawn(driver: WebDriver, selector: str) -> int:
+    return len(driver.find_elements(By.CSS_SELECTOR, f"#domains {selector}"))
+
+
+def test_the_page_draws_the_demo_partitions_errors_and_pending_gpus_and_follows_changes(
+    tmp_path: Path, browser: WebDriver
+) -> None:
+    # A full reconcile pass every second, so a changed endpoint registry is read at once.
+    demo = DemoProcess(tmp_path / "data", env={"NICO_NVLINK_CONFIG__MONITOR_RUN_INTERVAL": "1s"}).start()
+    try:
+        tenant = Tenant(demo)
+        site = tenant.get("/site")[0]["id"]
+        itype = tenant.get("/instance/type", siteId=site)[0]["id"]
+        alpha = tenant.post("/nvlink-logical-partition", {"name": "alpha", "siteId": site})
+        beta = tenant.post("/nvlink-logical-partition", {"name": "beta", "siteId": site})
+        vpc = tenant.post("/vpc", {"name": "page-vpc", "siteId": site})
+        subnet = tenant.post("/subnet", {"name": "page-subnet", "vpcId": vpc["id"]})
+
+        def instances(lp: dict[str, Any], **shape: Any) -> dict[str, Any]:
+            return {
+                "instanceTypeId": itype,
+                "vpcId": vpc["id"],
+                "ipxeScript": "#!ipxe",
+                "interfaces": [{"subnetId": subnet["id"]}],
+                "nvLinkInterfaces": [
+                    {"nvLinkLogicalPartitionId": lp["id"], "deviceInstance": d} for d in range(4)
+                ],
+                **shape,
+            }
+
+        tenant.post("/instance/batch", instances(alpha, namePrefix="alpha", count=3, topologyOptimized=True))
+        until(
+            "alpha's instances Ready",
+            lambda: [i["status"] for i in tenant.get("/instance", pageSize=100)] == ["Ready"] * 3,
+        )
+        topology = tenant.get("/nvlink-topology")
+        home = next(
+            d
+            for d in topology["domains"]
+            if any(g["state"] == "mine" for t in d["chassis"][0]["trays"] for g in t["gpus"])
+        )
+        serial = home["chassis"][0]["chassisSerial"]
+        registered = json.loads(
+            admin(demo, "nvlink-nmxc-endpoints", "show", "--chassis-serial", serial, "--format", "json")
+        )
+        # The rack's NMX-C endpoint becomes unreachable; beta's instance is placed beside alpha's.
+        admin(
+            demo,
+            "nvlink-nmxc-endpoints",
+            "update",
+            "--chassis-serial",
+            serial,
+            "--endpoint",
+            f"http://127.0.0.1:{free_port()}",
+        )
+        tenant.post("/instance", instances(beta, name="beta-1"))
+        until(
+            "the domain's error",
+            lambda: next(d for d in tenant.get("/nvlink-topology")["domains"] if d["id"] == home["id"])[
+                "error"
+            ],
+        )
+
+        browser.get(f"{demo.url}/#org=demo&token={demo.token}")
+        until(
+            "the partitions drawn",
+            lambda: (
+                drawn(browser, f'.gpu[data-partition="{alpha["id"]}"][data-status="Ready"]') == 12
+                and drawn(browser, f'.gpu[data-partition="{beta["id"]}"][data-status="Pending"]') == 4
+                and drawn(browser, ".domain[data-error='true']") == 1
+            ),
+        )
+        assert sorted(
+            e.get_attribute("data-domain") for e in browser.find_elements(By.CSS_SELECTOR, ".domain")
+        ) == sorted(d["id"] for d in topology["domains"])
+        assert drawn(browser, ".gpu") == 4 * 72
+        assert drawn(browser, '.gpu[data-state="free"]') == 4 * 72 - 16
+        broken = browser.find_element(By.CSS_SELECTOR, f'.domain[data-domain="{home["id"]}"]')
+        assert broken.get_attribute("data-error") == "true" and broken.get_attribute("data-pending") == "4"
+        assert "reconciler error" in broken.find_element(By.CSS_SELECTOR, ".problem").text
+        legend = browser.find_element(By.ID, "partitions").text
+        assert "alpha (12 GPUs)" in legend and "beta (4 GPUs)" in legend
+        colors = {
+            lp["id"]: {
+                e.value_of_css_property("border-color")
+                for e in browser.find_elements(By.CSS_SELECTOR, f'#domains .gpu[data-partition="{lp["id"]}"]')
+            }
+            for lp in (alpha, beta)
+        }
+        assert (
+            len(colors[alpha["id"]]) == len(colors[beta["id"]]) == 1
+            and colors[alpha["id"]] != colors[beta["id"]]
+        )
+        target = Path(os.environ.get("NICO_TOPOLOGY_SCREENSHOT") or tmp_path / "topology.png")
+        assert browser.save_screenshot(str(target))
+
+        # Repair: the page follows without a reload.
+        admin(
+            demo,
+            "nvlink-nmxc-endpoints",
+            "update",
+            "--chassis-serial",
+            serial,
+            "--endpoint",
+            registered[0]["endpoint"],
+        )
+        until(
+            "beta Ready and the error gone on the page",
+            lambda: (
+                drawn(browser, f'.gpu[data-partition="{beta["id"]}"][data-status="Ready"]') == 4
+                and drawn(browser, ".domain[data-error='true']") == 0
+            ),
+        )
+    finally:
+        assert demo.stop() == 0, demo.output()

@@ -1,0 +1,163 @@
+"""The README's walkthrough, run with bash exactly as written against ``nico demo`` (a subprocess on a
+free port), then a second run of the demo that finds the state the first one left."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.demo_process import DemoProcess
+
+pytestmark = pytest.mark.e2e
+README = Path(__file__).resolve().parents[2] / "README.md"
+WALKTHROUGH = re.compile(r"<!-- walkthrough:start -->\s*```sh\n(.*?)```\s*<!-- walkthrough:end -->", re.S)
+DEADLINE = 30.0
+POLL = 0.05
+WAIT_FOR_19 = ("--min", "19", "--timeout", "1")
+
+
+def walkthrough() -> str:
+    found = WALKTHROUGH.search(README.read_text())
+    assert found, "README.md has no walkthrough between the markers"
+    return found.group(1)
+
+
+def metric(text: str, name: str, **labels: str) -> float | None:
+    wanted = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    series = f"{name}{{{wanted}}}" if labels else name
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    return None
+
+
+def test_the_readme_walkthrough_runs_as_written_and_a_second_demo_run_reuses_the_state(
+    tmp_path: Path,
+) -> None:
+    script = walkthrough()
+    assert "topologyOptimized" in script and '"count": 18' in script
+    demo = DemoProcess(tmp_path / "data").start()
+    try:
+        ran = subprocess.run(
+            ["bash", "-c", "set -eo pipefail\n" + script],
+            env={**demo.env, "NICO_URL": demo.url},
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert ran.returncode == 0, f"walkthrough failed:\n{ran.stdout}\n{ran.stderr}\n{demo.output()}"
+        assert "18 instances Pending" in ran.stdout  # the batch answers at once
+        assert "18/18 instances Ready" in ran.stdout
+        assert "'Ready')" in ran.stdout  # the interfaces, with their domain and GUID
+        assert re.search(
+            r'nmxc_changes_applied_total\{operation="create",status="completed"\} 1\.0', ran.stdout
+        ), ran.stdout
+    finally:
+        status = demo.stop()
+    assert status == 0, demo.output()
+    assert "Traceback" not in demo.output()
+    snapshot = json.loads((tmp_path / "data" / "demo-fabric-nmxc.json").read_text())
+    named = [
+        p for d in snapshot["domains"].values() for p in d["partitions"] if p["name"].startswith("nico-")
+    ]
+    assert len(named) == 1 and len(named[0]["gpus"]) == 72  # one rack, every GPU in the partition
+
+    again = DemoProcess(tmp_path / "data").start()
+    try:
+        headers = {"Authorization": f"Bearer {again.token}"}
+        with httpx.Client(base_url=again.url, headers=headers) as client:
+            listed = client.get("/v2/org/demo/nico/instance", params={"pageSize": 100})
+            assert listed.status_code == 200
+            assert [i["status"] for i in listed.json()] == ["Ready"] * 18
+            # The reconciler's first full pass finds the fabric as it was left: nothing to redo.
+            deadline = time.monotonic() + DEADLINE
+            while True:
+                text = client.get("/metrics").text
+                if metric(text, "nico_nvlink_partition_monitor_num_physical_partitions") == 1.0:
+                    break
+                assert time.monotonic() < deadline, text
+                time.sleep(POLL)
+            for operation in ("create", "update", "remove"):
+                assert (
+                    metric(
+                        text,
+                        "nico_nvlink_partition_monitor_nmxc_changes_applied_total",
+                        operation=operation,
+                        status="completed",
+                    )
+                    == 0.0
+                ), text
+        # nico wait-ready gives up at its timeout with exit status 1 (18 exist, 19 are awaited).
+        waited = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "nico.cli",
+                "wait-ready",
+                "--org",
+                "demo",
+                "--url",
+                again.url,
+                *WAIT_FOR_19,
+            ],
+            env=again.env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert waited.returncode == 1 and "timeout: 18/18 instances Ready" in waited.stderr, waited.stderr
+    finally:
+        assert again.stop() == 0, again.output()
+
+
+def test_the_demo_simulates_nmxm_when_asked(tmp_path: Path) -> None:
+    demo = DemoProcess(tmp_path / "data", "--backend", "nmxm", "--racks", "1").start()
+    try:
+        assert "1 NVL72 racks, 18 machines" in demo.output()
+        base = "/v2/org/demo/nico"
+        with httpx.Client(base_url=demo.url, headers={"Authorization": f"Bearer {demo.token}"}) as client:
+            site = client.get(f"{base}/site").json()[0]["id"]
+            itype = client.get(f"{base}/instance/type", params={"siteId": site}).json()[0]["id"]
+            lp = client.post(
+                f"{base}/nvlink-logical-partition", json={"name": "nmxm-lp", "siteId": site}
+            ).json()
+            vpc = client.post(
+                f"{base}/vpc", json={"name": "nmxm-vpc", "siteId": site, "nvLinkLogicalPartitionId": lp["id"]}
+            ).json()
+            subnet = client.post(f"{base}/subnet", json={"name": "nmxm-subnet", "vpcId": vpc["id"]}).json()
+            created = client.post(
+                f"{base}/instance",
+                json={
+                    "name": "nmxm-instance",
+                    "instanceTypeId": itype,
+                    "vpcId": vpc["id"],
+                    "ipxeScript": "#!ipxe",
+                    "interfaces": [{"subnetId": subnet["id"]}],
+                },
+            )
+
+            assert created.status_code == 201, created.text
+            deadline = time.monotonic() + DEADLINE
+            while client.get(f"{base}/instance/{created.json()['id']}").json()["status"] != "Ready":
+                assert time.monotonic() < deadline, demo.output()
+                time.sleep(POLL)
+            text = client.get("/metrics").text
+            assert (
+                metric(
+                    text,
+                    "nico_nvlink_partition_monitor_nmxm_changes_applied_total",
+                    operation="create",
+                    status="completed",
+                )
+                == 1.0
+            )
+    finally:
+        assert demo.stop() == 0, demo.output()
+    assert (tmp_path / "data" / "demo-fabric-nmxm.json").exists()
