@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import contextlib
 import os
+import shutil
 import socket
 import statistics
 import sys
@@ -158,7 +160,8 @@ async def seed(
 
 async def run(args: argparse.Namespace) -> None:
     data = Path(tempfile.mkdtemp(prefix="nico-convergence-"))
-    database_url = start_embedded_postgres(data, "nico", keep_running=True)
+    atexit.register(shutil.rmtree, data, ignore_errors=True)  # after the server's own clean-up (LIFO)
+    database_url = start_embedded_postgres(data, "nico", delete_on_exit=True)
     fabric = SimFabric(racks=args.racks, seed=16)
     sim = await NmxcSimulator(fabric).start()
     for domain in fabric.domains:

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import atexit
 import itertools
 import math
 import os
 import resource
+import shutil
 import statistics
 import tempfile
 import time
@@ -196,9 +198,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     server = os.environ.get("NICO_DATABASE_URL")
-    server = (
-        normalize_url(server) if server else start_embedded_postgres(Path(tempfile.mkdtemp()), "postgres")
-    )
+    if server:
+        server = normalize_url(server)
+    else:
+        data = Path(tempfile.mkdtemp(prefix="nico-scale-"))
+        atexit.register(shutil.rmtree, data, ignore_errors=True)  # after the server's clean-up (LIFO)
+        server = start_embedded_postgres(data, "postgres", delete_on_exit=True)
     print(
         f"{'racks':>6} {'GPUs':>8} {'steady pass':>12} {'deep pass':>10} {'first pass':>11} {'peak heap':>10}"
     )

@@ -6,7 +6,9 @@ tests create (and drop) their own databases beside it.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -27,6 +29,8 @@ def server_url() -> str:
         return normalize_url(env)
     if _EMBEDDED_DIR is None:
         _EMBEDDED_DIR = Path(tempfile.mkdtemp(prefix="nico-test-pg-"))
+        # Registered before the server's own clean-up, so it runs after it (atexit is LIFO).
+        atexit.register(shutil.rmtree, _EMBEDDED_DIR, ignore_errors=True)
     from nico.db.embedded import start_embedded_postgres
 
     return start_embedded_postgres(_EMBEDDED_DIR, "postgres", delete_on_exit=True)
