@@ -13,36 +13,34 @@ import uuid
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from sqlalchemy import select, union
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.enums import NvLinkInterfaceStatus
-from nico.db.models import Machine, NvlinkInterface, PhysicalPartition
 from nico.db.raw import driver_connection
 from nico.services.placement import Ask, plan_counts
+
+_PARTITION_DOMAINS = """
+SELECT p.domain_uuid FROM physical_partition p WHERE p.logical_partition_id = ANY(%(ids)s)
+UNION
+SELECT m.nvlink_domain_uuid FROM machine m
+WHERE m.nvlink_domain_uuid IS NOT NULL AND m.instance_id IN (
+    SELECT n.instance_id FROM nvlink_interface n  -- one machine probe per instance, not per GPU
+    WHERE n.logical_partition_id = ANY(%(ids)s) AND n.status IN ('Pending', 'Provisioning', 'Error'))
+"""
 
 
 async def partition_domains(
     session: AsyncSession, partition_ids: Collection[uuid.UUID]
 ) -> frozenset[uuid.UUID]:
     """Domains where the partitions are present: a physical partition of theirs, or a machine whose
-    instance has a live binding to them (the reconciler may not have built the physical one yet)."""
+    instance has a binding to them that the fabric does not hold yet (the reconciler may not have
+    built the physical partition). A Ready binding's GPU is in a physical partition already, so
+    only the unsettled bindings are read, through their partial index: the cost follows the work in
+    flight, not the size of the partition."""
     if not partition_ids:
         return frozenset()
-    physical = select(PhysicalPartition.domain_uuid).where(
-        PhysicalPartition.logical_partition_id.in_(partition_ids)
-    )
-    bound = (
-        select(Machine.nvlink_domain_uuid)
-        .join(NvlinkInterface, NvlinkInterface.instance_id == Machine.instance_id)
-        .where(
-            NvlinkInterface.logical_partition_id.in_(partition_ids),
-            NvlinkInterface.status != NvLinkInterfaceStatus.DELETING,
-            Machine.nvlink_domain_uuid.is_not(None),
-        )
-    )
-    rows = await session.scalars(select(union(physical, bound).subquery().c[0]))
-    return frozenset(d for d in rows if d is not None)
+    conn = await driver_connection(session)
+    rows = await (await conn.execute(_PARTITION_DOMAINS, {"ids": list(partition_ids)})).fetchall()
+    return frozenset(domain for (domain,) in rows if domain is not None)
 
 
 _FREE = "m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site"

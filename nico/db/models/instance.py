@@ -98,6 +98,13 @@ class NvlinkInterface(Base):
             unique=True,
             postgresql_where=text("status <> 'Deleting'"),
         ),
+        # Bindings the fabric does not hold yet, by partition: few at any time however large the
+        # partition, so placement finds where a partition is about to be without scanning it all.
+        Index(
+            "ix_nvlink_interface_unsettled",
+            "logical_partition_id",
+            postgresql_where=text("status IN ('Pending', 'Provisioning', 'Error')"),
+        ),
     )
 
     id: Mapped[uuid.UUID] = uuid_pk()
