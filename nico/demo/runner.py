@@ -41,6 +41,7 @@ from nico.demo import seeding
 from nico.fabric.backend import FabricBackend
 from nico.reconciler.runtime import open_backend, run_reconciler
 from nico.services import fabric_registry
+from nico.serving import EmbeddedServer
 from nico.sim.cli import stop_requested
 from nico.sim.fabric import SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
@@ -113,14 +114,6 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-class DemoServer(uvicorn.Server):
-    """uvicorn without its own signal handlers: the demo owns Ctrl-C and SIGTERM."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 class Steps:
     """Start-up steps as rich progress lines (stderr); a step with a total shows a bar."""
 
@@ -148,7 +141,7 @@ class RunningDemo:
     settings: Settings
     options: DemoOptions
     seeded: seeding.SeededSite
-    server: DemoServer
+    server: EmbeddedServer
     serving: asyncio.Task[None]
 
     @property
@@ -211,7 +204,7 @@ async def start(
 
 async def serve(
     settings: Settings, context: AppContext, sock: socket.socket
-) -> tuple[DemoServer, asyncio.Task[None]]:
+) -> tuple[EmbeddedServer, asyncio.Task[None]]:
     """uvicorn in this event loop with the reconciler beside the API, as ``nico serve`` runs them."""
 
     async def reconciler(ctx: AppContext) -> None:
@@ -219,7 +212,7 @@ async def serve(
 
     background: list[Background] = [reconciler] if settings.nvlink_config.enabled else []
     api = create_app(settings, context=context, background=background)
-    server = DemoServer(
+    server = EmbeddedServer(
         uvicorn.Config(api, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
     )
     serving = asyncio.create_task(server.serve(sockets=[sock]), name="demo-api")
@@ -231,7 +224,7 @@ async def serve(
     return server, serving
 
 
-async def stop_serving(server: DemoServer, serving: asyncio.Task[None]) -> None:
+async def stop_serving(server: EmbeddedServer, serving: asyncio.Task[None]) -> None:
     server.should_exit = True
     with contextlib.suppress(asyncio.CancelledError):
         await serving

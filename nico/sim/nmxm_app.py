@@ -13,13 +13,12 @@ description}``); the partition rules are applied when the operation runs, as the
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import secrets
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -32,6 +31,7 @@ from fastapi.security import HTTPBasic, HTTPBasicCredentials
 from nico.fabric.backend import PartitionNotFound
 from nico.fabric.nmxc import nmx_c_pb2 as pb
 from nico.fabric.return_codes import code_name, return_code_error
+from nico.serving import EmbeddedServer
 from nico.sim.fabric import (
     MAX_NAME_LENGTH,
     EndpointDown,
@@ -443,14 +443,6 @@ def _operation_json(op: Operation) -> dict[str, Any]:
     return body
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers: the embedding program (a test, ``nico sim``) owns them."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 class NmxmSimulator:
     """Serves the NMX-M app with uvicorn (on 127.0.0.1 unless ``host`` says otherwise) inside the running
     event loop."""
@@ -472,7 +464,7 @@ class NmxmSimulator:
         )
         self.state: NmxmState = self.app.state.nmxm
         self.port = port
-        self._server: _Server | None = None
+        self._server: EmbeddedServer | None = None
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -494,7 +486,7 @@ class NmxmSimulator:
         self.port = sock.getsockname()[1]
         self.state.closing.clear()
         config = uvicorn.Config(self.app, lifespan="off", log_level="warning", access_log=False)
-        server = _Server(config)
+        server = EmbeddedServer(config)
         task = asyncio.create_task(server.serve(sockets=[sock]))
         while not server.started:
             if task.done():

@@ -98,6 +98,11 @@ def admin(demo: DemoProcess, *args: str) -> str:
     return done.stdout
 
 
+def point(demo: DemoProcess, serial: str, endpoint: str) -> None:
+    """Register ``endpoint`` as the chassis's NMX-C endpoint, as an operator would."""
+    admin(demo, "nvlink-nmxc-endpoints", "update", "--chassis-serial", serial, "--endpoint", endpoint)
+
+
 def drawn(driver: WebDriver, selector: str) -> int:
     return len(driver.find_elements(By.CSS_SELECTOR, f"#domains {selector}"))
 
@@ -144,15 +149,7 @@ def test_the_page_draws_the_demo_partitions_errors_and_pending_gpus_and_follows_
             admin(demo, "nvlink-nmxc-endpoints", "show", "--chassis-serial", serial, "--format", "json")
         )
         # The rack's NMX-C endpoint becomes unreachable; beta's instance is placed beside alpha's.
-        admin(
-            demo,
-            "nvlink-nmxc-endpoints",
-            "update",
-            "--chassis-serial",
-            serial,
-            "--endpoint",
-            f"http://127.0.0.1:{free_port()}",
-        )
+        point(demo, serial, f"http://127.0.0.1:{free_port()}")
         tenant.post("/instance", instances(beta, name="beta-1"))
         until(
             "the domain's error",
@@ -195,15 +192,7 @@ def test_the_page_draws_the_demo_partitions_errors_and_pending_gpus_and_follows_
         assert browser.save_screenshot(str(target))
 
         # Repair: the page follows without a reload.
-        admin(
-            demo,
-            "nvlink-nmxc-endpoints",
-            "update",
-            "--chassis-serial",
-            serial,
-            "--endpoint",
-            registered[0]["endpoint"],
-        )
+        point(demo, serial, registered[0]["endpoint"])
         until(
             "beta Ready and the error gone on the page",
             lambda: (

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 from pathlib import Path
 
 import httpx
@@ -23,17 +22,11 @@ from nico.reconciler.monitor import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 from tests.support import factories as f
+from tests.support.net import free_port
 from tests.support.sim_site import place, seed
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def test_prometheus_scrapes_nico_and_answers_a_query(

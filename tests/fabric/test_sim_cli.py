@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import sys
 import uuid
 
@@ -13,6 +12,7 @@ from nico.fabric.backend import DomainTarget
 from nico.fabric.nmxc.client import NmxcBackend
 from nico.fabric.nmxm.client import NmxmBackend
 from nico.sim.fabric import SimFabric
+from tests.support.net import free_port
 
 START = 30.0  # a cold interpreter importing grpc and FastAPI on a busy machine
 
@@ -41,14 +41,8 @@ async def _interrupt(proc: asyncio.subprocess.Process) -> str:
     return stderr.decode()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_nmxc_serves_each_domain_from_the_given_port_upward() -> None:
-    base = _free_port()
+    base = free_port()
     proc, printed = await _start("nmxc", "--racks", "1", "--nvl36x2", "1", "--port", str(base), lines=3)
     try:
         rows = [line.split() for line in printed]

@@ -6,23 +6,17 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
+from tests.support.net import free_port
+
 STARTUP_DEADLINE = 60.0
 STOP_DEADLINE = 30.0
 BANNER_END = "Ctrl-C stops the demo"  # the banner's last line
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def demo_env(data_dir: Path) -> dict[str, str]:
