@@ -20,15 +20,14 @@ import math
 import time
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import dataclass, field
 
 import psycopg
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from nico.config import NvLinkConfig
 from nico.db.engine import libpq_url
+from nico.db.queries import reconciler as queries
 from nico.fabric.backend import (
     AsyncOperations,
     DomainTarget,
@@ -39,37 +38,20 @@ from nico.fabric.backend import (
     FabricPartition,
     PartitionEvents,
 )
+from nico.reconciler import domain_pass
 from nico.reconciler import state as statemod
-from nico.reconciler.executor import AfterCall, Outcome, execute
+from nico.reconciler.domain_pass import DomainResult, error_label
+from nico.reconciler.executor import AfterCall
 from nico.reconciler.fingerprint import fabric_digest
 from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.planner import CreatePartition, plan
-from nico.reconciler.writeback import WriteBackReport, record_domain_error, record_intents, write_back
-from nico.services import lifecycle
+from nico.reconciler.planner import plan
+from nico.reconciler.writeback import finish_deleted_partitions
 from nico.services.nvlink_events import CHANNEL, parse_payload
 
 log = logging.getLogger(__name__)
 
-DomainStatus = Literal["ok", "busy", "error", "waiting", "gone"]
 BUSY_RETRY_SECONDS = 1.0
 WAITING_RETRY_SECONDS = 0.25
-
-
-def lock_key(domain: uuid.UUID) -> int:
-    """The advisory-lock key of a domain: its first 64 bits as a signed bigint."""
-    return int.from_bytes(domain.bytes[:8], "big", signed=True)
-
-
-@dataclass
-class DomainResult:
-    domain: uuid.UUID
-    status: DomainStatus
-    operations: int = 0
-    failed: int = 0
-    retryable: bool = True
-    error: str | None = None
-    follow_up: bool = False  # the read-back still differs from the desire: look again soon
-    report: WriteBackReport | None = None
 
 
 @dataclass
@@ -194,7 +176,7 @@ class Reconciler:
 
     async def _all_domains(self) -> list[uuid.UUID]:
         async with self.engine.connect() as conn:
-            return list((await conn.execute(text("SELECT uuid FROM nvlink_domain"))).scalars())
+            return await queries.all_domain_uuids(conn)
 
     # ---- passes ---------------------------------------------------------------------------------
 
@@ -230,107 +212,10 @@ class Reconciler:
                 return DomainResult(domain, "error", error=f"{type(exc).__name__}: {exc}")
 
     async def reconcile_domain(self, domain: uuid.UUID) -> DomainResult:
-        """One locked pass over one domain: load, observe, plan, record intents, execute, read back,
-        write back."""
-        async with self.engine.connect() as conn:
-            key = lock_key(domain)
-            if not (await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar():
-                await conn.rollback()
-                return DomainResult(domain, "busy")
-            try:
-                await conn.commit()
-                return await self._locked_pass(conn, domain)
-            finally:
-                try:
-                    await conn.rollback()
-                    await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-                    await conn.commit()
-                except Exception:  # the session is gone and its lock with it; never reuse it
-                    await conn.invalidate()
+        """One locked pass over one domain (:mod:`nico.reconciler.domain_pass`)."""
+        return await domain_pass.reconcile_domain(self.engine, self, domain)
 
-    async def _locked_pass(self, conn: AsyncConnection, domain: uuid.UUID) -> DomainResult:
-        states = await statemod.load(conn, [domain])
-        self.registry = await statemod.endpoints(conn)
-        await conn.commit()
-        state = states.get(domain)
-        if state is None:
-            return DomainResult(domain, "gone")
-        try:
-            target = await self._target(domain, state.chassis_serials)
-            resolved, still_running = await self._check_operations(state)
-            observed = await self.backend.list_partitions(target)
-        except FabricError as exc:
-            return await self._failed(conn, domain, exc)
-
-        before = observed
-        result = plan(state.desire(), observed)
-        outcomes: list[Outcome] = []
-        intent_ids: dict[int, uuid.UUID] = {}
-        if result.operations and not still_running:
-            async with AsyncSession(bind=conn, expire_on_commit=False) as session:
-                intent_ids = await record_intents(session, domain, result.operations)
-                await session.commit()
-            outcomes = await execute(
-                self.backend,
-                target,
-                result.operations,
-                self.metrics,
-                call_timeout=self.call_timeout,
-                after_call=self.after_call,
-            )
-            try:
-                observed = await self.backend.list_partitions(target)
-            except FabricError as exc:
-                # The calls are made and their intents recorded: the next pass adopts what they did.
-                return await self._failed(conn, domain, exc, operations=len(outcomes))
-
-        failed = [o for o in outcomes if o.status != "completed"]
-        desire = state.desire()
-        again = plan(replace(desire, owned_names=desire.owned_names | _created(outcomes)), observed)
-        settled = not again.operations and not again.blocked and not failed and not still_running
-        async with AsyncSession(bind=conn, expire_on_commit=False) as session:
-            report = await write_back(
-                session,
-                state,
-                before,
-                observed,
-                outcomes,
-                intent_ids,
-                result.blocked,
-                resolved,
-                settled=settled,
-            )
-            await session.commit()
-        for latency in report.apply_latencies_ms:
-            self.metrics.apply_latency.observe(latency)
-        error = failed[0].error if failed else None
-        if still_running and error is None:
-            running = ", ".join(i.operation_id or "" for i in state.pending_operations())
-            error = f"Failed to complete NMX-M operation in time: {running} still running"
-        if result.blocked and error is None:
-            error = next(iter(result.blocked.values()))
-        self.metrics.domain_result(domain, error=error, partitions=len(observed), blocked=len(result.blocked))
-        if still_running:
-            return DomainResult(domain, "waiting", operations=len(outcomes), report=report)
-        if failed:
-            retryable = any(o.retryable for o in failed)
-            return DomainResult(
-                domain, "error", len(outcomes), len(failed), retryable, failed[0].error, True, report
-            )
-        return DomainResult(domain, "ok", len(outcomes), follow_up=bool(again.operations), report=report)
-
-    async def _failed(
-        self, conn: AsyncConnection, domain: uuid.UUID, exc: FabricError, *, operations: int = 0
-    ) -> DomainResult:
-        message = _error_label(exc, self.backend.kind)
-        log.warning("domain %s: %s", domain, message)
-        async with AsyncSession(bind=conn, expire_on_commit=False) as session:
-            await record_domain_error(session, domain, message)
-            await session.commit()
-        self.metrics.domain_result(domain, error=message, partitions=None, blocked=0)
-        return DomainResult(domain, "error", operations, retryable=exc.retryable, error=message)
-
-    async def _target(self, domain: uuid.UUID, chassis_serials: Iterable[str]) -> DomainTarget:
+    async def target(self, domain: uuid.UUID, chassis_serials: Iterable[str]) -> DomainTarget:
         """Where the domain's manager is; for NMX-C the endpoint registered for one of its chassis,
         checked once with Hello to really serve this domain (a wrong registry row must not let nico
         change someone else's rack)."""
@@ -352,7 +237,7 @@ class Reconciler:
         self._ensure_subscription(target)
         return target
 
-    async def _check_operations(self, state: statemod.DomainState) -> tuple[dict[str, str], bool]:
+    async def check_operations(self, state: statemod.DomainState) -> tuple[dict[str, str], bool]:
         """Terminal states of this domain's tracked NMX-M operations, and whether any still runs."""
         resolved: dict[str, str] = {}
         running = False
@@ -464,57 +349,27 @@ class Reconciler:
     ) -> tuple[list[FabricPartition] | None, list[FabricGpu] | None, str | None]:
         async with self.limit:
             try:
-                target = await self._target(domain, chassis_serials)
+                target = await self.target(domain, chassis_serials)
                 partitions = await self.backend.list_partitions(target)
                 listed = await self.backend.list_gpus(target) if gpus else None
             except FabricError as exc:
-                return None, None, _error_label(exc, self.backend.kind)
+                return None, None, error_label(exc, self.backend.kind)
             return partitions, listed, None
 
     async def _finish_deleted_partitions(self) -> None:
         """Deleting logical partitions with nothing left on the fabric vanish even when no domain had
         work (one that never had a physical partition, or whose last one went in an earlier pass)."""
         async with self.engine.connect() as conn, AsyncSession(bind=conn, expire_on_commit=False) as session:
-            rows = await session.execute(
-                text(
-                    "SELECT lp.id FROM logical_partition lp WHERE lp.status = 'Deleting' AND NOT EXISTS "
-                    "(SELECT 1 FROM physical_partition pp WHERE pp.logical_partition_id = lp.id)"
-                )
-            )
-            for (lp_id,) in rows.all():
-                await lifecycle.finish_partition_deletion(session, lp_id)
+            await finish_deleted_partitions(session)
             await session.commit()
 
     async def _global_figures(self) -> None:
         async with self.engine.connect() as conn:
-            row = (
-                await conn.execute(
-                    text(
-                        """
-                        SELECT (SELECT count(*) FROM logical_partition),
-                               (SELECT count(*) FROM physical_partition),
-                               (SELECT count(*) FROM instance i JOIN machine m ON m.instance_id = i.id
-                                 WHERE m.nvlink_domain_uuid IS NOT NULL AND i.status <> 'Terminating'
-                                   AND i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version),
-                               (SELECT count(*) FROM machine WHERE nvlink_domain_uuid IS NOT NULL
-                                 AND instance_id IS NULL AND status = 'Ready'),
-                               (SELECT count(*) FROM machine m WHERE m.nvlink_domain_uuid IS NOT NULL
-                                 AND m.instance_id IS NULL AND m.status = 'Ready'
-                                 AND EXISTS (SELECT 1 FROM machine o
-                                             WHERE o.nvlink_domain_uuid = m.nvlink_domain_uuid
-                                               AND (o.instance_id IS NOT NULL OR o.status <> 'Ready')))
-                        """
-                    )
-                )
-            ).one()
+            row = await queries.global_figures(conn)
         snap = self.metrics.snapshot
         snap.logical_partitions, snap.physical_partitions, snap.pending_instances = row[0], row[1], row[2]
         snap.free_machines, snap.stranded_free_machines = row[3], row[4]
         snap.updated_at = time.monotonic()
-
-
-def _created(outcomes: list[Outcome]) -> frozenset[str]:
-    return frozenset(o.op.name for o in outcomes if isinstance(o.op, CreatePartition))
 
 
 def _has_work(s: statemod.DomainState, partitions: list[FabricPartition]) -> bool:
@@ -543,10 +398,3 @@ def _mismatches(s: statemod.DomainState, gpus: list[FabricGpu]) -> int:
         if found is None or found.device_id != row.device_id or found.domain_uuid != s.domain:
             count += 1
     return count
-
-
-def _error_label(exc: FabricError, kind: str) -> str:
-    manager = "NMX-C" if kind == "nmxc" else "NMX-M"
-    return (
-        f"Failed to reach {manager}: {exc.message}" if exc.retryable else f"{manager} refused: {exc.message}"
-    )

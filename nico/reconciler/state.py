@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nico.db.enums import InstanceStatus
+from nico.db.queries import reconciler as queries
 from nico.reconciler.planner import DomainDesire
 
 
@@ -91,15 +91,10 @@ class DomainState:
         return {g.device_id - 1: g for g in self.gpus.values() if g.machine_id == machine_id}
 
 
-def _domain_filter(column: str, domains: Sequence[uuid.UUID] | None) -> str:
-    return "" if domains is None else f" AND {column} = ANY(:domains)"
-
-
 async def load(
     conn: AsyncConnection, domains: Sequence[uuid.UUID] | None = None
 ) -> dict[uuid.UUID, DomainState]:
     """State of ``domains`` (all NVLink domains when None)."""
-    params = {} if domains is None else {"domains": list(domains)}
     states: dict[uuid.UUID, DomainState] = {}
 
     def state(domain: uuid.UUID) -> DomainState:
@@ -108,77 +103,30 @@ async def load(
             found = states[domain] = DomainState(domain)
         return found
 
-    rows = await conn.execute(
-        text("SELECT uuid, site_id FROM nvlink_domain WHERE true" + _domain_filter("uuid", domains)), params
-    )
-    for domain, site_id in rows:
+    for domain, site_id in await queries.domain_sites(conn, domains):
         state(domain).site_id = site_id
-
-    # One row per GPU with what it wants: the live binding of its instance's GPU, unless the instance
-    # is terminating (then its GPUs must leave every tenant partition).
-    rows = await conn.execute(
-        text(
-            """
-            SELECT m.nvlink_domain_uuid, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
-                   CASE WHEN i.status = 'Terminating' THEN NULL ELSE ni.logical_partition_id END,
-                   g.physical_partition_id, g.fabric_partition_id, m.chassis_serial
-            FROM gpu g
-            JOIN machine m ON m.id = g.machine_id
-            LEFT JOIN instance i ON i.id = m.instance_id
-            LEFT JOIN nvlink_interface ni
-                   ON ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
-                  AND ni.status <> 'Deleting'
-            WHERE m.nvlink_domain_uuid IS NOT NULL
-            """
-            + _domain_filter("m.nvlink_domain_uuid", domains)
-        ),
-        params,
-    )
-    for domain, uid, machine_id, device_id, instance_id, wants, pp, fabric_pid, chassis in rows:
+    for (
+        domain,
+        uid,
+        machine_id,
+        device_id,
+        instance_id,
+        wants,
+        pp,
+        fabric_pid,
+        chassis,
+    ) in await queries.gpu_wants(conn, domains):
         s = state(domain)
         gpu = int(uid)
         s.gpus[gpu] = GpuRow(gpu, machine_id, device_id, instance_id, wants, pp, fabric_pid)
         s.chassis_serials.add(chassis.strip())
-
-    rows = await conn.execute(
-        text(
-            "SELECT id, logical_partition_id, domain_uuid, fabric_partition_id, fabric_ref, name "
-            "FROM physical_partition WHERE true" + _domain_filter("domain_uuid", domains)
-        ),
-        params,
-    )
-    for pid, lp, domain, fabric_pid, ref, name in rows:
+    for pid, lp, domain, fabric_pid, ref, name in await queries.physical_partitions(conn, domains):
         state(domain).partitions[name] = RecordedPartition(pid, lp, fabric_pid, ref, name)
-
-    rows = await conn.execute(
-        text(
-            "SELECT id, domain_uuid, partition_name, operation, operation_id, state FROM fabric_intent "
-            "WHERE state IN ('pending', 'timedout')" + _domain_filter("domain_uuid", domains)
-        ),
-        params,
-    )
-    for iid, domain, name, operation, operation_id, intent_state in rows:
+    for iid, domain, name, operation, operation_id, intent_state in await queries.open_intents(conn, domains):
         state(domain).intents.append(OpenIntent(iid, name, operation, operation_id, intent_state))
-
-    rows = await conn.execute(
-        text(
-            """
-            SELECT i.id, m.nvlink_domain_uuid, i.status, i.nvlink_config_version, i.nvlink_config_changed_at,
-                   m.id,
-                   COALESCE(
-                       (SELECT json_object_agg(ni.device_instance, ni.logical_partition_id)
-                        FROM nvlink_interface ni WHERE ni.instance_id = i.id AND ni.status <> 'Deleting'),
-                       '{}'::json)
-            FROM instance i JOIN machine m ON m.instance_id = i.id
-            WHERE m.nvlink_domain_uuid IS NOT NULL
-              AND (i.status = 'Terminating'
-                   OR i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version)
-            """
-            + _domain_filter("m.nvlink_domain_uuid", domains)
-        ),
-        params,
-    )
-    for iid, domain, status, version, changed_at, machine_id, bindings in rows:
+    for iid, domain, status, version, changed_at, machine_id, bindings in await queries.unsettled_instances(
+        conn, domains
+    ):
         state(domain).unsettled[iid] = UnsettledInstance(
             iid,
             status,
@@ -192,8 +140,7 @@ async def load(
 
 async def endpoints(conn: AsyncConnection) -> dict[str, str]:
     """Chassis serial -> NMX-C endpoint URL."""
-    rows = await conn.execute(text("SELECT chassis_serial, endpoint FROM nvlink_nmxc_endpoint"))
-    return {serial.strip(): endpoint.strip() for serial, endpoint in rows}
+    return {serial.strip(): endpoint.strip() for serial, endpoint in await queries.nmxc_endpoints(conn)}
 
 
 @dataclass(frozen=True)
@@ -212,22 +159,7 @@ class DomainSummary:
 
 async def summaries(conn: AsyncConnection) -> dict[uuid.UUID, DomainSummary]:
     """One row per domain, computed in the database."""
-    rows = await conn.execute(
-        text(
-            """
-            SELECT d.uuid, d.fabric_digest, d.settled,
-                   COALESCE((SELECT array_agg(DISTINCT m.chassis_serial) FROM machine m
-                             WHERE m.nvlink_domain_uuid = d.uuid), '{}'),
-                   EXISTS (SELECT 1 FROM machine m JOIN instance i ON i.id = m.instance_id
-                           WHERE m.nvlink_domain_uuid = d.uuid
-                             AND (i.status = 'Terminating'
-                                  OR i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version))
-                   OR EXISTS (SELECT 1 FROM fabric_intent f
-                              WHERE f.domain_uuid = d.uuid AND f.state IN ('pending', 'timedout'))
-            FROM nvlink_domain d
-            """
-        )
-    )
+    rows = await queries.domain_summaries(conn)
     return {
         domain: DomainSummary(domain, frozenset(s.strip() for s in serials), digest, settled, busy)
         for domain, digest, settled, serials, busy in rows

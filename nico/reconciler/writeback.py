@@ -16,11 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy import bindparam, text
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.types import BigInteger, String
 
+from nico.db.queries import reconciler as queries
 from nico.fabric.backend import FabricPartition
 from nico.reconciler.executor import Outcome
 from nico.reconciler.fingerprint import fabric_digest
@@ -72,129 +70,117 @@ async def record_intents(
             }
         )
     if rows:
-        await session.execute(
-            text(
-                "INSERT INTO fabric_intent (id, domain_uuid, logical_partition_id, operation, "
-                "partition_name, fabric_ref, gpu_uids, state) "
-                "SELECT :id, :domain, lp.id, :operation, :name, :ref, CAST(:gpus AS numeric[]), 'pending' "
-                "FROM (SELECT 1) one LEFT JOIN logical_partition lp ON lp.id = :lp"
-            ).bindparams(bindparam("gpus", type_=ARRAY(String))),
-            rows,
-        )
+        await queries.insert_intents(session, rows)
     return ids
 
 
-async def write_back(
+@dataclass(frozen=True)
+class PassOutcome:
+    """What one locked pass over a domain learned, for :func:`write_back`.
+
+    ``before``: what the fabric held before this pass's operations (records missing from it are
+    stale: changed behind nico's back); ``observed``: the read-back after them;
+    ``intent_ids``: intent ids by position in ``outcomes``; ``blocked``: logical partitions the plan
+    could not serve, with why; ``resolved_operations``: NMX-M operation ids checked this pass, to their
+    terminal state; ``settled``: the read-back leaves nothing to do, so later full passes may skip the
+    domain while its fabric keeps the same digest."""
+
+    before: list[FabricPartition]
+    observed: list[FabricPartition]
+    outcomes: list[Outcome] = field(default_factory=list)
+    intent_ids: dict[int, uuid.UUID] = field(default_factory=dict)
+    blocked: dict[uuid.UUID, str] = field(default_factory=dict)
+    resolved_operations: dict[str, str] = field(default_factory=dict)
+    settled: bool = False
+
+
+async def write_back(session: AsyncSession, state: DomainState, outcome: PassOutcome) -> WriteBackReport:
+    """Record the read-back of ``outcome`` for ``state.domain`` (module docstring)."""
+    report = WriteBackReport()
+    created = {o.op.name for o in outcome.outcomes if isinstance(o.op, CreatePartition)}
+    seen = classify(outcome.observed, state.owned_names() | created)
+    pp_ids = await _align_partitions(session, state, seen, outcome.before, report)
+    await _close_intents(
+        session, state, seen, outcome.outcomes, outcome.intent_ids, outcome.resolved_operations
+    )
+    await _record_gpu_observations(session, state, seen, pp_ids, report)
+    # Instances: Ready only on an exact match for the version loaded at the start of the pass.
+    await _settle_instances(session, state, seen, outcome.blocked, report)
+    report.partitions_removed = await finish_deleted_partitions(session)
+    await queries.record_domain_pass(
+        session,
+        state.domain,
+        fabric_digest(outcome.observed),
+        outcome.settled and not report.unsatisfiable,
+    )
+    return report
+
+
+async def _align_partitions(
     session: AsyncSession,
     state: DomainState,
+    seen: Classified,
     before: list[FabricPartition],
-    observed: list[FabricPartition],
-    outcomes: list[Outcome],
-    intent_ids: dict[int, uuid.UUID],
-    blocked: dict[uuid.UUID, str],
-    resolved_operations: dict[str, str],
-    *,
-    settled: bool,
-) -> WriteBackReport:
-    """Record the read-back ``observed`` for ``state.domain``; ``before`` is what the fabric held
-    before this pass's operations (records missing from it are stale: changed behind nico's back).
-    ``resolved_operations`` maps NMX-M operation ids checked this pass to their terminal state;
-    ``settled``: the read-back leaves nothing to do, so later full passes may skip the domain while
-    its fabric keeps the same digest."""
-    report = WriteBackReport()
-    domain = state.domain
-    created = {o.op.name for o in outcomes if isinstance(o.op, CreatePartition)}
-    seen = classify(observed, state.owned_names() | created)
-
-    # 1. Recorded physical partitions follow the fabric.
+    report: WriteBackReport,
+) -> dict[str, uuid.UUID]:
+    """Recorded physical partitions follow the fabric; returns record ids by partition name."""
     was = {p.name: p.partition_id for p in before}
     keep: dict[str, FabricPartition] = {p.name: p for p in seen.owned.values()}
     for name, record in state.partitions.items():
         now = keep.get(name)
         if now is None or now.partition_id != record.fabric_partition_id:
-            await session.execute(text("DELETE FROM physical_partition WHERE id = :id"), {"id": record.id})
+            await queries.delete_physical_partition(session, record.id)
         if was.get(name) != record.fabric_partition_id:
             report.stale_partitions_deleted += 1
     pp_ids: dict[str, uuid.UUID] = {}
     for name, partition in keep.items():
-        lp = lp_of_name(name)
-        row = await session.execute(
-            text(
-                "INSERT INTO physical_partition (id, logical_partition_id, domain_uuid, fabric_partition_id, "
-                "fabric_ref, name) SELECT :id, lp.id, :domain, :pid, :ref, :name FROM logical_partition lp "
-                "WHERE lp.id = :lp "
-                "ON CONFLICT (logical_partition_id, domain_uuid) DO UPDATE SET "
-                "fabric_partition_id = EXCLUDED.fabric_partition_id, fabric_ref = EXCLUDED.fabric_ref, "
-                "name = EXCLUDED.name, updated = now() RETURNING id"
-            ),
-            {
-                "id": state.partitions[name].id if name in state.partitions else uuid.uuid4(),
-                "lp": lp,
-                "domain": domain,
-                "pid": partition.partition_id,
-                "ref": partition.ref,
-                "name": name,
-            },
+        pp_id = await queries.upsert_physical_partition(
+            session,
+            id=state.partitions[name].id if name in state.partitions else uuid.uuid4(),
+            logical_partition_id=lp_of_name(name),
+            domain=state.domain,
+            fabric_partition_id=partition.partition_id,
+            fabric_ref=partition.ref,
+            name=name,
         )
-        pp_id = row.scalar()
         if pp_id is not None:
             pp_ids[name] = pp_id
+    return pp_ids
 
-    # 2. Intents are closed.
-    await _close_intents(session, state, seen, outcomes, intent_ids, resolved_operations)
 
-    # 3. Each GPU's observed partition.
-    changes: list[dict[str, object]] = []
+async def _record_gpu_observations(
+    session: AsyncSession,
+    state: DomainState,
+    seen: Classified,
+    pp_ids: dict[str, uuid.UUID],
+    report: WriteBackReport,
+) -> None:
+    """Each GPU's observed partition (only the GPUs whose observation changed)."""
+    uids: list[str] = []
+    pps: list[str | None] = []
+    pids: list[int | None] = []
     machines: set[str] = set()
     for gpu in state.gpus.values():
         holder = seen.location.get(gpu.gpu_uid)
         fabric_pid = holder.partition_id if holder is not None else None
         pp_id = pp_ids.get(holder.name) if holder is not None else None
         if pp_id != gpu.observed_physical_partition or fabric_pid != gpu.observed_fabric_partition:
-            changes.append({"uid": str(gpu.gpu_uid), "pp": pp_id, "pid": fabric_pid})
+            uids.append(str(gpu.gpu_uid))
+            pps.append(str(pp_id) if pp_id else None)
+            pids.append(fabric_pid)
             machines.add(gpu.machine_id)
-    if changes:  # one statement for the whole domain
-        await session.execute(
-            text(
-                "UPDATE gpu SET physical_partition_id = v.pp, fabric_partition_id = v.pid, "
-                "observed_at = now(), updated = now() "
-                "FROM unnest(CAST(:uids AS numeric[]), CAST(:pps AS uuid[]), CAST(:pids AS bigint[])) "
-                "AS v(uid, pp, pid) WHERE gpu.gpu_uid = v.uid"
-            ).bindparams(
-                bindparam("uids", type_=ARRAY(String)),
-                bindparam("pps", type_=ARRAY(String)),
-                bindparam("pids", type_=ARRAY(BigInteger)),
-            ),
-            {
-                "uids": [c["uid"] for c in changes],
-                "pps": [str(c["pp"]) if c["pp"] else None for c in changes],
-                "pids": [c["pid"] for c in changes],
-            },
-        )
+    if uids:
+        await queries.update_gpu_observations(session, uids, pps, pids)
     report.machines_updated = len(machines)
 
-    # 4. Instances: Ready only on an exact match for the version loaded at the start of the pass.
-    await _settle_instances(session, state, seen, blocked, report)
 
-    # 5. Logical partitions being deleted vanish once nothing of them remains.
-    rows = await session.execute(
-        text(
-            "SELECT lp.id FROM logical_partition lp WHERE lp.status = 'Deleting' "
-            "AND NOT EXISTS (SELECT 1 FROM physical_partition pp WHERE pp.logical_partition_id = lp.id)"
-        )
-    )
-    for (lp_id,) in rows.all():
+async def finish_deleted_partitions(session: AsyncSession) -> int:
+    """Logical partitions being deleted vanish once nothing of them remains; returns how many went."""
+    removed = 0
+    for lp_id in await queries.deleting_partitions_with_nothing_left(session):
         if await lifecycle.finish_partition_deletion(session, lp_id):
-            report.partitions_removed += 1
-
-    await session.execute(
-        text(
-            "UPDATE nvlink_domain SET last_pass_at = now(), last_error = NULL, consecutive_failures = 0, "
-            "fabric_digest = :digest, settled = :settled, updated = now() WHERE uuid = :d"
-        ),
-        {"d": domain, "digest": fabric_digest(observed), "settled": settled and not report.unsatisfiable},
-    )
-    return report
+            removed += 1
+    return removed
 
 
 async def _close_intents(
@@ -236,13 +222,7 @@ async def _close_intents(
             new_state = "abandoned"
         updates.append({"id": intent.id, "state": new_state, "error": None, "op": intent.operation_id})
     if updates:
-        await session.execute(
-            text(
-                "UPDATE fabric_intent SET state = :state, error = :error, "
-                "operation_id = COALESCE(:op, operation_id), updated = now() WHERE id = :id"
-            ),
-            updates,
-        )
+        await queries.close_intents(session, updates)
 
 
 async def _settle_instances(
@@ -276,10 +256,4 @@ async def _settle_instances(
 
 
 async def record_domain_error(session: AsyncSession, domain: uuid.UUID, error: str) -> None:
-    await session.execute(
-        text(
-            "UPDATE nvlink_domain SET last_error = :e, last_error_at = now(), settled = false, "
-            "consecutive_failures = consecutive_failures + 1, updated = now() WHERE uuid = :d"
-        ),
-        {"d": domain, "e": error[:2000]},
-    )
+    await queries.record_domain_error(session, domain, error)

@@ -1,0 +1,300 @@
+"""The reconciler's SQL: loading domain state, summaries, locks, write-back and the global gauges.
+
+Functions take an ``AsyncConnection`` (reads of the monitor, outside any ORM session) or an
+``AsyncSession`` (writes that share a transaction with :mod:`nico.services.lifecycle`) and return
+plain rows; :mod:`nico.reconciler.state` turns them into domain state.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.types import BigInteger, String
+
+
+def _domain_filter(column: str, domains: Sequence[uuid.UUID] | None) -> str:
+    return "" if domains is None else f" AND {column} = ANY(:domains)"
+
+
+def _params(domains: Sequence[uuid.UUID] | None) -> dict[str, Any]:
+    return {} if domains is None else {"domains": list(domains)}
+
+
+# ---- state loading ------------------------------------------------------------------------------
+
+
+async def domain_sites(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
+    """(domain uuid, site id) of ``domains`` (all when None)."""
+    rows = await conn.execute(
+        text("SELECT uuid, site_id FROM nvlink_domain WHERE true" + _domain_filter("uuid", domains)),
+        _params(domains),
+    )
+    return rows.all()
+
+
+async def gpu_wants(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
+    """One row per GPU with what it wants: the live binding of its instance's GPU, unless the instance
+    is terminating (then its GPUs must leave every tenant partition). Columns: domain, gpu_uid (text),
+    machine id, device id, instance id, wanted logical partition, physical partition id, fabric
+    partition id, chassis serial."""
+    rows = await conn.execute(
+        text(
+            """
+            SELECT m.nvlink_domain_uuid, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
+                   CASE WHEN i.status = 'Terminating' THEN NULL ELSE ni.logical_partition_id END,
+                   g.physical_partition_id, g.fabric_partition_id, m.chassis_serial
+            FROM gpu g
+            JOIN machine m ON m.id = g.machine_id
+            LEFT JOIN instance i ON i.id = m.instance_id
+            LEFT JOIN nvlink_interface ni
+                   ON ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
+                  AND ni.status <> 'Deleting'
+            WHERE m.nvlink_domain_uuid IS NOT NULL
+            """
+            + _domain_filter("m.nvlink_domain_uuid", domains)
+        ),
+        _params(domains),
+    )
+    return rows.all()
+
+
+async def physical_partitions(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
+    """(id, logical partition id, domain, fabric partition id, fabric ref, name) of recorded partitions."""
+    rows = await conn.execute(
+        text(
+            "SELECT id, logical_partition_id, domain_uuid, fabric_partition_id, fabric_ref, name "
+            "FROM physical_partition WHERE true" + _domain_filter("domain_uuid", domains)
+        ),
+        _params(domains),
+    )
+    return rows.all()
+
+
+async def open_intents(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
+    """(id, domain, partition name, operation, operation id, state) of pending or timed-out intents."""
+    rows = await conn.execute(
+        text(
+            "SELECT id, domain_uuid, partition_name, operation, operation_id, state FROM fabric_intent "
+            "WHERE state IN ('pending', 'timedout')" + _domain_filter("domain_uuid", domains)
+        ),
+        _params(domains),
+    )
+    return rows.all()
+
+
+async def unsettled_instances(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
+    """(id, domain, status, config version, changed at, machine id, {device: lp} json) of instances
+    on a domain that are terminating or whose applied NVLink version lags the desired one."""
+    rows = await conn.execute(
+        text(
+            """
+            SELECT i.id, m.nvlink_domain_uuid, i.status, i.nvlink_config_version, i.nvlink_config_changed_at,
+                   m.id,
+                   COALESCE(
+                       (SELECT json_object_agg(ni.device_instance, ni.logical_partition_id)
+                        FROM nvlink_interface ni WHERE ni.instance_id = i.id AND ni.status <> 'Deleting'),
+                       '{}'::json)
+            FROM instance i JOIN machine m ON m.instance_id = i.id
+            WHERE m.nvlink_domain_uuid IS NOT NULL
+              AND (i.status = 'Terminating'
+                   OR i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version)
+            """
+            + _domain_filter("m.nvlink_domain_uuid", domains)
+        ),
+        _params(domains),
+    )
+    return rows.all()
+
+
+async def nmxc_endpoints(conn: AsyncConnection) -> Sequence[Any]:
+    """(chassis serial, endpoint URL) of the NMX-C registry."""
+    return (await conn.execute(text("SELECT chassis_serial, endpoint FROM nvlink_nmxc_endpoint"))).all()
+
+
+async def domain_summaries(conn: AsyncConnection) -> Sequence[Any]:
+    """(domain, fabric digest, settled, chassis serials, busy) per domain, computed in the database."""
+    rows = await conn.execute(
+        text(
+            """
+            SELECT d.uuid, d.fabric_digest, d.settled,
+                   COALESCE((SELECT array_agg(DISTINCT m.chassis_serial) FROM machine m
+                             WHERE m.nvlink_domain_uuid = d.uuid), '{}'),
+                   EXISTS (SELECT 1 FROM machine m JOIN instance i ON i.id = m.instance_id
+                           WHERE m.nvlink_domain_uuid = d.uuid
+                             AND (i.status = 'Terminating'
+                                  OR i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version))
+                   OR EXISTS (SELECT 1 FROM fabric_intent f
+                              WHERE f.domain_uuid = d.uuid AND f.state IN ('pending', 'timedout'))
+            FROM nvlink_domain d
+            """
+        )
+    )
+    return rows.all()
+
+
+async def all_domain_uuids(conn: AsyncConnection) -> list[uuid.UUID]:
+    return list((await conn.execute(text("SELECT uuid FROM nvlink_domain"))).scalars())
+
+
+# ---- the per-domain lock ------------------------------------------------------------------------
+
+
+async def try_domain_lock(conn: AsyncConnection, key: int) -> bool:
+    """Take the session-level advisory lock ``key`` if free."""
+    return bool((await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar())
+
+
+async def release_domain_lock(conn: AsyncConnection, key: int) -> None:
+    await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+
+
+# ---- write-back ---------------------------------------------------------------------------------
+
+
+async def insert_intents(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+    """Insert pending intents (keys: id, domain, lp, operation, name, ref, gpus)."""
+    await session.execute(
+        text(
+            "INSERT INTO fabric_intent (id, domain_uuid, logical_partition_id, operation, "
+            "partition_name, fabric_ref, gpu_uids, state) "
+            "SELECT :id, :domain, lp.id, :operation, :name, :ref, CAST(:gpus AS numeric[]), 'pending' "
+            "FROM (SELECT 1) one LEFT JOIN logical_partition lp ON lp.id = :lp"
+        ).bindparams(bindparam("gpus", type_=ARRAY(String))),
+        rows,
+    )
+
+
+async def delete_physical_partition(session: AsyncSession, physical_partition_id: uuid.UUID) -> None:
+    await session.execute(
+        text("DELETE FROM physical_partition WHERE id = :id"), {"id": physical_partition_id}
+    )
+
+
+async def upsert_physical_partition(
+    session: AsyncSession,
+    *,
+    id: uuid.UUID,
+    logical_partition_id: uuid.UUID | None,
+    domain: uuid.UUID,
+    fabric_partition_id: int,
+    fabric_ref: str | None,
+    name: str,
+) -> uuid.UUID | None:
+    """Record a fabric partition of a logical partition on a domain; returns the record's id (None
+    when the logical partition is gone)."""
+    row = await session.execute(
+        text(
+            "INSERT INTO physical_partition (id, logical_partition_id, domain_uuid, fabric_partition_id, "
+            "fabric_ref, name) SELECT :id, lp.id, :domain, :pid, :ref, :name FROM logical_partition lp "
+            "WHERE lp.id = :lp "
+            "ON CONFLICT (logical_partition_id, domain_uuid) DO UPDATE SET "
+            "fabric_partition_id = EXCLUDED.fabric_partition_id, fabric_ref = EXCLUDED.fabric_ref, "
+            "name = EXCLUDED.name, updated = now() RETURNING id"
+        ),
+        {
+            "id": id,
+            "lp": logical_partition_id,
+            "domain": domain,
+            "pid": fabric_partition_id,
+            "ref": fabric_ref,
+            "name": name,
+        },
+    )
+    return row.scalar()
+
+
+async def update_gpu_observations(
+    session: AsyncSession,
+    gpu_uids: list[str],
+    physical_partition_ids: list[str | None],
+    fabric_partition_ids: list[int | None],
+) -> None:
+    """Store each GPU's observed partition, one statement for the whole domain."""
+    await session.execute(
+        text(
+            "UPDATE gpu SET physical_partition_id = v.pp, fabric_partition_id = v.pid, "
+            "observed_at = now(), updated = now() "
+            "FROM unnest(CAST(:uids AS numeric[]), CAST(:pps AS uuid[]), CAST(:pids AS bigint[])) "
+            "AS v(uid, pp, pid) WHERE gpu.gpu_uid = v.uid"
+        ).bindparams(
+            bindparam("uids", type_=ARRAY(String)),
+            bindparam("pps", type_=ARRAY(String)),
+            bindparam("pids", type_=ARRAY(BigInteger)),
+        ),
+        {"uids": gpu_uids, "pps": physical_partition_ids, "pids": fabric_partition_ids},
+    )
+
+
+async def deleting_partitions_with_nothing_left(session: AsyncSession) -> list[uuid.UUID]:
+    """Logical partitions being deleted that have no physical partition left."""
+    rows = await session.execute(
+        text(
+            "SELECT lp.id FROM logical_partition lp WHERE lp.status = 'Deleting' "
+            "AND NOT EXISTS (SELECT 1 FROM physical_partition pp WHERE pp.logical_partition_id = lp.id)"
+        )
+    )
+    return [lp_id for (lp_id,) in rows.all()]
+
+
+async def record_domain_pass(session: AsyncSession, domain: uuid.UUID, digest: str, settled: bool) -> None:
+    await session.execute(
+        text(
+            "UPDATE nvlink_domain SET last_pass_at = now(), last_error = NULL, consecutive_failures = 0, "
+            "fabric_digest = :digest, settled = :settled, updated = now() WHERE uuid = :d"
+        ),
+        {"d": domain, "digest": digest, "settled": settled},
+    )
+
+
+async def close_intents(session: AsyncSession, updates: list[dict[str, object]]) -> None:
+    """Set intents' final state (keys: id, state, error, op)."""
+    await session.execute(
+        text(
+            "UPDATE fabric_intent SET state = :state, error = :error, "
+            "operation_id = COALESCE(:op, operation_id), updated = now() WHERE id = :id"
+        ),
+        updates,
+    )
+
+
+async def record_domain_error(session: AsyncSession, domain: uuid.UUID, error: str) -> None:
+    await session.execute(
+        text(
+            "UPDATE nvlink_domain SET last_error = :e, last_error_at = now(), settled = false, "
+            "consecutive_failures = consecutive_failures + 1, updated = now() WHERE uuid = :d"
+        ),
+        {"d": domain, "e": error[:2000]},
+    )
+
+
+# ---- gauges -------------------------------------------------------------------------------------
+
+
+async def global_figures(conn: AsyncConnection) -> Any:
+    """(logical partitions, physical partitions, instances pending on the fabric, free machines on a
+    domain, free machines stranded on a domain that also has used or unready machines)."""
+    return (
+        await conn.execute(
+            text(
+                """
+                SELECT (SELECT count(*) FROM logical_partition),
+                       (SELECT count(*) FROM physical_partition),
+                       (SELECT count(*) FROM instance i JOIN machine m ON m.instance_id = i.id
+                         WHERE m.nvlink_domain_uuid IS NOT NULL AND i.status <> 'Terminating'
+                           AND i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version),
+                       (SELECT count(*) FROM machine WHERE nvlink_domain_uuid IS NOT NULL
+                         AND instance_id IS NULL AND status = 'Ready'),
+                       (SELECT count(*) FROM machine m WHERE m.nvlink_domain_uuid IS NOT NULL
+                         AND m.instance_id IS NULL AND m.status = 'Ready'
+                         AND EXISTS (SELECT 1 FROM machine o
+                                     WHERE o.nvlink_domain_uuid = m.nvlink_domain_uuid
+                                       AND (o.instance_id IS NOT NULL OR o.status <> 'Ready')))
+                """
+            )
+        )
+    ).one()

@@ -1,0 +1,220 @@
+"""One locked pass over one NVLink domain: load, observe, plan, record intents, execute, read back,
+write back.
+
+The pass runs under the domain's PostgreSQL advisory lock, held on the connection that also writes
+the domain's intents and results (:mod:`nico.reconciler.monitor` decides when a domain gets a pass).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Literal, Protocol
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+
+from nico.db.queries import reconciler as queries
+from nico.fabric.backend import DomainTarget, FabricBackend, FabricError, FabricPartition
+from nico.reconciler import state as statemod
+from nico.reconciler.executor import AfterCall, Outcome, execute
+from nico.reconciler.metrics import MonitorMetrics
+from nico.reconciler.planner import CreatePartition, Plan, plan
+from nico.reconciler.writeback import (
+    PassOutcome,
+    WriteBackReport,
+    record_domain_error,
+    record_intents,
+    write_back,
+)
+
+log = logging.getLogger(__name__)
+
+DomainStatus = Literal["ok", "busy", "error", "waiting", "gone"]
+
+
+def lock_key(domain: uuid.UUID) -> int:
+    """The advisory-lock key of a domain: its first 64 bits as a signed bigint."""
+    return int.from_bytes(domain.bytes[:8], "big", signed=True)
+
+
+@dataclass
+class DomainResult:
+    domain: uuid.UUID
+    status: DomainStatus
+    operations: int = 0
+    failed: int = 0
+    retryable: bool = True
+    error: str | None = None
+    follow_up: bool = False  # the read-back still differs from the desire: look again soon
+    report: WriteBackReport | None = None
+
+
+class Monitor(Protocol):
+    """What a pass needs of the monitor that runs it."""
+
+    backend: FabricBackend
+    metrics: MonitorMetrics
+    call_timeout: float
+    after_call: AfterCall | None
+    registry: dict[str, str]
+
+    async def target(self, domain: uuid.UUID, chassis_serials: Iterable[str]) -> DomainTarget: ...
+
+    async def check_operations(self, state: statemod.DomainState) -> tuple[dict[str, str], bool]: ...
+
+
+async def reconcile_domain(engine: AsyncEngine, monitor: Monitor, domain: uuid.UUID) -> DomainResult:
+    """Take the domain's lock (``busy`` if another reconciler holds it) and make one pass."""
+    async with engine.connect() as conn:
+        key = lock_key(domain)
+        if not await queries.try_domain_lock(conn, key):
+            await conn.rollback()
+            return DomainResult(domain, "busy")
+        try:
+            await conn.commit()
+            return await locked_pass(conn, monitor, domain)
+        finally:
+            try:
+                await conn.rollback()
+                await queries.release_domain_lock(conn, key)
+                await conn.commit()
+            except Exception:  # the session is gone and its lock with it; never reuse it
+                await conn.invalidate()
+
+
+@dataclass
+class _Observed:
+    target: DomainTarget
+    resolved: dict[str, str]  # NMX-M operation id -> terminal state
+    still_running: bool
+    partitions: list[FabricPartition]
+
+
+async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID) -> DomainResult:
+    state = await _load(conn, monitor, domain)
+    if state is None:
+        return DomainResult(domain, "gone")
+    try:
+        seen = await _observe(monitor, state)
+    except FabricError as exc:
+        return await failed(conn, monitor, domain, exc)
+    result = plan(state.desire(), seen.partitions)
+    outcomes: list[Outcome] = []
+    intent_ids: dict[int, uuid.UUID] = {}
+    observed = seen.partitions
+    if result.operations and not seen.still_running:
+        intent_ids, outcomes = await _apply(conn, monitor, domain, seen.target, result)
+        try:
+            observed = await monitor.backend.list_partitions(seen.target)
+        except FabricError as exc:
+            # The calls are made and their intents recorded: the next pass adopts what they did.
+            return await failed(conn, monitor, domain, exc, operations=len(outcomes))
+    unfinished = [o for o in outcomes if o.status != "completed"]
+    desire = state.desire()
+    again = plan(replace(desire, owned_names=desire.owned_names | _created(outcomes)), observed)
+    outcome = PassOutcome(
+        before=seen.partitions,
+        observed=observed,
+        outcomes=outcomes,
+        intent_ids=intent_ids,
+        blocked=result.blocked,
+        resolved_operations=seen.resolved,
+        settled=not again.operations and not again.blocked and not unfinished and not seen.still_running,
+    )
+    async with AsyncSession(bind=conn, expire_on_commit=False) as session:
+        report = await write_back(session, state, outcome)
+        await session.commit()
+    return _result(monitor, state, outcome, result, again, report, still_running=seen.still_running)
+
+
+async def _load(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID) -> statemod.DomainState | None:
+    states = await statemod.load(conn, [domain])
+    monitor.registry = await statemod.endpoints(conn)
+    await conn.commit()
+    return states.get(domain)
+
+
+async def _observe(monitor: Monitor, state: statemod.DomainState) -> _Observed:
+    target = await monitor.target(state.domain, state.chassis_serials)
+    resolved, still_running = await monitor.check_operations(state)
+    partitions = await monitor.backend.list_partitions(target)
+    return _Observed(target, resolved, still_running, partitions)
+
+
+async def _apply(
+    conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID, target: DomainTarget, result: Plan
+) -> tuple[dict[int, uuid.UUID], list[Outcome]]:
+    """Record the plan's intents (committed before any call), then make the calls."""
+    async with AsyncSession(bind=conn, expire_on_commit=False) as session:
+        intent_ids = await record_intents(session, domain, result.operations)
+        await session.commit()
+    outcomes = await execute(
+        monitor.backend,
+        target,
+        result.operations,
+        monitor.metrics,
+        call_timeout=monitor.call_timeout,
+        after_call=monitor.after_call,
+    )
+    return intent_ids, outcomes
+
+
+def _result(
+    monitor: Monitor,
+    state: statemod.DomainState,
+    outcome: PassOutcome,
+    result: Plan,
+    again: Plan,
+    report: WriteBackReport,
+    *,
+    still_running: bool,
+) -> DomainResult:
+    """Metrics of the pass, and what the monitor should do next about the domain."""
+    domain = state.domain
+    for latency in report.apply_latencies_ms:
+        monitor.metrics.apply_latency.observe(latency)
+    unfinished = [o for o in outcome.outcomes if o.status != "completed"]
+    error = unfinished[0].error if unfinished else None
+    if still_running and error is None:
+        running = ", ".join(i.operation_id or "" for i in state.pending_operations())
+        error = f"Failed to complete NMX-M operation in time: {running} still running"
+    if result.blocked and error is None:
+        error = next(iter(result.blocked.values()))
+    monitor.metrics.domain_result(
+        domain, error=error, partitions=len(outcome.observed), blocked=len(result.blocked)
+    )
+    operations = len(outcome.outcomes)
+    if still_running:
+        return DomainResult(domain, "waiting", operations=operations, report=report)
+    if unfinished:
+        retryable = any(o.retryable for o in unfinished)
+        return DomainResult(
+            domain, "error", operations, len(unfinished), retryable, unfinished[0].error, True, report
+        )
+    return DomainResult(domain, "ok", operations, follow_up=bool(again.operations), report=report)
+
+
+async def failed(
+    conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID, exc: FabricError, *, operations: int = 0
+) -> DomainResult:
+    """Record a fabric failure on the domain."""
+    message = error_label(exc, monitor.backend.kind)
+    log.warning("domain %s: %s", domain, message)
+    async with AsyncSession(bind=conn, expire_on_commit=False) as session:
+        await record_domain_error(session, domain, message)
+        await session.commit()
+    monitor.metrics.domain_result(domain, error=message, partitions=None, blocked=0)
+    return DomainResult(domain, "error", operations, retryable=exc.retryable, error=message)
+
+
+def _created(outcomes: list[Outcome]) -> frozenset[str]:
+    return frozenset(o.op.name for o in outcomes if isinstance(o.op, CreatePartition))
+
+
+def error_label(exc: FabricError, kind: str) -> str:
+    manager = "NMX-C" if kind == "nmxc" else "NMX-M"
+    return (
+        f"Failed to reach {manager}: {exc.message}" if exc.retryable else f"{manager} refused: {exc.message}"
+    )
