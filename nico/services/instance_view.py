@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import psycopg
-from psycopg.rows import dict_row
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -26,7 +24,7 @@ from nico.db.models import (
     Tenant,
     Vpc,
 )
-from nico.db.raw import driver_connection
+from nico.db.queries import instance as queries
 from nico.services import status
 
 RELATIONS = frozenset(
@@ -42,55 +40,7 @@ RELATIONS = frozenset(
     }
 )
 
-_COLUMNS = """
-    i.id, i.name, i.description, i.tenant_id, i.site_id, i.instance_type_id, i.vpc_id, i.ipxe_script,
-    i.user_data, i.always_boot_with_custom_ipxe, i.phone_home_enabled, i.labels, i.status, i.created,
-    i.updated, s.infrastructure_provider_id, s.serial_console_hostname, m.id AS machine_id,
-    (SELECT coalesce(json_agg(json_build_object(
-            'id', x.id, 'instance_id', x.instance_id, 'subnet_id', x.subnet_id,
-            'is_physical', x.is_physical, 'status', x.status, 'created', x.created, 'updated', x.updated)
-        ORDER BY x.created, x.id), '[]')
-     FROM instance_interface x WHERE x.instance_id = i.id) AS interfaces,
-    (SELECT coalesce(json_agg(json_build_object(
-            'id', n.id, 'instance_id', n.instance_id, 'nv_link_logical_partition_id', n.logical_partition_id,
-            'nv_link_domain_id', n.nvlink_domain_uuid, 'device_instance', n.device_instance,
-            'gpu_guid', n.gpu_guid::text, 'status', n.status, 'created', n.created, 'updated', n.updated)
-        ORDER BY n.created, n.device_instance, n.id), '[]')
-     FROM nvlink_interface n WHERE n.instance_id = i.id) AS nvlink_interfaces,
-    (SELECT coalesce(json_agg(json_build_object(
-            'status', h.status, 'message', h.message, 'created', h.created, 'updated', h.updated)
-        ORDER BY h.created {direction}, h.id {direction}), '[]')
-     FROM (SELECT d.id, d.status, d.message, d.created, d.updated FROM status_detail d
-           WHERE d.instance_id = i.id ORDER BY d.created {direction}, d.id {direction}
-           LIMIT %(history_limit)s) h
-    ) AS status_history
-"""
-_FROM = "instance i JOIN site s ON s.id = i.site_id LEFT JOIN machine m ON m.instance_id = i.id"
-
-_BY_IDS = {
-    direction: f"SELECT {_COLUMNS.format(direction=direction)} FROM {_FROM} WHERE i.id = ANY(%(ids)s)"
-    for direction in ("ASC", "DESC")
-}
-# One round trip for GET: the caller's tenant and the instance, whichever of them exists.
-_FOR_CALLER = (
-    "SELECT (SELECT t.id FROM tenant t WHERE t.org = %(org)s) AS caller_tenant_id, d.* "
-    f"FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT {_COLUMNS.format(direction='DESC')} FROM {_FROM} "
-    "WHERE i.id = %(id)s) AS d ON true"
-)
-
-
-Source = AsyncSession | psycopg.AsyncConnection[Any]
-
-
-async def _fetch(source: Source, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run ``sql`` at the driver level: in a session's transaction, or on a raw connection of the read
-    pool. This is the hot read path: SQLAlchemy's statement, result and session machinery cost more
-    than the query itself (see benchmarks/api_bench.py)."""
-    driver = await driver_connection(source) if isinstance(source, AsyncSession) else source
-    async with driver.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(sql, params)
-        rows: list[dict[str, Any]] = await cursor.fetchall()
-    return rows
+Source = queries.Source
 
 
 @dataclass
@@ -125,9 +75,8 @@ async def load(
     create response shows); otherwise the newest ``history_limit`` entries, newest first."""
     if not ids:
         return []
-    sql = _BY_IDS["ASC" if chronological else "DESC"]
     limit = None if chronological else history_limit
-    rows = await _fetch(session, sql, {"ids": list(ids), "history_limit": limit})
+    rows = await queries.instance_documents(session, ids, chronological=chronological, history_limit=limit)
     by_id = {row["id"]: InstanceView(row) for row in rows}
     views = [by_id[i] for i in ids if i in by_id]
     await attach_relations(session, views, relations)
@@ -138,9 +87,7 @@ async def load_for_caller(
     source: Source, org: str, instance_id: uuid.UUID
 ) -> tuple[uuid.UUID | None, InstanceView | None]:
     """The org's tenant id and the instance (either may be missing), in one query."""
-    (data,) = await _fetch(
-        source, _FOR_CALLER, {"org": org, "id": instance_id, "history_limit": status.DEFAULT_LIMIT}
-    )
+    data = await queries.instance_document_for_caller(source, org, instance_id, status.DEFAULT_LIMIT)
     caller = data.pop("caller_tenant_id")
     return caller, (InstanceView(data) if data["id"] is not None else None)
 

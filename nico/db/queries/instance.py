@@ -1,0 +1,324 @@
+"""The SQL of instances: the creation read and write (driver-level: a batch is a hot path), the quota
+locks, and the one-query reads behind every instance response."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.raw import driver_connection
+
+# ---- creation -----------------------------------------------------------------------------------
+
+# Creation reads everything its checks need in one driver-level statement (the checks themselves
+# run in Python, in the reference's order): a batch is a hot path, and a dozen small ORM lookups
+# cost more CPU than all its SQL.
+_CREATION_CONTEXT = """
+SELECT t.id, t.targeted_instance_creation,
+       EXISTS (SELECT 1 FROM tenant r WHERE r.id = %(requested)s),
+       v.id, v.tenant_id, v.site_id, v.status, v.nvlink_logical_partition_id,
+       s.status,
+       it.id, it.site_id,
+       (SELECT coalesce(json_agg(json_build_object('id', sn.id, 'tenant_id', sn.tenant_id,
+                                                   'status', sn.status, 'vpc_id', sn.vpc_id)), '[]')
+        FROM subnet sn WHERE sn.id = ANY(%(subnets)s)),
+       (SELECT ARRAY[i.id::text, i.name] FROM instance i
+        WHERE i.tenant_id = t.id AND i.site_id = v.site_id AND i.name = ANY(%(names)s)
+        ORDER BY i.name LIMIT 1),
+       EXISTS (SELECT 1 FROM tenant_site ts WHERE ts.tenant_id = t.id AND ts.site_id = it.site_id),
+       (SELECT count(*) FROM instance i WHERE i.tenant_id = t.id AND i.instance_type_id = it.id),
+       (SELECT sum(ac.constraint_value) FROM allocation_constraint ac
+        JOIN allocation a ON a.id = ac.allocation_id
+        WHERE a.tenant_id = t.id AND ac.instance_type_id = it.id),
+       (SELECT coalesce(json_agg(json_build_object('name', mc.name, 'count', mc.count)
+                                 ORDER BY mc.position, mc.created), '[]')
+        FROM machine_capability mc
+        WHERE mc.instance_type_id = it.id AND mc.type = 'GPU' AND mc.device_type = 'NVLink')
+FROM tenant t
+LEFT JOIN vpc v ON v.id = %(vpc)s
+LEFT JOIN site s ON s.id = v.site_id
+LEFT JOIN instance_type it ON it.id = %(itype)s
+WHERE t.org = %(org)s
+"""
+
+
+@dataclass(frozen=True)
+class CreationContext:
+    """The row of :func:`creation_context`, by name."""
+
+    tenant_id: uuid.UUID
+    targeted: bool
+    requested_tenant_exists: bool
+    vpc_id: uuid.UUID | None
+    vpc_tenant_id: uuid.UUID | None
+    vpc_site_id: uuid.UUID | None
+    vpc_status: str | None
+    vpc_default_partition_id: uuid.UUID | None
+    site_status: str | None
+    instance_type_id: uuid.UUID | None
+    instance_type_site_id: uuid.UUID | None
+    subnets: list[dict[str, Any]]  # id, tenant_id, status, vpc_id (as text)
+    clash: list[str] | None  # [instance id, name] of an existing instance with a requested name
+    uses_site: bool
+    instances_of_type: int
+    reserved: int | None  # None: no allocation for the type
+    capabilities: list[dict[str, Any]]  # name, count of the type's NVLink GPU capabilities
+
+
+async def creation_context(
+    session: AsyncSession,
+    *,
+    org: str,
+    requested_tenant: uuid.UUID | None,
+    vpc_id: uuid.UUID,
+    instance_type_id: uuid.UUID | None,
+    subnet_ids: list[uuid.UUID],
+    names: list[str],
+) -> CreationContext | None:
+    """What creation checks, in one statement; None when the org has no tenant."""
+    conn = await driver_connection(session)
+    params = {
+        "org": org,
+        "requested": requested_tenant,
+        "vpc": vpc_id,
+        "itype": instance_type_id,
+        "subnets": subnet_ids,
+        "names": names,
+    }
+    row = await (await conn.execute(_CREATION_CONTEXT, params)).fetchone()
+    return CreationContext(*row) if row is not None else None
+
+
+async def lock_vpc_for_share(session: AsyncSession, vpc_id: uuid.UUID) -> None:
+    """FOR SHARE: a concurrent change of the VPC's default partition waits for this transaction."""
+    conn = await driver_connection(session)
+    await conn.execute("SELECT 1 FROM vpc WHERE id = %(vpc)s FOR SHARE", {"vpc": vpc_id})
+
+
+# The tenant's reservations for the type are locked, so concurrent creates of one tenant and type
+# take turns at the count (a second statement: its snapshot must follow the lock).
+_LOCK_RESERVATIONS = """
+SELECT ac.constraint_value FROM allocation_constraint ac JOIN allocation a ON a.id = ac.allocation_id
+WHERE a.tenant_id = %(tenant)s AND ac.instance_type_id = %(itype)s
+ORDER BY ac.id
+FOR UPDATE OF ac
+"""
+
+
+async def locked_reservations(session: AsyncSession, tenant_id: uuid.UUID, itype_id: uuid.UUID) -> list[int]:
+    """The tenant's reserved machine counts of the type, locked to the end of the transaction."""
+    conn = await driver_connection(session)
+    where = {"tenant": tenant_id, "itype": itype_id}
+    return [row[0] for row in await (await conn.execute(_LOCK_RESERVATIONS, where)).fetchall()]
+
+
+async def instance_count_of_type(session: AsyncSession, tenant_id: uuid.UUID, itype_id: uuid.UUID) -> int:
+    conn = await driver_connection(session)
+    row = await (
+        await conn.execute(
+            "SELECT count(*) FROM instance WHERE tenant_id = %(tenant)s AND instance_type_id = %(itype)s",
+            {"tenant": tenant_id, "itype": itype_id},
+        )
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+# One statement for everything a create writes (a batch is 18 instances with their interfaces,
+# bindings and history): row-by-row statements cost more CPU than the inserts themselves. Foreign keys
+# are checked at the end of the statement, when every row of it exists. Rows that are listed in
+# creation order get clock_timestamp(), taken row by row in request order.
+_INSERT_INSTANCES = """
+WITH new AS (
+    INSERT INTO instance (id, tenant_id, site_id, instance_type_id, vpc_id, name, description, ipxe_script,
+                          user_data, always_boot_with_custom_ipxe, phone_home_enabled, labels, status,
+                          created_by, nvlink_config_version, nvlink_config_changed_at, created, updated)
+    SELECT u.id, %(tenant)s, %(site)s, %(itype)s, %(vpc)s, u.name, %(description)s, %(ipxe)s, %(user_data)s,
+           %(always_ipxe)s, %(phone_home)s, %(labels)s::jsonb, u.status, %(by)s, 1, now(), now(), now()
+    FROM unnest(%(ids)s::uuid[], %(names)s::text[], %(statuses)s::text[]) AS u(id, name, status)
+    RETURNING id
+), assigned AS (
+    UPDATE machine SET instance_id = u.instance_id, updated = now()
+    FROM unnest(%(machines)s::text[], %(ids)s::uuid[]) AS u(machine_id, instance_id)
+    WHERE machine.id = u.machine_id
+    RETURNING machine.id
+), history AS (
+    INSERT INTO status_detail (instance_id, status, message, created, updated)
+    SELECT u.instance_id, u.status, u.message, clock_timestamp(), clock_timestamp()
+    FROM unnest(%(h_ids)s::uuid[], %(h_statuses)s::text[], %(h_messages)s::text[])
+         WITH ORDINALITY AS u(instance_id, status, message, n)
+    ORDER BY u.n
+), ports AS (
+    INSERT INTO instance_interface (id, instance_id, subnet_id, is_physical, status, created, updated)
+    SELECT gen_random_uuid(), u.instance_id, u.subnet_id, u.physical, 'Ready', clock_timestamp(),
+           clock_timestamp()
+    FROM unnest(%(p_ids)s::uuid[], %(p_subnets)s::uuid[], %(p_physical)s::boolean[])
+         WITH ORDINALITY AS u(instance_id, subnet_id, physical, n)
+    ORDER BY u.n
+), bindings AS (
+    INSERT INTO nvlink_interface (id, instance_id, logical_partition_id, site_id, device_instance, device,
+                                  status, created_by, created, updated)
+    SELECT gen_random_uuid(), u.instance_id, u.partition_id, %(site)s, u.device_instance, u.device, 'Pending',
+           %(by)s, clock_timestamp(), clock_timestamp()
+    FROM unnest(%(b_ids)s::uuid[], %(b_partitions)s::uuid[], %(b_devices)s::int[], %(b_names)s::text[])
+         WITH ORDINALITY AS u(instance_id, partition_id, device_instance, device, n)
+    ORDER BY u.n
+)
+SELECT (SELECT count(*) FROM new), (SELECT count(*) FROM assigned),
+       CASE WHEN %(notify)s::text IS NOT NULL THEN pg_notify(%(channel)s, %(notify)s) END
+"""
+
+
+@dataclass(frozen=True)
+class NewInstance:
+    """One instance row to insert, with the machine it takes."""
+
+    id: uuid.UUID
+    name: str
+    status: str
+    machine_id: str
+
+
+@dataclass(frozen=True)
+class SharedFields:
+    """What every instance of one create shares."""
+
+    tenant_id: uuid.UUID
+    site_id: uuid.UUID
+    instance_type_id: uuid.UUID | None
+    vpc_id: uuid.UUID
+    description: str | None
+    ipxe_script: str | None
+    user_data: str | None
+    always_boot_with_custom_ipxe: bool
+    phone_home_enabled: bool
+    labels: dict[str, str] | None
+    created_by: str | None
+
+
+async def insert_instances(
+    session: AsyncSession,
+    shared: SharedFields,
+    instances: Sequence[NewInstance],
+    history: Sequence[tuple[uuid.UUID, str, str]],
+    ports: Sequence[tuple[uuid.UUID, uuid.UUID, bool]],
+    bindings: Sequence[tuple[uuid.UUID, uuid.UUID, int, str | None]],
+    *,
+    channel: str,
+    notify: str | None,
+) -> tuple[int, int]:
+    """Insert instances, assign their machines, and add their history (instance, status, message),
+    Ethernet interfaces (instance, subnet, physical) and NVLink bindings (instance, partition, GPU
+    index, device name), in list order, NOTIFYing ``notify`` on ``channel`` in the same statement.
+    Returns (instances inserted, machines assigned)."""
+    conn = await driver_connection(session)
+    params = {
+        "tenant": shared.tenant_id,
+        "site": shared.site_id,
+        "itype": shared.instance_type_id,
+        "vpc": shared.vpc_id,
+        "description": shared.description,
+        "ipxe": shared.ipxe_script,
+        "user_data": shared.user_data,
+        "always_ipxe": shared.always_boot_with_custom_ipxe,
+        "phone_home": shared.phone_home_enabled,
+        "labels": Jsonb(shared.labels) if shared.labels is not None else None,
+        "by": shared.created_by,
+        "ids": [i.id for i in instances],
+        "names": [i.name for i in instances],
+        "statuses": [i.status for i in instances],
+        "machines": [i.machine_id for i in instances],
+        "h_ids": [h[0] for h in history],
+        "h_statuses": [h[1] for h in history],
+        "h_messages": [h[2] for h in history],
+        "p_ids": [p[0] for p in ports],
+        "p_subnets": [p[1] for p in ports],
+        "p_physical": [p[2] for p in ports],
+        "b_ids": [b[0] for b in bindings],
+        "b_partitions": [b[1] for b in bindings],
+        "b_devices": [b[2] for b in bindings],
+        "b_names": [b[3] for b in bindings],
+        "channel": channel,
+        "notify": notify,
+    }
+    row = await (await conn.execute(_INSERT_INSTANCES, params)).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+# ---- reading instances as responses show them ---------------------------------------------------
+
+_COLUMNS = """
+    i.id, i.name, i.description, i.tenant_id, i.site_id, i.instance_type_id, i.vpc_id, i.ipxe_script,
+    i.user_data, i.always_boot_with_custom_ipxe, i.phone_home_enabled, i.labels, i.status, i.created,
+    i.updated, s.infrastructure_provider_id, s.serial_console_hostname, m.id AS machine_id,
+    (SELECT coalesce(json_agg(json_build_object(
+            'id', x.id, 'instance_id', x.instance_id, 'subnet_id', x.subnet_id,
+            'is_physical', x.is_physical, 'status', x.status, 'created', x.created, 'updated', x.updated)
+        ORDER BY x.created, x.id), '[]')
+     FROM instance_interface x WHERE x.instance_id = i.id) AS interfaces,
+    (SELECT coalesce(json_agg(json_build_object(
+            'id', n.id, 'instance_id', n.instance_id, 'nv_link_logical_partition_id', n.logical_partition_id,
+            'nv_link_domain_id', n.nvlink_domain_uuid, 'device_instance', n.device_instance,
+            'gpu_guid', n.gpu_guid::text, 'status', n.status, 'created', n.created, 'updated', n.updated)
+        ORDER BY n.created, n.device_instance, n.id), '[]')
+     FROM nvlink_interface n WHERE n.instance_id = i.id) AS nvlink_interfaces,
+    (SELECT coalesce(json_agg(json_build_object(
+            'status', h.status, 'message', h.message, 'created', h.created, 'updated', h.updated)
+        ORDER BY h.created {direction}, h.id {direction}), '[]')
+     FROM (SELECT d.id, d.status, d.message, d.created, d.updated FROM status_detail d
+           WHERE d.instance_id = i.id ORDER BY d.created {direction}, d.id {direction}
+           LIMIT %(history_limit)s) h
+    ) AS status_history
+"""
+_FROM = "instance i JOIN site s ON s.id = i.site_id LEFT JOIN machine m ON m.instance_id = i.id"
+
+_BY_IDS = {
+    direction: f"SELECT {_COLUMNS.format(direction=direction)} FROM {_FROM} WHERE i.id = ANY(%(ids)s)"
+    for direction in ("ASC", "DESC")
+}
+# One round trip for GET: the caller's tenant and the instance, whichever of them exists.
+_FOR_CALLER = (
+    "SELECT (SELECT t.id FROM tenant t WHERE t.org = %(org)s) AS caller_tenant_id, d.* "
+    f"FROM (SELECT 1) AS one LEFT JOIN LATERAL (SELECT {_COLUMNS.format(direction='DESC')} FROM {_FROM} "
+    "WHERE i.id = %(id)s) AS d ON true"
+)
+
+Source = AsyncSession | psycopg.AsyncConnection[Any]
+
+
+async def _fetch(source: Source, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run ``sql`` at the driver level: in a session's transaction, or on a raw connection of the read
+    pool. This is the hot read path: SQLAlchemy's statement, result and session machinery cost more
+    than the query itself (see benchmarks/api_bench.py)."""
+    driver = await driver_connection(source) if isinstance(source, AsyncSession) else source
+    async with driver.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(sql, params)
+        rows: list[dict[str, Any]] = await cursor.fetchall()
+    return rows
+
+
+async def instance_documents(
+    source: Source, ids: Sequence[uuid.UUID], *, chronological: bool, history_limit: int | None
+) -> list[dict[str, Any]]:
+    """Instance rows with machine, interfaces, bindings and history as JSON (any order).
+    ``chronological``: history oldest first; otherwise newest first."""
+    sql = _BY_IDS["ASC" if chronological else "DESC"]
+    return await _fetch(source, sql, {"ids": list(ids), "history_limit": history_limit})
+
+
+async def instance_document_for_caller(
+    source: Source, org: str, instance_id: uuid.UUID, history_limit: int
+) -> dict[str, Any]:
+    """The org's tenant id (``caller_tenant_id``) and the instance's columns (all None when missing)."""
+    (data,) = await _fetch(
+        source, _FOR_CALLER, {"org": org, "id": instance_id, "history_limit": history_limit}
+    )
+    return data
