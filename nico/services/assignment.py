@@ -15,17 +15,9 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.db.queries import assignment as queries
 from nico.db.raw import driver_connection
 from nico.services.placement import Ask, plan_counts
-
-_PARTITION_DOMAINS = """
-SELECT p.domain_uuid FROM physical_partition p WHERE p.logical_partition_id = ANY(%(ids)s)
-UNION
-SELECT m.nvlink_domain_uuid FROM machine m
-WHERE m.nvlink_domain_uuid IS NOT NULL AND m.instance_id IN (
-    SELECT n.instance_id FROM nvlink_interface n  -- one machine probe per instance, not per GPU
-    WHERE n.logical_partition_id = ANY(%(ids)s) AND n.status IN ('Pending', 'Provisioning', 'Error'))
-"""
 
 
 async def partition_domains(
@@ -38,27 +30,7 @@ async def partition_domains(
     flight, not the size of the partition."""
     if not partition_ids:
         return frozenset()
-    conn = await driver_connection(session)
-    rows = await (await conn.execute(_PARTITION_DOMAINS, {"ids": list(partition_ids)})).fetchall()
-    return frozenset(domain for (domain,) in rows if domain is not None)
-
-
-_FREE = "m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site"
-_SUMMARY = f"""
-SELECT m.nvlink_domain_uuid, count(*) FILTER (WHERE m.instance_id IS NOT NULL),
-       count(*) FILTER (WHERE {_FREE})
-FROM machine m
-WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s
-GROUP BY m.nvlink_domain_uuid
-"""
-_LOCK = f"""
-SELECT m.id, m.nvlink_domain_uuid FROM machine m
-WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s
-  AND m.nvlink_domain_uuid IS NOT DISTINCT FROM %(domain)s AND {_FREE}
-ORDER BY m.chassis_serial, m.tray_index, m.id
-LIMIT %(n)s
-FOR UPDATE SKIP LOCKED
-"""
+    return await queries.partition_domains(session, partition_ids)
 
 
 @dataclass(frozen=True)
@@ -94,11 +66,12 @@ async def claim(
         lp_domains=lp_domains,
     )
     conn = await driver_connection(session)
-    where = {"site": site_id, "type": ask.instance_type_id}
     free: dict[uuid.UUID, int] = {}
     used: dict[uuid.UUID, int] = {}
     loose = 0
-    for domain, assigned, available in await (await conn.execute(_SUMMARY, where)).fetchall():
+    for domain, assigned, available in await queries.machine_counts_by_domain(
+        conn, site_id, ask.instance_type_id
+    ):
         if domain is None:
             loose = available
         else:
@@ -106,11 +79,11 @@ async def claim(
     rng = random.Random(seed)
     while True:  # ends: every short pick lowers a free count, until placement gives up
         plan = plan_counts(free, loose, ask, rng, used)
-        await conn.execute("SAVEPOINT nico_claim")
+        await queries.savepoint(conn)
         locked: list[Claimed] = []
         short = False
         for domain, n in plan:
-            rows = await (await conn.execute(_LOCK, {**where, "domain": domain, "n": n})).fetchall()
+            rows = await queries.lock_free_machines(conn, site_id, ask.instance_type_id, domain, n)
             locked.extend(Claimed(machine_id, machine_domain) for machine_id, machine_domain in rows)
             if len(rows) < n:  # the rest are held by other requests (or went since the summary)
                 short = True
@@ -119,6 +92,6 @@ async def claim(
                 else:
                     free[domain] = len(rows)
         if not short:
-            await conn.execute("RELEASE SAVEPOINT nico_claim")  # the locks now belong to the request
+            await queries.release_savepoint(conn)  # the locks now belong to the request
             return locked
-        await conn.execute("ROLLBACK TO SAVEPOINT nico_claim")  # releases the partial pick for others
+        await queries.rollback_to_savepoint(conn)  # releases the partial pick for others

@@ -13,10 +13,9 @@ import json
 import uuid
 from collections.abc import Iterable
 
-from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.models import Instance, Machine
+from nico.db.queries import nvlink_events as queries
 
 CHANNEL = "nico_nvlink"
 
@@ -42,23 +41,8 @@ async def desired_state_changed(
     ids = list(dict.fromkeys(instance_ids))
     affected = set(domains)
     if ids:
-        await session.execute(
-            update(Instance)
-            .where(Instance.id.in_(ids))
-            .values(
-                nvlink_config_version=Instance.nvlink_config_version + 1,
-                nvlink_config_changed_at=func.now(),
-            )
-            .execution_options(synchronize_session=False)
-        )
-        rows = await session.scalars(
-            select(Machine.nvlink_domain_uuid).where(
-                Machine.instance_id.in_(ids), Machine.nvlink_domain_uuid.is_not(None)
-            )
-        )
-        affected.update(d for d in rows if d is not None)
+        await queries.bump_nvlink_config_versions(session, ids)
+        affected.update(await queries.domains_of_instances(session, ids))
     if affected:
-        await session.execute(
-            text("SELECT pg_notify(:channel, :payload)"), {"channel": CHANNEL, "payload": payload(affected)}
-        )
+        await queries.notify(session, CHANNEL, payload(affected))
     return affected

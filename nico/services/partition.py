@@ -28,6 +28,7 @@ from nico.db.models import (
     Tenant,
     Vpc,
 )
+from nico.db.queries import partition as queries
 from nico.services import status
 from nico.services.access import tenant_uses_site
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
@@ -65,38 +66,6 @@ class Include:
     stats: bool = False
 
 
-# The hot write path runs on a raw connection (nico.db.raw): two statements, no session. The
-# checks read tenant, site and association at once; the insert writes the partition and both history
-# entries in one statement (atomic by itself), ON CONFLICT keeping the name rule exact under races.
-_CREATE_CHECKS = """
-SELECT t.id, s.id, s.status, s.nvlink_partition,
-       EXISTS (SELECT 1 FROM tenant_site ts WHERE ts.tenant_id = t.id AND ts.site_id = s.id)
-FROM tenant t LEFT JOIN site s ON s.id = %(site)s
-WHERE t.org = %(org)s
-"""
-_CREATE_INSERT = """
-WITH lp AS (
-    INSERT INTO logical_partition
-        (id, tenant_id, site_id, name, description, status, created_by, created, updated)
-    VALUES (gen_random_uuid(), %(tenant)s, %(site)s, %(name)s, %(description)s, 'Ready', %(by)s, now(), now())
-    ON CONFLICT (tenant_id, name) DO NOTHING
-    RETURNING *
-), history AS (
-    INSERT INTO status_detail (logical_partition_id, status, message, created, updated)
-    SELECT lp.id, v.status, v.message, clock_timestamp(), clock_timestamp()
-    FROM lp, (VALUES (1, 'Pending', 'received NVLink Logical Partition creation request, pending'),
-                     (2, 'Ready', 'NVLink Logical Partition is ready for use')) AS v(n, status, message)
-    ORDER BY v.n
-    RETURNING id, status, message, created, updated
-)
-SELECT lp.id, lp.tenant_id, lp.site_id, lp.name, lp.description, lp.status, lp.created_by, lp.created,
-       lp.updated,
-       (SELECT array_agg(ARRAY[h.status, h.message, h.created::text, h.updated::text] ORDER BY h.id)
-        FROM history h)
-FROM lp
-"""
-
-
 async def create(
     conn: psycopg.AsyncConnection[Any],
     org: str,
@@ -108,7 +77,7 @@ async def create(
 ) -> PartitionView:
     """Create a Ready logical partition (the reference's check order, spec §3.2)."""
     prefix = "Failed to create NVLink Logical Partition"
-    found = await (await conn.execute(_CREATE_CHECKS, {"org": org, "site": site_id})).fetchone()
+    found = await queries.creation_checks(conn, org, site_id)
     if found is None:
         raise bad_request(NO_TENANT)
     tenant_id, found_site, site_status, nvlink_on, allowed = found
@@ -123,21 +92,12 @@ async def create(
             f"Site: {site_id} specified in request data must have NVLink Logical Partition enabled in "
             "order to create NVLink Logical Partition"
         )
-    params = {
-        "tenant": tenant_id,
-        "site": site_id,
-        "name": name,
-        "description": description,
-        "by": created_by,
-    }
-    row = await (await conn.execute(_CREATE_INSERT, params)).fetchone()
+    row = await queries.insert_ready_partition(
+        conn, tenant_id=tenant_id, site_id=site_id, name=name, description=description, created_by=created_by
+    )
     if row is None:
-        existing = await (
-            await conn.execute(
-                "SELECT id FROM logical_partition WHERE tenant_id = %s AND name = %s", (tenant_id, name)
-            )
-        ).fetchone()
-        raise conflict(NAME_TAKEN, {"id": str(existing[0]) if existing else None})
+        existing = await queries.partition_id_by_name(conn, tenant_id, name)
+        raise conflict(NAME_TAKEN, {"id": str(existing) if existing else None})
     pid, tenant, site, lp_name, lp_description, lp_status, by, created, updated, entries = row
     partition = LogicalPartition(
         id=pid,

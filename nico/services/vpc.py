@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import delete, exists, false, func, or_, select, text
+from sqlalchemy import delete, exists, false, func, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -27,6 +27,7 @@ from nico.db.models import (
     Tenant,
     Vpc,
 )
+from nico.db.queries import vpc as queries
 from nico.services import status
 from nico.services.access import tenant_uses_site
 from nico.services.errors import bad_request, conflict, forbidden, not_found
@@ -104,7 +105,7 @@ async def create(session: AsyncSession, org: str, body: VpcCreate) -> VpcView:
             )
         partition_id = (await _default_partition(session, tenant, site, body.nv_link_logical_partition_id)).id
     # Serialise VNI choice per site; ON CONFLICT answers id and name clashes exactly under races.
-    await session.execute(text("SELECT pg_advisory_xact_lock(hashtext(:key))"), {"key": f"vpc-vni/{site.id}"})
+    await queries.lock_vni_choice(session, site.id)
     vni = body.vni
     if vni is None:
         vni = int(

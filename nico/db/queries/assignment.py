@@ -1,0 +1,82 @@
+"""The SQL of giving free machines to new instances (driver-level: on a 200-rack site this is the
+create request's hot spot): where logical partitions are, free and used machines per domain, and
+locking free machines with ``FOR UPDATE SKIP LOCKED`` inside a savepoint."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+from typing import Any
+
+import psycopg
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.raw import driver_connection
+
+_PARTITION_DOMAINS = """
+SELECT p.domain_uuid FROM physical_partition p WHERE p.logical_partition_id = ANY(%(ids)s)
+UNION
+SELECT m.nvlink_domain_uuid FROM machine m
+WHERE m.nvlink_domain_uuid IS NOT NULL AND m.instance_id IN (
+    SELECT n.instance_id FROM nvlink_interface n  -- one machine probe per instance, not per GPU
+    WHERE n.logical_partition_id = ANY(%(ids)s) AND n.status IN ('Pending', 'Provisioning', 'Error'))
+"""
+
+_FREE = "m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site"
+_SUMMARY = f"""
+SELECT m.nvlink_domain_uuid, count(*) FILTER (WHERE m.instance_id IS NOT NULL),
+       count(*) FILTER (WHERE {_FREE})
+FROM machine m
+WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s
+GROUP BY m.nvlink_domain_uuid
+"""
+_LOCK = f"""
+SELECT m.id, m.nvlink_domain_uuid FROM machine m
+WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s
+  AND m.nvlink_domain_uuid IS NOT DISTINCT FROM %(domain)s AND {_FREE}
+ORDER BY m.chassis_serial, m.tray_index, m.id
+LIMIT %(n)s
+FOR UPDATE SKIP LOCKED
+"""
+
+Connection = psycopg.AsyncConnection[Any]
+
+
+async def partition_domains(
+    session: AsyncSession, partition_ids: Collection[uuid.UUID]
+) -> frozenset[uuid.UUID]:
+    """Domains with a physical partition of the partitions, or a machine whose instance has an
+    unsettled binding to them (read through the bindings' partial index)."""
+    conn = await driver_connection(session)
+    rows = await (await conn.execute(_PARTITION_DOMAINS, {"ids": list(partition_ids)})).fetchall()
+    return frozenset(domain for (domain,) in rows if domain is not None)
+
+
+async def machine_counts_by_domain(
+    conn: Connection, site_id: uuid.UUID, instance_type_id: uuid.UUID
+) -> list[tuple[uuid.UUID | None, int, int]]:
+    """(domain or None, assigned machines, free machines) of the type on the site."""
+    rows = await (await conn.execute(_SUMMARY, {"site": site_id, "type": instance_type_id})).fetchall()
+    return [(domain, assigned, free) for domain, assigned, free in rows]
+
+
+async def lock_free_machines(
+    conn: Connection, site_id: uuid.UUID, instance_type_id: uuid.UUID, domain: uuid.UUID | None, n: int
+) -> list[tuple[str, uuid.UUID | None]]:
+    """Up to ``n`` free machines of the type on ``domain`` (None: without a domain), contiguous trays
+    first, locked; machines other transactions hold are skipped. Rows: (machine id, domain)."""
+    params = {"site": site_id, "type": instance_type_id, "domain": domain, "n": n}
+    rows = await (await conn.execute(_LOCK, params)).fetchall()
+    return [(machine_id, machine_domain) for machine_id, machine_domain in rows]
+
+
+async def savepoint(conn: Connection) -> None:
+    await conn.execute("SAVEPOINT nico_claim")
+
+
+async def release_savepoint(conn: Connection) -> None:
+    await conn.execute("RELEASE SAVEPOINT nico_claim")
+
+
+async def rollback_to_savepoint(conn: Connection) -> None:
+    await conn.execute("ROLLBACK TO SAVEPOINT nico_claim")

@@ -1,0 +1,143 @@
+"""The NVLink placement of machines (domain, chassis, tray, GPUs): the rules against machines
+outside a request, the diff between recorded and planned placements and applying it, and replacing
+one machine's NVLink info."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.base import utcnow
+from nico.db.models import Gpu, Machine
+from nico.db.queries import inventory as queries
+from nico.services import nvlink_events
+from nico.services.errors import conflict, not_found
+from nico.services.inventory_records import NvlinkInfo, Placement, check_placement, check_unique, invalid
+
+
+async def check_conflicts(
+    session: AsyncSession,
+    site_id: uuid.UUID,
+    planned: dict[str, Placement | None],
+    existing: dict[str, Machine],
+) -> None:
+    """Rules against machines outside ``planned`` (409): a domain belongs to one site, a chassis to one
+    domain, a tray and a GPU to one machine; a machine holding an instance keeps its NVLink info."""
+    ids = list(planned)
+    placements = [p for p in planned.values() if p is not None]
+    for machine_id, placement in planned.items():
+        machine = existing.get(machine_id)
+        if (
+            machine is not None
+            and machine.instance_id is not None
+            and await current_placement(session, machine) != placement
+        ):
+            raise conflict(
+                f"Machine: {machine_id} is in use by an Instance, its NVLink info cannot be changed"
+            )
+    if not placements:
+        return
+    domains = {p.domain_uuid for p in placements}
+    for domain in await queries.domains_by_uuid(session, domains):
+        if domain.site_id != site_id:
+            raise conflict(f"NVLink domain {domain.uuid} belongs to another Site")
+    wanted_domain = {p.chassis_serial: p.domain_uuid for p in placements}
+    others = await queries.chassis_domains_of_other_machines(session, list(wanted_domain), ids)
+    for other_id, serial, domain_uuid in others:
+        if domain_uuid != wanted_domain[str(serial)]:
+            raise conflict(
+                f"Chassis {serial} is in NVLink domain {domain_uuid} (Machine: {other_id}), "
+                f"not {wanted_domain[str(serial)]}"
+            )
+    trays = [(p.chassis_serial, p.tray_index) for p in placements]
+    for other_id, serial, tray in await queries.trays_of_other_machines(session, trays, ids):
+        raise conflict(f"Chassis {serial} tray {tray} is already registered to Machine: {other_id}")
+    uids = [uid for p in placements for _, uid, _ in p.gpus]
+    for uid, other_id in await queries.gpu_owners_outside(session, uids, ids):
+        raise conflict(f"GPU {uid} is already registered to Machine: {other_id}")
+
+
+async def current_placement(session: AsyncSession, machine: Machine) -> Placement | None:
+    if machine.nvlink_domain_uuid is None or machine.chassis_serial is None or machine.tray_index is None:
+        return None
+    gpus = await queries.gpus_of_machine(session, machine.id)
+    return Placement(
+        machine.nvlink_domain_uuid,
+        machine.chassis_serial,
+        machine.tray_index,
+        tuple((g.device_id, g.gpu_uid, g.slot_id) for g in gpus),
+    )
+
+
+async def apply_placements(
+    session: AsyncSession, machines: dict[str, Machine], planned: dict[str, Placement | None]
+) -> tuple[set[str], set[uuid.UUID]]:
+    """Give each machine its planned NVLink info; returns the ids that changed and the NVLink domains
+    they left or joined. Trays and GPUs may move
+    between the machines of one call, so stale values are cleared (and flushed) before new ones are set.
+    GPUs whose device id, fabric GUID and slot are unchanged keep their rows (and the reconciler's
+    observations on them)."""
+    current = {machine_id: await current_placement(session, machines[machine_id]) for machine_id in planned}
+    changed = {machine_id for machine_id, placement in planned.items() if current[machine_id] != placement}
+    touched = {p.domain_uuid for m in changed for p in (current[m], planned[m]) if p is not None}
+    if not changed:
+        return changed, touched
+    for machine_id in changed:
+        machine, old, new = machines[machine_id], current[machine_id], planned[machine_id]
+        keep = set(old.gpus) & set(new.gpus) if old and new else set()
+        stale = [g[0] for g in (old.gpus if old else ()) if g not in keep]
+        if stale:
+            await queries.delete_gpus(session, machine_id, stale)
+        if old and (
+            new is None or (old.chassis_serial, old.tray_index) != (new.chassis_serial, new.tray_index)
+        ):
+            machine.nvlink_domain_uuid = machine.chassis_serial = machine.tray_index = None
+    await session.flush()
+    domains = {
+        p.domain_uuid: machines[m].site_id for m, p in planned.items() if p is not None and m in changed
+    }
+    if domains:
+        await queries.ensure_domains(session, domains)
+    for machine_id in changed:
+        machine, old, new = machines[machine_id], current[machine_id], planned[machine_id]
+        if new is None:
+            continue
+        machine.nvlink_domain_uuid, machine.chassis_serial, machine.tray_index = (
+            new.domain_uuid,
+            new.chassis_serial,
+            new.tray_index,
+        )
+        keep = set(old.gpus) if old else set()
+        session.add_all(
+            Gpu(machine_id=machine_id, device_id=device_id, gpu_uid=uid, slot_id=slot)
+            for device_id, uid, slot in new.gpus
+            if (device_id, uid, slot) not in keep
+        )
+        machine.updated = utcnow()
+    for machine_id in changed:
+        if planned[machine_id] is None:
+            machines[machine_id].updated = utcnow()
+    await session.flush()
+    return changed, touched
+
+
+async def replace_nvlink_info(session: AsyncSession, machine_id: str, info: NvlinkInfo | None) -> bool:
+    """Set (or, with None, clear) one machine's NVLink info: domain, chassis, tray and GPUs, under the
+    registration rules. Returns whether anything changed."""
+    errors: dict[str, Any] = {}
+    placement = check_placement(info, "nvLinkInfo", errors) if info is not None else None
+    if placement is not None:
+        check_unique([(machine_id, "nvLinkInfo", placement)], errors)
+    if errors:
+        raise invalid(errors)
+    await queries.lock_inventory(session)
+    machine = await queries.machine_key_shared(session, machine_id)
+    if machine is None:
+        raise not_found("Could not find Machine with specified ID")
+    planned = {machine_id: placement}
+    await check_conflicts(session, machine.site_id, planned, {machine_id: machine})
+    changed, touched = await apply_placements(session, {machine_id: machine}, planned)
+    await nvlink_events.desired_state_changed(session, domains=touched)
+    return bool(changed)
