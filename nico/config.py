@@ -15,7 +15,6 @@ import os
 import re
 import tomllib
 from datetime import timedelta
-from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -247,8 +246,3 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(_explain(exc)) from None
-
-
-@lru_cache(maxsize=1)
-def get_settings() -> Settings:
-    return load_settings()

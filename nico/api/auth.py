@@ -81,9 +81,6 @@ class Principal:
     def is_provider(self, org: str) -> bool:
         return bool(self.roles_in(org) & {PROVIDER_ADMIN, PROVIDER_VIEWER})
 
-    def is_tenant_admin(self, org: str) -> bool:
-        return TENANT_ADMIN in self.roles_in(org)
-
 
 def _claim(claims: dict[str, Any], path: str) -> Any:
     value: Any = claims

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 from prometheus_client import CollectorRegistry
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -21,7 +20,6 @@ class AppContext:
     sessions: async_sessionmaker[AsyncSession]
     verifier: TokenVerifier
     registry: CollectorRegistry
-    extras: dict[str, Any] = field(default_factory=dict)
 
     @cached_property
     def raw(self) -> RawPool:

@@ -76,20 +76,19 @@ def _group(
     free: dict[UUID, list[str]] = {d: [] for d in used}
     assigned_count: dict[UUID, int] = dict(used)
     loose: list[str] = []
-    wanted = ask.instance_type_id
-    for machine_id, uuid, type_id, ready, assigned in slots:
-        if type_id != wanted:
+    for slot in slots:
+        if slot.instance_type_id != ask.instance_type_id:
             continue
-        is_free = ready and not assigned  # eligible(), inlined: this loop sees every free machine
-        if uuid is None:
+        is_free = eligible(slot, ask)
+        if slot.domain is None:
             if is_free:
-                loose.append(machine_id)
+                loose.append(slot.id)
             continue
-        free.setdefault(uuid, [])
+        free.setdefault(slot.domain, [])
         if is_free:
-            free[uuid].append(machine_id)
-        elif assigned:
-            assigned_count[uuid] = assigned_count.get(uuid, 0) + 1
+            free[slot.domain].append(slot.id)
+        elif slot.assigned:
+            assigned_count[slot.domain] = assigned_count.get(slot.domain, 0) + 1
     return free, loose, assigned_count
 
 
