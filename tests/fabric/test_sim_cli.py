@@ -7,12 +7,16 @@ import signal
 import sys
 import uuid
 
+import pytest
+
 from nico.config import NvLinkConfig
 from nico.fabric.backend import DomainTarget
 from nico.fabric.nmxc.client import NmxcBackend
 from nico.fabric.nmxm.client import NmxmBackend
 from nico.sim.fabric import SimFabric
 from tests.support.net import free_port
+
+pytestmark = pytest.mark.e2e  # starts `nico sim` processes
 
 START = 30.0  # a cold interpreter importing grpc and FastAPI on a busy machine
 

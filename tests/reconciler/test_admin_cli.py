@@ -94,6 +94,7 @@ async def _cli(env: dict[str, str], *args: str) -> tuple[int, str]:
     return process.returncode or 0, output.decode()
 
 
+@pytest.mark.e2e  # starts `nico` processes
 async def test_nvlink_info_show_and_populate_from_the_fabric(
     cli_env: dict[str, str], session: AsyncSession
 ) -> None:
