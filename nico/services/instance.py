@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, SiteStatus
-from nico.db.models import Instance, InstanceType, Machine, NvlinkInterface, Site, Tenant, Vpc
+from nico.db.models import Instance, Site, Tenant
+from nico.db.queries import instance as queries
 from nico.services import status
 from nico.services.access import tenant_uses_site
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
@@ -88,63 +88,30 @@ async def list_instances(
     session: AsyncSession, org: str, where: InstanceFilter, relations: frozenset[str], page: PageRequest
 ) -> tuple[list[InstanceView], int]:
     tenant = await require_tenant(session, org, status=403)
-    stmt = select(Instance.id).where(Instance.tenant_id == tenant.id)
     for site_id in where.site_ids:
         if not await tenant_uses_site(session, tenant.id, site_id):
             raise forbidden("Tenant is not associated with one or more of the Sites specified in query")
-    if where.site_ids:
-        stmt = stmt.where(Instance.site_id.in_(where.site_ids))
     if where.vpc_ids:
-        known = set((await session.scalars(select(Vpc.id).where(Vpc.id.in_(where.vpc_ids)))).all())
+        known = await queries.existing_vpc_ids(session, where.vpc_ids)
         for vpc_id in where.vpc_ids:
             if vpc_id not in known:
                 raise not_found(f"Could not find VPC with ID {vpc_id} specified in query")
-        stmt = stmt.where(Instance.vpc_id.in_(where.vpc_ids))
     for value in where.statuses:
         if value not in set(InstanceStatus):
             raise bad_request("Invalid Status value in query")
-    if where.statuses:
-        stmt = stmt.where(Instance.status.in_(where.statuses))
-    if where.instance_type_ids:
-        stmt = stmt.where(Instance.instance_type_id.in_(where.instance_type_ids))
-    if where.machine_ids:
-        stmt = stmt.where(
-            exists().where(Machine.instance_id == Instance.id, Machine.id.in_(where.machine_ids))
-        )
-    if where.provider_id is not None:
-        stmt = stmt.where(
-            Instance.site_id.in_(select(Site.id).where(Site.infrastructure_provider_id == where.provider_id))
-        )
-    if where.name is not None:
-        stmt = stmt.where(Instance.name == where.name)
-    if where.query:
-        needle = where.query.lower()
-        stmt = stmt.where(
-            or_(
-                func.strpos(func.lower(Instance.name), needle) > 0,
-                func.strpos(func.lower(func.coalesce(Instance.description, "")), needle) > 0,
-                func.strpos(func.lower(Instance.status), needle) > 0,
-            )
-        )
-    if where.nothing:
-        stmt = stmt.where(Instance.id.is_(None))
-    machine_of = select(Machine.id).where(Machine.instance_id == Instance.id).scalar_subquery()
-    type_name = (
-        select(InstanceType.name).where(InstanceType.id == Instance.instance_type_id).scalar_subquery()
+    stmt = queries.instance_ids_where(
+        tenant.id,
+        site_ids=where.site_ids,
+        vpc_ids=where.vpc_ids,
+        statuses=where.statuses,
+        instance_type_ids=where.instance_type_ids,
+        machine_ids=where.machine_ids,
+        provider_id=where.provider_id,
+        name=where.name,
+        query=where.query,
+        nothing=where.nothing,
     )
-    order: dict[str, Any] = {
-        "name": Instance.name,
-        "status": Instance.status,
-        "created": Instance.created,
-        "updated": Instance.updated,
-        "machine_id": machine_of,
-        "instance_type_name": type_name,
-        # One tenant per list, no InfiniBand, no security groups: these orders are the creation order.
-        "tenant_org_display_name": Instance.created,
-        "has_infiniband": Instance.created,
-        "network_security_group.name": Instance.created,
-    }
-    ids, total = await fetch_page(session, stmt, page, order, Instance.id)
+    ids, total = await fetch_page(session, stmt, page, queries.INSTANCE_ORDER, Instance.id)
     return await load(session, ids, relations=relations), total
 
 
@@ -157,7 +124,7 @@ async def update_instance(
 ) -> InstanceView:
     """Apply ``changes`` (column -> value; ``name`` checked for clashes) and, when ``nvlink`` is given,
     replace the NVLink bindings (spec §5.6)."""
-    row = await session.scalar(select(Instance).where(Instance.id == instance_id).with_for_update())
+    row = await queries.locked_instance(session, instance_id)
     if row is None:
         raise not_found("Could not retrieve Instance to update")
     owner = await session.get(Tenant, row.tenant_id)
@@ -170,11 +137,7 @@ async def update_instance(
         raise conflict("Instance is terminating and cannot be updated")
     name = changes.get("name")
     if name is not None and name != row.name:
-        clash = await session.scalar(
-            select(Instance.id).where(
-                Instance.tenant_id == row.tenant_id, Instance.site_id == row.site_id, Instance.name == name
-            )
-        )
+        clash = await queries.instance_named(session, row.tenant_id, row.site_id, name)
         if clash is not None:
             raise conflict(
                 "Another Instance with specified name already exists for Tenant", {"id": str(clash)}
@@ -206,7 +169,7 @@ async def delete_instance(
 ) -> None:
     """Terminate: the instance stays Terminating until its GPUs are out of their partitions; one that
     never had NVLink bindings (or has none left) is removed at once."""
-    row = await session.scalar(select(Instance).where(Instance.id == instance_id).with_for_update())
+    row = await queries.locked_instance(session, instance_id)
     if row is None:
         raise not_found("Could not find Instance with specified ID")
     owner = await session.get(Tenant, row.tenant_id)
@@ -217,13 +180,13 @@ async def delete_instance(
         raise ServiceError(500, "Site is not in Registered state - cannot delete Instance")
     if repair_tenant and not owner.targeted_instance_creation:
         raise forbidden("Tenant must have Targeted Instance Creation capability to specify `isRepairTenant`")
-    machine = await session.scalar(select(Machine).where(Machine.instance_id == row.id))
+    machine = await queries.machine_of_instance(session, row.id)
     if health_issue and machine is not None:
         await status.record(session, "machine_id", machine.id, machine.status, health_issue)
-    bound = await session.scalar(select(exists().where(NvlinkInterface.instance_id == row.id)))
+    bound = await queries.has_bindings(session, row.id)
     await desired_state_changed(session, instance_ids=[row.id])
     if not bound:
-        await session.execute(delete(Instance).where(Instance.id == row.id))
+        await queries.delete_instance(session, row.id)
         return
     row.status = InstanceStatus.TERMINATING
     await status.record(

@@ -7,11 +7,11 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, NvLinkInterfaceStatus
-from nico.db.models import Instance, Machine, MachineCapability, NvlinkInterface, Tenant, Vpc
+from nico.db.models import Instance, MachineCapability, NvlinkInterface, Tenant, Vpc
+from nico.db.queries import instance as queries
 from nico.services.errors import bad_request
 from nico.services.instance_checks import CreateTexts
 from nico.services.nvlink_events import desired_state_changed
@@ -58,9 +58,7 @@ async def creation_bindings(
 
 async def replace_bindings(session: AsyncSession, row: Instance, items: list[Binding]) -> set[str]:
     """Replace the instance's bindings with ``items``; returns the new binding ids (as text)."""
-    existing = list(
-        await session.scalars(select(NvlinkInterface).where(NvlinkInterface.instance_id == row.id))
-    )
+    existing = await queries.bindings_of_instance(session, row.id)
     vpc = await session.get(Vpc, row.vpc_id)
     assert vpc is not None
     if items and existing and vpc.nvlink_logical_partition_id is not None:
@@ -69,7 +67,7 @@ async def replace_bindings(session: AsyncSession, row: Instance, items: list[Bin
             "NVLink Interfaces already exist for the Instance"
         )
     await check_partitions(session, items, tenant_id=row.tenant_id, site_id=row.site_id, texts=SINGLE)
-    machine = await session.scalar(select(Machine).where(Machine.instance_id == row.id))
+    machine = await queries.machine_of_instance(session, row.id)
     capabilities: list[MachineCapability] = []
     if row.instance_type_id is not None:
         capabilities = await nvlink_capabilities(session, instance_type_id=row.instance_type_id)

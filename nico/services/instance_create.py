@@ -7,7 +7,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, MachineStatus, SiteStatus
@@ -176,7 +175,7 @@ async def _targeted_machine(
 ) -> Machine:
     if not tenant.targeted_instance_creation:
         raise forbidden("Tenant does not have the capability to create Instances on a specific Machine")
-    machine = await session.scalar(select(Machine).where(Machine.id == machine_id).with_for_update())
+    machine = await queries.locked_machine(session, machine_id)
     if machine is None or machine.site_id != site_id:
         raise bad_request("Could not find Machine with ID specified in request data")
     if machine.instance_id is not None or machine.status != MachineStatus.READY or machine.is_missing_on_site:

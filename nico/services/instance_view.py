@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import (
@@ -100,10 +99,7 @@ async def attach_relations(
         return
 
     async def rows_by_id(model: Any, ids: set[Any]) -> dict[Any, Any]:
-        ids.discard(None)
-        if not ids:
-            return {}
-        return {row.id: row for row in await session.scalars(select(model).where(model.id.in_(ids)))}
+        return await queries.rows_by_id(session, model, ids)
 
     tenants = await rows_by_id(Tenant, {v.data["tenant_id"] for v in views}) if "Tenant" in relations else {}
     sites = await rows_by_id(Site, {v.data["site_id"] for v in views}) if "Site" in relations else {}
@@ -123,11 +119,7 @@ async def attach_relations(
     machine_history: dict[uuid.UUID | str, list[StatusDetail]] = {}
     if "Machine" in relations:
         machines = await rows_by_id(Machine, {v.data["machine_id"] for v in views})
-        for capability in await session.scalars(
-            select(MachineCapability)
-            .where(MachineCapability.machine_id.in_(list(machines)))
-            .order_by(MachineCapability.position, MachineCapability.created)
-        ):
+        for capability in await queries.capabilities_of_machines(session, list(machines)):
             capabilities.setdefault(str(capability.machine_id), []).append(capability)
         machine_history = await status.history(session, "machine_id", list(machines))
     for view in views:

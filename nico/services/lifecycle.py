@@ -8,23 +8,16 @@ so a report may be repeated or arrive after the tenant changed their mind.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeVar
 from uuid import UUID
 
-from sqlalchemy import Select, delete, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, LogicalPartitionStatus, NvLinkInterfaceStatus
-from nico.db.models import Instance, LogicalPartition, NvlinkInterface, PhysicalPartition
+from nico.db.queries import instance as instances
+from nico.db.queries import partition as partitions
 from nico.services import status
 
 WAITING_FOR_FABRIC = (InstanceStatus.PENDING, InstanceStatus.CONFIGURING)
-Locked = TypeVar("Locked", Instance, LogicalPartition)
-
-
-def _locked(model: type[Locked], row_id: UUID) -> Select[Locked]:
-    """The row FOR UPDATE, refreshed: a long-lived session may hold an outdated copy."""
-    return select(model).where(model.id == row_id).with_for_update().execution_options(populate_existing=True)
 
 
 async def apply_nvlink_observation(
@@ -37,16 +30,14 @@ async def apply_nvlink_observation(
     is recorded as applied and a waiting instance becomes Ready. Returns False, changing nothing,
     when the instance is gone, Terminating, or at another config version.
     """
-    instance = await session.scalar(_locked(Instance, instance_id))
+    instance = await instances.locked_instance(session, instance_id, refresh=True)
     if (
         instance is None
         or instance.status == InstanceStatus.TERMINATING
         or instance.nvlink_config_version != version
     ):
         return False
-    bindings = await session.scalars(
-        select(NvlinkInterface).where(NvlinkInterface.instance_id == instance_id)
-    )
+    bindings = await instances.bindings_of_instance(session, instance_id)
     for binding in bindings:
         if binding.status == NvLinkInterfaceStatus.DELETING:
             await session.delete(binding)
@@ -72,25 +63,19 @@ async def apply_nvlink_observation(
 async def finish_instance_termination(session: AsyncSession, instance_id: UUID) -> bool:
     """The instance's GPUs are out of every tenant partition: remove a Terminating instance (its
     interfaces and history cascade; its machine is freed by ON DELETE SET NULL)."""
-    instance = await session.scalar(_locked(Instance, instance_id))
+    instance = await instances.locked_instance(session, instance_id, refresh=True)
     if instance is None or instance.status != InstanceStatus.TERMINATING:
         return False
-    await session.execute(delete(Instance).where(Instance.id == instance_id))
+    await instances.delete_instance(session, instance_id)
     return True
 
 
 async def finish_partition_deletion(session: AsyncSession, logical_partition_id: UUID) -> bool:
     """Remove a Deleting logical partition once no physical partition and no binding references it."""
-    partition = await session.scalar(_locked(LogicalPartition, logical_partition_id))
+    partition = await partitions.locked_partition(session, logical_partition_id, refresh=True)
     if partition is None or partition.status != LogicalPartitionStatus.DELETING:
         return False
-    referenced = await session.scalar(
-        select(
-            exists().where(PhysicalPartition.logical_partition_id == logical_partition_id)
-            | exists().where(NvlinkInterface.logical_partition_id == logical_partition_id)
-        )
-    )
-    if referenced:
+    if await partitions.partition_referenced(session, logical_partition_id):
         return False
-    await session.execute(delete(LogicalPartition).where(LogicalPartition.id == logical_partition_id))
+    await partitions.delete_partition(session, logical_partition_id)
     return True

@@ -18,21 +18,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from sqlalchemy import and_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import NvLinkInterfaceStatus
-from nico.db.models import (
-    Gpu,
-    Instance,
-    LogicalPartition,
-    Machine,
-    NvlinkDomain,
-    NvlinkInterface,
-    PhysicalPartition,
-    Site,
-    TenantSite,
-)
+from nico.db.models import NvlinkDomain
+from nico.db.queries import topology as queries
 from nico.services.orgs import require_tenant
 
 GpuState = Literal["free", "mine", "other"]
@@ -115,117 +105,73 @@ def redact(error: str | None, allowed: set[uuid.UUID]) -> str | None:
 async def tenant_topology(session: AsyncSession, org: str) -> TopologyView:
     """The topology the org's tenant may see (403 without a tenant)."""
     tenant = await require_tenant(session, org, status=403)
-    domains = (
-        await session.execute(
-            select(NvlinkDomain, Site.name)
-            .join(Site, Site.id == NvlinkDomain.site_id)
-            .join(TenantSite, and_(TenantSite.site_id == Site.id, TenantSite.tenant_id == tenant.id))
-        )
-    ).all()
+    domains = await queries.tenant_domains(session, tenant.id)
     if not domains:
         return TopologyView([], [])
-    mine = and_(Instance.id == Machine.instance_id, Instance.tenant_id == tenant.id)
-    rows = (
-        await session.execute(
-            select(
-                Machine.nvlink_domain_uuid,
-                Machine.chassis_serial,
-                Machine.tray_index,
-                Gpu.device_id,
-                Machine.instance_id,
-                Instance.id,
-                Instance.name,
-                NvlinkInterface.status,
-                LogicalPartition.id,
-                LogicalPartition.name,
-                LogicalPartition.status,
-                PhysicalPartition.logical_partition_id,
-            )
-            .join(Gpu, Gpu.machine_id == Machine.id)
-            .outerjoin(Instance, mine)
-            .outerjoin(
-                NvlinkInterface,
-                and_(
-                    NvlinkInterface.instance_id == Instance.id,
-                    NvlinkInterface.device_instance == Gpu.device_id - 1,
-                ),
-            )
-            .outerjoin(LogicalPartition, LogicalPartition.id == NvlinkInterface.logical_partition_id)
-            .outerjoin(PhysicalPartition, PhysicalPartition.id == Gpu.physical_partition_id)
-            .where(
-                Machine.nvlink_domain_uuid.in_([d.uuid for d, _ in domains]), Machine.tray_index.is_not(None)
-            )
-            # A GPU may have a live binding and Deleting ones: the live one sorts first.
-            .order_by(
-                Machine.nvlink_domain_uuid,
-                Machine.chassis_serial,
-                Machine.tray_index,
-                Gpu.device_id,
-                NvlinkInterface.status == NvLinkInterfaceStatus.DELETING,
-            )
-        )
-    ).all()
-    gpus: dict[uuid.UUID, dict[str, dict[int, dict[int, GpuView]]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(dict))
-    )
-    legend: dict[uuid.UUID, PartitionLegend] = {}
-    for (
-        domain_uuid,
-        serial,
-        tray,
-        device_id,
-        holder,
-        instance_id,
-        instance_name,
-        binding_status,
-        partition_id,
-        partition_name,
-        partition_status,
-        observed_partition,
-    ) in rows:
-        assert domain_uuid is not None and serial is not None and tray is not None  # nvlink_info_whole
-        tray_gpus = gpus[domain_uuid][serial][tray]
-        if device_id - 1 in tray_gpus:
-            continue  # a Deleting binding behind the live one
-        if instance_id is None:
-            gpu = GpuView(device_id - 1, "other" if holder is not None else "free")
-        else:
-            gpu = GpuView(
-                device_id - 1,
-                "mine",
-                instance_id=instance_id,
-                instance_name=instance_name,
-                partition_id=partition_id,
-                partition_name=partition_name,
-                status=binding_status,
-                observed=partition_id is not None and observed_partition == partition_id,
-            )
-            if partition_id is not None:
-                legend.setdefault(
-                    partition_id, PartitionLegend(partition_id, partition_name, partition_status)
-                )
-        tray_gpus[device_id - 1] = gpu
+    rows = await queries.topology_gpus(session, tenant.id, [d.uuid for d, _ in domains])
+    gpus, legend = _gpu_views(rows)
     allowed = set(legend) | {d.uuid for d, _ in domains}
-    views = []
-    for domain, site_name in domains:
-        view = DomainView(
-            domain.uuid,
-            domain.site_id,
-            site_name,
-            redact(domain.last_error, allowed),
-            domain.last_error_at if domain.last_error else None,
-            domain.consecutive_failures,
-        )
-        for serial, trays in gpus.get(domain.uuid, {}).items():
-            view.chassis.append(
-                ChassisView(
-                    serial,
-                    [
-                        TrayView(index, [g for _, g in sorted(found.items())])
-                        for index, found in trays.items()
-                    ],
-                )
-            )
-        views.append(view)
+    views = [
+        _domain_view(domain, site_name, gpus.get(domain.uuid, {}), allowed) for domain, site_name in domains
+    ]
     views.sort(key=lambda d: (d.site_name, [c.serial for c in d.chassis], str(d.domain_uuid)))
     return TopologyView(views, sorted(legend.values(), key=lambda p: (p.name, str(p.partition_id))))
+
+
+_Gpus = dict[uuid.UUID, dict[str, dict[int, dict[int, GpuView]]]]  # domain -> chassis -> tray -> index
+
+
+def _gpu_views(rows: list[queries.TopologyGpuRow]) -> tuple[_Gpus, dict[uuid.UUID, PartitionLegend]]:
+    """The GPUs as the tenant may see them, and the legend of the tenant's partitions on them."""
+    gpus: _Gpus = defaultdict(lambda: defaultdict(lambda: defaultdict(dict)))
+    legend: dict[uuid.UUID, PartitionLegend] = {}
+    for row in rows:
+        tray_gpus = gpus[row.domain_uuid][row.chassis_serial][row.tray_index]
+        index = row.device_id - 1
+        if index in tray_gpus:
+            continue  # a Deleting binding behind the live one
+        if row.instance_id is None:
+            gpu = GpuView(index, "other" if row.holder is not None else "free")
+        else:
+            gpu = GpuView(
+                index,
+                "mine",
+                instance_id=row.instance_id,
+                instance_name=row.instance_name,
+                partition_id=row.partition_id,
+                partition_name=row.partition_name,
+                status=row.binding_status,
+                observed=row.partition_id is not None and row.observed_partition_id == row.partition_id,
+            )
+            if row.partition_id is not None:
+                assert row.partition_name is not None and row.partition_status is not None  # joined
+                legend.setdefault(
+                    row.partition_id,
+                    PartitionLegend(row.partition_id, row.partition_name, row.partition_status),
+                )
+        tray_gpus[index] = gpu
+    return gpus, legend
+
+
+def _domain_view(
+    domain: NvlinkDomain,
+    site_name: str,
+    chassis: dict[str, dict[int, dict[int, GpuView]]],
+    allowed: set[uuid.UUID],
+) -> DomainView:
+    view = DomainView(
+        domain.uuid,
+        domain.site_id,
+        site_name,
+        redact(domain.last_error, allowed),
+        domain.last_error_at if domain.last_error else None,
+        domain.consecutive_failures,
+    )
+    for serial, trays in chassis.items():
+        view.chassis.append(
+            ChassisView(
+                serial,
+                [TrayView(index, [g for _, g in sorted(found.items())]) for index, found in trays.items()],
+            )
+        )
+    return view

@@ -11,8 +11,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
+from sqlalchemy import Select, delete, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.db.models import Instance, InstanceType, Machine, MachineCapability, NvlinkInterface, Site, Vpc
 from nico.db.raw import driver_connection
 
 # ---- creation -----------------------------------------------------------------------------------
@@ -322,3 +324,143 @@ async def instance_document_for_caller(
         source, _FOR_CALLER, {"org": org, "id": instance_id, "history_limit": history_limit}
     )
     return data
+
+
+# ---- rows for changing one instance -------------------------------------------------------------
+
+
+async def locked_instance(
+    session: AsyncSession, instance_id: uuid.UUID, *, refresh: bool = False
+) -> Instance | None:
+    """The instance FOR UPDATE; ``refresh``: reloaded even if the session holds a copy (a long-lived
+    session may hold an outdated one)."""
+    stmt = select(Instance).where(Instance.id == instance_id).with_for_update()
+    if refresh:
+        stmt = stmt.execution_options(populate_existing=True)
+    return await session.scalar(stmt)
+
+
+async def delete_instance(session: AsyncSession, instance_id: uuid.UUID) -> None:
+    """Remove the instance (its interfaces and history cascade; its machine is freed by ON DELETE SET
+    NULL)."""
+    await session.execute(delete(Instance).where(Instance.id == instance_id))
+
+
+async def bindings_of_instance(session: AsyncSession, instance_id: uuid.UUID) -> list[NvlinkInterface]:
+    """Every NVLink binding of the instance, Deleting ones included."""
+    return list(
+        await session.scalars(select(NvlinkInterface).where(NvlinkInterface.instance_id == instance_id))
+    )
+
+
+async def has_bindings(session: AsyncSession, instance_id: uuid.UUID) -> bool:
+    return bool(await session.scalar(select(exists().where(NvlinkInterface.instance_id == instance_id))))
+
+
+async def machine_of_instance(session: AsyncSession, instance_id: uuid.UUID) -> Machine | None:
+    return await session.scalar(select(Machine).where(Machine.instance_id == instance_id))
+
+
+async def locked_machine(session: AsyncSession, machine_id: str) -> Machine | None:
+    """The machine FOR UPDATE (targeted creation)."""
+    return await session.scalar(select(Machine).where(Machine.id == machine_id).with_for_update())
+
+
+async def instance_named(
+    session: AsyncSession, tenant_id: uuid.UUID, site_id: uuid.UUID, name: str
+) -> uuid.UUID | None:
+    """The id of the tenant's instance of that name at the site."""
+    return await session.scalar(
+        select(Instance.id).where(
+            Instance.tenant_id == tenant_id, Instance.site_id == site_id, Instance.name == name
+        )
+    )
+
+
+async def rows_by_id(session: AsyncSession, model: Any, ids: set[Any]) -> dict[Any, Any]:
+    """Rows of ``model`` by id (for ``includeRelation``)."""
+    ids.discard(None)
+    if not ids:
+        return {}
+    return {row.id: row for row in await session.scalars(select(model).where(model.id.in_(ids)))}
+
+
+async def capabilities_of_machines(session: AsyncSession, machine_ids: list[Any]) -> list[MachineCapability]:
+    """The machines' capabilities in their order."""
+    return list(
+        await session.scalars(
+            select(MachineCapability)
+            .where(MachineCapability.machine_id.in_(machine_ids))
+            .order_by(MachineCapability.position, MachineCapability.created)
+        )
+    )
+
+
+# ---- lists --------------------------------------------------------------------------------------
+
+
+async def existing_vpc_ids(session: AsyncSession, vpc_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    return set((await session.scalars(select(Vpc.id).where(Vpc.id.in_(vpc_ids)))).all())
+
+
+def instance_ids_where(
+    tenant_id: uuid.UUID,
+    *,
+    site_ids: Sequence[uuid.UUID] = (),
+    vpc_ids: Sequence[uuid.UUID] = (),
+    statuses: Sequence[str] = (),
+    instance_type_ids: Sequence[uuid.UUID] = (),
+    machine_ids: Sequence[str] = (),
+    provider_id: uuid.UUID | None = None,
+    name: str | None = None,
+    query: str | None = None,
+    nothing: bool = False,
+) -> Select[Any]:
+    """The ids of the tenant's instances that pass every given filter (``query``: a case-insensitive
+    substring of name, description or status; ``nothing``: none pass)."""
+    stmt = select(Instance.id).where(Instance.tenant_id == tenant_id)
+    if site_ids:
+        stmt = stmt.where(Instance.site_id.in_(site_ids))
+    if vpc_ids:
+        stmt = stmt.where(Instance.vpc_id.in_(vpc_ids))
+    if statuses:
+        stmt = stmt.where(Instance.status.in_(statuses))
+    if instance_type_ids:
+        stmt = stmt.where(Instance.instance_type_id.in_(instance_type_ids))
+    if machine_ids:
+        stmt = stmt.where(exists().where(Machine.instance_id == Instance.id, Machine.id.in_(machine_ids)))
+    if provider_id is not None:
+        stmt = stmt.where(
+            Instance.site_id.in_(select(Site.id).where(Site.infrastructure_provider_id == provider_id))
+        )
+    if name is not None:
+        stmt = stmt.where(Instance.name == name)
+    if query:
+        needle = query.lower()
+        stmt = stmt.where(
+            or_(
+                func.strpos(func.lower(Instance.name), needle) > 0,
+                func.strpos(func.lower(func.coalesce(Instance.description, "")), needle) > 0,
+                func.strpos(func.lower(Instance.status), needle) > 0,
+            )
+        )
+    if nothing:
+        stmt = stmt.where(Instance.id.is_(None))
+    return stmt
+
+
+_MACHINE_OF = select(Machine.id).where(Machine.instance_id == Instance.id).scalar_subquery()
+_TYPE_NAME = select(InstanceType.name).where(InstanceType.id == Instance.instance_type_id).scalar_subquery()
+# The orders of instance lists, by API order field.
+INSTANCE_ORDER: dict[str, Any] = {
+    "name": Instance.name,
+    "status": Instance.status,
+    "created": Instance.created,
+    "updated": Instance.updated,
+    "machine_id": _MACHINE_OF,
+    "instance_type_name": _TYPE_NAME,
+    # One tenant per list, no InfiniBand, no security groups: these orders are the creation order.
+    "tenant_org_display_name": Instance.created,
+    "has_infiniband": Instance.created,
+    "network_security_group.name": Instance.created,
+}

@@ -7,6 +7,10 @@ import uuid
 from typing import Any
 
 import psycopg
+from sqlalchemy import delete, exists, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.models import LogicalPartition, NvlinkInterface, PhysicalPartition
 
 Connection = psycopg.AsyncConnection[Any]
 
@@ -76,3 +80,29 @@ async def partition_id_by_name(conn: Connection, tenant_id: uuid.UUID, name: str
         )
     ).fetchone()
     return row[0] if row else None
+
+
+async def locked_partition(
+    session: AsyncSession, partition_id: uuid.UUID, *, refresh: bool = False
+) -> LogicalPartition | None:
+    """The logical partition FOR UPDATE; ``refresh``: reloaded even if the session holds a copy."""
+    stmt = select(LogicalPartition).where(LogicalPartition.id == partition_id).with_for_update()
+    if refresh:
+        stmt = stmt.execution_options(populate_existing=True)
+    return await session.scalar(stmt)
+
+
+async def partition_referenced(session: AsyncSession, partition_id: uuid.UUID) -> bool:
+    """Whether a physical partition or a binding references the logical partition."""
+    return bool(
+        await session.scalar(
+            select(
+                exists().where(PhysicalPartition.logical_partition_id == partition_id)
+                | exists().where(NvlinkInterface.logical_partition_id == partition_id)
+            )
+        )
+    )
+
+
+async def delete_partition(session: AsyncSession, partition_id: uuid.UUID) -> None:
+    await session.execute(delete(LogicalPartition).where(LogicalPartition.id == partition_id))
