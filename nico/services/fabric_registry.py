@@ -3,12 +3,11 @@ basic-auth credentials (stored, never printed or logged)."""
 
 from __future__ import annotations
 
-from sqlalchemy import delete, select
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.base import utcnow
 from nico.db.models import FabricCredential, NvlinkNmxcEndpoint
+from nico.db.queries import fabric_registry as queries
 from nico.services.errors import ServiceError, bad_request, conflict, not_found
 
 NMXM_CREDENTIAL = "nmx-m"
@@ -24,21 +23,12 @@ def _require(serial: str, endpoint: str | None = None) -> None:
 async def list_endpoints(
     session: AsyncSession, chassis_serial: str | None = None
 ) -> list[NvlinkNmxcEndpoint]:
-    query = select(NvlinkNmxcEndpoint).order_by(NvlinkNmxcEndpoint.chassis_serial)
-    if chassis_serial is not None:
-        query = query.where(NvlinkNmxcEndpoint.chassis_serial == chassis_serial)
-    return list(await session.scalars(query))
+    return await queries.endpoints(session, chassis_serial)
 
 
 async def create_endpoint(session: AsyncSession, chassis_serial: str, endpoint: str) -> NvlinkNmxcEndpoint:
     _require(chassis_serial, endpoint)
-    inserted = await session.execute(
-        insert(NvlinkNmxcEndpoint)
-        .values(chassis_serial=chassis_serial, endpoint=endpoint)
-        .on_conflict_do_nothing(index_elements=["chassis_serial"])
-        .returning(NvlinkNmxcEndpoint.chassis_serial)
-    )
-    if inserted.scalar() is None:
+    if not await queries.insert_endpoint(session, chassis_serial, endpoint):
         raise conflict(f"nvlink_nmxc_endpoints: chassis_serial {chassis_serial} already exists")
     row = await session.get(NvlinkNmxcEndpoint, chassis_serial)
     assert row is not None
@@ -58,28 +48,18 @@ async def update_endpoint(session: AsyncSession, chassis_serial: str, endpoint: 
 
 async def delete_endpoint(session: AsyncSession, chassis_serial: str) -> None:
     _require(chassis_serial)
-    result = await session.execute(
-        delete(NvlinkNmxcEndpoint).where(NvlinkNmxcEndpoint.chassis_serial == chassis_serial)
-    )
-    if not getattr(result, "rowcount", 0):
+    if not await queries.delete_endpoint(session, chassis_serial):
         raise not_found("nvlink_nmxc_endpoints: no row for chassis_serial")
 
 
 async def set_nmxm_credentials(session: AsyncSession, username: str, password: str) -> None:
     if not username or not password:
         raise ServiceError(400, "username and password must not be empty")
-    await session.execute(
-        insert(FabricCredential)
-        .values(name=NMXM_CREDENTIAL, kind="basic", username=username, password=password)
-        .on_conflict_do_update(
-            index_elements=["name"], set_={"username": username, "password": password, "updated": utcnow()}
-        )
-    )
+    await queries.upsert_credential(session, NMXM_CREDENTIAL, username, password)
 
 
 async def delete_nmxm_credentials(session: AsyncSession) -> bool:
-    result = await session.execute(delete(FabricCredential).where(FabricCredential.name == NMXM_CREDENTIAL))
-    return bool(getattr(result, "rowcount", 0))
+    return bool(await queries.delete_credential(session, NMXM_CREDENTIAL))
 
 
 async def nmxm_credentials(session: AsyncSession) -> tuple[str, str] | None:

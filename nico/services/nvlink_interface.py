@@ -7,11 +7,11 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.enums import CapabilityType, LogicalPartitionStatus, NvLinkInterfaceStatus
+from nico.db.enums import LogicalPartitionStatus, NvLinkInterfaceStatus
 from nico.db.models import Instance, LogicalPartition, MachineCapability, NvlinkInterface, Site
+from nico.db.queries import nvlink_interface as queries
 from nico.services.access import tenant_uses_site
 from nico.services.errors import bad_request, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
@@ -62,21 +62,9 @@ async def nvlink_capabilities(
     session: AsyncSession, *, instance_type_id: uuid.UUID | None = None, machine_id: str | None = None
 ) -> list[MachineCapability]:
     """GPU capabilities with device type NVLink of an instance type or of a machine."""
-    owner = (
-        MachineCapability.instance_type_id == instance_type_id
-        if instance_type_id is not None
-        else MachineCapability.machine_id == machine_id
+    return await queries.nvlink_capabilities(
+        session, NVLINK_DEVICE_TYPE, instance_type_id=instance_type_id, machine_id=machine_id
     )
-    rows = await session.scalars(
-        select(MachineCapability)
-        .where(
-            owner,
-            MachineCapability.type == CapabilityType.GPU,
-            MachineCapability.device_type == NVLINK_DEVICE_TYPE,
-        )
-        .order_by(MachineCapability.position, MachineCapability.created)
-    )
-    return list(rows)
 
 
 def gpu_range_problem(bindings: Sequence[Binding], capabilities: Sequence[MachineCapability]) -> str | None:
@@ -127,15 +115,7 @@ async def check_partitions(
     ids = list(dict.fromkeys(b.partition_id for b in bindings))
     if not ids:
         return
-    found = {
-        p.id: p
-        for p in await session.scalars(
-            select(LogicalPartition)
-            .where(LogicalPartition.id.in_(ids))
-            .order_by(LogicalPartition.id)
-            .with_for_update(read=True)
-        )
-    }
+    found = await queries.partitions_for_share(session, ids)
     for binding in bindings:
         pid = binding.partition_id
         if vpc_default is not None and not lookup_first:
@@ -185,32 +165,21 @@ async def list_interfaces(
     """The caller's tenant's interfaces, every status included (the reference leaks other tenants'
     interfaces when no instance or partition filter is given; nico never does)."""
     tenant = await require_tenant(session, org, status=403)
-    stmt = (
-        select(NvlinkInterface)
-        .join(Instance, Instance.id == NvlinkInterface.instance_id)
-        .where(Instance.tenant_id == tenant.id)
-    )
     for site_id in where.site_ids:
         site = await session.get(Site, site_id)
         if site is None or not await tenant_uses_site(session, tenant.id, site_id):
             raise forbidden(
                 f"Site: {site_id} specified in query doesn't exist or Tenant doesn't have access to it"
             )
-    if where.site_ids:
-        stmt = stmt.where(NvlinkInterface.site_id.in_(where.site_ids))
     place = "request" if where.in_path else "query"
     for instance_id in where.instance_ids:
-        owner = await session.scalar(select(Instance.tenant_id).where(Instance.id == instance_id))
+        owner = await queries.instance_owner(session, instance_id)
         if owner is None:
             raise not_found(f"Could not find Instance with ID: {instance_id} specified in {place}")
         if owner != tenant.id:
             raise forbidden(f"Instance: {instance_id} specified in {place} doesn't belong to current Tenant")
-    if where.instance_ids:
-        stmt = stmt.where(NvlinkInterface.instance_id.in_(where.instance_ids))
     for partition_id in where.partition_ids:
-        owner = await session.scalar(
-            select(LogicalPartition.tenant_id).where(LogicalPartition.id == partition_id)
-        )
+        owner = await queries.partition_owner(session, partition_id)
         if owner is None:
             raise not_found(
                 f"Could not find NVLink Logical Partition with ID: {partition_id} specified in query"
@@ -220,40 +189,27 @@ async def list_interfaces(
                 f"NVLink Logical Partition: {partition_id} specified in query doesn't belong to "
                 "current Tenant"
             )
-    if where.partition_ids:
-        stmt = stmt.where(NvlinkInterface.logical_partition_id.in_(where.partition_ids))
-    if where.domain_ids:
-        stmt = stmt.where(NvlinkInterface.nvlink_domain_uuid.in_(where.domain_ids))
     for value in where.statuses:
         if value not in set(NvLinkInterfaceStatus):
             raise bad_request(f"Invalid Status value: {value} in query")
-    if where.statuses:
-        stmt = stmt.where(NvlinkInterface.status.in_(where.statuses))
-    order = {
-        "status": NvlinkInterface.status,
-        "created": NvlinkInterface.created,
-        "updated": NvlinkInterface.updated,
-    }
-    rows, total = await fetch_page(session, stmt, page, order, NvlinkInterface.id)
+    stmt = queries.tenant_bindings_where(
+        tenant.id,
+        site_ids=where.site_ids,
+        instance_ids=where.instance_ids,
+        partition_ids=where.partition_ids,
+        domain_ids=where.domain_ids,
+        statuses=where.statuses,
+    )
+    rows, total = await fetch_page(session, stmt, page, queries.BINDING_ORDER, NvlinkInterface.id)
     views = [InterfaceView(row) for row in rows]
     if views and "Instance" in relations:
-        found = await session.execute(
-            select(Instance, Site.infrastructure_provider_id)
-            .join(Site, Site.id == Instance.site_id)
-            .where(Instance.id.in_({v.interface.instance_id for v in views}))
-        )
-        instances = {inst.id: (inst, provider) for inst, provider in found}
+        instances = await queries.instances_with_provider(session, {v.interface.instance_id for v in views})
         for view in views:
             view.instance, view.provider_id = instances[view.interface.instance_id]
     if views and "NVLinkLogicalPartition" in relations:
-        partitions = {
-            p.id: p
-            for p in await session.scalars(
-                select(LogicalPartition).where(
-                    LogicalPartition.id.in_({v.interface.logical_partition_id for v in views})
-                )
-            )
-        }
+        partitions = await queries.partitions_by_id(
+            session, {v.interface.logical_partition_id for v in views}
+        )
         for view in views:
             view.partition = partitions[view.interface.logical_partition_id]
     return views, total

@@ -7,10 +7,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Literal
 
-from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import StatusDetail
+from nico.db.queries import status as queries
 from nico.services.listing import PageRequest, fetch_page
 
 Owner = Literal[
@@ -43,23 +43,8 @@ async def history(
     """The newest ``limit`` entries of each owner, newest first."""
     if not owner_ids:
         return {}
-    column = getattr(StatusDetail, owner)
-    rank = (
-        func.row_number()
-        .over(partition_by=column, order_by=(StatusDetail.created.desc(), StatusDetail.id.desc()))
-        .label("rank")
-    )
-    ranked = select(StatusDetail, rank).where(column.in_(list(owner_ids))).subquery()
-    entry = ranked.c
-    rows = await session.execute(
-        select(StatusDetail).from_statement(
-            select(ranked)
-            .where(entry.rank <= limit)
-            .order_by(getattr(entry, owner), entry.created.desc(), entry.id.desc())
-        )
-    )
     out: dict[uuid.UUID | str, list[StatusDetail]] = defaultdict(list)
-    for detail in rows.scalars():
+    for detail in await queries.newest_entries(session, owner, owner_ids, limit):
         out[getattr(detail, owner)].append(detail)
     return out
 
@@ -71,8 +56,6 @@ async def page(
     session: AsyncSession, owner: Owner, owner_id: uuid.UUID | str, wanted: PageRequest
 ) -> tuple[Sequence[StatusDetail], int]:
     """One page of an owner's entries (the ``status-history`` endpoints)."""
-    column = getattr(StatusDetail, owner)
-    columns = {name: getattr(StatusDetail, name) for name in ORDER_FIELDS}
     return await fetch_page(
-        session, select(StatusDetail).where(column == owner_id), wanted, columns, StatusDetail.id
+        session, queries.entries_of(owner, owner_id), wanted, queries.ENTRY_ORDER, StatusDetail.id
     )

@@ -1,0 +1,109 @@
+"""The SQL of NVLink bindings (table ``nvlink_interface``) and of the partitions and capabilities
+their checks read."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Select, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.enums import CapabilityType
+from nico.db.models import Instance, LogicalPartition, MachineCapability, NvlinkInterface, Site
+
+
+async def nvlink_capabilities(
+    session: AsyncSession, device_type: str, *, instance_type_id: uuid.UUID | None, machine_id: str | None
+) -> list[MachineCapability]:
+    """GPU capabilities of ``device_type`` of an instance type (when given) or else of a machine."""
+    owner = (
+        MachineCapability.instance_type_id == instance_type_id
+        if instance_type_id is not None
+        else MachineCapability.machine_id == machine_id
+    )
+    rows = await session.scalars(
+        select(MachineCapability)
+        .where(
+            owner, MachineCapability.type == CapabilityType.GPU, MachineCapability.device_type == device_type
+        )
+        .order_by(MachineCapability.position, MachineCapability.created)
+    )
+    return list(rows)
+
+
+async def partitions_for_share(
+    session: AsyncSession, ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, LogicalPartition]:
+    """The logical partitions of ``ids`` that exist, locked FOR SHARE in id order."""
+    rows = await session.scalars(
+        select(LogicalPartition)
+        .where(LogicalPartition.id.in_(ids))
+        .order_by(LogicalPartition.id)
+        .with_for_update(read=True)
+    )
+    return {p.id: p for p in rows}
+
+
+async def instance_owner(session: AsyncSession, instance_id: uuid.UUID) -> uuid.UUID | None:
+    """The tenant of the instance (None: no such instance)."""
+    return await session.scalar(select(Instance.tenant_id).where(Instance.id == instance_id))
+
+
+async def partition_owner(session: AsyncSession, partition_id: uuid.UUID) -> uuid.UUID | None:
+    """The tenant of the logical partition (None: no such partition)."""
+    return await session.scalar(select(LogicalPartition.tenant_id).where(LogicalPartition.id == partition_id))
+
+
+def tenant_bindings_where(
+    tenant_id: uuid.UUID,
+    *,
+    site_ids: Sequence[uuid.UUID] = (),
+    instance_ids: Sequence[uuid.UUID] = (),
+    partition_ids: Sequence[uuid.UUID] = (),
+    domain_ids: Sequence[uuid.UUID] = (),
+    statuses: Sequence[str] = (),
+) -> Select[Any]:
+    """The tenant's bindings (through their instances) that pass every given filter."""
+    stmt = (
+        select(NvlinkInterface)
+        .join(Instance, Instance.id == NvlinkInterface.instance_id)
+        .where(Instance.tenant_id == tenant_id)
+    )
+    if site_ids:
+        stmt = stmt.where(NvlinkInterface.site_id.in_(site_ids))
+    if instance_ids:
+        stmt = stmt.where(NvlinkInterface.instance_id.in_(instance_ids))
+    if partition_ids:
+        stmt = stmt.where(NvlinkInterface.logical_partition_id.in_(partition_ids))
+    if domain_ids:
+        stmt = stmt.where(NvlinkInterface.nvlink_domain_uuid.in_(domain_ids))
+    if statuses:
+        stmt = stmt.where(NvlinkInterface.status.in_(statuses))
+    return stmt
+
+
+BINDING_ORDER: dict[str, Any] = {
+    "status": NvlinkInterface.status,
+    "created": NvlinkInterface.created,
+    "updated": NvlinkInterface.updated,
+}
+
+
+async def instances_with_provider(
+    session: AsyncSession, instance_ids: set[uuid.UUID]
+) -> dict[uuid.UUID, tuple[Instance, uuid.UUID]]:
+    """Instances by id, each with its site's infrastructure provider."""
+    found = await session.execute(
+        select(Instance, Site.infrastructure_provider_id)
+        .join(Site, Site.id == Instance.site_id)
+        .where(Instance.id.in_(instance_ids))
+    )
+    return {inst.id: (inst, provider) for inst, provider in found}
+
+
+async def partitions_by_id(session: AsyncSession, ids: set[uuid.UUID]) -> dict[uuid.UUID, LogicalPartition]:
+    return {
+        p.id: p for p in await session.scalars(select(LogicalPartition).where(LogicalPartition.id.in_(ids)))
+    }
