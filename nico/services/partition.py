@@ -15,14 +15,12 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from sqlalchemy import delete, distinct, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import LogicalPartitionStatus, SiteStatus
 from nico.db.models import (
     LogicalPartition,
     NvlinkInterface,
-    PhysicalPartition,
     Site,
     StatusDetail,
     Tenant,
@@ -126,10 +124,7 @@ async def create(
 async def _owned(
     session: AsyncSession, tenant: Tenant, partition_id: uuid.UUID, missing: str, *, lock: bool = False
 ) -> LogicalPartition:
-    stmt = select(LogicalPartition).where(LogicalPartition.id == partition_id)
-    if lock:
-        stmt = stmt.with_for_update()
-    row = await session.scalar(stmt)
+    row = await queries.partition_row(session, partition_id, lock=lock)
     if row is None:
         raise not_found(missing)
     if row.tenant_id != tenant.id:
@@ -157,34 +152,16 @@ async def list_partitions(
     page: PageRequest,
 ) -> tuple[list[PartitionView], int]:
     tenant = await require_tenant(session, org, status=400)
-    stmt = select(LogicalPartition).where(LogicalPartition.tenant_id == tenant.id)
     if site_id is not None:
         site = await session.get(Site, site_id)
         if site is None:
             raise bad_request(BAD_SITE)
         if not await tenant_uses_site(session, tenant.id, site.id):
             raise forbidden("Tenant does not have access to this Site")
-        stmt = stmt.where(LogicalPartition.site_id == site.id)
-    if status_value is not None:
-        if status_value not in set(LogicalPartitionStatus):
-            raise bad_request("Invalid Status value in query")
-        stmt = stmt.where(LogicalPartition.status == status_value)
-    if query:
-        needle = query.lower()
-        stmt = stmt.where(
-            or_(
-                func.strpos(func.lower(LogicalPartition.name), needle) > 0,
-                func.strpos(func.lower(func.coalesce(LogicalPartition.description, "")), needle) > 0,
-                func.strpos(func.lower(LogicalPartition.status), needle) > 0,
-            )
-        )
-    order = {
-        "name": LogicalPartition.name,
-        "status": LogicalPartition.status,
-        "created": LogicalPartition.created,
-        "updated": LogicalPartition.updated,
-    }
-    rows, total = await fetch_page(session, stmt, page, order, LogicalPartition.id)
+    if status_value is not None and status_value not in set(LogicalPartitionStatus):
+        raise bad_request("Invalid Status value in query")
+    stmt = queries.tenant_partitions_where(tenant.id, site_id=site_id, status=status_value, query=query)
+    rows, total = await fetch_page(session, stmt, page, queries.PARTITION_ORDER, LogicalPartition.id)
     return await views(session, rows, include, tenant), total
 
 
@@ -208,11 +185,7 @@ async def update(
     new_name = name if name is not None and name != row.name else None
     new_description = description if description is not None and description != row.description else None
     if new_name is not None:
-        clash = await session.scalar(
-            select(LogicalPartition.id).where(
-                LogicalPartition.tenant_id == tenant.id, LogicalPartition.name == new_name
-            )
-        )
+        clash = await queries.partition_named(session, tenant.id, new_name)
         if clash is not None:
             raise conflict(NAME_TAKEN, {"id": str(clash)})
         row.name = new_name
@@ -232,36 +205,22 @@ async def delete_partition(session: AsyncSession, org: str, partition_id: uuid.U
     row = await _owned(
         session, tenant, partition_id, "Could not retrieve NVLink Logical Partition to delete", lock=True
     )
-    vpc_ids = (
-        await session.scalars(
-            select(Vpc.id)
-            .where(Vpc.tenant_id == tenant.id, Vpc.nvlink_logical_partition_id == row.id)
-            .order_by(Vpc.created, Vpc.id)
-        )
-    ).all()
+    vpc_ids = await queries.vpcs_defaulting_to(session, tenant.id, row.id)
     if vpc_ids:
         raise ServiceError(
             400,
             "NVLink Logical Partition is being used by one or more VPCs",
             {"vpcIds": ", ".join(str(v) for v in vpc_ids)},
         )
-    instances = await session.scalar(
-        select(func.count(distinct(NvlinkInterface.instance_id))).where(
-            NvlinkInterface.logical_partition_id == row.id
-        )
-    )
+    instances = await queries.bound_instance_count(session, row.id)
     if instances:
         raise bad_request(
             f"{instances} active Instances are associated with this NVLink Logical Partition, "
             "unable to delete"
         )
-    domains = (
-        await session.scalars(
-            select(PhysicalPartition.domain_uuid).where(PhysicalPartition.logical_partition_id == row.id)
-        )
-    ).all()
+    domains = await queries.partition_domains(session, row.id)
     if not domains:
-        await session.execute(delete(LogicalPartition).where(LogicalPartition.id == row.id))
+        await queries.delete_partition(session, row.id)
         return
     row.status = LogicalPartitionStatus.DELETING
     await status.record(
@@ -289,9 +248,7 @@ async def views(
     if not rows:
         return out
     if "Site" in include.relations:
-        sites = {
-            s.id: s for s in await session.scalars(select(Site).where(Site.id.in_({r.site_id for r in rows})))
-        }
+        sites = await queries.sites_by_id(session, {r.site_id for r in rows})
         for view in out:
             view.site = sites[view.partition.site_id]
     if "Tenant" in include.relations:
@@ -299,20 +256,14 @@ async def views(
             view.tenant = tenant
     if include.vpcs:
         by_partition: dict[uuid.UUID, list[Vpc]] = defaultdict(list)
-        for vpc in await session.scalars(
-            select(Vpc).where(Vpc.nvlink_logical_partition_id.in_(ids)).order_by(Vpc.created, Vpc.id)
-        ):
+        for vpc in await queries.vpcs_defaulting_to_any(session, ids):
             assert vpc.nvlink_logical_partition_id is not None
             by_partition[vpc.nvlink_logical_partition_id].append(vpc)
         for view in out:
             view.vpcs = by_partition[view.partition.id]
     if include.interfaces or include.stats:
         bindings: dict[uuid.UUID, list[NvlinkInterface]] = defaultdict(list)
-        for binding in await session.scalars(
-            select(NvlinkInterface)
-            .where(NvlinkInterface.logical_partition_id.in_(ids))
-            .order_by(NvlinkInterface.created, NvlinkInterface.id)
-        ):
+        for binding in await queries.bindings_to(session, ids):
             bindings[binding.logical_partition_id].append(binding)
         for view in out:
             found = bindings[view.partition.id]

@@ -7,10 +7,10 @@ import uuid
 from typing import Any
 
 import psycopg
-from sqlalchemy import delete, exists, select
+from sqlalchemy import Select, delete, distinct, exists, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.models import LogicalPartition, NvlinkInterface, PhysicalPartition
+from nico.db.models import LogicalPartition, NvlinkInterface, PhysicalPartition, Site, Vpc
 
 Connection = psycopg.AsyncConnection[Any]
 
@@ -106,3 +106,107 @@ async def partition_referenced(session: AsyncSession, partition_id: uuid.UUID) -
 
 async def delete_partition(session: AsyncSession, partition_id: uuid.UUID) -> None:
     await session.execute(delete(LogicalPartition).where(LogicalPartition.id == partition_id))
+
+
+async def partition_row(
+    session: AsyncSession, partition_id: uuid.UUID, *, lock: bool = False
+) -> LogicalPartition | None:
+    """The logical partition (FOR UPDATE with ``lock``)."""
+    stmt = select(LogicalPartition).where(LogicalPartition.id == partition_id)
+    if lock:
+        stmt = stmt.with_for_update()
+    return await session.scalar(stmt)
+
+
+def tenant_partitions_where(
+    tenant_id: uuid.UUID,
+    *,
+    site_id: uuid.UUID | None = None,
+    status: str | None = None,
+    query: str | None = None,
+) -> Select[Any]:
+    """The tenant's logical partitions passing every given filter (``query``: a case-insensitive
+    substring of name, description or status)."""
+    stmt = select(LogicalPartition).where(LogicalPartition.tenant_id == tenant_id)
+    if site_id is not None:
+        stmt = stmt.where(LogicalPartition.site_id == site_id)
+    if status is not None:
+        stmt = stmt.where(LogicalPartition.status == status)
+    if query:
+        needle = query.lower()
+        stmt = stmt.where(
+            or_(
+                func.strpos(func.lower(LogicalPartition.name), needle) > 0,
+                func.strpos(func.lower(func.coalesce(LogicalPartition.description, "")), needle) > 0,
+                func.strpos(func.lower(LogicalPartition.status), needle) > 0,
+            )
+        )
+    return stmt
+
+
+PARTITION_ORDER: dict[str, Any] = {
+    "name": LogicalPartition.name,
+    "status": LogicalPartition.status,
+    "created": LogicalPartition.created,
+    "updated": LogicalPartition.updated,
+}
+
+
+async def partition_named(session: AsyncSession, tenant_id: uuid.UUID, name: str) -> uuid.UUID | None:
+    return await session.scalar(
+        select(LogicalPartition.id).where(
+            LogicalPartition.tenant_id == tenant_id, LogicalPartition.name == name
+        )
+    )
+
+
+async def vpcs_defaulting_to(
+    session: AsyncSession, tenant_id: uuid.UUID, partition_id: uuid.UUID
+) -> list[uuid.UUID]:
+    """The tenant's VPCs whose default partition it is, oldest first."""
+    rows = await session.scalars(
+        select(Vpc.id)
+        .where(Vpc.tenant_id == tenant_id, Vpc.nvlink_logical_partition_id == partition_id)
+        .order_by(Vpc.created, Vpc.id)
+    )
+    return list(rows.all())
+
+
+async def bound_instance_count(session: AsyncSession, partition_id: uuid.UUID) -> int:
+    """Instances with a binding to the partition."""
+    count = await session.scalar(
+        select(func.count(distinct(NvlinkInterface.instance_id))).where(
+            NvlinkInterface.logical_partition_id == partition_id
+        )
+    )
+    return int(count or 0)
+
+
+async def partition_domains(session: AsyncSession, partition_id: uuid.UUID) -> list[uuid.UUID]:
+    """Domains where the partition has a physical partition."""
+    rows = await session.scalars(
+        select(PhysicalPartition.domain_uuid).where(PhysicalPartition.logical_partition_id == partition_id)
+    )
+    return list(rows.all())
+
+
+async def sites_by_id(session: AsyncSession, ids: set[uuid.UUID]) -> dict[uuid.UUID, Site]:
+    return {s.id: s for s in await session.scalars(select(Site).where(Site.id.in_(ids)))}
+
+
+async def vpcs_defaulting_to_any(session: AsyncSession, partition_ids: list[uuid.UUID]) -> list[Vpc]:
+    """VPCs whose default partition is one of ``partition_ids``, oldest first."""
+    rows = await session.scalars(
+        select(Vpc).where(Vpc.nvlink_logical_partition_id.in_(partition_ids)).order_by(Vpc.created, Vpc.id)
+    )
+    return list(rows)
+
+
+async def bindings_to(session: AsyncSession, partition_ids: list[uuid.UUID]) -> list[NvlinkInterface]:
+    """Bindings to the partitions, oldest first."""
+    rows = await session.scalars(
+        select(NvlinkInterface)
+        .where(NvlinkInterface.logical_partition_id.in_(partition_ids))
+        .order_by(NvlinkInterface.created, NvlinkInterface.id)
+    )
+    return list(rows)
