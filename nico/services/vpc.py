@@ -11,19 +11,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import delete, exists, false, func, or_, select
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import LogicalPartitionStatus, NetworkVirtualizationType, SiteStatus, VpcStatus
 from nico.db.models import (
     InfrastructureProvider,
-    Instance,
     LogicalPartition,
-    NvlinkInterface,
     Site,
     StatusDetail,
-    Subnet,
     Tenant,
     Vpc,
 )
@@ -108,12 +103,7 @@ async def create(session: AsyncSession, org: str, body: VpcCreate) -> VpcView:
     await queries.lock_vni_choice(session, site.id)
     vni = body.vni
     if vni is None:
-        vni = int(
-            await session.scalar(
-                select(func.coalesce(func.max(Vpc.vni), 0) + 1).where(Vpc.site_id == site.id)
-            )
-            or 1
-        )
+        vni = await queries.next_vni(session, site.id)
     values: dict[str, Any] = {
         "tenant_id": tenant.id,
         "site_id": site.id,
@@ -129,13 +119,11 @@ async def create(session: AsyncSession, org: str, body: VpcCreate) -> VpcView:
     }
     if body.id:
         values["id"] = uuid.UUID(body.id)
-    row = await session.scalar(insert(Vpc).values(**values).on_conflict_do_nothing().returning(Vpc))
+    row = await queries.insert_vpc(session, values)
     if row is None:
         if body.id and await session.get(Vpc, uuid.UUID(body.id)) is not None:
             raise conflict("A Vpc with specified ID already exists")
-        clash = await session.scalar(
-            select(Vpc.id).where(Vpc.tenant_id == tenant.id, Vpc.site_id == site.id, Vpc.name == body.name)
-        )
+        clash = await queries.vpc_named(session, tenant.id, site.id, body.name)
         raise conflict("A Vpc with specified name already exists for Tenant", {"id": str(clash)})
     history = [
         await status.record(
@@ -154,9 +142,7 @@ async def _default_partition(session: AsyncSession, tenant: Tenant, site: Site, 
     except ValueError:
         raise bad_request("Invalid NVLink Logical Partition ID specified in request data") from None
     # FOR SHARE: a concurrent delete of the partition waits for this transaction.
-    partition = await session.scalar(
-        select(LogicalPartition).where(LogicalPartition.id == partition_id).with_for_update(read=True)
-    )
+    partition = await queries.partition_for_share(session, partition_id)
     if partition is None:
         raise not_found("Could not find NVLink Logical Partition with ID specified in request data")
     if partition.site_id != site.id:
@@ -171,7 +157,7 @@ async def _default_partition(session: AsyncSession, tenant: Tenant, site: Site, 
 
 
 async def update(session: AsyncSession, org: str, vpc_id: uuid.UUID, body: VpcUpdate) -> VpcView:
-    row = await session.scalar(select(Vpc).where(Vpc.id == vpc_id).with_for_update())
+    row = await queries.locked_vpc(session, vpc_id)
     if row is None:
         raise not_found("Could not retrieve VPC to update")
     tenant = await require_tenant(session, org, status=403)
@@ -182,11 +168,7 @@ async def update(session: AsyncSession, org: str, vpc_id: uuid.UUID, body: VpcUp
     site = await session.get(Site, row.site_id)
     assert site is not None
     if body.name is not None and body.name != row.name:
-        clash = await session.scalar(
-            select(Vpc.id).where(
-                Vpc.tenant_id == tenant.id, Vpc.site_id == row.site_id, Vpc.name == body.name
-            )
-        )
+        clash = await queries.vpc_named(session, tenant.id, row.site_id, body.name)
         if clash is not None:
             raise conflict("Another VPC with specified name already exists for Tenant", {"id": str(clash)})
         row.name = body.name
@@ -203,15 +185,7 @@ async def update(session: AsyncSession, org: str, vpc_id: uuid.UUID, body: VpcUp
             )
         current = row.nvlink_logical_partition_id
         # A VPC without a default has nothing in use (the reference dereferences null here).
-        if current is not None and await session.scalar(
-            select(
-                exists().where(
-                    NvlinkInterface.logical_partition_id == current,
-                    NvlinkInterface.instance_id == Instance.id,
-                    Instance.vpc_id == row.id,
-                )
-            )
-        ):
+        if current is not None and await queries.partition_used_by_vpc_instances(session, current, row.id):
             raise forbidden(
                 "Existing default NVLink Logical Partition is already being used by an Instance from the VPC"
             )
@@ -225,16 +199,16 @@ async def update(session: AsyncSession, org: str, vpc_id: uuid.UUID, body: VpcUp
 
 async def delete_vpc(session: AsyncSession, org: str, vpc_id: uuid.UUID) -> None:
     tenant = await require_tenant(session, org, status=403)
-    row = await session.scalar(select(Vpc).where(Vpc.id == vpc_id).with_for_update())
+    row = await queries.locked_vpc(session, vpc_id)
     if row is None:
         raise not_found("Could not find VPC with specified ID")
     if row.tenant_id != tenant.id:
         raise bad_request(NOT_OWNED)
-    if await session.scalar(select(exists().where(Subnet.vpc_id == row.id))):
+    if await queries.has_subnets(session, row.id):
         raise bad_request("Cannot delete VPC, one or more Subnets exist for this VPC")
-    if await session.scalar(select(exists().where(Instance.vpc_id == row.id))):
+    if await queries.has_instances(session, row.id):
         raise bad_request("Cannot delete VPC, one or more instances for this VPC")
-    await session.execute(delete(Vpc).where(Vpc.id == row.id))
+    await queries.delete_vpc(session, row.id)
 
 
 async def get(session: AsyncSession, org: str, vpc_id: uuid.UUID, relations: frozenset[str]) -> VpcView:
@@ -262,51 +236,30 @@ async def list_vpcs(
     session: AsyncSession, org: str, where: VpcFilter, relations: frozenset[str], page: PageRequest
 ) -> tuple[list[VpcView], int]:
     tenant = await require_tenant(session, org, status=403)
-    stmt = select(Vpc).where(Vpc.tenant_id == tenant.id)
     for site_id in where.site_ids:
         if not await tenant_uses_site(session, tenant.id, site_id):
             raise forbidden("Tenant is not associated with one or more of the Sites specified in query")
-    if where.site_ids:
-        stmt = stmt.where(Vpc.site_id.in_(where.site_ids))
     for value in where.statuses:
         if value not in set(VpcStatus):
             raise bad_request("Invalid Status value in query")
-    if where.statuses:
-        stmt = stmt.where(Vpc.status.in_(where.statuses))
     if where.partition_ids:
-        owned = set(
-            (
-                await session.scalars(
-                    select(LogicalPartition.id).where(
-                        LogicalPartition.id.in_(where.partition_ids), LogicalPartition.tenant_id == tenant.id
-                    )
-                )
-            ).all()
-        )
+        owned = await queries.tenant_partition_ids(session, tenant.id, where.partition_ids)
         for partition_id in where.partition_ids:
             if partition_id not in owned:
                 raise bad_request(
                     f"NVLink Logical Partition ID: {partition_id} specified in query does not exist "
                     "for current Tenant"
                 )
-        stmt = stmt.where(Vpc.nvlink_logical_partition_id.in_(where.partition_ids))
-    if where.security_group_ids:
-        stmt = stmt.where(false())  # nico has no network security groups: no VPC uses one
-    if where.provider_id is not None:
-        stmt = stmt.where(
-            Vpc.site_id.in_(select(Site.id).where(Site.infrastructure_provider_id == where.provider_id))
-        )
-    if where.query:
-        needle = where.query.lower()
-        stmt = stmt.where(
-            or_(
-                func.strpos(func.lower(Vpc.name), needle) > 0,
-                func.strpos(func.lower(func.coalesce(Vpc.description, "")), needle) > 0,
-                func.strpos(func.lower(Vpc.status), needle) > 0,
-            )
-        )
-    order = {"name": Vpc.name, "status": Vpc.status, "created": Vpc.created, "updated": Vpc.updated}
-    rows, total = await fetch_page(session, stmt, page, order, Vpc.id)
+    stmt = queries.tenant_vpcs_where(
+        tenant.id,
+        site_ids=where.site_ids,
+        statuses=where.statuses,
+        partition_ids=where.partition_ids,
+        none=bool(where.security_group_ids),  # nico has no network security groups: no VPC uses one
+        provider_id=where.provider_id,
+        query=where.query,
+    )
+    rows, total = await fetch_page(session, stmt, page, queries.VPC_ORDER, Vpc.id)
     return await views(session, rows, tenant, relations), total
 
 
@@ -322,26 +275,16 @@ async def views(
     if not rows:
         return []
     histories = await status.history(session, "vpc_id", [r.id for r in rows], limit=history_limit)
-    sites = {
-        s.id: s for s in await session.scalars(select(Site).where(Site.id.in_({r.site_id for r in rows})))
-    }
+    sites: dict[uuid.UUID, Site] = await queries.rows_by_id(session, Site, {r.site_id for r in rows})
     providers: dict[uuid.UUID, InfrastructureProvider] = {}
     if "InfrastructureProvider" in relations:
-        providers = {
-            p.id: p
-            for p in await session.scalars(
-                select(InfrastructureProvider).where(
-                    InfrastructureProvider.id.in_({s.infrastructure_provider_id for s in sites.values()})
-                )
-            )
-        }
+        providers = await queries.rows_by_id(
+            session, InfrastructureProvider, {s.infrastructure_provider_id for s in sites.values()}
+        )
     partitions: dict[uuid.UUID, LogicalPartition] = {}
     wanted = {r.nvlink_logical_partition_id for r in rows} - {None}
     if "NVLinkLogicalPartition" in relations and wanted:
-        partitions = {
-            p.id: p
-            for p in await session.scalars(select(LogicalPartition).where(LogicalPartition.id.in_(wanted)))
-        }
+        partitions = await queries.rows_by_id(session, LogicalPartition, wanted)
     out = []
     for row in rows:
         site = sites[row.site_id]
@@ -364,4 +307,4 @@ async def vpcs_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uu
     wanted = set(ids)
     if not wanted:
         return {}
-    return {row.id: row for row in await session.scalars(select(Vpc).where(Vpc.id.in_(wanted)))}
+    return await queries.rows_by_id(session, Vpc, wanted)
