@@ -115,6 +115,27 @@ async def list_instances(
     return await load(session, ids, relations=relations), total
 
 
+async def _locked_for_change(
+    session: AsyncSession,
+    org: str,
+    instance_id: uuid.UUID,
+    *,
+    missing: ServiceError,
+    site_not_registered: ServiceError,
+) -> tuple[Instance, Tenant]:
+    """The instance FOR UPDATE and its tenant, when the org owns it and its site is Registered."""
+    row = await queries.locked_instance(session, instance_id)
+    if row is None:
+        raise missing
+    owner = await session.get(Tenant, row.tenant_id)
+    if owner is None or owner.org != org:
+        raise forbidden(ORG_MISMATCH)
+    site = await session.get(Site, row.site_id)
+    if site is None or site.status != SiteStatus.REGISTERED:
+        raise site_not_registered
+    return row, owner
+
+
 async def update_instance(
     session: AsyncSession,
     org: str,
@@ -124,15 +145,13 @@ async def update_instance(
 ) -> InstanceView:
     """Apply ``changes`` (column -> value; ``name`` checked for clashes) and, when ``nvlink`` is given,
     replace the NVLink bindings (spec §5.6)."""
-    row = await queries.locked_instance(session, instance_id)
-    if row is None:
-        raise not_found("Could not retrieve Instance to update")
-    owner = await session.get(Tenant, row.tenant_id)
-    if owner is None or owner.org != org:
-        raise forbidden(ORG_MISMATCH)
-    site = await session.get(Site, row.site_id)
-    if site is None or site.status != SiteStatus.REGISTERED:
-        raise bad_request("Site is not in Registered state - cannot update Instance")
+    row, _ = await _locked_for_change(
+        session,
+        org,
+        instance_id,
+        missing=not_found("Could not retrieve Instance to update"),
+        site_not_registered=bad_request("Site is not in Registered state - cannot update Instance"),
+    )
     if row.status == InstanceStatus.TERMINATING:
         raise conflict("Instance is terminating and cannot be updated")
     name = changes.get("name")
@@ -169,15 +188,13 @@ async def delete_instance(
 ) -> None:
     """Terminate: the instance stays Terminating until its GPUs are out of their partitions; one that
     never had NVLink bindings (or has none left) is removed at once."""
-    row = await queries.locked_instance(session, instance_id)
-    if row is None:
-        raise not_found("Could not find Instance with specified ID")
-    owner = await session.get(Tenant, row.tenant_id)
-    if owner is None or owner.org != org:
-        raise forbidden(ORG_MISMATCH)
-    site = await session.get(Site, row.site_id)
-    if site is None or site.status != SiteStatus.REGISTERED:
-        raise ServiceError(500, "Site is not in Registered state - cannot delete Instance")
+    row, owner = await _locked_for_change(
+        session,
+        org,
+        instance_id,
+        missing=not_found("Could not find Instance with specified ID"),
+        site_not_registered=ServiceError(500, "Site is not in Registered state - cannot delete Instance"),
+    )
     if repair_tenant and not owner.targeted_instance_creation:
         raise forbidden("Tenant must have Targeted Instance Creation capability to specify `isRepairTenant`")
     machine = await queries.machine_of_instance(session, row.id)

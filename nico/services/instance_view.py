@@ -23,6 +23,7 @@ from nico.db.models import (
     Tenant,
     Vpc,
 )
+from nico.db.queries import common
 from nico.db.queries import instance as queries
 from nico.services import status
 
@@ -99,7 +100,7 @@ async def attach_relations(
         return
 
     async def rows_by_id(model: Any, ids: set[Any]) -> dict[Any, Any]:
-        return await queries.rows_by_id(session, model, ids)
+        return await common.rows_by_id(session, model, ids)
 
     tenants = await rows_by_id(Tenant, {v.data["tenant_id"] for v in views}) if "Tenant" in relations else {}
     sites = await rows_by_id(Site, {v.data["site_id"] for v in views}) if "Site" in relations else {}

@@ -23,6 +23,7 @@ from nico.db.models import (
     Vpc,
 )
 from nico.db.queries import vpc as queries
+from nico.db.queries.common import rows_by_id
 from nico.services import status
 from nico.services.access import tenant_uses_site
 from nico.services.errors import bad_request, conflict, forbidden, not_found
@@ -275,16 +276,16 @@ async def views(
     if not rows:
         return []
     histories = await status.history(session, "vpc_id", [r.id for r in rows], limit=history_limit)
-    sites: dict[uuid.UUID, Site] = await queries.rows_by_id(session, Site, {r.site_id for r in rows})
+    sites: dict[uuid.UUID, Site] = await rows_by_id(session, Site, {r.site_id for r in rows})
     providers: dict[uuid.UUID, InfrastructureProvider] = {}
     if "InfrastructureProvider" in relations:
-        providers = await queries.rows_by_id(
+        providers = await rows_by_id(
             session, InfrastructureProvider, {s.infrastructure_provider_id for s in sites.values()}
         )
     partitions: dict[uuid.UUID, LogicalPartition] = {}
     wanted = {r.nvlink_logical_partition_id for r in rows} - {None}
     if "NVLinkLogicalPartition" in relations and wanted:
-        partitions = await queries.rows_by_id(session, LogicalPartition, wanted)
+        partitions = await rows_by_id(session, LogicalPartition, wanted)
     out = []
     for row in rows:
         site = sites[row.site_id]
@@ -307,4 +308,4 @@ async def vpcs_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uu
     wanted = set(ids)
     if not wanted:
         return {}
-    return await queries.rows_by_id(session, Vpc, wanted)
+    return await rows_by_id(session, Vpc, wanted)

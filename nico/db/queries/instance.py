@@ -11,10 +11,11 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from sqlalchemy import Select, delete, exists, func, or_, select
+from sqlalchemy import Select, delete, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import Instance, InstanceType, Machine, MachineCapability, NvlinkInterface, Site, Vpc
+from nico.db.queries.common import text_search
 from nico.db.raw import driver_connection
 
 # ---- creation -----------------------------------------------------------------------------------
@@ -377,14 +378,6 @@ async def instance_named(
     )
 
 
-async def rows_by_id(session: AsyncSession, model: Any, ids: set[Any]) -> dict[Any, Any]:
-    """Rows of ``model`` by id (for ``includeRelation``)."""
-    ids.discard(None)
-    if not ids:
-        return {}
-    return {row.id: row for row in await session.scalars(select(model).where(model.id.in_(ids)))}
-
-
 async def capabilities_of_machines(session: AsyncSession, machine_ids: list[Any]) -> list[MachineCapability]:
     """The machines' capabilities in their order."""
     return list(
@@ -436,14 +429,7 @@ def instance_ids_where(
     if name is not None:
         stmt = stmt.where(Instance.name == name)
     if query:
-        needle = query.lower()
-        stmt = stmt.where(
-            or_(
-                func.strpos(func.lower(Instance.name), needle) > 0,
-                func.strpos(func.lower(func.coalesce(Instance.description, "")), needle) > 0,
-                func.strpos(func.lower(Instance.status), needle) > 0,
-            )
-        )
+        stmt = stmt.where(text_search(Instance, query))
     if nothing:
         stmt = stmt.where(Instance.id.is_(None))
     return stmt

@@ -7,10 +7,11 @@ import uuid
 from typing import Any
 
 import psycopg
-from sqlalchemy import Select, delete, distinct, exists, func, or_, select
+from sqlalchemy import Select, delete, distinct, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import LogicalPartition, NvlinkInterface, PhysicalPartition, Site, Vpc
+from nico.db.queries.common import text_search
 
 Connection = psycopg.AsyncConnection[Any]
 
@@ -133,14 +134,7 @@ def tenant_partitions_where(
     if status is not None:
         stmt = stmt.where(LogicalPartition.status == status)
     if query:
-        needle = query.lower()
-        stmt = stmt.where(
-            or_(
-                func.strpos(func.lower(LogicalPartition.name), needle) > 0,
-                func.strpos(func.lower(func.coalesce(LogicalPartition.description, "")), needle) > 0,
-                func.strpos(func.lower(LogicalPartition.status), needle) > 0,
-            )
-        )
+        stmt = stmt.where(text_search(LogicalPartition, query))
     return stmt
 
 

@@ -6,11 +6,12 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, delete, exists, false, func, or_, select, text
+from sqlalchemy import Select, delete, exists, false, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import Instance, LogicalPartition, NvlinkInterface, Site, Subnet, Vpc
+from nico.db.queries.common import text_search
 
 
 async def lock_vni_choice(session: AsyncSession, site_id: uuid.UUID) -> None:
@@ -116,14 +117,7 @@ def tenant_vpcs_where(
             Vpc.site_id.in_(select(Site.id).where(Site.infrastructure_provider_id == provider_id))
         )
     if query:
-        needle = query.lower()
-        stmt = stmt.where(
-            or_(
-                func.strpos(func.lower(Vpc.name), needle) > 0,
-                func.strpos(func.lower(func.coalesce(Vpc.description, "")), needle) > 0,
-                func.strpos(func.lower(Vpc.status), needle) > 0,
-            )
-        )
+        stmt = stmt.where(text_search(Vpc, query))
     return stmt
 
 
@@ -133,8 +127,3 @@ VPC_ORDER: dict[str, Any] = {
     "created": Vpc.created,
     "updated": Vpc.updated,
 }
-
-
-async def rows_by_id(session: AsyncSession, model: Any, ids: set[Any]) -> dict[Any, Any]:
-    """Rows of ``model`` by id."""
-    return {row.id: row for row in await session.scalars(select(model).where(model.id.in_(ids)))}
