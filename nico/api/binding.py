@@ -7,13 +7,14 @@ endpoint's own message and a flat ``{field: message}`` map holding the first fai
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import uuid
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from fastapi import Request
+from fastapi import Depends, Request
 from pydantic import BaseModel, ValidationError
 
 from nico.api.errors import PARSE_ERROR, field_map
@@ -52,6 +53,66 @@ async def read_body(request: Request, model: type[M]) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise bad_request(PARSE_ERROR, field_map(list(exc.errors()))) from None
+
+
+class Checked(Protocol):
+    """A request body that knows its field rules."""
+
+    def check(self, errors: FieldErrors) -> None: ...
+
+
+C = TypeVar("C", bound=Checked)
+
+
+async def read_checked(request: Request, model: type[C], invalid: str) -> C:
+    """The body bound to ``model`` (400 parse error otherwise), then its rules (400 ``invalid`` with the
+    field map of the first failure per field)."""
+    body = await read_body(request, model)  # type: ignore[type-var]
+    errors = FieldErrors()
+    body.check(errors)
+    errors.raise_if_any(invalid)
+    return body
+
+
+def checked_body(model: type[C], invalid: str) -> Any:
+    """A dependency that answers the handler's body: read, bound, checked (see :func:`read_checked`).
+
+    Declare it as ``Annotated[Model, checked_body(Model, messages.X_INVALID)]``; dependencies run in the
+    order of the handler's parameters, so that order is the order of the checks."""
+
+    async def body(request: Request) -> C:
+        return await read_checked(request, model, invalid)
+
+    return Depends(body)
+
+
+def path_id(name: str, invalid: str) -> Any:
+    """A dependency that answers the UUID in path parameter ``name``; a malformed one answers 400
+    ``invalid`` (the resource's own message, see :mod:`nico.api.messages`).
+
+    The path parameter stays a plain string in the OpenAPI document, as the reference declares it."""
+
+    async def parsed_id(**path: str) -> uuid.UUID:
+        value = parse_uuid(path[name])
+        if value is None:
+            raise bad_request(invalid)
+        return value
+
+    parsed_id.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str)],
+        return_annotation=uuid.UUID,
+    )
+    return Depends(parsed_id)
+
+
+def relations(allowed: Iterable[str]) -> Any:
+    """A dependency that answers the ``includeRelation`` values, each one of ``allowed``."""
+    allowed_set = frozenset(allowed)
+
+    async def included(request: Request) -> frozenset[str]:
+        return frozenset(include_relations(request, allowed_set))
+
+    return Depends(included)
 
 
 class FieldErrors:

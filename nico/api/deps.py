@@ -53,3 +53,23 @@ CtxDep = Annotated[AppContext, Depends(get_ctx)]
 SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[AsyncSession, Depends(get_read_session, scope="function")]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+async def tenant_admin(org: str, principal: PrincipalDep) -> Principal:
+    principal.require_tenant_admin(org)
+    return principal
+
+
+async def provider_admin(org: str, principal: PrincipalDep) -> Principal:
+    principal.require_provider_admin(org)
+    return principal
+
+
+async def provider_or_tenant(org: str, principal: PrincipalDep) -> tuple[bool, bool]:
+    return principal.require_provider_or_tenant(org)
+
+
+# The caller's role in the path's org, checked before anything else the handler declares after it.
+TenantAdmin = Annotated[Principal, Depends(tenant_admin)]
+ProviderAdmin = Annotated[Principal, Depends(provider_admin)]
+ProviderOrTenant = Annotated[tuple[bool, bool], Depends(provider_or_tenant)]

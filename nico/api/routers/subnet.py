@@ -5,21 +5,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
+from typing import Annotated
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from nico.api.binding import (
-    NAME_LENGTH,
-    FieldErrors,
-    description_problem,
-    include_relations,
-    parse_uuid,
-    read_body,
-    single_param,
-    uuid_problem,
-)
-from nico.api.deps import PrincipalDep, SessionDep
+from nico.api import messages
+from nico.api.binding import checked_body, include_relations, parse_uuid, path_id, relations, single_param
+from nico.api.deps import SessionDep, TenantAdmin
 from nico.api.openapi import json_body
 from nico.api.pagination import parse_page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
@@ -45,18 +38,10 @@ PATCH_HISTORY_LIMIT = 100
 NO_TENANT = "Error retrieving Tenant from org"
 
 
-def subnet_id_of(raw: str) -> uuid.UUID:
-    parsed = parse_uuid(raw)
-    if parsed is None:
-        raise bad_request("Invalid Subnet ID in URL")
-    return parsed
-
-
-def name_length_problem(value: str | None, *, required: bool) -> str | None:
-    """The subnet name rule is length only (no whitespace rule, unlike other resources)."""
-    if value is None:
-        return NAME_LENGTH if required else None
-    return None if 2 <= len(value) <= 256 else NAME_LENGTH
+SubnetId = Annotated[uuid.UUID, path_id("subnetId", messages.SUBNET_ID)]
+Relations = Annotated[frozenset[str], relations(RELATIONS)]
+CreateBody = Annotated[SubnetCreateRequest, checked_body(SubnetCreateRequest, messages.SUBNET_CREATE_INVALID)]
+UpdateBody = Annotated[SubnetUpdateRequest, checked_body(SubnetUpdateRequest, messages.SUBNET_UPDATE_INVALID)]
 
 
 async def tenant_of(session: SessionDep, org: str) -> Tenant:
@@ -96,22 +81,7 @@ async def render(
     summary="Create a subnet in one of the tenant's VPCs (Ready at once)",
     openapi_extra=json_body(SubnetCreateRequest),
 )
-async def create_subnet(org: str, request: Request, principal: PrincipalDep, session: SessionDep) -> Response:
-    principal.require_tenant_admin(org)
-    body = await read_body(request, SubnetCreateRequest)
-    errors = FieldErrors()
-    errors.add("name", name_length_problem(body.name, required=True))
-    errors.add("description", description_problem(body.description))
-    errors.add("vpcId", uuid_problem(body.vpc_id))
-    errors.add("ipv4BlockId", uuid_problem(body.ipv4_block_id, required=False))
-    if body.ipv6_block_id is not None:
-        errors.add("ipv6BlockId", "IPv6 Subnet creation is not supported at this time")
-    if body.prefix_length is not None:
-        if body.prefix_length < 8:
-            errors.add("prefixLength", "prefixLength must be at least 8")
-        elif body.prefix_length > 30:
-            errors.add("prefixLength", "prefixLength must be at most 30")
-    errors.raise_if_any("Error validating Subnet creation request data")
+async def create_subnet(org: str, _: TenantAdmin, body: CreateBody, session: SessionDep) -> Response:
     tenant = await tenant_of(session, org)
     vpc_id = parse_uuid(body.vpc_id)
     assert body.name is not None and vpc_id is not None
@@ -132,8 +102,7 @@ async def create_subnet(org: str, request: Request, principal: PrincipalDep, ses
 @router.get(
     "/subnet", operation_id="get-all-subnet", response_model=list[Subnet], summary="List the tenant's subnets"
 )
-async def list_subnets(org: str, request: Request, principal: PrincipalDep, session: SessionDep) -> Response:
-    principal.require_tenant_admin(org)
+async def list_subnets(org: str, _: TenantAdmin, request: Request, session: SessionDep) -> Response:
     page = parse_page(request, frozenset(subnets.ORDER_COLUMNS))
     relations = include_relations(request, RELATIONS)
     tenant = await tenant_of(session, org)
@@ -156,14 +125,11 @@ async def list_subnets(org: str, request: Request, principal: PrincipalDep, sess
 
 @router.get("/subnet/{subnetId}", operation_id="get-subnet", response_model=Subnet, summary="Get a subnet")
 async def get_subnet(
-    org: str, subnetId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, _: TenantAdmin, subnet_id: SubnetId, included: Relations, session: SessionDep
 ) -> Response:
-    principal.require_tenant_admin(org)
-    subnet_id = subnet_id_of(subnetId)
-    relations = include_relations(request, RELATIONS)
     tenant = await tenant_of(session, org)
     row = await subnets.own_subnet(session, tenant, subnet_id)
-    return json_response((await render(session, [row], relations=relations))[0])
+    return json_response((await render(session, [row], relations=included))[0])
 
 
 @router.patch(
@@ -174,15 +140,8 @@ async def get_subnet(
     openapi_extra=json_body(SubnetUpdateRequest),
 )
 async def update_subnet(
-    org: str, subnetId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, _: TenantAdmin, subnet_id: SubnetId, body: UpdateBody, session: SessionDep
 ) -> Response:
-    principal.require_tenant_admin(org)
-    subnet_id = subnet_id_of(subnetId)
-    body = await read_body(request, SubnetUpdateRequest)
-    errors = FieldErrors()
-    errors.add("name", name_length_problem(body.name, required=False))
-    errors.add("description", description_problem(body.description))
-    errors.raise_if_any("Error validating Subnet update request data")
     tenant = await tenant_of(session, org)
     row = await subnets.update_subnet(
         session, tenant, subnet_id, name=body.name, description=body.description
@@ -198,8 +157,6 @@ async def update_subnet(
     response_model=str,
     summary="Delete a subnet (none of the tenant's instances may use it)",
 )
-async def delete_subnet(org: str, subnetId: str, principal: PrincipalDep, session: SessionDep) -> Response:
-    principal.require_tenant_admin(org)
-    subnet_id = subnet_id_of(subnetId)
+async def delete_subnet(org: str, _: TenantAdmin, subnet_id: SubnetId, session: SessionDep) -> Response:
     await subnets.delete_subnet(session, await tenant_of(session, org), subnet_id)
     return deletion_accepted()
