@@ -18,6 +18,7 @@ from fastapi import Depends, Request
 from pydantic import BaseModel, ValidationError
 
 from nico.api.errors import PARSE_ERROR, field_map
+from nico.api.pagination import Page, parse_page
 from nico.services.errors import ServiceError, bad_request
 
 M = TypeVar("M", bound=BaseModel)
@@ -64,24 +65,29 @@ class Checked(Protocol):
 C = TypeVar("C", bound=Checked)
 
 
-async def read_checked(request: Request, model: type[C], invalid: str) -> C:
-    """The body bound to ``model`` (400 parse error otherwise), then its rules (400 ``invalid`` with the
-    field map of the first failure per field)."""
-    body = await read_body(request, model)  # type: ignore[type-var]
+async def read_checked(request: Request, model: type[C], invalid: str, parse_error: str = PARSE_ERROR) -> C:
+    """The body bound to ``model`` (400 ``parse_error`` otherwise), then its rules (400 ``invalid`` with
+    the field map of the first failure per field)."""
+    try:
+        body = await read_body(request, model)  # type: ignore[type-var]
+    except ServiceError as exc:
+        if parse_error == PARSE_ERROR:
+            raise
+        raise bad_request(parse_error, exc.data) from None
     errors = FieldErrors()
     body.check(errors)
     errors.raise_if_any(invalid)
     return body
 
 
-def checked_body(model: type[C], invalid: str) -> Any:
+def checked_body(model: type[C], invalid: str, parse_error: str = PARSE_ERROR) -> Any:
     """A dependency that answers the handler's body: read, bound, checked (see :func:`read_checked`).
 
     Declare it as ``Annotated[Model, checked_body(Model, messages.X_INVALID)]``; dependencies run in the
     order of the handler's parameters, so that order is the order of the checks."""
 
     async def body(request: Request) -> C:
-        return await read_checked(request, model, invalid)
+        return await read_checked(request, model, invalid, parse_error)
 
     return Depends(body)
 
@@ -103,6 +109,16 @@ def path_id(name: str, invalid: str) -> Any:
         return_annotation=uuid.UUID,
     )
     return Depends(parsed_id)
+
+
+def paging(order_fields: Iterable[str]) -> Any:
+    """A dependency that answers the page the query asks for (``orderBy`` one of ``order_fields``)."""
+    allowed = frozenset(order_fields)
+
+    async def page(request: Request) -> Page:
+        return parse_page(request, allowed)
+
+    return Depends(page)
 
 
 def relations(allowed: Iterable[str]) -> Any:

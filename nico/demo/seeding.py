@@ -187,7 +187,7 @@ async def allocate_free_machines(
     if free > 0 and found is None:
         await allocation.create_allocation(
             session,
-            provider,
+            provider.org,
             name=ALLOCATION_NAME,
             description="Every free machine of the demo site",
             tenant_id=tenant.id,
@@ -199,7 +199,7 @@ async def allocate_free_machines(
     elif free > 0 and found is not None:
         row, constraint = found
         await allocation.update_constraint(
-            session, provider, row.id, constraint.id, constraint.constraint_value + free
+            session, provider.org, row.id, constraint.id, constraint.constraint_value + free
         )
     return await instance_types.reserved_total(session, itype.id, tenant_id=tenant.id)
 

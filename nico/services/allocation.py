@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,9 +33,10 @@ from nico.db.models import (
     Tenant,
     TenantSite,
 )
-from nico.services import status
+from nico.services import orgs, status
+from nico.services import site as sites
 from nico.services.errors import bad_request, conflict, forbidden, not_found
-from nico.services.instance_type import machine_count, reserved_total
+from nico.services.instance_type import instance_types_by_id, machine_count, reserved_total
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import Viewer
 from nico.services.search import search_pattern
@@ -58,6 +60,10 @@ ORDER_COLUMNS: dict[str, Any] = {
     .where(AllocationConstraint.allocation_id == Allocation.id)
     .scalar_subquery(),
 }
+RELATIONS = ("InfrastructureProvider", "Tenant", "Site")
+STATUSES = frozenset(AllocationStatus)
+RESOURCE_TYPES = frozenset(ResourceType)
+CONSTRAINT_TYPES = frozenset(ConstraintType)
 REGISTERED_MESSAGE = "received allocation creation request, registered"
 IPBLOCK_UNSUPPORTED = "IPBlock Allocation Constraints are not supported: nico does no IP address management"
 
@@ -83,6 +89,65 @@ class AllocationFilters:
     query: str | None = None
 
 
+@dataclass(frozen=True)
+class ConstraintView:
+    """An allocation constraint as responses show it: with its instance type when it has one."""
+
+    constraint: AllocationConstraint
+    instance_type: InstanceType | None
+
+
+@dataclass(frozen=True)
+class AllocationView:
+    """An allocation as responses show it: its constraints, newest history, and requested relations."""
+
+    allocation: Allocation
+    constraints: list[ConstraintView]
+    history: list[StatusDetail]
+    provider: InfrastructureProvider | None = None
+    tenant: Tenant | None = None
+    site: Site | None = None
+
+
+async def views(
+    session: AsyncSession,
+    rows: Sequence[Allocation],
+    *,
+    relations: AbstractSet[str] = frozenset(),
+    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+) -> list[AllocationView]:
+    ids = [row.id for row in rows]
+    constraints = await constraints_of(session, ids)
+    itypes = await instance_types_by_id(
+        session, (c.instance_type_id for cs in constraints.values() for c in cs if c.instance_type_id)
+    )
+    if history is None:
+        history = await status.history(session, "allocation_id", ids)
+    providers = (
+        await orgs.providers_by_id(session, (row.infrastructure_provider_id for row in rows))
+        if "InfrastructureProvider" in relations
+        else {}
+    )
+    tenants = (
+        await orgs.tenants_by_id(session, (row.tenant_id for row in rows)) if "Tenant" in relations else {}
+    )
+    site_rows = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
+    return [
+        AllocationView(
+            row,
+            [
+                ConstraintView(c, itypes.get(c.instance_type_id) if c.instance_type_id else None)
+                for c in constraints.get(row.id, [])
+            ],
+            history.get(row.id, []),
+            providers.get(row.infrastructure_provider_id),
+            tenants.get(row.tenant_id),
+            site_rows.get(row.site_id),
+        )
+        for row in rows
+    ]
+
+
 def visible(viewer: Viewer) -> ColumnElement[bool]:
     """Allocations a caller may read: its provider's and its tenant's own."""
     clauses: list[ColumnElement[bool]] = []
@@ -99,6 +164,18 @@ async def missing_sites(session: AsyncSession, site_ids: Sequence[uuid.UUID]) ->
 
 
 async def list_allocations(
+    session: AsyncSession,
+    viewer: Viewer,
+    filters: AllocationFilters,
+    page: PageRequest,
+    relations: AbstractSet[str] = frozenset(),
+) -> tuple[list[AllocationView], int]:
+    """A page of the allocations the caller may read."""
+    rows, total = await _allocation_page(session, viewer, filters, page)
+    return await views(session, rows, relations=relations), total
+
+
+async def _allocation_page(
     session: AsyncSession, viewer: Viewer, filters: AllocationFilters, page: PageRequest
 ) -> tuple[Sequence[Allocation], int]:
     stmt = select(Allocation).where(visible(viewer))
@@ -133,13 +210,15 @@ async def list_allocations(
     return await fetch_page(session, stmt, page, ORDER_COLUMNS, Allocation.id)
 
 
-async def visible_allocation(session: AsyncSession, viewer: Viewer, allocation_id: uuid.UUID) -> Allocation:
+async def visible_allocation(
+    session: AsyncSession, viewer: Viewer, allocation_id: uuid.UUID, relations: AbstractSet[str] = frozenset()
+) -> AllocationView:
     row = await session.get(Allocation, allocation_id)
     if row is None:
         raise not_found("Could not find Allocation with specified ID")
     if not await session.scalar(select(exists().where(Allocation.id == allocation_id, visible(viewer)))):
         raise forbidden("Allocation is not associated with org")
-    return row
+    return (await views(session, [row], relations=relations))[0]
 
 
 async def constraints_of(
@@ -166,14 +245,15 @@ async def lock_tenant(session: AsyncSession, tenant_id: uuid.UUID) -> Tenant | N
 
 async def create_allocation(
     session: AsyncSession,
-    provider: InfrastructureProvider | None,
+    org: str,
     *,
     name: str,
     description: str | None,
     tenant_id: uuid.UUID,
     site_id: uuid.UUID,
     constraint: ConstraintSpec,
-) -> tuple[Allocation, AllocationConstraint, list[StatusDetail]]:
+) -> AllocationView:
+    provider = await orgs.provider_of(session, org)
     if provider is None:
         raise bad_request("Failed to retrieve Infrastructure Provider for org")
     site = await session.get(Site, site_id)
@@ -241,22 +321,23 @@ async def create_allocation(
     entry = await status.record(
         session, "allocation_id", row.id, AllocationStatus.REGISTERED, REGISTERED_MESSAGE
     )
-    return row, made, [entry]
+    return (await views(session, [row], history={row.id: [entry]}))[0]
 
 
 async def update_allocation(
     session: AsyncSession,
-    provider: InfrastructureProvider | None,
+    org: str,
     allocation_id: uuid.UUID,
     *,
     name: str | None,
     description: str | None,
-) -> Allocation:
+) -> AllocationView:
     row = await session.scalar(
         select(Allocation).where(Allocation.id == allocation_id).with_for_update(key_share=True)
     )
     if row is None:
         raise not_found("Could not retrieve Allocation to update")
+    provider = await orgs.provider_of(session, org)
     if provider is None:
         raise not_found("Error retrieving infrastructureProvider for org")
     if row.infrastructure_provider_id != provider.id:
@@ -281,7 +362,7 @@ async def update_allocation(
             changed = True
     if changed:
         await session.flush()
-    return row
+    return (await views(session, [row]))[0]
 
 
 async def active_instances(
@@ -318,9 +399,8 @@ async def tenant_reserved(
     )
 
 
-async def delete_allocation(
-    session: AsyncSession, provider: InfrastructureProvider | None, allocation_id: uuid.UUID
-) -> None:
+async def delete_allocation(session: AsyncSession, org: str, allocation_id: uuid.UUID) -> None:
+    provider = await orgs.provider_of(session, org)
     row = await session.get(Allocation, allocation_id)
     if row is None:
         raise not_found("Allocation specified does not exist, or has been deleted")
@@ -352,13 +432,10 @@ async def delete_allocation(
 
 
 async def update_constraint(
-    session: AsyncSession,
-    provider: InfrastructureProvider | None,
-    allocation_id: uuid.UUID,
-    constraint_id: uuid.UUID,
-    value: int,
-) -> tuple[AllocationConstraint, InstanceType | None]:
-    """Change a constraint's value. Returns it with its instance type when the value changed."""
+    session: AsyncSession, org: str, allocation_id: uuid.UUID, constraint_id: uuid.UUID, value: int
+) -> ConstraintView:
+    """Change a constraint's value. Returns it, with its instance type when the value changed."""
+    provider = await orgs.provider_of(session, org)
     constraint = await session.get(AllocationConstraint, constraint_id)
     if constraint is None:
         raise not_found("Could not find Allocation Constraint with ID specified in request")
@@ -387,7 +464,7 @@ async def update_constraint(
     assert itype is not None  # RESTRICT keeps a reserved instance type
     await session.refresh(constraint, with_for_update=True)
     if value == constraint.constraint_value:
-        return constraint, None
+        return ConstraintView(constraint, None)
     if value < constraint.constraint_value:
         left = await tenant_reserved(session, row.tenant_id, row.site_id, itype.id)
         left += value - constraint.constraint_value
@@ -405,4 +482,4 @@ async def update_constraint(
     constraint.constraint_value = value
     constraint.updated = utcnow()
     await session.flush()
-    return constraint, itype
+    return ConstraintView(constraint, itype)
