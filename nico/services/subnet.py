@@ -5,18 +5,21 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from sqlalchemy import exists, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import NetworkVirtualizationType, SiteStatus, SubnetStatus, VpcStatus
 from nico.db.models import InstanceInterface, Site, StatusDetail, Subnet, Tenant, TenantSite, Vpc
-from nico.services import status
+from nico.services import orgs, status
+from nico.services import site as sites
 from nico.services.errors import bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.search import search_pattern
+from nico.services.vpc import vpcs_by_id
 
 ORDER_COLUMNS: dict[str, Any] = {
     "name": Subnet.name,
@@ -27,6 +30,46 @@ ORDER_COLUMNS: dict[str, Any] = {
 PENDING_MESSAGE = "received subnet creation request, pending"
 READY_MESSAGE = "Subnet is ready for use"
 NOT_FOUND = "Could not retrieve Subnet to update"  # (sic) the reference's GET text too
+NO_TENANT = "Error retrieving Tenant from org"
+# Only Site and Vpc are shown: nico keeps no IP blocks, and Tenant shows nothing in the reference either.
+RELATIONS = ("Site", "Vpc", "Tenant", "IPv4Block", "IPv6Block")
+STATUSES = frozenset(SubnetStatus)
+PATCH_HISTORY_LIMIT = 100
+OrgTenant: TypeAlias = Tenant
+
+
+@dataclass(frozen=True)
+class SubnetView:
+    """A subnet as responses show it: its newest history and the requested relations."""
+
+    subnet: Subnet
+    history: list[StatusDetail]
+    site: Site | None = None
+    vpc: Vpc | None = None
+
+
+async def views(
+    session: AsyncSession,
+    rows: Sequence[Subnet],
+    *,
+    relations: AbstractSet[str] = frozenset(),
+    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+) -> list[SubnetView]:
+    if history is None:
+        history = await status.history(session, "subnet_id", [row.id for row in rows])
+    at = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
+    vpcs = await vpcs_by_id(session, (r.vpc_id for r in rows)) if "Vpc" in relations else {}
+    return [
+        SubnetView(row, history.get(row.id, []), at.get(row.site_id), vpcs.get(row.vpc_id)) for row in rows
+    ]
+
+
+async def tenant_of(session: AsyncSession, org: str) -> Tenant:
+    """The org's tenant, which owns its subnets (400 when the org has none)."""
+    tenant = await orgs.tenant_of(session, org)
+    if tenant is None:
+        raise bad_request(NO_TENANT)
+    return tenant
 
 
 @dataclass(frozen=True)
@@ -39,14 +82,15 @@ class SubnetFilters:
 
 async def create_subnet(
     session: AsyncSession,
-    tenant: Tenant,
+    org: str,
     *,
     name: str,
     description: str | None,
     vpc_id: uuid.UUID,
     ipv4_block_id: uuid.UUID | None,
     prefix_length: int | None,
-) -> tuple[Subnet, list[StatusDetail]]:
+) -> SubnetView:
+    tenant = await tenant_of(session, org)
     vpc = await session.scalar(select(Vpc).where(Vpc.id == vpc_id).with_for_update(read=True))
     if vpc is None:
         raise bad_request("Could not find VPC specified in request")
@@ -87,10 +131,21 @@ async def create_subnet(
         await status.record(session, "subnet_id", row.id, SubnetStatus.PENDING, PENDING_MESSAGE),
         await status.record(session, "subnet_id", row.id, SubnetStatus.READY, READY_MESSAGE),
     ]
-    return row, entries
+    return SubnetView(row, entries)
 
 
 async def list_subnets(
+    session: AsyncSession,
+    tenant: Tenant,
+    filters: SubnetFilters,
+    page: PageRequest,
+    relations: AbstractSet[str] = frozenset(),
+) -> tuple[list[SubnetView], int]:
+    rows, total = await _subnet_page(session, tenant, filters, page)
+    return await views(session, rows, relations=relations), total
+
+
+async def _subnet_page(
     session: AsyncSession, tenant: Tenant, filters: SubnetFilters, page: PageRequest
 ) -> tuple[Sequence[Subnet], int]:
     stmt = select(Subnet).where(Subnet.tenant_id == tenant.id)
@@ -130,9 +185,17 @@ async def own_subnet(
     return row
 
 
+async def get_subnet(
+    session: AsyncSession, org: str, subnet_id: uuid.UUID, relations: AbstractSet[str] = frozenset()
+) -> SubnetView:
+    row = await own_subnet(session, await tenant_of(session, org), subnet_id)
+    return (await views(session, [row], relations=relations))[0]
+
+
 async def update_subnet(
-    session: AsyncSession, tenant: Tenant, subnet_id: uuid.UUID, *, name: str | None, description: str | None
-) -> Subnet:
+    session: AsyncSession, org: str, subnet_id: uuid.UUID, *, name: str | None, description: str | None
+) -> SubnetView:
+    tenant = await tenant_of(session, org)
     row = await own_subnet(session, tenant, subnet_id, lock=True)
     if name is not None and name != row.name:
         clash = await session.scalar(
@@ -152,11 +215,13 @@ async def update_subnet(
             changed = True
     if changed:
         await session.flush()
-    return row
+    history = await status.history(session, "subnet_id", [row.id], limit=PATCH_HISTORY_LIMIT)
+    return (await views(session, [row], history=history))[0]
 
 
-async def delete_subnet(session: AsyncSession, tenant: Tenant, subnet_id: uuid.UUID) -> None:
+async def delete_subnet(session: AsyncSession, org: str, subnet_id: uuid.UUID) -> None:
     """Delete at once (there is no site to wait for); a subnet with instance interfaces stays."""
+    tenant = await tenant_of(session, org)
     row = await session.scalar(select(Subnet).where(Subnet.id == subnet_id).with_for_update())
     if row is None:
         raise not_found("Could not find Subnet to delete")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from datetime import datetime
 
 from pydantic import Field
@@ -12,8 +11,7 @@ from nico.api.binding import NAME_LENGTH, FieldErrors, description_problem, uuid
 from nico.api.schemas.common import RequestModel, ResponseModel, StatusDetail, omit_if_none
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import VpcSummary
-from nico.db.models import StatusDetail as StatusDetailRow
-from nico.db.models import Subnet as SubnetRow
+from nico.services.subnet import SubnetView
 
 
 class Subnet(ResponseModel):
@@ -40,22 +38,16 @@ class Subnet(ResponseModel):
     updated: datetime
 
     @classmethod
-    def of(
-        cls,
-        row: SubnetRow,
-        history: Iterable[StatusDetailRow],
-        *,
-        site: SiteSummary | None = None,
-        vpc: VpcSummary | None = None,
-    ) -> Subnet:
+    def of(cls, view: SubnetView) -> Subnet:
+        row = view.subnet
         return cls(
             id=row.id,
             name=row.name,
             description=row.description,
             site_id=row.site_id,
-            site=site,
+            site=SiteSummary.of(view.site) if view.site else None,
             vpc_id=row.vpc_id,
-            vpc=vpc,
+            vpc=VpcSummary.of(view.vpc) if view.vpc else None,
             controller_network_segment_id=row.id,
             ipv4_prefix=row.ipv4_prefix,
             ipv4_block_id=row.ipv4_block_id,
@@ -67,7 +59,7 @@ class Subnet(ResponseModel):
             routing_type=row.routing_type,
             status=row.status,
             mtu=row.mtu,
-            status_history=StatusDetail.many(history),
+            status_history=StatusDetail.many(view.history),
             created=row.created,
             updated=row.updated,
         )
