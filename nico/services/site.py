@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,7 @@ from nico.db.models import (
 from nico.services import status
 from nico.services.errors import bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
-from nico.services.orgs import Viewer
+from nico.services.orgs import Viewer, provider_of, providers_by_id
 from nico.services.search import search_pattern
 
 ORDER_COLUMNS: dict[str, Any] = {
@@ -57,6 +58,47 @@ PENDING_PAIRING = "received site creation request, pending pairing"
 PAIRED = "Site has been successfully paired"
 NOT_FOUND = "Could not find Site with specified ID"
 PATCH_HISTORY_LIMIT = 100
+RELATIONS = ("InfrastructureProvider",)
+STATUSES = frozenset(SiteStatus)
+
+
+@dataclass(frozen=True)
+class SiteView:
+    """A site as responses show it. ``owner`` is its provider (whose org is always shown);
+    ``tenant_view`` is true when the caller sees it as a tenant holding it, not as its provider."""
+
+    site: Site
+    owner: InfrastructureProvider
+    history: list[StatusDetail]
+    include_provider: bool = False
+    tenant_view: bool = False
+    machine_stats: dict[str, Any] | None = None
+
+
+async def views(
+    session: AsyncSession,
+    viewer: Viewer,
+    rows: Sequence[Site],
+    *,
+    relations: AbstractSet[str] = frozenset(),
+    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+    with_stats: bool = False,
+) -> list[SiteView]:
+    owners = await providers_by_id(session, (row.infrastructure_provider_id for row in rows))
+    if history is None:
+        history = await status.history(session, "site_id", [row.id for row in rows])
+    stats = await machine_stats(session, [row.id for row in rows]) if with_stats else {}
+    return [
+        SiteView(
+            row,
+            owners[row.infrastructure_provider_id],
+            history.get(row.id, []),
+            include_provider="InfrastructureProvider" in relations,
+            tenant_view=tenant_view(viewer, row),
+            machine_stats=stats.get(row.id),
+        )
+        for row in rows
+    ]
 
 
 @dataclass(frozen=True)
@@ -105,6 +147,21 @@ def visible(viewer: Viewer) -> ColumnElement[bool]:
 
 
 async def list_sites(
+    session: AsyncSession,
+    viewer: Viewer,
+    filters: SiteFilters,
+    page: PageRequest,
+    *,
+    relations: AbstractSet[str] = frozenset(),
+    with_stats: bool = False,
+) -> tuple[list[SiteView], int]:
+    if with_stats and viewer.provider is None:
+        raise forbidden("User must have Provider Admin role to request `includeMachineStats`")
+    rows, total = await _site_page(session, viewer, filters, page)
+    return await views(session, viewer, rows, relations=relations, with_stats=with_stats), total
+
+
+async def _site_page(
     session: AsyncSession, viewer: Viewer, filters: SiteFilters, page: PageRequest
 ) -> tuple[Sequence[Site], int]:
     stmt = select(Site).where(visible(viewer))
@@ -135,6 +192,13 @@ async def visible_site(session: AsyncSession, viewer: Viewer, site_id: uuid.UUID
     return site
 
 
+async def get_site(
+    session: AsyncSession, viewer: Viewer, site_id: uuid.UUID, relations: AbstractSet[str] = frozenset()
+) -> SiteView:
+    row = await visible_site(session, viewer, site_id)
+    return (await views(session, viewer, [row], relations=relations))[0]
+
+
 def tenant_view(viewer: Viewer, site: Site) -> bool:
     """True when the caller sees the site as a tenant only (not as its provider)."""
     return viewer.provider is None or viewer.provider.id != site.infrastructure_provider_id
@@ -149,7 +213,7 @@ async def sites_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[u
 
 async def create_site(
     session: AsyncSession,
-    provider: InfrastructureProvider,
+    org: str,
     *,
     name: str,
     description: str | None,
@@ -157,8 +221,11 @@ async def create_site(
     location: dict[str, Any] | None,
     contact: dict[str, Any] | None,
     capabilities: dict[str, bool],
-) -> tuple[Site, list[StatusDetail]]:
-    """A new site of ``provider``, Registered at once. Returns it with the entries this request wrote."""
+) -> SiteView:
+    """A new site of the org's provider, Registered at once, with the entries this request wrote."""
+    provider = await provider_of(session, org)
+    if provider is None:
+        raise not_found(f"Org '{org}' does not have an Infrastructure Provider")
     clash = await session.scalar(
         select(Site.id).where(Site.infrastructure_provider_id == provider.id, Site.name == name)
     )
@@ -182,12 +249,14 @@ async def create_site(
         await status.record(session, "site_id", site.id, SiteStatus.PENDING, PENDING_PAIRING),
         await status.record(session, "site_id", site.id, SiteStatus.REGISTERED, PAIRED),
     ]
-    return site, entries
+    return SiteView(site, provider, entries)
 
 
 async def update_site(
-    session: AsyncSession, provider: InfrastructureProvider | None, site_id: uuid.UUID, changes: SiteChanges
-) -> Site:
+    session: AsyncSession, org: str, site_id: uuid.UUID, changes: SiteChanges, *, as_provider: bool
+) -> SiteView:
+    """Change a site; only its provider may (a tenant holding it is refused: the reference crashes)."""
+    provider = await provider_of(session, org) if as_provider else None
     site = await session.scalar(select(Site).where(Site.id == site_id).with_for_update(key_share=True))
     if site is None:
         raise not_found("Could not retrieve Site to update")
@@ -235,16 +304,16 @@ async def update_site(
             changed = True
     if changed:
         await session.flush()
-    return site
+    history = await status.history(session, "site_id", [site.id], limit=PATCH_HISTORY_LIMIT)
+    return (await views(session, Viewer(provider, None), [site], history=history))[0]
 
 
-async def delete_site(
-    session: AsyncSession, provider: InfrastructureProvider | None, site_id: uuid.UUID
-) -> None:
+async def delete_site(session: AsyncSession, org: str, site_id: uuid.UUID) -> None:
     """Remove a site with its inventory (instance types, machines, NVLink domains).
 
     Allocations must be deleted first (as in the reference), and so must tenant objects left at the
     site: nico removes the site at once instead of cleaning up behind the response."""
+    provider = await provider_of(session, org)
     if provider is None:
         raise forbidden("No Infrastructure Provider found for this org")
     site = await session.scalar(select(Site).where(Site.id == site_id).with_for_update())
