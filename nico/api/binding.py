@@ -121,6 +121,19 @@ def paging(order_fields: Iterable[str]) -> Any:
     return Depends(page)
 
 
+def path_text(name: str) -> Any:
+    """A dependency that answers path parameter ``name`` as it is (declared where its place in the
+    handler's parameters should put it in the OpenAPI document)."""
+
+    async def text(**path: str) -> str:
+        return path[name]
+
+    text.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str)], return_annotation=str
+    )
+    return Depends(text)
+
+
 def relations(allowed: Iterable[str]) -> Any:
     """A dependency that answers the ``includeRelation`` values, each one of ``allowed``."""
     allowed_set = frozenset(allowed)
@@ -135,11 +148,16 @@ class FieldErrors:
     """Collects the first failing rule per field, then raises one 400 with the whole map."""
 
     def __init__(self) -> None:
-        self.errors: dict[str, str] = {}
+        self.errors: dict[str, Any] = {}
 
     def add(self, field: str, message: str | None) -> None:
         if message and field not in self.errors:
             self.errors[field] = message
+
+    def merge(self, problems: dict[str, Any]) -> None:
+        """Problems of a nested part (a list item's map, say); a field already failing keeps its own."""
+        for field, problem in problems.items():
+            self.errors.setdefault(field, problem)
 
     def raise_if_any(self, message: str) -> None:
         if self.errors:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeAlias
 
 from sqlalchemy import ColumnElement, Text, cast, delete, exists, false, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -31,7 +32,8 @@ from nico.db.models import (
     StatusDetail,
     TenantSite,
 )
-from nico.services import status
+from nico.services import orgs, status
+from nico.services import site as sites
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import Viewer
@@ -110,6 +112,65 @@ class Association:
 
     def __post_init__(self) -> None:
         self.id = association_id(self.machine.id, self.instance_type_id)
+
+
+RELATIONS = ("InfrastructureProvider", "Site")
+STATUSES = frozenset(InstanceTypeStatus)
+PATCH_HISTORY_LIMIT = 100
+# What the handlers of one instance type load before reading their body (the reference's order).
+OwnedInstanceType: TypeAlias = InstanceType
+
+
+@dataclass(frozen=True)
+class InstanceTypeView:
+    """An instance type as responses show it: capabilities, newest history, requested relations,
+    machine associations (its provider only) and allocation stats when asked for."""
+
+    instance_type: InstanceType
+    capabilities: list[MachineCapability]
+    history: list[StatusDetail]
+    provider: InfrastructureProvider | None = None
+    site: Site | None = None
+    associations: list[Association] | None = None
+    stats: Stats | None = None
+
+
+async def views(
+    session: AsyncSession,
+    rows: Sequence[InstanceType],
+    *,
+    viewer: Viewer | None = None,
+    relations: AbstractSet[str] = frozenset(),
+    with_associations: bool = False,
+    with_stats: bool = False,
+    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+) -> list[InstanceTypeView]:
+    """``viewer`` decides what the allocation stats count (required with ``with_stats``)."""
+    ids = [row.id for row in rows]
+    capabilities = await capabilities_of_types(session, ids)
+    if history is None:
+        history = await status.history(session, "instance_type_id", ids)
+    at = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
+    owners = (
+        await orgs.providers_by_id(session, (row.infrastructure_provider_id for row in rows))
+        if "InfrastructureProvider" in relations
+        else {}
+    )
+    associations = await associations_of(session, ids) if with_associations else {}
+    assert viewer is not None or not with_stats
+    stats = await allocation_stats(session, rows, viewer) if with_stats and viewer is not None else {}
+    return [
+        InstanceTypeView(
+            row,
+            capabilities.get(row.id, []),
+            history.get(row.id, []),
+            owners.get(row.infrastructure_provider_id),
+            at.get(row.site_id),
+            associations.get(row.id) or None,
+            stats.get(row.id),
+        )
+        for row in rows
+    ]
 
 
 def association_id(machine_id: str, instance_type_id: uuid.UUID) -> uuid.UUID:
@@ -196,6 +257,28 @@ def visible(viewer: Viewer, *, exclude_unallocated: bool = False) -> ColumnEleme
 
 
 async def list_instance_types(
+    session: AsyncSession,
+    viewer: Viewer,
+    filters: InstanceTypeFilters,
+    page: PageRequest,
+    *,
+    relations: AbstractSet[str] = frozenset(),
+    with_associations: bool = False,
+    with_stats: bool = False,
+) -> tuple[list[InstanceTypeView], int]:
+    rows, total = await _instance_type_page(session, viewer, filters, page)
+    found = await views(
+        session,
+        rows,
+        viewer=viewer,
+        relations=relations,
+        with_associations=with_associations,
+        with_stats=with_stats,
+    )
+    return found, total
+
+
+async def _instance_type_page(
     session: AsyncSession, viewer: Viewer, filters: InstanceTypeFilters, page: PageRequest
 ) -> tuple[Sequence[InstanceType], int]:
     if filters.site_id is not None and await session.get(Site, filters.site_id) is None:
@@ -233,6 +316,44 @@ async def visible_instance_type(session: AsyncSession, viewer: Viewer, type_id: 
     if not await session.scalar(select(exists().where(InstanceType.id == type_id, visible(viewer)))):
         raise forbidden("Instance Type is not associated with org")
     return row
+
+
+async def get_instance_type(
+    session: AsyncSession,
+    viewer: Viewer,
+    type_id: uuid.UUID,
+    *,
+    relations: AbstractSet[str] = frozenset(),
+    with_associations: bool = False,
+    with_stats: bool = False,
+) -> InstanceTypeView:
+    row = await visible_instance_type(session, viewer, type_id)
+    if with_associations and (
+        viewer.provider is None or viewer.provider.id != row.infrastructure_provider_id
+    ):
+        with_associations = False  # machines are shown to their provider only
+    found = await views(
+        session,
+        [row],
+        viewer=viewer,
+        relations=relations,
+        with_associations=with_associations,
+        with_stats=with_stats,
+    )
+    return found[0]
+
+
+async def org_instance_type(
+    session: AsyncSession,
+    org: str,
+    type_id: uuid.UUID,
+    *,
+    missing: str = "Could not find Instance Type with specified ID",
+    lock: bool = False,
+) -> InstanceType:
+    """An instance type of the org's provider (see :func:`owned_instance_type`)."""
+    provider = await orgs.provider_of(session, org)
+    return await owned_instance_type(session, provider, type_id, missing=missing, lock=lock)
 
 
 async def owned_instance_type(
@@ -289,7 +410,7 @@ async def capabilities_of_machines(
 
 async def create_instance_type(
     session: AsyncSession,
-    provider: InfrastructureProvider | None,
+    org: str,
     *,
     name: str,
     description: str | None,
@@ -297,7 +418,8 @@ async def create_instance_type(
     labels: dict[str, Any] | None,
     controller_machine_type: str | None,
     capabilities: list[CapabilitySpec],
-) -> tuple[InstanceType, list[StatusDetail]]:
+) -> InstanceTypeView:
+    provider = await orgs.provider_of(session, org)
     if provider is None:
         raise forbidden(NO_PROVIDER)
     site = await session.get(Site, site_id)
@@ -328,12 +450,12 @@ async def create_instance_type(
     await session.flush()
     session.add_all(spec.row(i, instance_type_id=row.id) for i, spec in enumerate(capabilities))
     entry = await status.record(session, "instance_type_id", row.id, InstanceTypeStatus.READY, READY_MESSAGE)
-    return row, [entry]
+    return (await views(session, [row], history={row.id: [entry]}))[0]
 
 
 async def update_instance_type(
     session: AsyncSession, row: InstanceType, changes: InstanceTypeChanges
-) -> InstanceType:
+) -> InstanceTypeView:
     """Apply a PATCH to an owned instance type (see :func:`owned_instance_type`, taken with a lock)."""
     if changes.name is not None and changes.name != row.name:
         clash = await session.scalar(
@@ -372,7 +494,8 @@ async def update_instance_type(
     if changed:
         row.updated = utcnow()
         await session.flush()
-    return row
+    history = await status.history(session, "instance_type_id", [row.id], limit=PATCH_HISTORY_LIMIT)
+    return (await views(session, [row], history=history))[0]
 
 
 async def delete_instance_type(session: AsyncSession, row: InstanceType) -> None:
