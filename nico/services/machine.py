@@ -9,15 +9,27 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import ColumnElement, Select, and_, case, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.enums import MachineStatus, SiteStatus
-from nico.db.models import Gpu, Instance, InstanceType, Machine, MachineCapability, Site, TenantSite
-from nico.services import nvlink_events, status
+from nico.db.enums import CapabilityType, MachineStatus, SiteStatus
+from nico.db.models import (
+    Gpu,
+    InfrastructureProvider,
+    Instance,
+    InstanceType,
+    Machine,
+    MachineCapability,
+    Site,
+    StatusDetail,
+    TenantSite,
+)
+from nico.services import inventory, nvlink_events, orgs, status
+from nico.services import site as sites
 from nico.services.errors import ServiceError, bad_request, forbidden, not_found
 from nico.services.instance_type import (
     ASSIGNABLE,
@@ -26,6 +38,7 @@ from nico.services.instance_type import (
     capabilities_of_types,
     capability_mismatch,
     ensure_capacity_without,
+    instance_types_by_id,
     rendered_status,
 )
 from nico.services.listing import PageRequest, fetch_page
@@ -45,6 +58,10 @@ ORDER_COLUMNS: dict[str, Any] = {
     "created": Machine.created,
     "updated": Machine.updated,
 }
+RELATIONS = ("InfrastructureProvider", "Site", "InstanceType")
+STATUSES = frozenset(MachineStatus)
+CAPABILITY_TYPES = frozenset(CapabilityType)
+NO_PROVIDER = "Infrastructure Provider not found in org"
 NOT_FOUND = "Could not find Machine with specified ID"
 NOT_PROVIDERS = "Machine doesn't belong to org's Infrastructure provider"
 MISSING_ON_SITE = "Machine is missing on Site"
@@ -78,6 +95,93 @@ class View:
     full: bool
 
 
+@dataclass(frozen=True)
+class MachineView:
+    """A machine as a caller sees it (``full`` shows the serial number; ``gpus`` is its NVLink GPUs,
+    given to its provider only) with its newest history and the requested relations."""
+
+    machine: Machine
+    provider_id: uuid.UUID
+    tenant_id: uuid.UUID | None
+    capabilities: list[MachineCapability]
+    history: list[StatusDetail]
+    full: bool
+    gpus: list[Gpu] | None = None
+    provider: InfrastructureProvider | None = None
+    site: Site | None = None
+    instance_type: InstanceType | None = None
+
+
+async def views(
+    session: AsyncSession,
+    rows: Sequence[Machine],
+    seen: Sequence[View],
+    *,
+    relations: AbstractSet[str] = frozenset(),
+    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+) -> list[MachineView]:
+    ids = [row.id for row in rows]
+    owners = await site_providers(session, rows)
+    tenants = await instance_tenants(session, rows)
+    capabilities = await capabilities_of_machines(session, ids)
+    gpus = await gpus_of(session, [row.id for row, how in zip(rows, seen, strict=True) if how.provider])
+    if history is None:
+        history = await status.history(session, "machine_id", ids)
+    providers = (
+        await orgs.providers_by_id(session, owners.values()) if "InfrastructureProvider" in relations else {}
+    )
+    at = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
+    itypes = (
+        await instance_types_by_id(session, (row.instance_type_id for row in rows))
+        if "InstanceType" in relations
+        else {}
+    )
+    return [
+        MachineView(
+            row,
+            provider_id=owners[row.site_id],
+            tenant_id=tenants.get(row.instance_id) if row.instance_id else None,
+            capabilities=capabilities.get(row.id, []),
+            history=history.get(row.id, []),
+            full=how.full,
+            gpus=gpus.get(row.id, []) if how.provider else None,
+            provider=providers.get(owners[row.site_id]),
+            site=at.get(row.site_id),
+            instance_type=itypes.get(row.instance_type_id) if row.instance_type_id else None,
+        )
+        for row, how in zip(rows, seen, strict=True)
+    ]
+
+
+async def provider_viewer(session: AsyncSession, org: str) -> Viewer:
+    """The org's provider side (404 when the org has no provider)."""
+    provider = await orgs.provider_of(session, org)
+    if provider is None:
+        raise not_found(NO_PROVIDER)
+    return Viewer(provider, None)
+
+
+async def register_machines(
+    session: AsyncSession,
+    org: str,
+    *,
+    site_id: uuid.UUID,
+    machines: list[inventory.MachineRecord],
+    instance_type_id: uuid.UUID | None,
+) -> inventory.RegistrationResult:
+    """Bulk registration by the org's provider (see :func:`nico.services.inventory.register_machines`)."""
+    provider = await orgs.provider_of(session, org)
+    if provider is None:
+        raise not_found(f"Org '{org}' does not have an Infrastructure Provider")
+    return await inventory.register_machines(
+        session,
+        site_id=site_id,
+        machines=machines,
+        provider_id=provider.id,
+        instance_type_id=instance_type_id,
+    )
+
+
 @dataclass
 class MachineChange:
     """Exactly one of these is set (the router enforces it)."""
@@ -109,6 +213,18 @@ def owning(condition: ColumnElement[bool]) -> Select[str | None]:
 
 
 async def list_machines(
+    session: AsyncSession,
+    viewer: Viewer,
+    filters: MachineFilters,
+    page: PageRequest,
+    relations: AbstractSet[str] = frozenset(),
+) -> tuple[list[MachineView], int]:
+    rows, total = await _machine_page(session, viewer, filters, page)
+    how = View(provider=viewer.provider is not None, full=True)
+    return await views(session, rows, [how] * len(rows), relations=relations), total
+
+
+async def _machine_page(
     session: AsyncSession, viewer: Viewer, filters: MachineFilters, page: PageRequest
 ) -> tuple[Sequence[Machine], int]:
     site = None
@@ -233,6 +349,13 @@ async def visible_machine(session: AsyncSession, viewer: Viewer, machine_id: str
     )
 
 
+async def get_machine(
+    session: AsyncSession, viewer: Viewer, machine_id: str, relations: AbstractSet[str] = frozenset()
+) -> MachineView:
+    row, how = await visible_machine(session, viewer, machine_id)
+    return (await views(session, [row], [how], relations=relations))[0]
+
+
 async def lock_types(session: AsyncSession, ids: Sequence[uuid.UUID | None]) -> dict[uuid.UUID, InstanceType]:
     """Lock instance types in id order (every path locks types before machines, so they never deadlock)."""
     wanted = sorted({i for i in ids if i is not None})
@@ -247,7 +370,7 @@ async def lock_types(session: AsyncSession, ids: Sequence[uuid.UUID | None]) -> 
 
 async def update_machine(
     session: AsyncSession, viewer: Viewer, machine_id: str, change: MachineChange
-) -> tuple[Machine, View]:
+) -> MachineView:
     machine = await session.get(Machine, machine_id)
     if machine is None:
         raise not_found(NOT_FOUND)
@@ -286,7 +409,7 @@ async def update_machine(
         if machine.labels != change.labels:
             machine.labels = change.labels
     await session.flush()
-    return machine, View(provider=as_provider, full=True)
+    return (await views(session, [machine], [View(provider=as_provider, full=True)]))[0]
 
 
 async def change_instance_type(
