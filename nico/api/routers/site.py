@@ -54,8 +54,9 @@ AsProvider = Annotated[bool, Depends(editor_is_provider)]
 
 
 async def update_body(request: Request, as_provider: AsProvider) -> SiteUpdateRequest:
-    model = SiteUpdateByProvider if as_provider else SiteUpdateByTenant
-    return await read_checked(request, model, messages.SITE_UPDATE_INVALID)
+    if as_provider:
+        return await read_checked(request, SiteUpdateByProvider, messages.SITE_UPDATE_INVALID)
+    return await read_checked(request, SiteUpdateByTenant, messages.SITE_UPDATE_INVALID)
 
 
 SiteId = Annotated[uuid.UUID, path_id("siteId", messages.SITE_ID)]
