@@ -1,0 +1,1 @@
+"""Each aggregate's SQL, in functions named for what they return (services hold the rules)."""
