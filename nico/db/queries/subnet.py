@@ -74,7 +74,7 @@ def subnets_of_tenant(
     vpc_id: uuid.UUID | None = None,
     status: str | None = None,
     pattern: str | None = None,
-) -> Select[tuple[Subnet]]:
+) -> Select[Subnet]:
     """The tenant's subnets matching the filters (a statement to page)."""
     stmt = select(Subnet).where(Subnet.tenant_id == tenant_id)
     if site_id is not None:
