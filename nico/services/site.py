@@ -13,46 +13,19 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, cast, delete, exists, false, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.enums import MachineStatus, NetworkVirtualizationType, ResourceType, SiteStatus
-from nico.db.models import (
-    Allocation,
-    AllocationConstraint,
-    InfrastructureProvider,
-    Instance,
-    InstanceType,
-    LogicalPartition,
-    Machine,
-    NvlinkDomain,
-    Site,
-    StatusDetail,
-    Subnet,
-    TenantSite,
-    Vpc,
-)
+from nico.db.enums import MachineStatus, SiteStatus
+from nico.db.models import InfrastructureProvider, Site, StatusDetail
+from nico.db.queries import site as q
 from nico.services import status
 from nico.services.errors import bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import Viewer, provider_of, providers_by_id
 from nico.services.search import search_pattern
 
-ORDER_COLUMNS: dict[str, Any] = {
-    "name": Site.name,
-    "status": Site.status,
-    "created": Site.created,
-    "updated": Site.updated,
-    "description": Site.description,
-    "location": cast(Site.location, Text),
-    "contact": cast(Site.contact, Text),
-}
-CAPABILITY_FILTERS = {
-    "isNativeNetworkingEnabled": Site.native_networking,
-    "isNetworkSecurityGroupEnabled": Site.network_security_group,
-    "isNVLinkPartitionEnabled": Site.nvlink_partition,
-    "isFlowEnabled": Site.flow,
-}
+ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
+CAPABILITY_FILTERS = tuple(q.CAPABILITY_COLUMNS)
 
 PENDING_PAIRING = "received site creation request, pending pairing"
 PAIRED = "Site has been successfully paired"
@@ -134,16 +107,12 @@ class SiteChanges:
         )
 
 
-def visible(viewer: Viewer) -> ColumnElement[bool]:
+def sides(viewer: Viewer) -> tuple[uuid.UUID | None, uuid.UUID | None]:
     """Sites a caller may read: its provider's, and those where its tenant holds an allocation."""
-    clauses: list[ColumnElement[bool]] = []
-    if viewer.provider is not None:
-        clauses.append(Site.infrastructure_provider_id == viewer.provider.id)
-    if viewer.tenant is not None:
-        clauses.append(
-            Site.id.in_(select(TenantSite.site_id).where(TenantSite.tenant_id == viewer.tenant.id))
-        )
-    return or_(*clauses) if clauses else false()
+    return (
+        viewer.provider.id if viewer.provider is not None else None,
+        viewer.tenant.id if viewer.tenant is not None else None,
+    )
 
 
 async def list_sites(
@@ -164,30 +133,20 @@ async def list_sites(
 async def _site_page(
     session: AsyncSession, viewer: Viewer, filters: SiteFilters, page: PageRequest
 ) -> tuple[Sequence[Site], int]:
-    stmt = select(Site).where(visible(viewer))
-    if filters.statuses:
-        stmt = stmt.where(Site.status.in_(filters.statuses))
-    for name, value in filters.capabilities.items():
-        stmt = stmt.where(CAPABILITY_FILTERS[name] == value)
-    pattern = search_pattern(filters.query)
-    if pattern:
-        stmt = stmt.where(
-            or_(
-                Site.name.ilike(pattern),
-                Site.description.ilike(pattern),
-                Site.status.ilike(pattern),
-                cast(Site.location, Text).ilike(pattern),
-                cast(Site.contact, Text).ilike(pattern),
-            )
-        )
+    stmt = q.sites_visible_to(
+        *sides(viewer),
+        statuses=filters.statuses,
+        capabilities=filters.capabilities,
+        pattern=search_pattern(filters.query),
+    )
     return await fetch_page(session, stmt, page, ORDER_COLUMNS, Site.id)
 
 
 async def visible_site(session: AsyncSession, viewer: Viewer, site_id: uuid.UUID) -> Site:
-    site = await session.get(Site, site_id)
+    site = await q.site_by_id(session, site_id)
     if site is None:
         raise not_found(NOT_FOUND)
-    if not await session.scalar(select(exists().where(Site.id == site_id, visible(viewer)))):
+    if not await q.site_visible_to(session, site_id, *sides(viewer)):
         raise forbidden("Site is not associated with org")
     return site
 
@@ -205,10 +164,7 @@ def tenant_view(viewer: Viewer, site: Site) -> bool:
 
 
 async def sites_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Site]:
-    wanted = set(ids)
-    if not wanted:
-        return {}
-    return {site.id: site for site in await session.scalars(select(Site).where(Site.id.in_(wanted)))}
+    return await q.sites_by_id(session, ids)
 
 
 async def create_site(
@@ -226,9 +182,7 @@ async def create_site(
     provider = await provider_of(session, org)
     if provider is None:
         raise not_found(f"Org '{org}' does not have an Infrastructure Provider")
-    clash = await session.scalar(
-        select(Site.id).where(Site.infrastructure_provider_id == provider.id, Site.name == name)
-    )
+    clash = await q.site_named(session, provider.id, name)
     if clash is not None:
         raise conflict(
             "A Site with specified name already exists for Infrastructure Provider", {"id": str(clash)}
@@ -257,35 +211,23 @@ async def update_site(
 ) -> SiteView:
     """Change a site; only its provider may (a tenant holding it is refused: the reference crashes)."""
     provider = await provider_of(session, org) if as_provider else None
-    site = await session.scalar(select(Site).where(Site.id == site_id).with_for_update(key_share=True))
+    site = await q.site_by_id(session, site_id, lock="key_share")
     if site is None:
         raise not_found("Could not retrieve Site to update")
     if provider is None or site.infrastructure_provider_id != provider.id:
         raise forbidden("Current org is not allowed to modify Site attributes")
     if changes.name is not None and changes.name != site.name:
-        clash = await session.scalar(
-            select(Site.id).where(
-                Site.infrastructure_provider_id == provider.id, Site.name == changes.name, Site.id != site.id
-            )
-        )
+        clash = await q.site_named(session, provider.id, changes.name, other_than=site.id)
         if clash is not None:
             raise conflict("Another Site with specified name already exists for Provider", {"id": str(clash)})
     if changes.touches_serial_console() and site.status != SiteStatus.REGISTERED:
         raise bad_request("Serial Console attributes can only be updated when Site is in Registered state")
-    if changes.capabilities.get("native_networking") is False and site.native_networking:
-        fnn = await session.scalar(
-            select(
-                exists().where(
-                    Vpc.site_id == site.id,
-                    Vpc.network_virtualization_type == NetworkVirtualizationType.FNN,
-                )
-            )
+    disables_native = changes.capabilities.get("native_networking") is False and site.native_networking
+    if disables_native and await q.site_has_fnn_vpcs(session, site.id):
+        raise bad_request(
+            "Cannot disable Native Networking while Site has one or more VPCs with virtualization "
+            "type set to FNN"
         )
-        if fnn:
-            raise bad_request(
-                "Cannot disable Native Networking while Site has one or more VPCs with virtualization "
-                "type set to FNN"
-            )
     values: dict[str, Any] = {
         "name": changes.name,
         "description": changes.description,
@@ -316,22 +258,19 @@ async def delete_site(session: AsyncSession, org: str, site_id: uuid.UUID) -> No
     provider = await provider_of(session, org)
     if provider is None:
         raise forbidden("No Infrastructure Provider found for this org")
-    site = await session.scalar(select(Site).where(Site.id == site_id).with_for_update())
+    site = await q.site_by_id(session, site_id, lock="update")
     if site is None:
         raise not_found("Could not retrieve Site with ID in URL")
     if site.infrastructure_provider_id != provider.id:
         raise forbidden("Site does not belong to org's Infrastructure Provider")
-    if await session.scalar(select(exists().where(Allocation.site_id == site.id))):
+    if await q.site_has_allocations(session, site.id):
         raise forbidden("Site has Allocations which must be deleted first")
-    for model in (Instance, Subnet, Vpc, LogicalPartition):
-        if await session.scalar(select(exists().where(model.site_id == site.id))):
-            raise bad_request(
-                "Site has tenant resources (VPCs, Subnets, Instances or NVLink Logical Partitions) "
-                "which must be deleted first"
-            )
-    await session.execute(delete(Machine).where(Machine.site_id == site.id))
-    await session.execute(delete(NvlinkDomain).where(NvlinkDomain.site_id == site.id))
-    await session.execute(delete(InstanceType).where(InstanceType.site_id == site.id))
+    if await q.site_has_tenant_resources(session, site.id):
+        raise bad_request(
+            "Site has tenant resources (VPCs, Subnets, Instances or NVLink Logical Partitions) "
+            "which must be deleted first"
+        )
+    await q.delete_site_inventory(session, site.id)
     await session.delete(site)
     await session.flush()
 
@@ -342,21 +281,8 @@ async def machine_stats(session: AsyncSession, site_ids: list[uuid.UUID]) -> dic
     machines) as in use when they hold an instance."""
     if not site_ids:
         return {}
-    rows = (
-        await session.execute(
-            select(Machine.site_id, Machine.status, Machine.instance_id).where(Machine.site_id.in_(site_ids))
-        )
-    ).all()
-    reserved_rows = await session.execute(
-        select(Allocation.site_id, func.coalesce(func.sum(AllocationConstraint.constraint_value), 0))
-        .join(AllocationConstraint, AllocationConstraint.allocation_id == Allocation.id)
-        .where(
-            Allocation.site_id.in_(site_ids),
-            AllocationConstraint.resource_type == ResourceType.INSTANCE_TYPE,
-        )
-        .group_by(Allocation.site_id)
-    )
-    reserved = {site_id: int(total) for site_id, total in reserved_rows.all()}
+    rows = await q.machines_at_sites(session, site_ids)
+    reserved = await q.reserved_at_sites(session, site_ids)
     out: dict[uuid.UUID, dict[str, Any]] = {}
     for site_id in site_ids:
         mine = [row for row in rows if row.site_id == site_id]
