@@ -94,14 +94,14 @@ def checked_body(model: type[C], invalid: str, parse_error: str = PARSE_ERROR) -
 
 def path_id(name: str, invalid: str) -> Any:
     """A dependency that answers the UUID in path parameter ``name``; a malformed one answers 400
-    ``invalid`` (the resource's own message, see :mod:`nico.api.messages`).
+    ``invalid`` (the resource's own message, see :mod:`nico.api.messages`; ``{value}`` is the raw id).
 
     The path parameter stays a plain string in the OpenAPI document, as the reference declares it."""
 
     async def parsed_id(**path: str) -> uuid.UUID:
         value = parse_uuid(path[name])
         if value is None:
-            raise bad_request(invalid)
+            raise bad_request(invalid.format(value=path[name]))
         return value
 
     parsed_id.__signature__ = inspect.Signature(  # type: ignore[attr-defined]

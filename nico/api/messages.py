@@ -12,6 +12,7 @@ from nico.services import inventory
 ALLOCATION_ID = "Invalid Allocation ID in URL"
 ALLOCATION_CONSTRAINT_ID = "Invalid Allocation Constraint ID in URL"
 INSTANCE_ID = "Invalid Instance ID in URL"
+INSTANCE_ID_OF_INTERFACES = "Invalid Instance ID: {value} specified in request"
 INSTANCE_TYPE_ID = "Invalid Instance Type ID in URL"
 PARTITION_ID = "Invalid NVLink Logical Partition ID in URL"
 PARTITION_ID_GET = "NVLink Logical Partition ID specified in URL is not valid"
