@@ -116,36 +116,34 @@ async def provider_site(session: AsyncSession) -> tuple[InfrastructureProvider, 
         select(Site).where(Site.infrastructure_provider_id == provider.id, Site.name == SITE_NAME)
     )
     if site is None:
-        site = (
-            await sites.create_site(
-                session,
-                provider.org,
-                name=SITE_NAME,
-                description="Simulated GB200 NVL72 racks (nico demo)",
-                serial_console_hostname=None,
-                location=None,
-                contact=None,
-                capabilities={"nvlink_partition": True},
-            )
-        ).site
+        created_site = await sites.create_site(
+            session,
+            provider.org,
+            name=SITE_NAME,
+            description="Simulated GB200 NVL72 racks (nico demo)",
+            serial_console_hostname=None,
+            location=None,
+            contact=None,
+            capabilities={"nvlink_partition": True},
+        )
+        site = created_site.site
     elif not site.nvlink_partition:
         raise ServiceError(409, f"site {SITE_NAME} exists with NVLink partitioning off")
     itype = await session.scalar(
         select(InstanceType).where(InstanceType.site_id == site.id, InstanceType.name == INSTANCE_TYPE_NAME)
     )
     if itype is None:
-        itype = (
-            await instance_types.create_instance_type(
-                session,
-                provider.org,
-                name=INSTANCE_TYPE_NAME,
-                description="One GB200 compute tray: 4 GPUs on NVLink",
-                site_id=site.id,
-                labels=None,
-                controller_machine_type=None,
-                capabilities=[GB200_TRAY],
-            )
-        ).instance_type
+        created_type = await instance_types.create_instance_type(
+            session,
+            provider.org,
+            name=INSTANCE_TYPE_NAME,
+            description="One GB200 compute tray: 4 GPUs on NVLink",
+            site_id=site.id,
+            labels=None,
+            controller_machine_type=None,
+            capabilities=[GB200_TRAY],
+        )
+        itype = created_type.instance_type
     return provider, site, itype
 
 
