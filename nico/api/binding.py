@@ -7,16 +7,18 @@ endpoint's own message and a flat ``{field: message}`` map holding the first fai
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import uuid
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from fastapi import Request
+from fastapi import Depends, Request
 from pydantic import BaseModel, ValidationError
 
 from nico.api.errors import PARSE_ERROR, field_map
+from nico.api.pagination import Page, parse_page
 from nico.services.errors import ServiceError, bad_request
 
 M = TypeVar("M", bound=BaseModel)
@@ -54,15 +56,108 @@ async def read_body(request: Request, model: type[M]) -> M:
         raise bad_request(PARSE_ERROR, field_map(list(exc.errors()))) from None
 
 
+class Checked(Protocol):
+    """A request body that knows its field rules."""
+
+    def check(self, errors: FieldErrors) -> None: ...
+
+
+C = TypeVar("C", bound=Checked)
+
+
+async def read_checked(request: Request, model: type[C], invalid: str, parse_error: str = PARSE_ERROR) -> C:
+    """The body bound to ``model`` (400 ``parse_error`` otherwise), then its rules (400 ``invalid`` with
+    the field map of the first failure per field)."""
+    try:
+        body = await read_body(request, model)  # type: ignore[type-var]
+    except ServiceError as exc:
+        if parse_error == PARSE_ERROR:
+            raise
+        raise bad_request(parse_error, exc.data) from None
+    errors = FieldErrors()
+    body.check(errors)
+    errors.raise_if_any(invalid)
+    return body
+
+
+def checked_body(model: type[C], invalid: str, parse_error: str = PARSE_ERROR) -> Any:
+    """A dependency that answers the handler's body: read, bound, checked (see :func:`read_checked`).
+
+    Declare it as ``Annotated[Model, checked_body(Model, messages.X_INVALID)]``; dependencies run in the
+    order of the handler's parameters, so that order is the order of the checks."""
+
+    async def body(request: Request) -> C:
+        return await read_checked(request, model, invalid, parse_error)
+
+    return Depends(body)
+
+
+def path_id(name: str, invalid: str) -> Any:
+    """A dependency that answers the UUID in path parameter ``name``; a malformed one answers 400
+    ``invalid`` (the resource's own message, see :mod:`nico.api.messages`; ``{value}`` is the raw id).
+
+    The path parameter stays a plain string in the OpenAPI document, as the reference declares it."""
+
+    async def parsed_id(**path: str) -> uuid.UUID:
+        value = parse_uuid(path[name])
+        if value is None:
+            raise bad_request(invalid.format(value=path[name]))
+        return value
+
+    parsed_id.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str)],
+        return_annotation=uuid.UUID,
+    )
+    return Depends(parsed_id)
+
+
+def paging(order_fields: Iterable[str]) -> Any:
+    """A dependency that answers the page the query asks for (``orderBy`` one of ``order_fields``)."""
+    allowed = frozenset(order_fields)
+
+    async def page(request: Request) -> Page:
+        return parse_page(request, allowed)
+
+    return Depends(page)
+
+
+def path_text(name: str) -> Any:
+    """A dependency that answers path parameter ``name`` as it is (declared where its place in the
+    handler's parameters should put it in the OpenAPI document)."""
+
+    async def text(**path: str) -> str:
+        return path[name]
+
+    text.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str)], return_annotation=str
+    )
+    return Depends(text)
+
+
+def relations(allowed: Iterable[str]) -> Any:
+    """A dependency that answers the ``includeRelation`` values, each one of ``allowed``."""
+    allowed_set = frozenset(allowed)
+
+    async def included(request: Request) -> frozenset[str]:
+        return frozenset(include_relations(request, allowed_set))
+
+    return Depends(included)
+
+
 class FieldErrors:
     """Collects the first failing rule per field, then raises one 400 with the whole map."""
 
     def __init__(self) -> None:
-        self.errors: dict[str, str] = {}
+        self.errors: dict[str, Any] = {}
 
     def add(self, field: str, message: str | None) -> None:
         if message and field not in self.errors:
             self.errors[field] = message
+
+    def merge(self, problems: dict[str, Any]) -> None:
+        """Problems of a nested part (a list item's map, say); a field already failing keeps its own."""
+        for field, problem in problems.items():
+            self.errors.setdefault(field, problem)
 
     def raise_if_any(self, message: str) -> None:
         if self.errors:

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from prometheus_client import CollectorRegistry
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from nico.api.auth import TokenVerifier
 from nico.config import Settings
+from nico.db.migrate import schema_problem
 from nico.db.raw import RawPool
 
 
@@ -25,6 +27,16 @@ class AppContext:
     def raw(self) -> RawPool:
         """Raw autocommit connections for the hottest requests (see :mod:`nico.db.raw`)."""
         return RawPool(self.engine.url.render_as_string(hide_password=False), self.settings.db_pool_size)
+
+    async def readiness_problem(self) -> str | None:
+        """None when the database is reachable and its schema at head, else what is wrong."""
+        try:
+            async with self.engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+                return await schema_problem(conn)
+        except Exception as exc:
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return f"database unreachable: {type(exc).__name__}: {first}"
 
     async def close(self) -> None:
         if "raw" in self.__dict__:

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.auth import Principal
 from nico.api.context import AppContext
+from nico.services import orgs
 
 
 async def get_ctx(request: Request) -> AppContext:
@@ -53,3 +54,32 @@ CtxDep = Annotated[AppContext, Depends(get_ctx)]
 SessionDep = Annotated[AsyncSession, Depends(get_session, scope="function")]
 ReadSessionDep = Annotated[AsyncSession, Depends(get_read_session, scope="function")]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+async def tenant_admin(org: str, principal: PrincipalDep) -> Principal:
+    principal.require_tenant_admin(org)
+    return principal
+
+
+async def provider_admin(org: str, principal: PrincipalDep) -> Principal:
+    principal.require_provider_admin(org)
+    return principal
+
+
+async def provider_or_tenant(org: str, principal: PrincipalDep) -> tuple[bool, bool]:
+    return principal.require_provider_or_tenant(org)
+
+
+# The caller's role in the path's org, checked before anything else the handler declares after it.
+TenantAdmin = Annotated[Principal, Depends(tenant_admin)]
+ProviderAdmin = Annotated[Principal, Depends(provider_admin)]
+ProviderOrTenant = Annotated[tuple[bool, bool], Depends(provider_or_tenant)]
+
+
+async def provider_or_tenant_viewer(org: str, roles: ProviderOrTenant, session: SessionDep) -> orgs.Viewer:
+    """The sides (provider, tenant) a "provider or tenant" caller reads with."""
+    provider_role, tenant_role = roles
+    return await orgs.viewer(session, org, provider_role=provider_role, tenant_role=tenant_role)
+
+
+Viewer = Annotated[orgs.Viewer, Depends(provider_or_tenant_viewer)]

@@ -116,9 +116,9 @@ async def provider_site(session: AsyncSession) -> tuple[InfrastructureProvider, 
         select(Site).where(Site.infrastructure_provider_id == provider.id, Site.name == SITE_NAME)
     )
     if site is None:
-        site, _ = await sites.create_site(
+        created_site = await sites.create_site(
             session,
-            provider,
+            provider.org,
             name=SITE_NAME,
             description="Simulated GB200 NVL72 racks (nico demo)",
             serial_console_hostname=None,
@@ -126,15 +126,16 @@ async def provider_site(session: AsyncSession) -> tuple[InfrastructureProvider, 
             contact=None,
             capabilities={"nvlink_partition": True},
         )
+        site = created_site.site
     elif not site.nvlink_partition:
         raise ServiceError(409, f"site {SITE_NAME} exists with NVLink partitioning off")
     itype = await session.scalar(
         select(InstanceType).where(InstanceType.site_id == site.id, InstanceType.name == INSTANCE_TYPE_NAME)
     )
     if itype is None:
-        itype, _ = await instance_types.create_instance_type(
+        created_type = await instance_types.create_instance_type(
             session,
-            provider,
+            provider.org,
             name=INSTANCE_TYPE_NAME,
             description="One GB200 compute tray: 4 GPUs on NVLink",
             site_id=site.id,
@@ -142,6 +143,7 @@ async def provider_site(session: AsyncSession) -> tuple[InfrastructureProvider, 
             controller_machine_type=None,
             capabilities=[GB200_TRAY],
         )
+        itype = created_type.instance_type
     return provider, site, itype
 
 
@@ -187,7 +189,7 @@ async def allocate_free_machines(
     if free > 0 and found is None:
         await allocation.create_allocation(
             session,
-            provider,
+            provider.org,
             name=ALLOCATION_NAME,
             description="Every free machine of the demo site",
             tenant_id=tenant.id,
@@ -199,7 +201,7 @@ async def allocate_free_machines(
     elif free > 0 and found is not None:
         row, constraint = found
         await allocation.update_constraint(
-            session, provider, row.id, constraint.id, constraint.constraint_value + free
+            session, provider.org, row.id, constraint.id, constraint.constraint_value + free
         )
     return await instance_types.reserved_total(session, itype.id, tenant_id=tenant.id)
 

@@ -11,39 +11,33 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeAlias
 
-from sqlalchemy import ColumnElement, Text, cast, delete, exists, false, func, or_, select
+from sqlalchemy import ColumnElement, or_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.base import utcnow
 from nico.db.enums import CapabilityType, InstanceTypeStatus, MachineStatus
 from nico.db.models import (
-    Allocation,
-    AllocationConstraint,
     InfrastructureProvider,
-    Instance,
     InstanceType,
     Machine,
     MachineCapability,
     Site,
     StatusDetail,
-    TenantSite,
 )
-from nico.services import status
+from nico.db.queries import instance_type as q
+from nico.services import orgs, status
+from nico.services import site as sites
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import Viewer
 from nico.services.search import search_pattern
 
-ORDER_COLUMNS: dict[str, Any] = {
-    "name": InstanceType.name,
-    "status": InstanceType.status,
-    "created": InstanceType.created,
-    "updated": InstanceType.updated,
-}
-ASSOCIATION_ORDER_COLUMNS: dict[str, Any] = {"created": Machine.updated, "updated": Machine.updated}
+ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
+ASSOCIATION_ORDER_COLUMNS: dict[str, Any] = q.ASSOCIATION_ORDER_COLUMNS
 READY_MESSAGE = "Instance type is ready for use"
 NO_PROVIDER = "Org does not have an Infrastructure Provider"
 ASSOCIATION_NAMESPACE = uuid.UUID("0b8f4f0e-5f5c-4bde-9d8e-6d1a4c1f3a70")
@@ -112,6 +106,65 @@ class Association:
         self.id = association_id(self.machine.id, self.instance_type_id)
 
 
+RELATIONS = ("InfrastructureProvider", "Site")
+STATUSES = frozenset(InstanceTypeStatus)
+PATCH_HISTORY_LIMIT = 100
+# What the handlers of one instance type load before reading their body (the reference's order).
+OwnedInstanceType: TypeAlias = InstanceType
+
+
+@dataclass(frozen=True)
+class InstanceTypeView:
+    """An instance type as responses show it: capabilities, newest history, requested relations,
+    machine associations (its provider only) and allocation stats when asked for."""
+
+    instance_type: InstanceType
+    capabilities: list[MachineCapability]
+    history: list[StatusDetail]
+    provider: InfrastructureProvider | None = None
+    site: Site | None = None
+    associations: list[Association] | None = None
+    stats: Stats | None = None
+
+
+async def views(
+    session: AsyncSession,
+    rows: Sequence[InstanceType],
+    *,
+    viewer: Viewer | None = None,
+    relations: AbstractSet[str] = frozenset(),
+    with_associations: bool = False,
+    with_stats: bool = False,
+    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+) -> list[InstanceTypeView]:
+    """``viewer`` decides what the allocation stats count (required with ``with_stats``)."""
+    ids = [row.id for row in rows]
+    capabilities = await capabilities_of_types(session, ids)
+    if history is None:
+        history = await status.history(session, "instance_type_id", ids)
+    at = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
+    owners = (
+        await orgs.providers_by_id(session, (row.infrastructure_provider_id for row in rows))
+        if "InfrastructureProvider" in relations
+        else {}
+    )
+    associations = await associations_of(session, ids) if with_associations else {}
+    assert viewer is not None or not with_stats
+    stats = await allocation_stats(session, rows, viewer) if with_stats and viewer is not None else {}
+    return [
+        InstanceTypeView(
+            row,
+            capabilities.get(row.id, []),
+            history.get(row.id, []),
+            owners.get(row.infrastructure_provider_id),
+            at.get(row.site_id),
+            associations.get(row.id) or None,
+            stats.get(row.id),
+        )
+        for row in rows
+    ]
+
+
 def association_id(machine_id: str, instance_type_id: uuid.UUID) -> uuid.UUID:
     """The stable id nico shows for a machine/instance type pair (the reference's association row id)."""
     return uuid.uuid5(ASSOCIATION_NAMESPACE, f"{machine_id}/{instance_type_id}")
@@ -172,67 +225,99 @@ def capability_mismatch(
 def visible(viewer: Viewer, *, exclude_unallocated: bool = False) -> ColumnElement[bool]:
     """Instance types a caller may read: its provider's, and all types at sites where its tenant holds
     an allocation (only those it holds a constraint on, with ``exclude_unallocated``)."""
-    clauses: list[ColumnElement[bool]] = []
-    if viewer.provider is not None:
-        clauses.append(InstanceType.infrastructure_provider_id == viewer.provider.id)
-    if viewer.tenant is not None:
-        if exclude_unallocated:
-            clauses.append(
-                InstanceType.id.in_(
-                    select(AllocationConstraint.instance_type_id)
-                    .join(Allocation, Allocation.id == AllocationConstraint.allocation_id)
-                    .where(
-                        Allocation.tenant_id == viewer.tenant.id, AllocationConstraint.constraint_value > 0
-                    )
-                )
-            )
-        else:
-            clauses.append(
-                InstanceType.site_id.in_(
-                    select(TenantSite.site_id).where(TenantSite.tenant_id == viewer.tenant.id)
-                )
-            )
-    return or_(*clauses) if clauses else false()
+    return q.visible_to(
+        viewer.provider.id if viewer.provider is not None else None,
+        viewer.tenant.id if viewer.tenant is not None else None,
+        exclude_unallocated=exclude_unallocated,
+    )
 
 
 async def list_instance_types(
+    session: AsyncSession,
+    viewer: Viewer,
+    filters: InstanceTypeFilters,
+    page: PageRequest,
+    *,
+    relations: AbstractSet[str] = frozenset(),
+    with_associations: bool = False,
+    with_stats: bool = False,
+) -> tuple[list[InstanceTypeView], int]:
+    rows, total = await _instance_type_page(session, viewer, filters, page)
+    found = await views(
+        session,
+        rows,
+        viewer=viewer,
+        relations=relations,
+        with_associations=with_associations,
+        with_stats=with_stats,
+    )
+    return found, total
+
+
+async def _instance_type_page(
     session: AsyncSession, viewer: Viewer, filters: InstanceTypeFilters, page: PageRequest
 ) -> tuple[Sequence[InstanceType], int]:
-    if filters.site_id is not None and await session.get(Site, filters.site_id) is None:
+    if filters.site_id is not None and await q.site_by_id(session, filters.site_id) is None:
         raise bad_request("Failed to retrieve Site specified in query")
     if filters.exclude_unallocated and viewer.provider is not None:
         # A caller holding both roles keeps its provider view and narrows its tenant view.
         where = or_(
-            InstanceType.infrastructure_provider_id == viewer.provider.id,
+            visible(Viewer(viewer.provider, None)),
             visible(Viewer(None, viewer.tenant), exclude_unallocated=True),
         )
     else:
         where = visible(viewer, exclude_unallocated=filters.exclude_unallocated)
-    stmt = select(InstanceType).where(where)
-    if filters.site_id is not None:
-        stmt = stmt.where(InstanceType.site_id == filters.site_id)
-    if filters.status is not None:
-        stmt = stmt.where(InstanceType.status == filters.status)
-    pattern = search_pattern(filters.query)
-    if pattern:
-        stmt = stmt.where(
-            or_(
-                InstanceType.name.ilike(pattern),
-                InstanceType.description.ilike(pattern),
-                InstanceType.status.ilike(pattern),
-                cast(InstanceType.labels, Text).ilike(pattern),
-            )
-        )
+    stmt = q.instance_types_where(
+        where, site_id=filters.site_id, status=filters.status, pattern=search_pattern(filters.query)
+    )
     return await fetch_page(session, stmt, page, ORDER_COLUMNS, InstanceType.id)
 
 
 async def visible_instance_type(session: AsyncSession, viewer: Viewer, type_id: uuid.UUID) -> InstanceType:
-    row = await session.get(InstanceType, type_id)
+    row = await q.instance_type_by_id(session, type_id)
     if row is None:
         raise not_found("Could not find InstanceType with specified ID")
-    if not await session.scalar(select(exists().where(InstanceType.id == type_id, visible(viewer)))):
+    if not await q.instance_type_visible(session, type_id, visible(viewer)):
         raise forbidden("Instance Type is not associated with org")
     return row
+
+
+async def get_instance_type(
+    session: AsyncSession,
+    viewer: Viewer,
+    type_id: uuid.UUID,
+    *,
+    relations: AbstractSet[str] = frozenset(),
+    with_associations: bool = False,
+    with_stats: bool = False,
+) -> InstanceTypeView:
+    row = await visible_instance_type(session, viewer, type_id)
+    if with_associations and (
+        viewer.provider is None or viewer.provider.id != row.infrastructure_provider_id
+    ):
+        with_associations = False  # machines are shown to their provider only
+    found = await views(
+        session,
+        [row],
+        viewer=viewer,
+        relations=relations,
+        with_associations=with_associations,
+        with_stats=with_stats,
+    )
+    return found[0]
+
+
+async def org_instance_type(
+    session: AsyncSession,
+    org: str,
+    type_id: uuid.UUID,
+    *,
+    missing: str = "Could not find Instance Type with specified ID",
+    lock: bool = False,
+) -> InstanceType:
+    """An instance type of the org's provider (see :func:`owned_instance_type`)."""
+    provider = await orgs.provider_of(session, org)
+    return await owned_instance_type(session, provider, type_id, missing=missing, lock=lock)
 
 
 async def owned_instance_type(
@@ -246,8 +331,7 @@ async def owned_instance_type(
     """An instance type of the caller's provider (403 without a provider, 404, then 403)."""
     if provider is None:
         raise forbidden(NO_PROVIDER)
-    stmt = select(InstanceType).where(InstanceType.id == type_id)
-    row = await session.scalar(stmt.with_for_update(key_share=True) if lock else stmt)
+    row = await q.instance_type_by_id(session, type_id, lock=lock)
     if row is None:
         raise not_found(missing)
     if row.infrastructure_provider_id != provider.id:
@@ -258,38 +342,18 @@ async def owned_instance_type(
 async def capabilities_of_types(
     session: AsyncSession, type_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, list[MachineCapability]]:
-    out: dict[uuid.UUID, list[MachineCapability]] = defaultdict(list)
-    if type_ids:
-        rows = await session.scalars(
-            select(MachineCapability)
-            .where(MachineCapability.instance_type_id.in_(list(type_ids)))
-            .order_by(MachineCapability.position, MachineCapability.id)
-        )
-        for row in rows:
-            assert row.instance_type_id is not None
-            out[row.instance_type_id].append(row)
-    return out
+    return await q.capabilities_of_types(session, type_ids)
 
 
 async def capabilities_of_machines(
     session: AsyncSession, machine_ids: Sequence[str]
 ) -> dict[str, list[MachineCapability]]:
-    out: dict[str, list[MachineCapability]] = defaultdict(list)
-    if machine_ids:
-        rows = await session.scalars(
-            select(MachineCapability)
-            .where(MachineCapability.machine_id.in_(list(machine_ids)))
-            .order_by(MachineCapability.position, MachineCapability.id)
-        )
-        for row in rows:
-            assert row.machine_id is not None
-            out[row.machine_id].append(row)
-    return out
+    return await q.capabilities_of_machines(session, machine_ids)
 
 
 async def create_instance_type(
     session: AsyncSession,
-    provider: InfrastructureProvider | None,
+    org: str,
     *,
     name: str,
     description: str | None,
@@ -297,19 +361,18 @@ async def create_instance_type(
     labels: dict[str, Any] | None,
     controller_machine_type: str | None,
     capabilities: list[CapabilitySpec],
-) -> tuple[InstanceType, list[StatusDetail]]:
+) -> InstanceTypeView:
+    provider = await orgs.provider_of(session, org)
     if provider is None:
         raise forbidden(NO_PROVIDER)
-    site = await session.get(Site, site_id)
+    site = await q.site_by_id(session, site_id)
     if site is None:
         raise bad_request("Could not find Site specified in request")
     if site.infrastructure_provider_id != provider.id:
         raise bad_request(
             "Site specified in request is not associated with the Infrastructure Provider for the Org"
         )
-    clash = await session.scalar(
-        select(InstanceType.id).where(InstanceType.site_id == site.id, InstanceType.name == name)
-    )
+    clash = await q.instance_type_named(session, site.id, name)
     if clash is not None:
         raise conflict(
             f"Instance Type with name: {name} for Site: {site.id} already exists", {"id": str(clash)}
@@ -328,21 +391,15 @@ async def create_instance_type(
     await session.flush()
     session.add_all(spec.row(i, instance_type_id=row.id) for i, spec in enumerate(capabilities))
     entry = await status.record(session, "instance_type_id", row.id, InstanceTypeStatus.READY, READY_MESSAGE)
-    return row, [entry]
+    return (await views(session, [row], history={row.id: [entry]}))[0]
 
 
 async def update_instance_type(
     session: AsyncSession, row: InstanceType, changes: InstanceTypeChanges
-) -> InstanceType:
+) -> InstanceTypeView:
     """Apply a PATCH to an owned instance type (see :func:`owned_instance_type`, taken with a lock)."""
     if changes.name is not None and changes.name != row.name:
-        clash = await session.scalar(
-            select(InstanceType.id).where(
-                InstanceType.site_id == row.site_id,
-                InstanceType.name == changes.name,
-                InstanceType.id != row.id,
-            )
-        )
+        clash = await q.instance_type_named(session, row.site_id, changes.name, other_than=row.id)
         if clash is not None:
             raise conflict(
                 "Another Instance Type with specified name already exists for Site and Provider",
@@ -350,16 +407,14 @@ async def update_instance_type(
             )
     changed = False
     if changes.capabilities is not None:
-        if await session.scalar(select(exists().where(Machine.instance_type_id == row.id))):
+        if await q.type_has_machines(session, row.id):
             raise ServiceError(
                 412, "MachineCapabilities cannot be updated when there are associated Machines"
             )
         check_capabilities(changes.capabilities)
         current = (await capabilities_of_types(session, [row.id])).get(row.id, [])
         if [CapabilitySpec.of(c) for c in current] != changes.capabilities:
-            await session.execute(
-                delete(MachineCapability).where(MachineCapability.instance_type_id == row.id)
-            )
+            await q.delete_type_capabilities(session, row.id)
             session.add_all(
                 spec.row(i, instance_type_id=row.id) for i, spec in enumerate(changes.capabilities)
             )
@@ -372,14 +427,15 @@ async def update_instance_type(
     if changed:
         row.updated = utcnow()
         await session.flush()
-    return row
+    history = await status.history(session, "instance_type_id", [row.id], limit=PATCH_HISTORY_LIMIT)
+    return (await views(session, [row], history=history))[0]
 
 
 async def delete_instance_type(session: AsyncSession, row: InstanceType) -> None:
     """Delete an owned instance type; its machines lose the association (ON DELETE SET NULL)."""
-    if await session.scalar(select(exists().where(Instance.instance_type_id == row.id))):
+    if await q.type_has_instances(session, row.id):
         raise bad_request("Instance Type is being used by one or more Instances and cannot be deleted")
-    if await session.scalar(select(exists().where(AllocationConstraint.instance_type_id == row.id))):
+    if await q.type_has_allocations(session, row.id):
         raise bad_request("Instance Type is being used by one or more Allocations and cannot be deleted")
     await session.delete(row)
     await session.flush()
@@ -389,18 +445,11 @@ async def reserved_total(
     session: AsyncSession, type_id: uuid.UUID, *, tenant_id: uuid.UUID | None = None
 ) -> int:
     """Σ constraint values reserving this instance type (of one tenant when given)."""
-    stmt = select(func.coalesce(func.sum(AllocationConstraint.constraint_value), 0)).where(
-        AllocationConstraint.instance_type_id == type_id
-    )
-    if tenant_id is not None:
-        stmt = stmt.join(Allocation, Allocation.id == AllocationConstraint.allocation_id).where(
-            Allocation.tenant_id == tenant_id
-        )
-    return int(await session.scalar(stmt) or 0)
+    return await q.reserved_total(session, type_id, tenant_id=tenant_id)
 
 
 async def machine_count(session: AsyncSession, type_id: uuid.UUID) -> int:
-    return int(await session.scalar(select(func.count()).where(Machine.instance_type_id == type_id)) or 0)
+    return await q.machine_count(session, type_id)
 
 
 async def allocation_stats(
@@ -414,20 +463,8 @@ async def allocation_stats(
         tenant_id = None if as_provider or viewer.tenant is None else viewer.tenant.id
         assigned = await machine_count(session, row.id)
         total = await reserved_total(session, row.id, tenant_id=tenant_id)
-        used_stmt = select(func.count()).where(Instance.instance_type_id == row.id)
-        if tenant_id is not None:
-            used_stmt = used_stmt.where(Instance.tenant_id == tenant_id)
-        used = int(await session.scalar(used_stmt) or 0)
-        free = int(
-            await session.scalar(
-                select(func.count()).where(
-                    Machine.instance_type_id == row.id,
-                    Machine.status == MachineStatus.READY,
-                    Machine.instance_id.is_(None),
-                )
-            )
-            or 0
-        )
+        used = await q.instance_count(session, row.id, tenant_id=tenant_id)
+        free = await q.free_machine_count(session, row.id)
         unused = total - used
         left = assigned - total
         out[row.id] = Stats(
@@ -445,15 +482,9 @@ async def associations_of(
     session: AsyncSession, type_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, list[Association]]:
     out: dict[uuid.UUID, list[Association]] = defaultdict(list)
-    if type_ids:
-        machines = await session.scalars(
-            select(Machine)
-            .where(Machine.instance_type_id.in_(list(type_ids)))
-            .order_by(Machine.updated, Machine.id)
-        )
-        for machine in machines:
-            assert machine.instance_type_id is not None
-            out[machine.instance_type_id].append(Association(machine, machine.instance_type_id))
+    for machine in await q.machines_of_types(session, type_ids):
+        assert machine.instance_type_id is not None
+        out[machine.instance_type_id].append(Association(machine, machine.instance_type_id))
     return out
 
 
@@ -462,7 +493,7 @@ async def list_associations(
 ) -> tuple[list[Association], int]:
     machines, total = await fetch_page(
         session,
-        select(Machine).where(Machine.instance_type_id == row.id),
+        q.machines_of_type(row.id),
         page,
         ASSOCIATION_ORDER_COLUMNS,
         Machine.id,
@@ -483,14 +514,9 @@ async def associate(
     """Associate machines with an owned instance type, all or nothing, in the reference's check order
     (capabilities first, then per machine). nico also requires the machine to be at the type's site."""
     ids = list(dict.fromkeys(machine_ids))
-    machines = {
-        m.id: m
-        for m in await session.scalars(
-            select(Machine).where(Machine.id.in_(ids)).order_by(Machine.id).with_for_update(key_share=True)
-        )
-    }
-    owned_sites = select(Site.id).where(Site.infrastructure_provider_id == row.infrastructure_provider_id)
-    owned = {m.id for m in machines.values() if m.site_id in set(await session.scalars(owned_sites))}
+    machines = await q.machines_locked(session, ids)
+    owned_sites = await q.provider_site_ids(session, row.infrastructure_provider_id)
+    owned = {m.id for m in machines.values() if m.site_id in owned_sites}
     wanted = [CapabilitySpec.of(c) for c in (await capabilities_of_types(session, [row.id])).get(row.id, [])]
     reported = await capabilities_of_machines(session, list(machines))
     problem = capability_mismatch(
@@ -541,12 +567,12 @@ async def dissociate(session: AsyncSession, row: InstanceType, ref: str) -> None
     except ValueError:
         ref_uuid = None
     if ref_uuid is not None:
-        candidates = await session.scalars(select(Machine).where(Machine.instance_type_id == row.id))
+        candidates = await q.machines_of_types(session, [row.id])
         machine = next((m for m in candidates if association_id(m.id, row.id) == ref_uuid), None)
         if machine is None:
-            machine = await session.get(Machine, ref)
+            machine = await q.machine_by_id(session, ref)
     else:
-        machine = await session.get(Machine, ref)
+        machine = await q.machine_by_id(session, ref)
     if machine is None or machine.instance_type_id is None:
         raise not_found("Could not find Machine/Instance Type association with ID specified in URL")
     if machine.instance_type_id != row.id:
@@ -570,8 +596,4 @@ async def dissociate(session: AsyncSession, row: InstanceType, ref: str) -> None
 async def instance_types_by_id(
     session: AsyncSession, ids: Iterable[uuid.UUID | None]
 ) -> dict[uuid.UUID, InstanceType]:
-    wanted = {i for i in ids if i is not None}
-    if not wanted:
-        return {}
-    rows = await session.scalars(select(InstanceType).where(InstanceType.id.in_(wanted)))
-    return {row.id: row for row in rows}
+    return await q.instance_types_by_id(session, (i for i in ids if i is not None))

@@ -9,15 +9,26 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, case, or_, select
+from sqlalchemy import ColumnElement
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.enums import MachineStatus, SiteStatus
-from nico.db.models import Gpu, Instance, InstanceType, Machine, MachineCapability, Site, TenantSite
-from nico.services import nvlink_events, status
+from nico.db.enums import CapabilityType, MachineStatus, SiteStatus
+from nico.db.models import (
+    Gpu,
+    InfrastructureProvider,
+    InstanceType,
+    Machine,
+    MachineCapability,
+    Site,
+    StatusDetail,
+)
+from nico.db.queries import machine as q
+from nico.services import inventory, nvlink_events, orgs, status
+from nico.services import site as sites
 from nico.services.errors import ServiceError, bad_request, forbidden, not_found
 from nico.services.instance_type import (
     ASSIGNABLE,
@@ -26,25 +37,19 @@ from nico.services.instance_type import (
     capabilities_of_types,
     capability_mismatch,
     ensure_capacity_without,
+    instance_types_by_id,
     rendered_status,
 )
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import Viewer
 from nico.services.search import search_pattern
 
-SHOWN_STATUS: ColumnElement[str] = case(
-    (
-        and_(Machine.status == MachineStatus.READY, Machine.instance_id.is_not(None)),
-        MachineStatus.IN_USE.value,
-    ),
-    else_=Machine.status,
-)
-ORDER_COLUMNS: dict[str, Any] = {
-    "id": Machine.id,
-    "status": SHOWN_STATUS,
-    "created": Machine.created,
-    "updated": Machine.updated,
-}
+SHOWN_STATUS: ColumnElement[str] = q.SHOWN_STATUS
+ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
+RELATIONS = ("InfrastructureProvider", "Site", "InstanceType")
+STATUSES = frozenset(MachineStatus)
+CAPABILITY_TYPES = frozenset(CapabilityType)
+NO_PROVIDER = "Infrastructure Provider not found in org"
 NOT_FOUND = "Could not find Machine with specified ID"
 NOT_PROVIDERS = "Machine doesn't belong to org's Infrastructure provider"
 MISSING_ON_SITE = "Machine is missing on Site"
@@ -78,6 +83,93 @@ class View:
     full: bool
 
 
+@dataclass(frozen=True)
+class MachineView:
+    """A machine as a caller sees it (``full`` shows the serial number; ``gpus`` is its NVLink GPUs,
+    given to its provider only) with its newest history and the requested relations."""
+
+    machine: Machine
+    provider_id: uuid.UUID
+    tenant_id: uuid.UUID | None
+    capabilities: list[MachineCapability]
+    history: list[StatusDetail]
+    full: bool
+    gpus: list[Gpu] | None = None
+    provider: InfrastructureProvider | None = None
+    site: Site | None = None
+    instance_type: InstanceType | None = None
+
+
+async def views(
+    session: AsyncSession,
+    rows: Sequence[Machine],
+    seen: Sequence[View],
+    *,
+    relations: AbstractSet[str] = frozenset(),
+    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+) -> list[MachineView]:
+    ids = [row.id for row in rows]
+    owners = await site_providers(session, rows)
+    tenants = await instance_tenants(session, rows)
+    capabilities = await capabilities_of_machines(session, ids)
+    gpus = await gpus_of(session, [row.id for row, how in zip(rows, seen, strict=True) if how.provider])
+    if history is None:
+        history = await status.history(session, "machine_id", ids)
+    providers = (
+        await orgs.providers_by_id(session, owners.values()) if "InfrastructureProvider" in relations else {}
+    )
+    at = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
+    itypes = (
+        await instance_types_by_id(session, (row.instance_type_id for row in rows))
+        if "InstanceType" in relations
+        else {}
+    )
+    return [
+        MachineView(
+            row,
+            provider_id=owners[row.site_id],
+            tenant_id=tenants.get(row.instance_id) if row.instance_id else None,
+            capabilities=capabilities.get(row.id, []),
+            history=history.get(row.id, []),
+            full=how.full,
+            gpus=gpus.get(row.id, []) if how.provider else None,
+            provider=providers.get(owners[row.site_id]),
+            site=at.get(row.site_id),
+            instance_type=itypes.get(row.instance_type_id) if row.instance_type_id else None,
+        )
+        for row, how in zip(rows, seen, strict=True)
+    ]
+
+
+async def provider_viewer(session: AsyncSession, org: str) -> Viewer:
+    """The org's provider side (404 when the org has no provider)."""
+    provider = await orgs.provider_of(session, org)
+    if provider is None:
+        raise not_found(NO_PROVIDER)
+    return Viewer(provider, None)
+
+
+async def register_machines(
+    session: AsyncSession,
+    org: str,
+    *,
+    site_id: uuid.UUID,
+    machines: list[inventory.MachineRecord],
+    instance_type_id: uuid.UUID | None,
+) -> inventory.RegistrationResult:
+    """Bulk registration by the org's provider (see :func:`nico.services.inventory.register_machines`)."""
+    provider = await orgs.provider_of(session, org)
+    if provider is None:
+        raise not_found(f"Org '{org}' does not have an Infrastructure Provider")
+    return await inventory.register_machines(
+        session,
+        site_id=site_id,
+        machines=machines,
+        provider_id=provider.id,
+        instance_type_id=instance_type_id,
+    )
+
+
 @dataclass
 class MachineChange:
     """Exactly one of these is set (the router enforces it)."""
@@ -89,37 +181,38 @@ class MachineChange:
     labels: dict[str, Any] | None = None
 
 
-def provider_sites(viewer: Viewer) -> Select[uuid.UUID]:
-    assert viewer.provider is not None
-    return select(Site.id).where(Site.infrastructure_provider_id == viewer.provider.id)
-
-
 async def privileged_at(session: AsyncSession, viewer: Viewer, site_id: uuid.UUID) -> bool:
     """A tenant with targeted instance creation holding an allocation at the site (nico keeps no
     tenant accounts: the allocation is what ties a tenant to a provider's site)."""
     tenant = viewer.tenant
     if tenant is None or not tenant.targeted_instance_creation:
         return False
-    return await session.get(TenantSite, (tenant.id, site_id)) is not None
-
-
-def owning(condition: ColumnElement[bool]) -> Select[str | None]:
-    """Ids of the machines with a capability meeting ``condition``."""
-    return select(MachineCapability.machine_id).where(condition)
+    return await q.tenant_holds_site(session, tenant.id, site_id)
 
 
 async def list_machines(
+    session: AsyncSession,
+    viewer: Viewer,
+    filters: MachineFilters,
+    page: PageRequest,
+    relations: AbstractSet[str] = frozenset(),
+) -> tuple[list[MachineView], int]:
+    rows, total = await _machine_page(session, viewer, filters, page)
+    how = View(provider=viewer.provider is not None, full=True)
+    return await views(session, rows, [how] * len(rows), relations=relations), total
+
+
+async def _machine_page(
     session: AsyncSession, viewer: Viewer, filters: MachineFilters, page: PageRequest
 ) -> tuple[Sequence[Machine], int]:
     site = None
     if filters.site_id is not None:
-        site = await session.get(Site, filters.site_id)
+        site = await q.site_by_id(session, filters.site_id)
         if site is None:
             raise not_found("Could not find Site specified in query")
     if viewer.provider is not None:
         if site is not None and site.infrastructure_provider_id != viewer.provider.id:
             raise forbidden("Site specified in query doesn't belong to org's Infrastructure provider")
-        stmt = select(Machine).where(Machine.site_id.in_(provider_sites(viewer)))
     else:
         assert viewer.tenant is not None
         if site is None:
@@ -132,86 +225,44 @@ async def list_machines(
             )
         if not await privileged_at(session, viewer, site.id):
             raise forbidden("Tenant does not have access to this Site")
-        stmt = select(Machine)
-    if site is not None:
-        stmt = stmt.where(Machine.site_id == site.id)
     if filters.instance_type_ids:
-        known = set(
-            await session.scalars(
-                select(InstanceType.id).where(InstanceType.id.in_(filters.instance_type_ids))
-            )
-        )
+        known = await q.existing_instance_type_ids(session, filters.instance_type_ids)
         if len(known) != len(set(filters.instance_type_ids)):
             raise not_found("Could not find Instance Type specified in query")
-        stmt = stmt.where(Machine.instance_type_id.in_(filters.instance_type_ids))
-    if filters.has_instance_type is not None:
-        column = Machine.instance_type_id
-        stmt = stmt.where(column.is_not(None) if filters.has_instance_type else column.is_(None))
-    if filters.has_instance is not None:
-        column = Machine.instance_id
-        stmt = stmt.where(column.is_not(None) if filters.has_instance else column.is_(None))
-    if filters.statuses:
-        stmt = stmt.where(SHOWN_STATUS.in_(filters.statuses))
-    if filters.ids:
-        stmt = stmt.where(Machine.id.in_(filters.ids))
-    if filters.tenant_ids and viewer.provider is not None:
-        stmt = stmt.where(
-            Machine.instance_id.in_(select(Instance.id).where(Instance.tenant_id.in_(filters.tenant_ids)))
-        )
-    if filters.capability_types:
-        stmt = stmt.where(Machine.id.in_(owning(MachineCapability.type.in_(filters.capability_types))))
-    if filters.capability_names:
-        stmt = stmt.where(Machine.id.in_(owning(MachineCapability.name.in_(filters.capability_names))))
-    if filters.hw_sku_device_types:
-        stmt = stmt.where(Machine.hw_sku_device_type.in_(filters.hw_sku_device_types))
-    if filters.is_missing_on_site is not None:
-        stmt = stmt.where(Machine.is_missing_on_site == filters.is_missing_on_site)
-    pattern = search_pattern(filters.query)
-    if pattern:
-        stmt = stmt.where(
-            or_(
-                Machine.id.ilike(pattern),
-                Machine.hostname.ilike(pattern),
-                Machine.serial_number.ilike(pattern),
-                Machine.vendor.ilike(pattern),
-                Machine.product_name.ilike(pattern),
-                SHOWN_STATUS.ilike(pattern),
-            )
-        )
+    stmt = q.machines_matching(
+        provider_id=viewer.provider.id if viewer.provider is not None else None,
+        site_id=site.id if site is not None else None,
+        instance_type_ids=filters.instance_type_ids,
+        has_instance_type=filters.has_instance_type,
+        has_instance=filters.has_instance,
+        statuses=filters.statuses,
+        ids=filters.ids,
+        instance_tenant_ids=filters.tenant_ids if viewer.provider is not None else [],
+        capability_types=filters.capability_types,
+        capability_names=filters.capability_names,
+        hw_sku_device_types=filters.hw_sku_device_types,
+        is_missing_on_site=filters.is_missing_on_site,
+        pattern=search_pattern(filters.query),
+    )
     return await fetch_page(session, stmt, page, ORDER_COLUMNS, Machine.id)
 
 
 async def site_providers(session: AsyncSession, machines: Sequence[Machine]) -> dict[uuid.UUID, uuid.UUID]:
     """Site id -> its provider id, for the machines' sites."""
-    ids = {m.site_id for m in machines}
-    if not ids:
-        return {}
-    rows = await session.execute(select(Site.id, Site.infrastructure_provider_id).where(Site.id.in_(ids)))
-    return {row[0]: row[1] for row in rows.all()}
+    return await q.site_providers(session, (m.site_id for m in machines))
 
 
 async def instance_tenants(session: AsyncSession, machines: Sequence[Machine]) -> dict[uuid.UUID, uuid.UUID]:
     """Instance id -> tenant id, for the instances the machines hold."""
-    ids = {m.instance_id for m in machines if m.instance_id is not None}
-    if not ids:
-        return {}
-    rows = await session.execute(select(Instance.id, Instance.tenant_id).where(Instance.id.in_(ids)))
-    return {row[0]: row[1] for row in rows.all()}
+    return await q.instance_tenants(session, (m.instance_id for m in machines if m.instance_id is not None))
 
 
 async def gpus_of(session: AsyncSession, machine_ids: Sequence[str]) -> dict[str, list[Gpu]]:
-    out: dict[str, list[Gpu]] = {}
-    if machine_ids:
-        rows = await session.scalars(
-            select(Gpu).where(Gpu.machine_id.in_(list(machine_ids))).order_by(Gpu.machine_id, Gpu.device_id)
-        )
-        for gpu in rows:
-            out.setdefault(gpu.machine_id, []).append(gpu)
-    return out
+    return await q.gpus_of(session, machine_ids)
 
 
 async def visible_machine(session: AsyncSession, viewer: Viewer, machine_id: str) -> tuple[Machine, View]:
-    machine = await session.get(Machine, machine_id)
+    machine = await q.machine_by_id(session, machine_id)
     if machine is None:
         raise not_found(NOT_FOUND)
     owner = (await site_providers(session, [machine]))[machine.site_id]
@@ -233,22 +284,22 @@ async def visible_machine(session: AsyncSession, viewer: Viewer, machine_id: str
     )
 
 
+async def get_machine(
+    session: AsyncSession, viewer: Viewer, machine_id: str, relations: AbstractSet[str] = frozenset()
+) -> MachineView:
+    row, how = await visible_machine(session, viewer, machine_id)
+    return (await views(session, [row], [how], relations=relations))[0]
+
+
 async def lock_types(session: AsyncSession, ids: Sequence[uuid.UUID | None]) -> dict[uuid.UUID, InstanceType]:
     """Lock instance types in id order (every path locks types before machines, so they never deadlock)."""
-    wanted = sorted({i for i in ids if i is not None})
-    rows = await session.scalars(
-        select(InstanceType)
-        .where(InstanceType.id.in_(wanted))
-        .order_by(InstanceType.id)
-        .with_for_update(key_share=True)
-    )
-    return {row.id: row for row in rows}
+    return await q.instance_types_locked(session, (i for i in ids if i is not None))
 
 
 async def update_machine(
     session: AsyncSession, viewer: Viewer, machine_id: str, change: MachineChange
-) -> tuple[Machine, View]:
-    machine = await session.get(Machine, machine_id)
+) -> MachineView:
+    machine = await q.machine_by_id(session, machine_id)
     if machine is None:
         raise not_found(NOT_FOUND)
     owner = (await site_providers(session, [machine]))[machine.site_id]
@@ -264,7 +315,7 @@ async def update_machine(
     if changes_type:
         await change_instance_type(session, machine, change.instance_type_id, owner)
     elif change.maintenance is not None:
-        await session.refresh(machine, with_for_update=True)
+        await q.relock_machine(session, machine)
         if change.maintenance:
             machine.status = MachineStatus.MAINTENANCE
             machine.maintenance_message = change.maintenance_message
@@ -282,11 +333,11 @@ async def update_machine(
                 "Machine maintenance mode has been disabled",
             )
     elif change.labels is not None:
-        await session.refresh(machine, with_for_update=True)
+        await q.relock_machine(session, machine)
         if machine.labels != change.labels:
             machine.labels = change.labels
     await session.flush()
-    return machine, View(provider=as_provider, full=True)
+    return (await views(session, [machine], [View(provider=as_provider, full=True)]))[0]
 
 
 async def change_instance_type(
@@ -294,7 +345,7 @@ async def change_instance_type(
 ) -> None:
     """Set (``new_type_id``) or clear the machine's instance type, keeping every allocation satisfiable."""
     types = await lock_types(session, [machine.instance_type_id, new_type_id])
-    await session.refresh(machine, with_for_update=True)
+    await q.relock_machine(session, machine)
     if machine.instance_id is not None:
         raise bad_request(
             "Machine is currently in use by an Instance, so its Instance Type cannot be modified"
@@ -315,7 +366,7 @@ async def change_instance_type(
             )
         if new.site_id != machine.site_id:
             raise bad_request("Instance Type does not belong to the Site of the Machine")
-        site = await session.get(Site, machine.site_id)
+        site = await q.site_by_id(session, machine.site_id)
         if site is None or site.status != SiteStatus.REGISTERED:
             raise bad_request(
                 "Site of the Machine must be in Registered state in order to assign an Instance Type"
@@ -336,14 +387,14 @@ async def change_instance_type(
 
 async def delete_machine(session: AsyncSession, viewer: Viewer, machine_id: str) -> None:
     """Forget a machine the inventory reports missing (as the reference: only then)."""
-    machine = await session.get(Machine, machine_id)
+    machine = await q.machine_by_id(session, machine_id)
     if machine is None:
         raise not_found(NOT_FOUND)
     owner = (await site_providers(session, [machine]))[machine.site_id]
     if viewer.provider is None or owner != viewer.provider.id:
         raise forbidden(NOT_PROVIDERS)
     await lock_types(session, [machine.instance_type_id])
-    await session.refresh(machine, with_for_update=True)
+    await q.relock_machine(session, machine)
     last = (await status.history(session, "machine_id", [machine.id], limit=1)).get(machine.id, [])
     if not machine.is_missing_on_site or not last or last[0].message != MISSING_ON_SITE:
         raise bad_request("Machine exists on Site and cannot be deleted")

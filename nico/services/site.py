@@ -9,54 +9,69 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, cast, delete, exists, false, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.enums import MachineStatus, NetworkVirtualizationType, ResourceType, SiteStatus
-from nico.db.models import (
-    Allocation,
-    AllocationConstraint,
-    InfrastructureProvider,
-    Instance,
-    InstanceType,
-    LogicalPartition,
-    Machine,
-    NvlinkDomain,
-    Site,
-    StatusDetail,
-    Subnet,
-    TenantSite,
-    Vpc,
-)
+from nico.db.enums import MachineStatus, SiteStatus
+from nico.db.models import InfrastructureProvider, Site, StatusDetail
+from nico.db.queries import site as q
 from nico.services import status
 from nico.services.errors import bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
-from nico.services.orgs import Viewer
+from nico.services.orgs import Viewer, provider_of, providers_by_id
 from nico.services.search import search_pattern
 
-ORDER_COLUMNS: dict[str, Any] = {
-    "name": Site.name,
-    "status": Site.status,
-    "created": Site.created,
-    "updated": Site.updated,
-    "description": Site.description,
-    "location": cast(Site.location, Text),
-    "contact": cast(Site.contact, Text),
-}
-CAPABILITY_FILTERS = {
-    "isNativeNetworkingEnabled": Site.native_networking,
-    "isNetworkSecurityGroupEnabled": Site.network_security_group,
-    "isNVLinkPartitionEnabled": Site.nvlink_partition,
-    "isFlowEnabled": Site.flow,
-}
+ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
+CAPABILITY_FILTERS = tuple(q.CAPABILITY_COLUMNS)
 
 PENDING_PAIRING = "received site creation request, pending pairing"
 PAIRED = "Site has been successfully paired"
 NOT_FOUND = "Could not find Site with specified ID"
 PATCH_HISTORY_LIMIT = 100
+RELATIONS = ("InfrastructureProvider",)
+STATUSES = frozenset(SiteStatus)
+
+
+@dataclass(frozen=True)
+class SiteView:
+    """A site as responses show it. ``owner`` is its provider (whose org is always shown);
+    ``tenant_view`` is true when the caller sees it as a tenant holding it, not as its provider."""
+
+    site: Site
+    owner: InfrastructureProvider
+    history: list[StatusDetail]
+    include_provider: bool = False
+    tenant_view: bool = False
+    machine_stats: dict[str, Any] | None = None
+
+
+async def views(
+    session: AsyncSession,
+    viewer: Viewer,
+    rows: Sequence[Site],
+    *,
+    relations: AbstractSet[str] = frozenset(),
+    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+    with_stats: bool = False,
+) -> list[SiteView]:
+    owners = await providers_by_id(session, (row.infrastructure_provider_id for row in rows))
+    if history is None:
+        history = await status.history(session, "site_id", [row.id for row in rows])
+    stats = await machine_stats(session, [row.id for row in rows]) if with_stats else {}
+    return [
+        SiteView(
+            row,
+            owners[row.infrastructure_provider_id],
+            history.get(row.id, []),
+            include_provider="InfrastructureProvider" in relations,
+            tenant_view=tenant_view(viewer, row),
+            machine_stats=stats.get(row.id),
+        )
+        for row in rows
+    ]
 
 
 @dataclass(frozen=True)
@@ -92,47 +107,55 @@ class SiteChanges:
         )
 
 
-def visible(viewer: Viewer) -> ColumnElement[bool]:
+def sides(viewer: Viewer) -> tuple[uuid.UUID | None, uuid.UUID | None]:
     """Sites a caller may read: its provider's, and those where its tenant holds an allocation."""
-    clauses: list[ColumnElement[bool]] = []
-    if viewer.provider is not None:
-        clauses.append(Site.infrastructure_provider_id == viewer.provider.id)
-    if viewer.tenant is not None:
-        clauses.append(
-            Site.id.in_(select(TenantSite.site_id).where(TenantSite.tenant_id == viewer.tenant.id))
-        )
-    return or_(*clauses) if clauses else false()
+    return (
+        viewer.provider.id if viewer.provider is not None else None,
+        viewer.tenant.id if viewer.tenant is not None else None,
+    )
 
 
 async def list_sites(
+    session: AsyncSession,
+    viewer: Viewer,
+    filters: SiteFilters,
+    page: PageRequest,
+    *,
+    relations: AbstractSet[str] = frozenset(),
+    with_stats: bool = False,
+) -> tuple[list[SiteView], int]:
+    if with_stats and viewer.provider is None:
+        raise forbidden("User must have Provider Admin role to request `includeMachineStats`")
+    rows, total = await _site_page(session, viewer, filters, page)
+    return await views(session, viewer, rows, relations=relations, with_stats=with_stats), total
+
+
+async def _site_page(
     session: AsyncSession, viewer: Viewer, filters: SiteFilters, page: PageRequest
 ) -> tuple[Sequence[Site], int]:
-    stmt = select(Site).where(visible(viewer))
-    if filters.statuses:
-        stmt = stmt.where(Site.status.in_(filters.statuses))
-    for name, value in filters.capabilities.items():
-        stmt = stmt.where(CAPABILITY_FILTERS[name] == value)
-    pattern = search_pattern(filters.query)
-    if pattern:
-        stmt = stmt.where(
-            or_(
-                Site.name.ilike(pattern),
-                Site.description.ilike(pattern),
-                Site.status.ilike(pattern),
-                cast(Site.location, Text).ilike(pattern),
-                cast(Site.contact, Text).ilike(pattern),
-            )
-        )
+    stmt = q.sites_visible_to(
+        *sides(viewer),
+        statuses=filters.statuses,
+        capabilities=filters.capabilities,
+        pattern=search_pattern(filters.query),
+    )
     return await fetch_page(session, stmt, page, ORDER_COLUMNS, Site.id)
 
 
 async def visible_site(session: AsyncSession, viewer: Viewer, site_id: uuid.UUID) -> Site:
-    site = await session.get(Site, site_id)
+    site = await q.site_by_id(session, site_id)
     if site is None:
         raise not_found(NOT_FOUND)
-    if not await session.scalar(select(exists().where(Site.id == site_id, visible(viewer)))):
+    if not await q.site_visible_to(session, site_id, *sides(viewer)):
         raise forbidden("Site is not associated with org")
     return site
+
+
+async def get_site(
+    session: AsyncSession, viewer: Viewer, site_id: uuid.UUID, relations: AbstractSet[str] = frozenset()
+) -> SiteView:
+    row = await visible_site(session, viewer, site_id)
+    return (await views(session, viewer, [row], relations=relations))[0]
 
 
 def tenant_view(viewer: Viewer, site: Site) -> bool:
@@ -141,15 +164,12 @@ def tenant_view(viewer: Viewer, site: Site) -> bool:
 
 
 async def sites_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Site]:
-    wanted = set(ids)
-    if not wanted:
-        return {}
-    return {site.id: site for site in await session.scalars(select(Site).where(Site.id.in_(wanted)))}
+    return await q.sites_by_id(session, ids)
 
 
 async def create_site(
     session: AsyncSession,
-    provider: InfrastructureProvider,
+    org: str,
     *,
     name: str,
     description: str | None,
@@ -157,11 +177,12 @@ async def create_site(
     location: dict[str, Any] | None,
     contact: dict[str, Any] | None,
     capabilities: dict[str, bool],
-) -> tuple[Site, list[StatusDetail]]:
-    """A new site of ``provider``, Registered at once. Returns it with the entries this request wrote."""
-    clash = await session.scalar(
-        select(Site.id).where(Site.infrastructure_provider_id == provider.id, Site.name == name)
-    )
+) -> SiteView:
+    """A new site of the org's provider, Registered at once, with the entries this request wrote."""
+    provider = await provider_of(session, org)
+    if provider is None:
+        raise not_found(f"Org '{org}' does not have an Infrastructure Provider")
+    clash = await q.site_named(session, provider.id, name)
     if clash is not None:
         raise conflict(
             "A Site with specified name already exists for Infrastructure Provider", {"id": str(clash)}
@@ -182,41 +203,31 @@ async def create_site(
         await status.record(session, "site_id", site.id, SiteStatus.PENDING, PENDING_PAIRING),
         await status.record(session, "site_id", site.id, SiteStatus.REGISTERED, PAIRED),
     ]
-    return site, entries
+    return SiteView(site, provider, entries)
 
 
 async def update_site(
-    session: AsyncSession, provider: InfrastructureProvider | None, site_id: uuid.UUID, changes: SiteChanges
-) -> Site:
-    site = await session.scalar(select(Site).where(Site.id == site_id).with_for_update(key_share=True))
+    session: AsyncSession, org: str, site_id: uuid.UUID, changes: SiteChanges, *, as_provider: bool
+) -> SiteView:
+    """Change a site; only its provider may (a tenant holding it is refused: the reference crashes)."""
+    provider = await provider_of(session, org) if as_provider else None
+    site = await q.site_by_id(session, site_id, lock="key_share")
     if site is None:
         raise not_found("Could not retrieve Site to update")
     if provider is None or site.infrastructure_provider_id != provider.id:
         raise forbidden("Current org is not allowed to modify Site attributes")
     if changes.name is not None and changes.name != site.name:
-        clash = await session.scalar(
-            select(Site.id).where(
-                Site.infrastructure_provider_id == provider.id, Site.name == changes.name, Site.id != site.id
-            )
-        )
+        clash = await q.site_named(session, provider.id, changes.name, other_than=site.id)
         if clash is not None:
             raise conflict("Another Site with specified name already exists for Provider", {"id": str(clash)})
     if changes.touches_serial_console() and site.status != SiteStatus.REGISTERED:
         raise bad_request("Serial Console attributes can only be updated when Site is in Registered state")
-    if changes.capabilities.get("native_networking") is False and site.native_networking:
-        fnn = await session.scalar(
-            select(
-                exists().where(
-                    Vpc.site_id == site.id,
-                    Vpc.network_virtualization_type == NetworkVirtualizationType.FNN,
-                )
-            )
+    disables_native = changes.capabilities.get("native_networking") is False and site.native_networking
+    if disables_native and await q.site_has_fnn_vpcs(session, site.id):
+        raise bad_request(
+            "Cannot disable Native Networking while Site has one or more VPCs with virtualization "
+            "type set to FNN"
         )
-        if fnn:
-            raise bad_request(
-                "Cannot disable Native Networking while Site has one or more VPCs with virtualization "
-                "type set to FNN"
-            )
     values: dict[str, Any] = {
         "name": changes.name,
         "description": changes.description,
@@ -235,34 +246,31 @@ async def update_site(
             changed = True
     if changed:
         await session.flush()
-    return site
+    history = await status.history(session, "site_id", [site.id], limit=PATCH_HISTORY_LIMIT)
+    return (await views(session, Viewer(provider, None), [site], history=history))[0]
 
 
-async def delete_site(
-    session: AsyncSession, provider: InfrastructureProvider | None, site_id: uuid.UUID
-) -> None:
+async def delete_site(session: AsyncSession, org: str, site_id: uuid.UUID) -> None:
     """Remove a site with its inventory (instance types, machines, NVLink domains).
 
     Allocations must be deleted first (as in the reference), and so must tenant objects left at the
     site: nico removes the site at once instead of cleaning up behind the response."""
+    provider = await provider_of(session, org)
     if provider is None:
         raise forbidden("No Infrastructure Provider found for this org")
-    site = await session.scalar(select(Site).where(Site.id == site_id).with_for_update())
+    site = await q.site_by_id(session, site_id, lock="update")
     if site is None:
         raise not_found("Could not retrieve Site with ID in URL")
     if site.infrastructure_provider_id != provider.id:
         raise forbidden("Site does not belong to org's Infrastructure Provider")
-    if await session.scalar(select(exists().where(Allocation.site_id == site.id))):
+    if await q.site_has_allocations(session, site.id):
         raise forbidden("Site has Allocations which must be deleted first")
-    for model in (Instance, Subnet, Vpc, LogicalPartition):
-        if await session.scalar(select(exists().where(model.site_id == site.id))):
-            raise bad_request(
-                "Site has tenant resources (VPCs, Subnets, Instances or NVLink Logical Partitions) "
-                "which must be deleted first"
-            )
-    await session.execute(delete(Machine).where(Machine.site_id == site.id))
-    await session.execute(delete(NvlinkDomain).where(NvlinkDomain.site_id == site.id))
-    await session.execute(delete(InstanceType).where(InstanceType.site_id == site.id))
+    if await q.site_has_tenant_resources(session, site.id):
+        raise bad_request(
+            "Site has tenant resources (VPCs, Subnets, Instances or NVLink Logical Partitions) "
+            "which must be deleted first"
+        )
+    await q.delete_site_inventory(session, site.id)
     await session.delete(site)
     await session.flush()
 
@@ -273,21 +281,8 @@ async def machine_stats(session: AsyncSession, site_ids: list[uuid.UUID]) -> dic
     machines) as in use when they hold an instance."""
     if not site_ids:
         return {}
-    rows = (
-        await session.execute(
-            select(Machine.site_id, Machine.status, Machine.instance_id).where(Machine.site_id.in_(site_ids))
-        )
-    ).all()
-    reserved_rows = await session.execute(
-        select(Allocation.site_id, func.coalesce(func.sum(AllocationConstraint.constraint_value), 0))
-        .join(AllocationConstraint, AllocationConstraint.allocation_id == Allocation.id)
-        .where(
-            Allocation.site_id.in_(site_ids),
-            AllocationConstraint.resource_type == ResourceType.INSTANCE_TYPE,
-        )
-        .group_by(Allocation.site_id)
-    )
-    reserved = {site_id: int(total) for site_id, total in reserved_rows.all()}
+    rows = await q.machines_at_sites(session, site_ids)
+    reserved = await q.reserved_at_sites(session, site_ids)
     out: dict[uuid.UUID, dict[str, Any]] = {}
     for site_id in site_ids:
         mine = [row for row in rows if row.site_id == site_id]

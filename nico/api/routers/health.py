@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sqlalchemy import text
 from starlette.responses import JSONResponse, Response
 
 from nico.api.deps import CtxDep
 from nico.api.errors import error_response
-from nico.db.migrate import schema_problem
 
 router = APIRouter(tags=["health"])
 
@@ -21,14 +19,7 @@ async def healthz() -> JSONResponse:
 
 @router.get("/readyz", summary="Database reachable and schema at head")
 async def readyz(ctx: CtxDep) -> Response:
-    try:
-        async with ctx.engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
-            problem = await schema_problem(conn)
-    except Exception as exc:
-        problem = (
-            f"database unreachable: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        )
+    problem = await ctx.readiness_problem()
     if problem:
         return error_response(ctx.settings.api.name, 503, problem)
     return JSONResponse({"status": "ready"})

@@ -4,21 +4,23 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from nico.api import messages
+from nico.api.auth import Principal
 from nico.api.binding import (
-    FieldErrors,
-    include_relations,
+    checked_body,
     list_param,
     parse_uuid,
-    read_body,
+    path_id,
+    relations,
     single_param,
     uuid_params,
 )
-from nico.api.deps import CtxDep, PrincipalDep, ReadSessionDep, SessionDep
+from nico.api.deps import CtxDep, ReadSessionDep, SessionDep, TenantAdmin
 from nico.api.openapi import json_body
 from nico.api.pagination import parse_page
 from nico.api.rendering import deletion_accepted, json_response, list_response, paged_response
@@ -38,6 +40,22 @@ router = APIRouter(tags=["instance"])
 
 PATH = "/instance"
 ITEM = PATH + "/{instanceId}"
+
+InstanceId = Annotated[uuid.UUID, path_id("instanceId", messages.INSTANCE_ID)]
+Relations = Annotated[frozenset[str], relations(RELATIONS)]
+BatchBody = Annotated[
+    BatchInstanceCreateRequest,
+    checked_body(BatchInstanceCreateRequest, messages.BATCH_INSTANCE_CREATE_INVALID),
+]
+CreateBody = Annotated[
+    InstanceCreateRequest, checked_body(InstanceCreateRequest, messages.INSTANCE_CREATE_INVALID)
+]
+UpdateBody = Annotated[
+    InstanceUpdateRequest, checked_body(InstanceUpdateRequest, messages.INSTANCE_UPDATE_INVALID)
+]
+DeleteBody = Annotated[
+    InstanceDeleteRequest, checked_body(InstanceDeleteRequest, messages.INSTANCE_DELETE_INVALID)
+]
 UPDATABLE = (
     "name",
     "description",
@@ -56,7 +74,7 @@ def checked_uuid(value: str | None) -> uuid.UUID:
     return parsed
 
 
-def spec_of(body: InstanceFields, principal: PrincipalDep) -> instance.InstanceSpec:
+def spec_of(body: InstanceFields, principal: Principal) -> instance.InstanceSpec:
     """The checked body as the service's plain data."""
     return instance.InstanceSpec(
         vpc_id=checked_uuid(body.vpc_id),
@@ -81,12 +99,7 @@ def spec_of(body: InstanceFields, principal: PrincipalDep) -> instance.InstanceS
     openapi_extra=json_body(BatchInstanceCreateRequest),
     summary="Create instances on one NVLink domain",
 )
-async def create_batch(org: str, request: Request, principal: PrincipalDep, session: SessionDep) -> Response:
-    principal.require_tenant_admin(org)
-    body = await read_body(request, BatchInstanceCreateRequest)
-    errors = FieldErrors()
-    body.check(errors)
-    errors.raise_if_any("Error validating batch instance creation request data")
+async def create_batch(org: str, principal: TenantAdmin, body: BatchBody, session: SessionDep) -> Response:
     assert body.name_prefix is not None and body.count is not None
     views = await instance.create_batch(
         session,
@@ -109,13 +122,8 @@ async def create_batch(org: str, request: Request, principal: PrincipalDep, sess
     summary="Create an instance",
 )
 async def create_instance(
-    org: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, principal: TenantAdmin, body: CreateBody, session: SessionDep
 ) -> Response:
-    principal.require_tenant_admin(org)
-    body = await read_body(request, InstanceCreateRequest)
-    errors = FieldErrors()
-    body.check(errors)
-    errors.raise_if_any("Error validating Instance creation request data")
     assert body.name is not None
     view = await instance.create(
         session,
@@ -130,10 +138,8 @@ async def create_instance(
 
 @router.get(PATH, operation_id="get-all-instance", response_model=list[Instance], summary="List instances")
 async def list_instances(
-    org: str, request: Request, principal: PrincipalDep, session: ReadSessionDep
+    org: str, _: TenantAdmin, included: Relations, request: Request, session: ReadSessionDep
 ) -> Response:
-    principal.require_tenant_admin(org)
-    relations = frozenset(include_relations(request, RELATIONS))
     page = parse_page(request, instance.ORDER_FIELDS)
     raw_provider = single_param(request, "infrastructureProviderId")
     provider_id = parse_uuid(raw_provider) if raw_provider is not None else None
@@ -158,24 +164,19 @@ async def list_instances(
         name=single_param(request, "name"),
         query=single_param(request, "query"),
     )
-    views, total = await instance.list_instances(session, org, where, relations, page)
+    views, total = await instance.list_instances(session, org, where, included, page)
     return paged_response([Instance.of(v) for v in views], page, total)
 
 
 @router.get(ITEM, operation_id="get-instance", response_model=Instance, summary="Get an instance")
 async def get_instance(
-    org: str, instanceId: str, request: Request, principal: PrincipalDep, ctx: CtxDep
+    org: str, _: TenantAdmin, included: Relations, instance_id: InstanceId, ctx: CtxDep
 ) -> Response:
-    principal.require_tenant_admin(org)
-    relations = frozenset(include_relations(request, RELATIONS))
-    instance_id = parse_uuid(instanceId)
-    if instance_id is None:
-        raise bad_request("Invalid Instance ID in URL")
     async with ctx.raw.connection() as conn:  # the hot path: one statement on a raw connection
         view = await instance.get(conn, org, instance_id)
-    if relations:
+    if included:
         async with ctx.read_sessions() as session:
-            await attach_relations(session, [view], relations)
+            await attach_relations(session, [view], included)
     return json_response(Instance.of(view))
 
 
@@ -187,16 +188,8 @@ async def get_instance(
     summary="Update an instance (its NVLink interfaces above all)",
 )
 async def update_instance(
-    org: str, instanceId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, _: TenantAdmin, instance_id: InstanceId, body: UpdateBody, session: SessionDep
 ) -> Response:
-    principal.require_tenant_admin(org)
-    instance_id = parse_uuid(instanceId)
-    if instance_id is None:
-        raise bad_request("Invalid Instance ID in URL")
-    body = await read_body(request, InstanceUpdateRequest)
-    errors = FieldErrors()
-    body.check(errors)
-    errors.raise_if_any("Failed to validate Instance update request data")
     changes: dict[str, Any] = {
         field: getattr(body, field) for field in UPDATABLE if getattr(body, field) is not None
     }
@@ -211,16 +204,8 @@ async def update_instance(
     ITEM, operation_id="delete-instance", status_code=202, response_model=str, summary="Delete an instance"
 )
 async def delete_instance(
-    org: str, instanceId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, _: TenantAdmin, instance_id: InstanceId, body: DeleteBody, session: SessionDep
 ) -> Response:
-    principal.require_tenant_admin(org)
-    instance_id = parse_uuid(instanceId)
-    if instance_id is None:
-        raise bad_request("Invalid Instance ID in URL")
-    body = await read_body(request, InstanceDeleteRequest)
-    errors = FieldErrors()
-    body.check(errors)
-    errors.raise_if_any("Failed to validate Instance deletion request data")
     issue = body.machine_health_issue
     await instance.delete_instance(
         session,

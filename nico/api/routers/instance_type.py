@@ -7,128 +7,79 @@ instance id.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from collections.abc import Set as AbstractSet
-from dataclasses import asdict
-from typing import Any
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
+from nico.api import messages
 from nico.api.binding import (
-    FieldErrors,
     bool_param,
-    description_problem,
-    include_relations,
-    labels_problem,
-    name_problem,
+    checked_body,
+    paging,
     parse_uuid,
-    read_body,
+    path_id,
+    path_text,
+    relations,
     single_param,
-    uuid_problem,
 )
-from nico.api.deps import PrincipalDep, SessionDep
+from nico.api.deps import ProviderAdmin, ProviderOrTenant, SessionDep, Viewer
 from nico.api.openapi import json_body
-from nico.api.pagination import parse_page
+from nico.api.pagination import Page
 from nico.api.rendering import deletion_accepted, json_response, list_response, paged_response
-from nico.api.schemas.common import StatusDetail
 from nico.api.schemas.instance_type import (
-    AllocationStats,
     InstanceType,
     InstanceTypeCreateRequest,
     InstanceTypeUpdateRequest,
     MachineAssociationRequest,
     MachineInstanceType,
-    capability_problems,
 )
-from nico.api.schemas.org import InfrastructureProviderSummary
-from nico.api.schemas.site import SiteSummary
-from nico.db.enums import InstanceTypeStatus
-from nico.db.models import InstanceType as InstanceTypeRow
-from nico.db.models import StatusDetail as StatusDetailRow
 from nico.services import instance_type as types
-from nico.services import orgs, status
-from nico.services import site as sites
-from nico.services.errors import ServiceError, bad_request, forbidden
+from nico.services.errors import bad_request, forbidden
 
 router = APIRouter(tags=["instance-type"])
 
-RELATIONS = ("InfrastructureProvider", "Site")
-PATCH_HISTORY_LIMIT = 100
-MACHINE_ID_LIMIT = 256
-MAX_MACHINES_PER_REQUEST = 10_000
+TypeId = Annotated[uuid.UUID, path_id("instanceTypeId", messages.INSTANCE_TYPE_ID)]
 
 
-def type_id_of(raw: str) -> uuid.UUID:
-    parsed = parse_uuid(raw)
-    if parsed is None:
-        raise bad_request("Invalid Instance Type ID in URL")
-    return parsed
+async def owned(org: str, type_id: TypeId, session: SessionDep) -> types.OwnedInstanceType:
+    """The org's provider's instance type, locked for the change the handler makes."""
+    return await types.org_instance_type(session, org, type_id, lock=True)
 
 
-def association(item: types.Association) -> MachineInstanceType:
-    return MachineInstanceType.of(item.id, item.machine.id, item.instance_type_id, item.machine.updated)
+async def owned_for_machines(org: str, type_id: TypeId, session: SessionDep) -> types.OwnedInstanceType:
+    return await types.org_instance_type(session, org, type_id, missing="Instance Type not found")
 
 
-async def render(
-    session: SessionDep,
-    viewer: orgs.Viewer,
-    rows: Sequence[InstanceTypeRow],
-    *,
-    relations: AbstractSet[str] = frozenset(),
-    with_associations: bool = False,
-    with_stats: bool = False,
-    history: dict[uuid.UUID | str, list[StatusDetailRow]] | None = None,
-) -> list[InstanceType]:
-    ids = [row.id for row in rows]
-    capabilities = await types.capabilities_of_types(session, ids)
-    if history is None:
-        history = await status.history(session, "instance_type_id", ids)
-    at = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
-    owners = (
-        await orgs.providers_by_id(session, (row.infrastructure_provider_id for row in rows))
-        if "InfrastructureProvider" in relations
-        else {}
-    )
-    associations = await types.associations_of(session, ids) if with_associations else {}
-    stats = await types.allocation_stats(session, rows, viewer) if with_stats else {}
-    out = []
-    for row in rows:
-        owner = owners.get(row.infrastructure_provider_id)
-        site = at.get(row.site_id)
-        out.append(
-            InstanceType.of(
-                row,
-                capabilities.get(row.id, []),
-                history.get(row.id, []),
-                provider=InfrastructureProviderSummary.of(owner) if owner else None,
-                site=SiteSummary.of(site) if site else None,
-                associations=[association(a) for a in associations.get(row.id, [])] or None,
-                allocation_stats=AllocationStats.model_validate(asdict(stats[row.id]))
-                if row.id in stats
-                else None,
-            )
-        )
-    return out
+async def owned_for_machine_removal(
+    org: str, type_id: TypeId, session: SessionDep
+) -> types.OwnedInstanceType:
+    return await types.org_instance_type(session, org, type_id, missing="Instance Type not found", lock=True)
 
 
-def machine_ids_problem(ids: list[str] | None) -> dict[str, str]:
-    if not ids:
-        return {"machineIds": "at least one machine ID is required"}
-    if len(ids) > MAX_MACHINES_PER_REQUEST:
-        return {"machineIds": f"at most {MAX_MACHINES_PER_REQUEST} machine IDs can be specified"}
-    if any(not 1 <= len(value) <= MACHINE_ID_LIMIT for value in ids):
-        return {"machineIds": f"each machine ID must be 1 to {MACHINE_ID_LIMIT} characters"}
-    return {}
+Owned = Annotated[types.OwnedInstanceType, Depends(owned)]
+OwnedForMachines = Annotated[types.OwnedInstanceType, Depends(owned_for_machines)]
+OwnedForMachineRemoval = Annotated[types.OwnedInstanceType, Depends(owned_for_machine_removal)]
+Relations = Annotated[frozenset[str], relations(types.RELATIONS)]
+Paging = Annotated[Page, paging(types.ORDER_COLUMNS)]
+AssociationPaging = Annotated[Page, paging(types.ASSOCIATION_ORDER_COLUMNS)]
+CreateBody = Annotated[
+    InstanceTypeCreateRequest, checked_body(InstanceTypeCreateRequest, messages.INSTANCE_TYPE_CREATE_INVALID)
+]
+UpdateBody = Annotated[
+    InstanceTypeUpdateRequest, checked_body(InstanceTypeUpdateRequest, messages.INSTANCE_TYPE_UPDATE_INVALID)
+]
+AssociationBody = Annotated[
+    MachineAssociationRequest,
+    checked_body(MachineAssociationRequest, messages.MACHINE_ASSOCIATION_CREATE_INVALID),
+]
 
 
-def raise_if_any(message: str, *maps: dict[str, Any]) -> None:
-    data: dict[str, Any] = {}
-    for problems in maps:
-        for key, value in problems.items():
-            data.setdefault(key, value)
-    if data:
-        raise ServiceError(400, message, data)
+def assignment_wanted(request: Request, viewer: Viewer) -> bool:
+    with_associations = bool_param(request, "includeMachineAssignment")
+    if with_associations and viewer.provider is None:
+        raise forbidden("Only Provider can specify query param `includeMachineAssignment`")
+    return with_associations
 
 
 @router.post(
@@ -139,29 +90,12 @@ def raise_if_any(message: str, *maps: dict[str, Any]) -> None:
     summary="Create an instance type at a site",
     openapi_extra=json_body(InstanceTypeCreateRequest),
 )
-async def create_instance_type(
-    org: str, request: Request, principal: PrincipalDep, session: SessionDep
-) -> Response:
-    principal.require_provider_admin(org)
-    body = await read_body(request, InstanceTypeCreateRequest)
-    errors = FieldErrors()
-    errors.add("name", name_problem(body.name))
-    errors.add("description", description_problem(body.description))
-    errors.add("siteId", uuid_problem(body.site_id))
-    errors.add("labels", labels_problem(body.labels))
-    if body.controller_machine_type is not None and not 2 <= len(body.controller_machine_type) <= 256:
-        errors.add("controllerMachineType", "not a valid value")
-    raise_if_any(
-        "Error validating Instance Type creation request data",
-        errors.errors,
-        capability_problems(body.machine_capabilities),
-    )
-    provider = await orgs.provider_of(session, org)
+async def create_instance_type(org: str, _: ProviderAdmin, body: CreateBody, session: SessionDep) -> Response:
     site_id = parse_uuid(body.site_id)
     assert body.name is not None and site_id is not None
-    row, entries = await types.create_instance_type(
+    view = await types.create_instance_type(
         session,
-        provider,
+        org,
         name=body.name,
         description=body.description,
         site_id=site_id,
@@ -169,10 +103,7 @@ async def create_instance_type(
         controller_machine_type=body.controller_machine_type,
         capabilities=[item.spec() for item in body.machine_capabilities or []],
     )
-    assert provider is not None
-    rendered = (await render(session, orgs.Viewer(provider, None), [row], history={row.id: entries}))[0]
-    rendered.status_history = StatusDetail.many(entries)
-    return json_response(rendered, 201)
+    return json_response(InstanceType.of(view), 201)
 
 
 @router.get(
@@ -182,12 +113,13 @@ async def create_instance_type(
     summary="List the instance types of the org's provider and those at its tenant's sites",
 )
 async def list_instance_types(
-    org: str, request: Request, principal: PrincipalDep, session: SessionDep
+    _: ProviderOrTenant,
+    page: Paging,
+    included: Relations,
+    viewer: Viewer,
+    request: Request,
+    session: SessionDep,
 ) -> Response:
-    provider_role, tenant_role = principal.require_provider_or_tenant(org)
-    page = parse_page(request, frozenset(types.ORDER_COLUMNS))
-    relations = include_relations(request, RELATIONS)
-    viewer = await orgs.viewer(session, org, provider_role=provider_role, tenant_role=tenant_role)
     raw_site = single_param(request, "siteId")
     site_id = None
     if raw_site is not None:
@@ -195,11 +127,9 @@ async def list_instance_types(
         if site_id is None:
             raise bad_request("Invalid Site ID in query")
     wanted_status = single_param(request, "status")
-    if wanted_status is not None and wanted_status not in set(InstanceTypeStatus):
+    if wanted_status is not None and wanted_status not in types.STATUSES:
         raise bad_request("Invalid Status value in query")
-    with_associations = bool_param(request, "includeMachineAssignment")
-    if with_associations and viewer.provider is None:
-        raise forbidden("Only Provider can specify query param `includeMachineAssignment`")
+    with_associations = assignment_wanted(request, viewer)
     with_stats = bool_param(request, "includeAllocationStats")
     exclude_unallocated = bool_param(request, "excludeUnallocated")
     if exclude_unallocated and viewer.tenant is None:
@@ -210,11 +140,16 @@ async def list_instance_types(
         query=request.query_params.get("query"),
         exclude_unallocated=exclude_unallocated,
     )
-    rows, total = await types.list_instance_types(session, viewer, filters, page)
-    items = await render(
-        session, viewer, rows, relations=relations, with_associations=with_associations, with_stats=with_stats
+    views, total = await types.list_instance_types(
+        session,
+        viewer,
+        filters,
+        page,
+        relations=included,
+        with_associations=with_associations,
+        with_stats=with_stats,
     )
-    return paged_response(items, page, total)
+    return paged_response([InstanceType.of(v) for v in views], page, total)
 
 
 @router.get(
@@ -224,30 +159,17 @@ async def list_instance_types(
     summary="Get an instance type",
 )
 async def get_instance_type(
-    org: str, instanceTypeId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    viewer: Viewer, type_id: TypeId, included: Relations, request: Request, session: SessionDep
 ) -> Response:
-    provider_role, tenant_role = principal.require_provider_or_tenant(org)
-    viewer = await orgs.viewer(session, org, provider_role=provider_role, tenant_role=tenant_role)
-    type_id = type_id_of(instanceTypeId)
-    relations = include_relations(request, RELATIONS)
-    with_associations = bool_param(request, "includeMachineAssignment")
-    if with_associations and viewer.provider is None:
-        raise forbidden("Only Provider can specify query param `includeMachineAssignment`")
-    with_stats = bool_param(request, "includeAllocationStats")
-    row = await types.visible_instance_type(session, viewer, type_id)
-    if with_associations and (
-        viewer.provider is None or viewer.provider.id != row.infrastructure_provider_id
-    ):
-        with_associations = False  # machines are shown to their provider only
-    rendered = await render(
+    view = await types.get_instance_type(
         session,
         viewer,
-        [row],
-        relations=relations,
-        with_associations=with_associations,
-        with_stats=with_stats,
+        type_id,
+        relations=included,
+        with_associations=assignment_wanted(request, viewer),
+        with_stats=bool_param(request, "includeAllocationStats"),
     )
-    return json_response(rendered[0])
+    return json_response(InstanceType.of(view))
 
 
 @router.patch(
@@ -258,22 +180,8 @@ async def get_instance_type(
     openapi_extra=json_body(InstanceTypeUpdateRequest),
 )
 async def update_instance_type(
-    org: str, instanceTypeId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    _: ProviderAdmin, row: Owned, body: UpdateBody, session: SessionDep
 ) -> Response:
-    principal.require_provider_admin(org)
-    type_id = type_id_of(instanceTypeId)
-    provider = await orgs.provider_of(session, org)
-    row = await types.owned_instance_type(session, provider, type_id, lock=True)
-    body = await read_body(request, InstanceTypeUpdateRequest)
-    errors = FieldErrors()
-    errors.add("name", name_problem(body.name, required=False))
-    errors.add("description", description_problem(body.description))
-    errors.add("labels", labels_problem(body.labels))
-    raise_if_any(
-        "Error validating Instance Type update request data",
-        errors.errors,
-        capability_problems(body.machine_capabilities),
-    )
     changes = types.InstanceTypeChanges(
         name=body.name,
         description=body.description,
@@ -282,10 +190,7 @@ async def update_instance_type(
         if body.machine_capabilities is not None
         else None,
     )
-    row = await types.update_instance_type(session, row, changes)
-    assert provider is not None
-    history = await status.history(session, "instance_type_id", [row.id], limit=PATCH_HISTORY_LIMIT)
-    return json_response((await render(session, orgs.Viewer(provider, None), [row], history=history))[0])
+    return json_response(InstanceType.of(await types.update_instance_type(session, row, changes)))
 
 
 @router.delete(
@@ -295,12 +200,7 @@ async def update_instance_type(
     response_model=str,
     summary="Delete an instance type (no instances or allocations may use it)",
 )
-async def delete_instance_type(
-    org: str, instanceTypeId: str, principal: PrincipalDep, session: SessionDep
-) -> Response:
-    principal.require_provider_admin(org)
-    type_id = type_id_of(instanceTypeId)
-    row = await types.owned_instance_type(session, await orgs.provider_of(session, org), type_id, lock=True)
+async def delete_instance_type(_: ProviderAdmin, row: Owned, session: SessionDep) -> Response:
     await types.delete_instance_type(session, row)
     return deletion_accepted()
 
@@ -314,21 +214,11 @@ async def delete_instance_type(
     openapi_extra=json_body(MachineAssociationRequest),
 )
 async def create_association(
-    org: str, instanceTypeId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    _: ProviderAdmin, row: OwnedForMachines, body: AssociationBody, session: SessionDep
 ) -> Response:
-    principal.require_provider_admin(org)
-    type_id = type_id_of(instanceTypeId)
-    row = await types.owned_instance_type(
-        session, await orgs.provider_of(session, org), type_id, missing="Instance Type not found"
-    )
-    body = await read_body(request, MachineAssociationRequest)
-    raise_if_any(
-        "Error validating Machine/Instance Type Association creation request data",
-        machine_ids_problem(body.machine_ids),
-    )
     assert body.machine_ids is not None
     created = await types.associate(session, row, body.machine_ids)
-    return list_response([association(item) for item in created], 201)
+    return list_response([MachineInstanceType.of_association(item) for item in created], 201)
 
 
 @router.get(
@@ -338,16 +228,10 @@ async def create_association(
     summary="List the machines associated with an instance type",
 )
 async def list_associations(
-    org: str, instanceTypeId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    _: ProviderAdmin, row: OwnedForMachines, page: AssociationPaging, session: SessionDep
 ) -> Response:
-    principal.require_provider_admin(org)
-    type_id = type_id_of(instanceTypeId)
-    row = await types.owned_instance_type(
-        session, await orgs.provider_of(session, org), type_id, missing="Instance Type not found"
-    )
-    page = parse_page(request, frozenset(types.ASSOCIATION_ORDER_COLUMNS))
     items, total = await types.list_associations(session, row, page)
-    return paged_response([association(item) for item in items], page, total)
+    return paged_response([MachineInstanceType.of_association(item) for item in items], page, total)
 
 
 @router.delete(
@@ -358,12 +242,10 @@ async def list_associations(
     summary="Dissociate a machine (by machine id, or the deprecated association id) from an instance type",
 )
 async def delete_association(
-    org: str, instanceTypeId: str, machineAssociationId: str, principal: PrincipalDep, session: SessionDep
+    _: ProviderAdmin,
+    row: OwnedForMachineRemoval,
+    ref: Annotated[str, path_text("machineAssociationId")],
+    session: SessionDep,
 ) -> Response:
-    principal.require_provider_admin(org)
-    type_id = type_id_of(instanceTypeId)
-    row = await types.owned_instance_type(
-        session, await orgs.provider_of(session, org), type_id, missing="Instance Type not found", lock=True
-    )
-    await types.dissociate(session, row, machineAssociationId)
+    await types.dissociate(session, row, ref)
     return deletion_accepted()

@@ -3,31 +3,37 @@ interfaces (spec §4.4). TENANT_ADMIN only."""
 
 from __future__ import annotations
 
+import uuid
+from typing import Annotated
+
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from nico.api.binding import include_relations, list_param, parse_uuid, uuid_params
-from nico.api.deps import PrincipalDep, ReadSessionDep, SessionDep
-from nico.api.pagination import parse_page
+from nico.api import messages
+from nico.api.binding import list_param, paging, path_id, relations, uuid_params
+from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin
+from nico.api.pagination import Page
 from nico.api.rendering import paged_response
 from nico.api.schemas.nvlink_interface import NVLinkInterface
 from nico.services import nvlink_interface
-from nico.services.errors import bad_request
 
 router = APIRouter(tags=["nvlink-interface"])
 
+Relations = Annotated[frozenset[str], relations(nvlink_interface.RELATIONS)]
+Paging = Annotated[Page, paging(nvlink_interface.ORDER_FIELDS)]
+InstanceId = Annotated[uuid.UUID, path_id("instanceId", messages.INSTANCE_ID_OF_INTERFACES)]
+
 
 async def _list(
-    org: str, request: Request, principal: PrincipalDep, session: SessionDep, path_instance: str | None
+    org: str,
+    request: Request,
+    session: SessionDep,
+    included: frozenset[str],
+    page: Page,
+    path_instance: uuid.UUID | None,
 ) -> Response:
-    principal.require_tenant_admin(org)
-    relations = frozenset(include_relations(request, nvlink_interface.RELATIONS))
-    page = parse_page(request, nvlink_interface.ORDER_FIELDS)
     if path_instance is not None:
-        instance_id = parse_uuid(path_instance)
-        if instance_id is None:
-            raise bad_request(f"Invalid Instance ID: {path_instance} specified in request")
-        instance_ids = [instance_id]
+        instance_ids = [path_instance]
     else:
         instance_ids = uuid_params(request, "instanceId", "Invalid Instance ID: {value} in query")
     where = nvlink_interface.InterfaceFilter(
@@ -40,7 +46,7 @@ async def _list(
         statuses=list_param(request, "status"),
         in_path=path_instance is not None,
     )
-    views, total = await nvlink_interface.list_interfaces(session, org, where, relations, page)
+    views, total = await nvlink_interface.list_interfaces(session, org, where, included, page)
     return paged_response([NVLinkInterface.of(v) for v in views], page, total)
 
 
@@ -51,9 +57,9 @@ async def _list(
     summary="List the tenant's NVLink interfaces",
 )
 async def list_interfaces(
-    org: str, request: Request, principal: PrincipalDep, session: ReadSessionDep
+    org: str, _: TenantAdmin, included: Relations, page: Paging, request: Request, session: ReadSessionDep
 ) -> Response:
-    return await _list(org, request, principal, session, None)
+    return await _list(org, request, session, included, page, None)
 
 
 @router.get(
@@ -63,6 +69,12 @@ async def list_interfaces(
     summary="List an instance's NVLink interfaces",
 )
 async def list_instance_interfaces(
-    org: str, instanceId: str, request: Request, principal: PrincipalDep, session: ReadSessionDep
+    org: str,
+    _: TenantAdmin,
+    included: Relations,
+    page: Paging,
+    instance_id: InstanceId,
+    request: Request,
+    session: ReadSessionDep,
 ) -> Response:
-    return await _list(org, request, principal, session, instanceId)
+    return await _list(org, request, session, included, page, instance_id)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+import uuid
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from nico.api.binding import FieldErrors, bool_param, include_relations, parse_uuid, read_body, single_param
-from nico.api.deps import CtxDep, PrincipalDep, ReadSessionDep, SessionDep
+from nico.api import messages
+from nico.api.binding import bool_param, checked_body, include_relations, parse_uuid, path_id, single_param
+from nico.api.deps import CtxDep, ReadSessionDep, SessionDep, TenantAdmin
 from nico.api.openapi import json_body
 from nico.api.pagination import parse_page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
@@ -25,7 +29,7 @@ ITEM = PATH + "/{nvLinkLogicalPartitionId}"
 RELATIONS = ("Site", "Tenant")
 
 
-def includes(request: Request) -> partition.Include:
+async def includes(request: Request) -> partition.Include:
     relations = include_relations(request, RELATIONS)
     return partition.Include(
         relations=frozenset(relations),
@@ -33,6 +37,18 @@ def includes(request: Request) -> partition.Include:
         vpcs=bool_param(request, "includeVpcs"),
         stats=bool_param(request, "includeStats"),
     )
+
+
+PartitionId = Annotated[uuid.UUID, path_id("nvLinkLogicalPartitionId", messages.PARTITION_ID)]
+Includes = Annotated[partition.Include, Depends(includes)]
+CreateBody = Annotated[
+    LogicalPartitionCreateRequest,
+    checked_body(LogicalPartitionCreateRequest, messages.PARTITION_CREATE_INVALID),
+]
+UpdateBody = Annotated[
+    LogicalPartitionUpdateRequest,
+    checked_body(LogicalPartitionUpdateRequest, messages.PARTITION_UPDATE_INVALID),
+]
 
 
 @router.post(
@@ -43,12 +59,7 @@ def includes(request: Request) -> partition.Include:
     openapi_extra=json_body(LogicalPartitionCreateRequest),
     summary="Create an NVLink logical partition",
 )
-async def create_partition(org: str, request: Request, principal: PrincipalDep, ctx: CtxDep) -> Response:
-    principal.require_tenant_admin(org)
-    body = await read_body(request, LogicalPartitionCreateRequest)
-    errors = FieldErrors()
-    body.check(errors)
-    errors.raise_if_any("Error validating NVLink Logical Partition request creation data")
+async def create_partition(org: str, principal: TenantAdmin, body: CreateBody, ctx: CtxDep) -> Response:
     site_id = parse_uuid(body.site_id)
     assert site_id is not None and body.name is not None
     async with ctx.raw.connection() as conn:  # a hot path: two statements, no session
@@ -70,10 +81,8 @@ async def create_partition(org: str, request: Request, principal: PrincipalDep, 
     summary="List NVLink logical partitions",
 )
 async def list_partitions(
-    org: str, request: Request, principal: PrincipalDep, session: ReadSessionDep
+    org: str, _: TenantAdmin, include: Includes, request: Request, session: ReadSessionDep
 ) -> Response:
-    principal.require_tenant_admin(org)
-    include = includes(request)
     page = parse_page(request, partition.ORDER_FIELDS)
     raw_site = single_param(request, "siteId")
     site_id = parse_uuid(raw_site) if raw_site is not None else None
@@ -99,18 +108,12 @@ async def list_partitions(
 )
 async def get_partition(
     org: str,
-    nvLinkLogicalPartitionId: str,
-    request: Request,
-    principal: PrincipalDep,
+    _: TenantAdmin,
+    include: Includes,
+    partition_id: Annotated[uuid.UUID, path_id("nvLinkLogicalPartitionId", messages.PARTITION_ID_GET)],
     session: ReadSessionDep,
 ) -> Response:
-    principal.require_tenant_admin(org)
-    include = includes(request)
-    partition_id = parse_uuid(nvLinkLogicalPartitionId)
-    if partition_id is None:
-        raise bad_request("NVLink Logical Partition ID specified in URL is not valid")
-    view = await partition.get(session, org, partition_id, include)
-    return json_response(NVLinkLogicalPartition.of(view))
+    return json_response(NVLinkLogicalPartition.of(await partition.get(session, org, partition_id, include)))
 
 
 @router.patch(
@@ -121,16 +124,8 @@ async def get_partition(
     summary="Rename or re-describe an NVLink logical partition",
 )
 async def update_partition(
-    org: str, nvLinkLogicalPartitionId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, _: TenantAdmin, partition_id: PartitionId, body: UpdateBody, session: SessionDep
 ) -> Response:
-    principal.require_tenant_admin(org)
-    partition_id = parse_uuid(nvLinkLogicalPartitionId)
-    if partition_id is None:
-        raise bad_request("Invalid NVLink Logical Partition ID in URL")
-    body = await read_body(request, LogicalPartitionUpdateRequest)
-    errors = FieldErrors()
-    body.check(errors)
-    errors.raise_if_any("Error validating NVLink Logical Partition update request data")
     view = await partition.update(session, org, partition_id, name=body.name, description=body.description)
     return json_response(NVLinkLogicalPartition.of(view))
 
@@ -143,11 +138,7 @@ async def update_partition(
     summary="Delete an NVLink logical partition",
 )
 async def delete_partition(
-    org: str, nvLinkLogicalPartitionId: str, principal: PrincipalDep, session: SessionDep
+    org: str, _: TenantAdmin, partition_id: PartitionId, session: SessionDep
 ) -> Response:
-    principal.require_tenant_admin(org)
-    partition_id = parse_uuid(nvLinkLogicalPartitionId)
-    if partition_id is None:
-        raise bad_request("Invalid NVLink Logical Partition ID in URL")
     await partition.delete_partition(session, org, partition_id)
     return deletion_accepted()

@@ -2,106 +2,72 @@
 
 from __future__ import annotations
 
-import re
 import uuid
-from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
+from nico.api import messages
 from nico.api.auth import PROVIDER_ADMIN, TENANT_ADMIN
 from nico.api.binding import (
-    FieldErrors,
     bool_param,
-    description_problem,
-    hostname_problem,
-    include_relations,
+    checked_body,
     list_param,
-    name_problem,
+    paging,
     parse_go_bool,
-    parse_uuid,
-    read_body,
+    path_id,
+    read_checked,
+    relations,
 )
-from nico.api.deps import PrincipalDep, SessionDep
+from nico.api.deps import PrincipalDep, ProviderAdmin, ProviderOrTenant, SessionDep, Viewer
 from nico.api.openapi import json_body
-from nico.api.pagination import newest_first, parse_page
+from nico.api.pagination import Page, newest_first, parse_page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.common import StatusDetail
 from nico.api.schemas.site import (
     ContactRequest,
     LocationRequest,
-    MachineStats,
     Site,
     SiteCreateRequest,
+    SiteUpdateByProvider,
+    SiteUpdateByTenant,
     SiteUpdateRequest,
 )
-from nico.db.enums import SiteStatus
-from nico.db.models import Site as SiteRow
-from nico.db.models import StatusDetail as StatusDetailRow
-from nico.services import orgs, status
 from nico.services import site as sites
-from nico.services.errors import bad_request, forbidden, not_found
+from nico.services import status
+from nico.services.errors import bad_request, forbidden
 
 router = APIRouter(tags=["site"])
 
-RELATIONS = ("InfrastructureProvider",)
-LOCATION_LIMIT = 256
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-NOT_BY_TENANT = "value is not configurable by Tenant"
+
+async def editor_is_provider(org: str, principal: PrincipalDep) -> bool:
+    """Who may send a site update: its provider's admin (True) or a tenant admin (False, refused later)."""
+    roles = principal.require_member(org)
+    as_provider = PROVIDER_ADMIN in roles
+    if not as_provider and TENANT_ADMIN not in roles:
+        raise forbidden("User does not have Provider Admin role with org")
+    return as_provider
 
 
-def site_id_of(raw: str) -> uuid.UUID:
-    parsed = parse_uuid(raw)
-    if parsed is None:
-        raise bad_request("Invalid Site ID in URL")
-    return parsed
+AsProvider = Annotated[bool, Depends(editor_is_provider)]
 
 
-def place_problems(
-    errors: FieldErrors, location: LocationRequest | None, contact: ContactRequest | None
-) -> None:
-    if location is not None and any(
-        len(part or "") > LOCATION_LIMIT for part in (location.city, location.state, location.country)
-    ):
-        errors.add("location", f"city, state and country must be at most {LOCATION_LIMIT} characters each")
-    if contact is not None and contact.email and (len(contact.email) > 254 or not EMAIL.match(contact.email)):
-        errors.add("contact", "must be a valid email address")
+async def update_body(request: Request, as_provider: AsProvider) -> SiteUpdateRequest:
+    if as_provider:
+        return await read_checked(request, SiteUpdateByProvider, messages.SITE_UPDATE_INVALID)
+    return await read_checked(request, SiteUpdateByTenant, messages.SITE_UPDATE_INVALID)
+
+
+SiteId = Annotated[uuid.UUID, path_id("siteId", messages.SITE_ID)]
+Relations = Annotated[frozenset[str], relations(sites.RELATIONS)]
+Paging = Annotated[Page, paging(sites.ORDER_COLUMNS)]
+CreateBody = Annotated[SiteCreateRequest, checked_body(SiteCreateRequest, messages.SITE_CREATE_INVALID)]
+UpdateBody = Annotated[SiteUpdateRequest, Depends(update_body)]
 
 
 def place(model: LocationRequest | ContactRequest | None) -> dict[str, Any] | None:
     return model.model_dump(by_alias=True) if model is not None else None
-
-
-async def render(
-    session: SessionDep,
-    viewer: orgs.Viewer,
-    rows: Sequence[SiteRow],
-    *,
-    relations: set[str],
-    history: dict[uuid.UUID | str, list[StatusDetailRow]] | None = None,
-    with_stats: bool = False,
-) -> list[Site]:
-    owners = await orgs.providers_by_id(session, (row.infrastructure_provider_id for row in rows))
-    if history is None:
-        history = await status.history(session, "site_id", [row.id for row in rows])
-    stats = await sites.machine_stats(session, [row.id for row in rows]) if with_stats else {}
-    return [
-        Site.of(
-            row,
-            owners[row.infrastructure_provider_id],
-            history.get(row.id, []),
-            include_provider="InfrastructureProvider" in relations,
-            tenant_view=sites.tenant_view(viewer, row),
-            machine_stats=MachineStats.model_validate(stats[row.id]) if row.id in stats else None,
-        )
-        for row in rows
-    ]
-
-
-async def viewer_of(org: str, principal: PrincipalDep, session: SessionDep) -> orgs.Viewer:
-    provider_role, tenant_role = principal.require_provider_or_tenant(org)
-    return await orgs.viewer(session, org, provider_role=provider_role, tenant_role=tenant_role)
 
 
 @router.get(
@@ -110,14 +76,17 @@ async def viewer_of(org: str, principal: PrincipalDep, session: SessionDep) -> o
     response_model=list[Site],
     summary="List the sites of the org's provider and the sites its tenant is allocated at",
 )
-async def list_sites(org: str, request: Request, principal: PrincipalDep, session: SessionDep) -> Response:
-    provider_role, tenant_role = principal.require_provider_or_tenant(org)
-    page = parse_page(request, frozenset(sites.ORDER_COLUMNS))
-    relations = include_relations(request, RELATIONS)
-    viewer = await orgs.viewer(session, org, provider_role=provider_role, tenant_role=tenant_role)
+async def list_sites(
+    _: ProviderOrTenant,
+    page: Paging,
+    included: Relations,
+    viewer: Viewer,
+    request: Request,
+    session: SessionDep,
+) -> Response:
     statuses = list_param(request, "status")
     for value in statuses:
-        if value not in set(SiteStatus):
+        if value not in sites.STATUSES:
             raise bad_request("Invalid Status value in query", {"status": value})
     capabilities = {}
     for name in sites.CAPABILITY_FILTERS:
@@ -127,15 +96,18 @@ async def list_sites(org: str, request: Request, principal: PrincipalDep, sessio
             if parsed is None:
                 raise bad_request(f"Invalid value specified for `{name}` query param")
             capabilities[name] = parsed
-    with_stats = bool_param(request, "includeMachineStats")
-    if with_stats and viewer.provider is None:
-        raise forbidden("User must have Provider Admin role to request `includeMachineStats`")
     filters = sites.SiteFilters(
         statuses=statuses, query=request.query_params.get("query"), capabilities=capabilities
     )
-    rows, total = await sites.list_sites(session, viewer, filters, page)
-    items = await render(session, viewer, rows, relations=relations, with_stats=with_stats)
-    return paged_response(items, page, total)
+    views, total = await sites.list_sites(
+        session,
+        viewer,
+        filters,
+        page,
+        relations=included,
+        with_stats=bool_param(request, "includeMachineStats"),
+    )
+    return paged_response([Site.of(v) for v in views], page, total)
 
 
 @router.post(
@@ -146,22 +118,11 @@ async def list_sites(org: str, request: Request, principal: PrincipalDep, sessio
     summary="Create a site (Registered at once; optional capabilities are a nico extension)",
     openapi_extra=json_body(SiteCreateRequest),
 )
-async def create_site(org: str, request: Request, principal: PrincipalDep, session: SessionDep) -> Response:
-    principal.require_provider_admin(org)
-    body = await read_body(request, SiteCreateRequest)
-    errors = FieldErrors()
-    errors.add("name", name_problem(body.name))
-    errors.add("description", description_problem(body.description))
-    errors.add("serialConsoleHostname", hostname_problem(body.serial_console_hostname))
-    place_problems(errors, body.location, body.contact)
-    errors.raise_if_any("Error validating Site creation request data")
-    provider = await orgs.provider_of(session, org)
-    if provider is None:
-        raise not_found(f"Org '{org}' does not have an Infrastructure Provider")
+async def create_site(org: str, _: ProviderAdmin, body: CreateBody, session: SessionDep) -> Response:
     assert body.name is not None
-    row, entries = await sites.create_site(
+    view = await sites.create_site(
         session,
-        provider,
+        org,
         name=body.name,
         description=body.description,
         serial_console_hostname=body.serial_console_hostname or None,
@@ -169,19 +130,12 @@ async def create_site(org: str, request: Request, principal: PrincipalDep, sessi
         contact=place(body.contact),
         capabilities=body.capabilities.changes() if body.capabilities else {},
     )
-    site = Site.of(row, provider, [], tenant_view=False)
-    site.status_history = StatusDetail.many(entries)
-    return json_response(site, 201)
+    return json_response(Site.of(view), 201)
 
 
 @router.get("/site/{siteId}", operation_id="get-site", response_model=Site, summary="Get a site")
-async def get_site(
-    org: str, siteId: str, request: Request, principal: PrincipalDep, session: SessionDep
-) -> Response:
-    viewer = await viewer_of(org, principal, session)
-    relations = include_relations(request, RELATIONS)
-    row = await sites.visible_site(session, viewer, site_id_of(siteId))
-    return json_response((await render(session, viewer, [row], relations=relations))[0])
+async def get_site(viewer: Viewer, included: Relations, site_id: SiteId, session: SessionDep) -> Response:
+    return json_response(Site.of(await sites.get_site(session, viewer, site_id, included)))
 
 
 @router.get(
@@ -191,11 +145,10 @@ async def get_site(
     summary="Status history of a site, newest first",
 )
 async def get_site_status_history(
-    org: str, siteId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    viewer: Viewer, site_id: SiteId, request: Request, session: SessionDep
 ) -> Response:
-    viewer = await viewer_of(org, principal, session)
-    row = await sites.visible_site(session, viewer, site_id_of(siteId))
-    page = parse_page(request, status.ORDER_FIELDS)
+    row = await sites.visible_site(session, viewer, site_id)
+    page = parse_page(request, status.ORDER_FIELDS)  # after the site: its 404/403 come first
     entries, total = await status.page(session, "site_id", row.id, newest_first(page))
     return paged_response(StatusDetail.many(entries), page, total)
 
@@ -208,40 +161,8 @@ async def get_site_status_history(
     openapi_extra=json_body(SiteUpdateRequest),
 )
 async def update_site(
-    org: str, siteId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, as_provider: AsProvider, site_id: SiteId, body: UpdateBody, session: SessionDep
 ) -> Response:
-    roles = principal.require_member(org)
-    as_provider = PROVIDER_ADMIN in roles
-    if not as_provider and TENANT_ADMIN not in roles:
-        raise forbidden("User does not have Provider Admin role with org")
-    site_id = site_id_of(siteId)
-    body = await read_body(request, SiteUpdateRequest)
-    errors = FieldErrors()
-    if as_provider:
-        errors.add("name", name_problem(body.name, required=False))
-        errors.add("description", description_problem(body.description))
-        errors.add("serialConsoleHostname", hostname_problem(body.serial_console_hostname))
-        for field, value in (
-            ("serialConsoleIdleTimeout", body.serial_console_idle_timeout),
-            ("serialConsoleMaxSessionLength", body.serial_console_max_session_length),
-        ):
-            if value is not None and value <= 0:
-                errors.add(field, "must be greater than 0")
-        if body.is_serial_console_ssh_keys_enabled is not None:
-            errors.add("isSerialConsoleSSHKeysEnabled", "value is not configurable by Provider")
-        place_problems(errors, body.location, body.contact)
-    else:
-        for field in SiteUpdateRequest.model_fields:
-            if field != "is_serial_console_ssh_keys_enabled" and getattr(body, field) is not None:
-                errors.add(SiteUpdateRequest.model_fields[field].alias or field, NOT_BY_TENANT)
-        if body.is_serial_console_ssh_keys_enabled is not None:
-            errors.add(
-                "isSerialConsoleSSHKeysEnabled",
-                "configuring this value is no longer supported, update SSH Key Groups to remove Site instead",
-            )
-    errors.raise_if_any("Error validating Site update request data")
-    # A tenant may not change a site: the reference crashes here (500); nico refuses plainly.
-    provider = await orgs.provider_of(session, org) if as_provider else None
     changes = sites.SiteChanges(
         name=body.name,
         description=body.description,
@@ -253,11 +174,9 @@ async def update_site(
         contact=place(body.contact),
         capabilities=body.capabilities.changes() if body.capabilities else {},
     )
-    row = await sites.update_site(session, provider, site_id, changes)
-    assert provider is not None
-    viewer = orgs.Viewer(provider, None)
-    history = await status.history(session, "site_id", [row.id], limit=sites.PATCH_HISTORY_LIMIT)
-    return json_response((await render(session, viewer, [row], relations=set(), history=history))[0])
+    # A tenant may not change a site: the reference crashes here (500); nico refuses plainly.
+    view = await sites.update_site(session, org, site_id, changes, as_provider=as_provider)
+    return json_response(Site.of(view))
 
 
 @router.delete(
@@ -268,13 +187,11 @@ async def update_site(
     summary="Delete a site with its inventory (no allocations or tenant objects may remain)",
 )
 async def delete_site(
-    org: str, siteId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, _: ProviderAdmin, site_id: SiteId, request: Request, session: SessionDep
 ) -> Response:
-    principal.require_provider_admin(org)
-    site_id = site_id_of(siteId)
     raw = request.query_params.get("purgeMachines")
     if raw is not None and parse_go_bool(raw) is None:
         raise bad_request("Invalid purgeMachines query param")
     # Machines cannot outlive their site in nico's schema: they are always removed with it.
-    await sites.delete_site(session, await orgs.provider_of(session, org), site_id)
+    await sites.delete_site(session, org, site_id)
     return deletion_accepted()

@@ -3,89 +3,34 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
-from collections.abc import Set as AbstractSet
+from typing import Annotated
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from nico.api.binding import (
-    NAME_LENGTH,
-    FieldErrors,
-    description_problem,
-    include_relations,
-    parse_uuid,
-    read_body,
-    single_param,
-    uuid_problem,
-)
-from nico.api.deps import PrincipalDep, SessionDep
+from nico.api import messages
+from nico.api.binding import checked_body, paging, parse_uuid, path_id, relations, single_param
+from nico.api.deps import SessionDep, TenantAdmin
 from nico.api.openapi import json_body
-from nico.api.pagination import parse_page
+from nico.api.pagination import Page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
-from nico.api.schemas.common import StatusDetail
-from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.subnet import Subnet, SubnetCreateRequest, SubnetUpdateRequest
-from nico.api.schemas.vpc import VpcSummary
-from nico.db.enums import SubnetStatus
-from nico.db.models import StatusDetail as StatusDetailRow
-from nico.db.models import Subnet as SubnetRow
-from nico.db.models import Tenant
-from nico.services import orgs, status
-from nico.services import site as sites
 from nico.services import subnet as subnets
-from nico.services import vpc as vpc_service
 from nico.services.errors import bad_request
 
 router = APIRouter(tags=["subnet"])
 
-# Only Site is rendered: nico keeps no IP blocks, and Tenant renders nothing in the reference either.
-RELATIONS = ("Site", "Vpc", "Tenant", "IPv4Block", "IPv6Block")
-PATCH_HISTORY_LIMIT = 100
-NO_TENANT = "Error retrieving Tenant from org"
+
+async def org_tenant(org: str, session: SessionDep) -> subnets.OrgTenant:
+    return await subnets.tenant_of(session, org)
 
 
-def subnet_id_of(raw: str) -> uuid.UUID:
-    parsed = parse_uuid(raw)
-    if parsed is None:
-        raise bad_request("Invalid Subnet ID in URL")
-    return parsed
-
-
-def name_length_problem(value: str | None, *, required: bool) -> str | None:
-    """The subnet name rule is length only (no whitespace rule, unlike other resources)."""
-    if value is None:
-        return NAME_LENGTH if required else None
-    return None if 2 <= len(value) <= 256 else NAME_LENGTH
-
-
-async def tenant_of(session: SessionDep, org: str) -> Tenant:
-    tenant = await orgs.tenant_of(session, org)
-    if tenant is None:
-        raise bad_request(NO_TENANT)
-    return tenant
-
-
-async def render(
-    session: SessionDep,
-    rows: Sequence[SubnetRow],
-    *,
-    relations: AbstractSet[str] = frozenset(),
-    history: dict[uuid.UUID | str, list[StatusDetailRow]] | None = None,
-) -> list[Subnet]:
-    if history is None:
-        history = await status.history(session, "subnet_id", [row.id for row in rows])
-    at = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
-    vpcs = await vpc_service.vpcs_by_id(session, (r.vpc_id for r in rows)) if "Vpc" in relations else {}
-    return [
-        Subnet.of(
-            row,
-            history.get(row.id, []),
-            site=SiteSummary.of(at[row.site_id]) if row.site_id in at else None,
-            vpc=VpcSummary.of(vpcs[row.vpc_id]) if row.vpc_id in vpcs else None,
-        )
-        for row in rows
-    ]
+SubnetId = Annotated[uuid.UUID, path_id("subnetId", messages.SUBNET_ID)]
+Relations = Annotated[frozenset[str], relations(subnets.RELATIONS)]
+Paging = Annotated[Page, paging(subnets.ORDER_COLUMNS)]
+OrgTenant = Annotated[subnets.OrgTenant, Depends(org_tenant)]
+CreateBody = Annotated[SubnetCreateRequest, checked_body(SubnetCreateRequest, messages.SUBNET_CREATE_INVALID)]
+UpdateBody = Annotated[SubnetUpdateRequest, checked_body(SubnetUpdateRequest, messages.SUBNET_UPDATE_INVALID)]
 
 
 @router.post(
@@ -96,47 +41,32 @@ async def render(
     summary="Create a subnet in one of the tenant's VPCs (Ready at once)",
     openapi_extra=json_body(SubnetCreateRequest),
 )
-async def create_subnet(org: str, request: Request, principal: PrincipalDep, session: SessionDep) -> Response:
-    principal.require_tenant_admin(org)
-    body = await read_body(request, SubnetCreateRequest)
-    errors = FieldErrors()
-    errors.add("name", name_length_problem(body.name, required=True))
-    errors.add("description", description_problem(body.description))
-    errors.add("vpcId", uuid_problem(body.vpc_id))
-    errors.add("ipv4BlockId", uuid_problem(body.ipv4_block_id, required=False))
-    if body.ipv6_block_id is not None:
-        errors.add("ipv6BlockId", "IPv6 Subnet creation is not supported at this time")
-    if body.prefix_length is not None:
-        if body.prefix_length < 8:
-            errors.add("prefixLength", "prefixLength must be at least 8")
-        elif body.prefix_length > 30:
-            errors.add("prefixLength", "prefixLength must be at most 30")
-    errors.raise_if_any("Error validating Subnet creation request data")
-    tenant = await tenant_of(session, org)
+async def create_subnet(org: str, _: TenantAdmin, body: CreateBody, session: SessionDep) -> Response:
     vpc_id = parse_uuid(body.vpc_id)
     assert body.name is not None and vpc_id is not None
-    row, entries = await subnets.create_subnet(
+    view = await subnets.create_subnet(
         session,
-        tenant,
+        org,
         name=body.name,
         description=body.description,
         vpc_id=vpc_id,
         ipv4_block_id=parse_uuid(body.ipv4_block_id),
         prefix_length=body.prefix_length,
     )
-    rendered = Subnet.of(row, entries)
-    rendered.status_history = StatusDetail.many(entries)
-    return json_response(rendered, 201)
+    return json_response(Subnet.of(view), 201)
 
 
 @router.get(
     "/subnet", operation_id="get-all-subnet", response_model=list[Subnet], summary="List the tenant's subnets"
 )
-async def list_subnets(org: str, request: Request, principal: PrincipalDep, session: SessionDep) -> Response:
-    principal.require_tenant_admin(org)
-    page = parse_page(request, frozenset(subnets.ORDER_COLUMNS))
-    relations = include_relations(request, RELATIONS)
-    tenant = await tenant_of(session, org)
+async def list_subnets(
+    _: TenantAdmin,
+    page: Paging,
+    included: Relations,
+    tenant: OrgTenant,
+    request: Request,
+    session: SessionDep,
+) -> Response:
     raw_site, raw_vpc = single_param(request, "siteId"), single_param(request, "vpcId")
     site_id = parse_uuid(raw_site) if raw_site is not None else None
     if raw_site is not None and site_id is None:
@@ -145,25 +75,20 @@ async def list_subnets(org: str, request: Request, principal: PrincipalDep, sess
     if raw_vpc is not None and vpc_id is None:
         raise bad_request("Invalid VPC ID in query")
     wanted_status = single_param(request, "status")
-    if wanted_status is not None and wanted_status not in set(SubnetStatus):
+    if wanted_status is not None and wanted_status not in subnets.STATUSES:
         raise bad_request("Invalid Status value in query")
     filters = subnets.SubnetFilters(
         site_id=site_id, vpc_id=vpc_id, status=wanted_status, query=request.query_params.get("query")
     )
-    rows, total = await subnets.list_subnets(session, tenant, filters, page)
-    return paged_response(await render(session, rows, relations=relations), page, total)
+    views, total = await subnets.list_subnets(session, tenant, filters, page, included)
+    return paged_response([Subnet.of(v) for v in views], page, total)
 
 
 @router.get("/subnet/{subnetId}", operation_id="get-subnet", response_model=Subnet, summary="Get a subnet")
 async def get_subnet(
-    org: str, subnetId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, _: TenantAdmin, subnet_id: SubnetId, included: Relations, session: SessionDep
 ) -> Response:
-    principal.require_tenant_admin(org)
-    subnet_id = subnet_id_of(subnetId)
-    relations = include_relations(request, RELATIONS)
-    tenant = await tenant_of(session, org)
-    row = await subnets.own_subnet(session, tenant, subnet_id)
-    return json_response((await render(session, [row], relations=relations))[0])
+    return json_response(Subnet.of(await subnets.get_subnet(session, org, subnet_id, included)))
 
 
 @router.patch(
@@ -174,21 +99,10 @@ async def get_subnet(
     openapi_extra=json_body(SubnetUpdateRequest),
 )
 async def update_subnet(
-    org: str, subnetId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str, _: TenantAdmin, subnet_id: SubnetId, body: UpdateBody, session: SessionDep
 ) -> Response:
-    principal.require_tenant_admin(org)
-    subnet_id = subnet_id_of(subnetId)
-    body = await read_body(request, SubnetUpdateRequest)
-    errors = FieldErrors()
-    errors.add("name", name_length_problem(body.name, required=False))
-    errors.add("description", description_problem(body.description))
-    errors.raise_if_any("Error validating Subnet update request data")
-    tenant = await tenant_of(session, org)
-    row = await subnets.update_subnet(
-        session, tenant, subnet_id, name=body.name, description=body.description
-    )
-    history = await status.history(session, "subnet_id", [row.id], limit=PATCH_HISTORY_LIMIT)
-    return json_response((await render(session, [row], history=history))[0])
+    view = await subnets.update_subnet(session, org, subnet_id, name=body.name, description=body.description)
+    return json_response(Subnet.of(view))
 
 
 @router.delete(
@@ -198,8 +112,6 @@ async def update_subnet(
     response_model=str,
     summary="Delete a subnet (none of the tenant's instances may use it)",
 )
-async def delete_subnet(org: str, subnetId: str, principal: PrincipalDep, session: SessionDep) -> Response:
-    principal.require_tenant_admin(org)
-    subnet_id = subnet_id_of(subnetId)
-    await subnets.delete_subnet(session, await tenant_of(session, org), subnet_id)
+async def delete_subnet(org: str, _: TenantAdmin, subnet_id: SubnetId, session: SessionDep) -> Response:
+    await subnets.delete_subnet(session, org, subnet_id)
     return deletion_accepted()

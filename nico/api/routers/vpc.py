@@ -3,19 +3,23 @@ TENANT_ADMIN only."""
 
 from __future__ import annotations
 
+import uuid
+from typing import Annotated
+
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from nico.api import messages
 from nico.api.binding import (
-    FieldErrors,
-    include_relations,
+    checked_body,
     list_param,
     parse_uuid,
-    read_body,
+    path_id,
+    relations,
     single_param,
     uuid_params,
 )
-from nico.api.deps import PrincipalDep, ReadSessionDep, SessionDep
+from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin
 from nico.api.openapi import json_body
 from nico.api.pagination import parse_page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
@@ -28,6 +32,11 @@ router = APIRouter(tags=["vpc"])
 PATH = "/vpc"
 ITEM = PATH + "/{vpcId}"
 
+VpcId = Annotated[uuid.UUID, path_id("vpcId", messages.VPC_ID)]
+Relations = Annotated[frozenset[str], relations(vpc.RELATIONS)]
+CreateBody = Annotated[VpcCreateRequest, checked_body(VpcCreateRequest, messages.VPC_CREATE_INVALID)]
+UpdateBody = Annotated[VpcUpdateRequest, checked_body(VpcUpdateRequest, messages.VPC_UPDATE_INVALID)]
+
 
 @router.post(
     PATH,
@@ -37,20 +46,14 @@ ITEM = PATH + "/{vpcId}"
     openapi_extra=json_body(VpcCreateRequest),
     summary="Create a VPC",
 )
-async def create_vpc(org: str, request: Request, principal: PrincipalDep, session: SessionDep) -> Response:
-    principal.require_tenant_admin(org)
-    body = await read_body(request, VpcCreateRequest)
-    errors = FieldErrors()
-    body.check(errors)
-    errors.raise_if_any("Error validating VPC creation request data")
-    view = await vpc.create(session, org, body)
-    return json_response(Vpc.of(view), 201)
+async def create_vpc(org: str, _: TenantAdmin, body: CreateBody, session: SessionDep) -> Response:
+    return json_response(Vpc.of(await vpc.create(session, org, body)), 201)
 
 
 @router.get(PATH, operation_id="get-all-vpc", response_model=list[Vpc], summary="List VPCs")
-async def list_vpcs(org: str, request: Request, principal: PrincipalDep, session: ReadSessionDep) -> Response:
-    principal.require_tenant_admin(org)
-    relations = frozenset(include_relations(request, vpc.RELATIONS))
+async def list_vpcs(
+    org: str, _: TenantAdmin, included: Relations, request: Request, session: ReadSessionDep
+) -> Response:
     page = parse_page(request, vpc.ORDER_FIELDS)
     raw_provider = single_param(request, "infrastructureProviderId")
     provider_id = parse_uuid(raw_provider) if raw_provider is not None else None
@@ -68,20 +71,15 @@ async def list_vpcs(org: str, request: Request, principal: PrincipalDep, session
         provider_id=provider_id,
         query=single_param(request, "query"),
     )
-    views, total = await vpc.list_vpcs(session, org, where, relations, page)
+    views, total = await vpc.list_vpcs(session, org, where, included, page)
     return paged_response([Vpc.of(v) for v in views], page, total)
 
 
 @router.get(ITEM, operation_id="get-vpc", response_model=Vpc, summary="Get a VPC")
 async def get_vpc(
-    org: str, vpcId: str, request: Request, principal: PrincipalDep, session: ReadSessionDep
+    org: str, _: TenantAdmin, included: Relations, vpc_id: VpcId, session: ReadSessionDep
 ) -> Response:
-    principal.require_tenant_admin(org)
-    relations = frozenset(include_relations(request, vpc.RELATIONS))
-    vpc_id = parse_uuid(vpcId)
-    if vpc_id is None:
-        raise bad_request("Invalid VPC ID in URL")
-    return json_response(Vpc.of(await vpc.get(session, org, vpc_id, relations)))
+    return json_response(Vpc.of(await vpc.get(session, org, vpc_id, included)))
 
 
 @router.patch(
@@ -92,24 +90,16 @@ async def get_vpc(
     summary="Update a VPC",
 )
 async def update_vpc(
-    org: str, vpcId: str, request: Request, principal: PrincipalDep, session: SessionDep
+    org: str,
+    _: TenantAdmin,
+    body: UpdateBody,
+    vpc_id: Annotated[uuid.UUID, path_id("vpcId", messages.VPC_ID_UPDATE)],
+    session: SessionDep,
 ) -> Response:
-    principal.require_tenant_admin(org)
-    body = await read_body(request, VpcUpdateRequest)
-    errors = FieldErrors()
-    body.check(errors)
-    errors.raise_if_any("Error validating VPC update request data")
-    vpc_id = parse_uuid(vpcId)
-    if vpc_id is None:
-        raise bad_request("Invalid VPC ID in request")
     return json_response(Vpc.of(await vpc.update(session, org, vpc_id, body)))
 
 
 @router.delete(ITEM, operation_id="delete-vpc", status_code=202, response_model=str, summary="Delete a VPC")
-async def delete_vpc(org: str, vpcId: str, principal: PrincipalDep, session: SessionDep) -> Response:
-    principal.require_tenant_admin(org)
-    vpc_id = parse_uuid(vpcId)
-    if vpc_id is None:
-        raise bad_request("Invalid VPC ID in URL")
+async def delete_vpc(org: str, _: TenantAdmin, vpc_id: VpcId, session: SessionDep) -> Response:
     await vpc.delete_vpc(session, org, vpc_id)
     return deletion_accepted()

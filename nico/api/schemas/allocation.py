@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from datetime import datetime
+from typing import Any
 
 from pydantic import Field
 
+from nico.api.binding import REQUIRED, FieldErrors, description_problem, name_problem, uuid_problem
 from nico.api.schemas.common import RequestModel, ResponseModel, StatusDetail, omit_if_none
 from nico.api.schemas.instance_type import InstanceTypeSummary
 from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
 from nico.api.schemas.site import SiteSummary
-from nico.db.models import Allocation as AllocationRow
-from nico.db.models import AllocationConstraint as ConstraintRow
-from nico.db.models import StatusDetail as StatusDetailRow
+from nico.services.allocation import CONSTRAINT_TYPES, RESOURCE_TYPES, AllocationView, ConstraintView
+
+INT32_MAX = 2**31 - 1
 
 
 class AllocationConstraint(ResponseModel):
@@ -31,7 +32,8 @@ class AllocationConstraint(ResponseModel):
     updated: datetime
 
     @classmethod
-    def of(cls, row: ConstraintRow, instance_type: InstanceTypeSummary | None = None) -> AllocationConstraint:
+    def of(cls, view: ConstraintView) -> AllocationConstraint:
+        row, itype = view.constraint, view.instance_type
         return cls(
             id=row.id,
             allocation_id=row.allocation_id,
@@ -40,7 +42,7 @@ class AllocationConstraint(ResponseModel):
             constraint_type=row.constraint_type,
             constraint_value=row.constraint_value,
             derived_resource_id=row.derived_resource_id,
-            instance_type=instance_type,
+            instance_type=InstanceTypeSummary.of(itype) if itype else None,
             created=row.created,
             updated=row.updated,
         )
@@ -65,31 +67,25 @@ class Allocation(ResponseModel):
     allocation_constraints: list[AllocationConstraint]
 
     @classmethod
-    def of(
-        cls,
-        row: AllocationRow,
-        constraints: list[AllocationConstraint],
-        history: Iterable[StatusDetailRow],
-        *,
-        provider: InfrastructureProviderSummary | None = None,
-        tenant: TenantSummary | None = None,
-        site: SiteSummary | None = None,
-    ) -> Allocation:
+    def of(cls, view: AllocationView) -> Allocation:
+        row = view.allocation
         return cls(
             id=row.id,
             name=row.name,
             description=row.description,
             infrastructure_provider_id=row.infrastructure_provider_id,
-            infrastructure_provider=provider,
+            infrastructure_provider=InfrastructureProviderSummary.of(view.provider)
+            if view.provider
+            else None,
             tenant_id=row.tenant_id,
-            tenant=tenant,
+            tenant=TenantSummary.of(view.tenant) if view.tenant else None,
             site_id=row.site_id,
-            site=site,
+            site=SiteSummary.of(view.site) if view.site else None,
             status=row.status,
-            status_history=StatusDetail.many(history),
+            status_history=StatusDetail.many(view.history),
             created=row.created,
             updated=row.updated,
-            allocation_constraints=constraints,
+            allocation_constraints=[AllocationConstraint.of(c) for c in view.constraints],
         )
 
 
@@ -107,11 +103,55 @@ class AllocationCreateRequest(RequestModel):
     site_id: str | None = None
     allocation_constraints: list[AllocationConstraintRequest] | None = None
 
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("name", name_problem(self.name))
+        errors.add("description", description_problem(self.description))
+        errors.add("tenantId", uuid_problem(self.tenant_id))
+        errors.add("siteId", uuid_problem(self.site_id))
+        for key, value in constraint_problems(self.allocation_constraints).items():
+            errors.add(key, value)
+
 
 class AllocationUpdateRequest(RequestModel):
     name: str | None = None
     description: str | None = None
 
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("name", name_problem(self.name, required=False))
+        errors.add("description", description_problem(self.description))
+
 
 class AllocationConstraintUpdateRequest(RequestModel):
     constraint_value: int | None = None
+
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("constraintValue", constraint_value_problem(self.constraint_value))
+
+
+def constraint_problems(items: list[AllocationConstraintRequest] | None) -> dict[str, Any]:
+    """Rules of the one constraint; its messages appear at the top level of ``data``."""
+    if not items or len(items) != 1:
+        return {
+            "allocationConstraints": "at least one (and at most one) Allocation Constraint must be specified"
+        }
+    item = items[0]
+    errors = FieldErrors()
+    if not item.resource_type:
+        errors.add("resourceType", REQUIRED)
+    elif item.resource_type not in RESOURCE_TYPES:
+        errors.add("resourceType", "Resource Type must be InstanceType or IPBlock")
+    errors.add("resourceTypeId", uuid_problem(item.resource_type_id))
+    if not item.constraint_type:
+        errors.add("constraintType", REQUIRED)
+    elif item.constraint_type not in CONSTRAINT_TYPES:
+        errors.add("constraintType", "Constraint Type should be Reserved, OnDemand or Preemptible")
+    errors.add("constraintValue", constraint_value_problem(item.constraint_value))
+    return dict(errors.errors)
+
+
+def constraint_value_problem(value: int | None) -> str | None:
+    if not value:
+        return REQUIRED
+    if not 1 <= value <= INT32_MAX:
+        return f"must be between 1 and {INT32_MAX}"
+    return None

@@ -4,12 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
-from nico.db.models import StatusDetail as StatusDetailRow
+
+class StatusEntry(Protocol):
+    """One status history entry as services return it."""
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def message(self) -> str | None: ...
+
+    @property
+    def created(self) -> datetime: ...
+
+    @property
+    def updated(self) -> datetime: ...
 
 
 def omit_if_none(value: Any) -> bool:
@@ -71,11 +85,11 @@ class StatusDetail(ResponseModel):
     updated: datetime
 
     @classmethod
-    def of(cls, row: StatusDetailRow) -> StatusDetail:
+    def of(cls, row: StatusEntry) -> StatusDetail:
         return cls(status=row.status, message=row.message, created=row.created, updated=row.updated)
 
     @classmethod
-    def many(cls, rows: Iterable[StatusDetailRow]) -> list[StatusDetail]:
+    def many(cls, rows: Iterable[StatusEntry]) -> list[StatusDetail]:
         return [cls.of(row) for row in rows]
 
 

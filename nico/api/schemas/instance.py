@@ -31,6 +31,7 @@ from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import UNSUPPORTED, VpcSummary
 from nico.services.instance_view import InstanceView
+from nico.services.machine import MachineView
 
 MAX_INTERFACES = 16
 BATCH_MIN, BATCH_MAX = 2, 18  # 18 = the largest GB200 NVLink domain
@@ -341,12 +342,14 @@ class Instance(ResponseModel):
                 "machine_id": data["machine_id"],
                 "machine": (
                     Machine.of(
-                        view.machine,
-                        provider_id=data["infrastructure_provider_id"],
-                        tenant_id=data["tenant_id"],
-                        capabilities=view.machine_capabilities,
-                        history=view.machine_history,
-                        full_view=False,
+                        MachineView(
+                            view.machine,
+                            provider_id=data["infrastructure_provider_id"],
+                            tenant_id=data["tenant_id"],
+                            capabilities=view.machine_capabilities,
+                            history=view.machine_history,
+                            full=False,
+                        )
                     )
                     if view.machine is not None
                     else None

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
 from pydantic import Field
 
-from nico.api.binding import NAME_LENGTH, FieldErrors, name_problem
+from nico.api.binding import (
+    NAME_LENGTH,
+    FieldErrors,
+    description_problem,
+    labels_problem,
+    name_problem,
+    uuid_problem,
+)
 from nico.api.schemas.common import (
     Deprecation,
     RequestModel,
@@ -23,8 +30,10 @@ from nico.api.schemas.site import SiteSummary
 from nico.db.enums import CapabilityType
 from nico.db.models import InstanceType as InstanceTypeRow
 from nico.db.models import MachineCapability as CapabilityRow
-from nico.db.models import StatusDetail as StatusDetailRow
-from nico.services.instance_type import CapabilitySpec
+from nico.services.instance_type import Association, CapabilitySpec, InstanceTypeView
+
+MACHINE_ID_LIMIT = 256
+MAX_MACHINES_PER_REQUEST = 10_000
 
 # Column widths of machine_capability: longer values are refused with a field message, not a 500.
 CAPABILITY_TEXT_LIMITS = {"frequency": 64, "capacity": 64, "vendor": 256, "hardware_revision": 64}
@@ -101,6 +110,10 @@ class MachineInstanceType(ResponseModel):
     updated: datetime
 
     @classmethod
+    def of_association(cls, item: Association) -> MachineInstanceType:
+        return cls.of(item.id, item.machine.id, item.instance_type_id, item.machine.updated)
+
+    @classmethod
     def of(
         cls, association_id: uuid.UUID, machine_id: str, instance_type_id: uuid.UUID, at: datetime
     ) -> MachineInstanceType:
@@ -144,32 +157,29 @@ class InstanceType(ResponseModel):
     updated: datetime
 
     @classmethod
-    def of(
-        cls,
-        row: InstanceTypeRow,
-        capabilities: Iterable[CapabilityRow],
-        history: Iterable[StatusDetailRow],
-        *,
-        provider: InfrastructureProviderSummary | None = None,
-        site: SiteSummary | None = None,
-        associations: list[MachineInstanceType] | None = None,
-        allocation_stats: AllocationStats | None = None,
-    ) -> InstanceType:
+    def of(cls, view: InstanceTypeView) -> InstanceType:
+        row = view.instance_type
         return cls(
             id=row.id,
             name=row.name,
             description=row.description,
             controller_machine_type=row.controller_machine_type,
             infrastructure_provider_id=row.infrastructure_provider_id,
-            infrastructure_provider=provider,
+            infrastructure_provider=InfrastructureProviderSummary.of(view.provider)
+            if view.provider
+            else None,
             site_id=row.site_id,
-            site=site,
+            site=SiteSummary.of(view.site) if view.site else None,
             labels=row.labels or {},
-            machine_capabilities=[MachineCapability.of(c) for c in capabilities],
-            machine_instance_types=associations,
-            allocation_stats=allocation_stats,
+            machine_capabilities=[MachineCapability.of(c) for c in view.capabilities],
+            machine_instance_types=[MachineInstanceType.of_association(a) for a in view.associations]
+            if view.associations is not None
+            else None,
+            allocation_stats=AllocationStats.model_validate(asdict(view.stats))
+            if view.stats is not None
+            else None,
             status=row.status,
-            status_history=StatusDetail.many(history),
+            status_history=StatusDetail.many(view.history),
             created=row.created,
             updated=row.updated,
         )
@@ -271,6 +281,15 @@ class InstanceTypeCreateRequest(RequestModel):
     controller_machine_type: str | None = None
     machine_capabilities: list[MachineCapabilityRequest] | None = None
 
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("name", name_problem(self.name))
+        errors.add("description", description_problem(self.description))
+        errors.add("siteId", uuid_problem(self.site_id))
+        errors.add("labels", labels_problem(self.labels))
+        if self.controller_machine_type is not None and not 2 <= len(self.controller_machine_type) <= 256:
+            errors.add("controllerMachineType", "not a valid value")
+        errors.merge(capability_problems(self.machine_capabilities))
+
 
 class InstanceTypeUpdateRequest(RequestModel):
     name: str | None = None
@@ -278,6 +297,21 @@ class InstanceTypeUpdateRequest(RequestModel):
     labels: dict[str, Any] | None = None
     machine_capabilities: list[MachineCapabilityRequest] | None = None
 
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("name", name_problem(self.name, required=False))
+        errors.add("description", description_problem(self.description))
+        errors.add("labels", labels_problem(self.labels))
+        errors.merge(capability_problems(self.machine_capabilities))
+
 
 class MachineAssociationRequest(RequestModel):
     machine_ids: list[str] | None = None
+
+    def check(self, errors: FieldErrors) -> None:
+        ids = self.machine_ids
+        if not ids:
+            errors.add("machineIds", "at least one machine ID is required")
+        elif len(ids) > MAX_MACHINES_PER_REQUEST:
+            errors.add("machineIds", f"at most {MAX_MACHINES_PER_REQUEST} machine IDs can be specified")
+        elif any(not 1 <= len(value) <= MACHINE_ID_LIMIT for value in ids):
+            errors.add("machineIds", f"each machine ID must be 1 to {MACHINE_ID_LIMIT} characters")

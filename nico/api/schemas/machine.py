@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import Field
 
+from nico.api.binding import FieldErrors, labels_problem, uuid_problem
 from nico.api.schemas.common import (
     Deprecation,
     RequestModel,
@@ -21,10 +22,11 @@ from nico.api.schemas.org import InfrastructureProviderSummary
 from nico.api.schemas.site import SiteSummary
 from nico.db.models import Gpu as GpuRow
 from nico.db.models import Machine as MachineRow
-from nico.db.models import MachineCapability as CapabilityRow
-from nico.db.models import StatusDetail as StatusDetailRow
 from nico.services import inventory
 from nico.services.instance_type import rendered_status
+from nico.services.machine import MachineView
+
+UPDATE_FIELDS = "setMaintenanceMode, instanceTypeId, clearInstanceType or labels"
 
 
 def _deprecation(old: str, new: str) -> Deprecation:
@@ -107,52 +109,42 @@ class Machine(ResponseModel):
     )
 
     @classmethod
-    def of(
-        cls,
-        row: MachineRow,
-        *,
-        provider_id: uuid.UUID,
-        tenant_id: uuid.UUID | None,
-        capabilities: Iterable[CapabilityRow],
-        history: Iterable[StatusDetailRow],
-        full_view: bool,
-        nvlink: NvLinkInfo | None = None,
-        provider: InfrastructureProviderSummary | None = None,
-        site: SiteSummary | None = None,
-        instance_type: InstanceTypeSummary | None = None,
-    ) -> Machine:
-        """``full_view`` is the provider's or a privileged tenant's (serial number shown); ``nvlink`` is
-        passed for the provider only."""
+    def of(cls, view: MachineView) -> Machine:
+        """A full view (the provider's or a privileged tenant's) shows the serial number; NVLink info
+        is shown to the provider only."""
+        row = view.machine
         shown = rendered_status(row)
         return cls(
             id=row.id,
             controller_machine_id=row.id,
-            infrastructure_provider_id=provider_id,
-            infrastructure_provider=provider,
+            infrastructure_provider_id=view.provider_id,
+            infrastructure_provider=InfrastructureProviderSummary.of(view.provider)
+            if view.provider
+            else None,
             site_id=row.site_id,
-            site=site,
+            site=SiteSummary.of(view.site) if view.site else None,
             instance_type_id=row.instance_type_id,
-            instance_type=instance_type,
+            instance_type=InstanceTypeSummary.of(view.instance_type) if view.instance_type else None,
             instance_id=row.instance_id,
-            tenant_id=tenant_id,
+            tenant_id=view.tenant_id,
             controller_machine_type=row.controller_machine_type,
             hw_sku_device_type=row.hw_sku_device_type,
             vendor=row.vendor,
             product_name=row.product_name,
             hostname=row.hostname,
-            serial_number=row.serial_number if full_view else None,
-            machine_capabilities=[MachineCapability.of(c) for c in capabilities],
+            serial_number=row.serial_number if view.full else None,
+            machine_capabilities=[MachineCapability.of(c) for c in view.capabilities],
             machine_interfaces=[],
             maintenance_message=row.maintenance_message,
             labels=row.labels,
             health=None,
             status=shown,
             is_usable_by_tenant=shown == "Ready" and not row.is_missing_on_site,
-            status_history=StatusDetail.many(history),
+            status_history=StatusDetail.many(view.history),
             created=row.created,
             updated=row.updated,
             deprecations=MACHINE_DEPRECATIONS,
-            nv_link_info=nvlink,
+            nv_link_info=NvLinkInfo.of(row, view.gpus) if view.gpus is not None else None,
         )
 
 
@@ -162,6 +154,30 @@ class MachineUpdateRequest(RequestModel):
     set_maintenance_mode: bool | None = None
     maintenance_message: str | None = None
     labels: dict[str, Any] | None = None
+
+    def check(self, errors: FieldErrors) -> None:
+        chosen = [
+            name
+            for name, given in (
+                ("setMaintenanceMode", self.set_maintenance_mode is not None),
+                ("instanceTypeId", self.instance_type_id is not None),
+                ("clearInstanceType", self.clear_instance_type is not None),
+                ("labels", self.labels is not None),
+            )
+            if given
+        ]
+        if len(chosen) > 1:
+            errors.add("__all__", f"only one of {UPDATE_FIELDS} can be set at a time")
+        elif not chosen:
+            errors.add("__all__", f"no updates specified. One of {UPDATE_FIELDS} must be set")
+        errors.add("instanceTypeId", uuid_problem(self.instance_type_id, required=False))
+        if self.clear_instance_type is False:
+            errors.add("clearInstanceType", "must be true when specified")
+        if self.set_maintenance_mode and not 5 <= len(self.maintenance_message or "") <= 256:
+            errors.add("maintenanceMessage", "the length must be between 5 and 256")
+        if self.maintenance_message is not None and not self.set_maintenance_mode:
+            errors.add("maintenanceMessage", "can only be specified when setMaintenanceMode is true")
+        errors.add("labels", labels_problem(self.labels))
 
 
 class GpuRequest(RequestModel):
@@ -207,6 +223,10 @@ class MachineRegistrationRequest(RequestModel):
     site_id: str | None = None
     instance_type_id: str | None = None
     machines: list[MachineRecordRequest] | None = None
+
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("siteId", uuid_problem(self.site_id))
+        errors.add("instanceTypeId", uuid_problem(self.instance_type_id, required=False))
 
     def records(self) -> list[inventory.MachineRecord]:
         """The machines for :func:`nico.services.inventory.register_machines`, which checks them; the

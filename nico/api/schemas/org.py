@@ -4,10 +4,35 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Protocol
 
 from nico.api.schemas.common import ResponseModel
-from nico.db.models import InfrastructureProvider as ProviderRow
-from nico.db.models import Tenant as TenantRow
+
+
+class ProviderRow(Protocol):
+    """An infrastructure provider as services return it."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def org(self) -> str: ...
+
+    @property
+    def org_display_name(self) -> str | None: ...
+
+    @property
+    def created(self) -> datetime: ...
+
+    @property
+    def updated(self) -> datetime: ...
+
+
+class TenantRow(ProviderRow, Protocol):
+    """A tenant as services return it."""
+
+    @property
+    def targeted_instance_creation(self) -> bool: ...
 
 
 class TenantCapabilities(ResponseModel):

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import re
 import uuid
-from collections.abc import Iterable
 from datetime import datetime
 
 from pydantic import Field
 
+from nico.api.binding import FieldErrors, description_problem, hostname_problem, name_problem
 from nico.api.schemas.common import RequestModel, ResponseModel, StatusDetail, omit_if_none
 from nico.api.schemas.org import InfrastructureProviderSummary
 from nico.db.enums import SiteStatus
 from nico.db.models import InfrastructureProvider as ProviderRow
 from nico.db.models import Site as SiteRow
-from nico.db.models import StatusDetail as StatusDetailRow
+from nico.services.site import SiteView
+
+LOCATION_LIMIT = 256
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+NOT_BY_TENANT = "value is not configurable by Tenant"
 
 
 class SiteCapabilities(ResponseModel):
@@ -111,26 +116,19 @@ class Site(ResponseModel):
     capabilities: SiteCapabilities
 
     @classmethod
-    def of(
-        cls,
-        row: SiteRow,
-        owner: ProviderRow,
-        history: Iterable[StatusDetailRow],
-        *,
-        include_provider: bool = False,
-        tenant_view: bool = False,
-        machine_stats: MachineStats | None = None,
-    ) -> Site:
-        """``owner`` is the site's provider (its org is always shown); ``tenant_view`` renders the
-        fields the reference shows a tenant holding the site (no serial-console SSH key setting is
-        kept by nico, so it reads false)."""
+    def of(cls, view: SiteView) -> Site:
+        """``tenant_view`` renders the fields the reference shows a tenant holding the site (no
+        serial-console SSH key setting is kept by nico, so it reads false)."""
+        row, owner = view.site, view.owner
         return cls(
             id=row.id,
             name=row.name,
             description=row.description,
             org=owner.org,
             infrastructure_provider_id=row.infrastructure_provider_id,
-            infrastructure_provider=InfrastructureProviderSummary.of(owner) if include_provider else None,
+            infrastructure_provider=InfrastructureProviderSummary.of(owner)
+            if view.include_provider
+            else None,
             site_controller_version=row.site_controller_version,
             site_agent_version=row.site_agent_version,
             registration_token=None,
@@ -139,15 +137,17 @@ class Site(ResponseModel):
             is_serial_console_enabled=row.is_serial_console_enabled,
             serial_console_idle_timeout=row.serial_console_idle_timeout,
             serial_console_max_session_length=row.serial_console_max_session_length,
-            is_serial_console_ssh_keys_enabled=False if tenant_view else None,
+            is_serial_console_ssh_keys_enabled=False if view.tenant_view else None,
             is_online=row.status == SiteStatus.REGISTERED,
             status=row.status,
-            status_history=StatusDetail.many(history),
+            status_history=StatusDetail.many(view.history),
             created=row.created,
             updated=row.updated,
             location=SiteLocation.model_validate(row.location) if row.location else None,
             contact=SiteContact.model_validate(row.contact) if row.contact else None,
-            machine_stats=machine_stats,
+            machine_stats=MachineStats.model_validate(view.machine_stats)
+            if view.machine_stats is not None
+            else None,
             capabilities=SiteCapabilities.of(row),
         )
 
@@ -194,6 +194,12 @@ class SiteCreateRequest(RequestModel):
         description="nico extension: feature flags of the new site (the reference only sets them by PATCH).",
     )
 
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("name", name_problem(self.name))
+        errors.add("description", description_problem(self.description))
+        errors.add("serialConsoleHostname", hostname_problem(self.serial_console_hostname))
+        place_problems(errors, self.location, self.contact)
+
 
 class SiteUpdateRequest(RequestModel):
     name: str | None = None
@@ -209,3 +215,46 @@ class SiteUpdateRequest(RequestModel):
     location: LocationRequest | None = None
     contact: ContactRequest | None = None
     capabilities: CapabilitiesRequest | None = None
+
+
+class SiteUpdateByProvider(SiteUpdateRequest):
+    """A site update by its provider: every field but the serial-console SSH key setting."""
+
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("name", name_problem(self.name, required=False))
+        errors.add("description", description_problem(self.description))
+        errors.add("serialConsoleHostname", hostname_problem(self.serial_console_hostname))
+        for field, value in (
+            ("serialConsoleIdleTimeout", self.serial_console_idle_timeout),
+            ("serialConsoleMaxSessionLength", self.serial_console_max_session_length),
+        ):
+            if value is not None and value <= 0:
+                errors.add(field, "must be greater than 0")
+        if self.is_serial_console_ssh_keys_enabled is not None:
+            errors.add("isSerialConsoleSSHKeysEnabled", "value is not configurable by Provider")
+        place_problems(errors, self.location, self.contact)
+
+
+class SiteUpdateByTenant(SiteUpdateRequest):
+    """A site update by a tenant holding it: nothing is configurable."""
+
+    def check(self, errors: FieldErrors) -> None:
+        for field in SiteUpdateRequest.model_fields:
+            if field != "is_serial_console_ssh_keys_enabled" and getattr(self, field) is not None:
+                errors.add(SiteUpdateRequest.model_fields[field].alias or field, NOT_BY_TENANT)
+        if self.is_serial_console_ssh_keys_enabled is not None:
+            errors.add(
+                "isSerialConsoleSSHKeysEnabled",
+                "configuring this value is no longer supported, update SSH Key Groups to remove Site instead",
+            )
+
+
+def place_problems(
+    errors: FieldErrors, location: LocationRequest | None, contact: ContactRequest | None
+) -> None:
+    if location is not None and any(
+        len(part or "") > LOCATION_LIMIT for part in (location.city, location.state, location.country)
+    ):
+        errors.add("location", f"city, state and country must be at most {LOCATION_LIMIT} characters each")
+    if contact is not None and contact.email and (len(contact.email) > 254 or not EMAIL.match(contact.email)):
+        errors.add("contact", "must be a valid email address")

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from datetime import datetime
 
 from pydantic import Field
 
+from nico.api.binding import NAME_LENGTH, FieldErrors, description_problem, uuid_problem
 from nico.api.schemas.common import RequestModel, ResponseModel, StatusDetail, omit_if_none
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import VpcSummary
-from nico.db.models import StatusDetail as StatusDetailRow
-from nico.db.models import Subnet as SubnetRow
+from nico.services.subnet import SubnetView
 
 
 class Subnet(ResponseModel):
@@ -39,22 +38,16 @@ class Subnet(ResponseModel):
     updated: datetime
 
     @classmethod
-    def of(
-        cls,
-        row: SubnetRow,
-        history: Iterable[StatusDetailRow],
-        *,
-        site: SiteSummary | None = None,
-        vpc: VpcSummary | None = None,
-    ) -> Subnet:
+    def of(cls, view: SubnetView) -> Subnet:
+        row = view.subnet
         return cls(
             id=row.id,
             name=row.name,
             description=row.description,
             site_id=row.site_id,
-            site=site,
+            site=SiteSummary.of(view.site) if view.site else None,
             vpc_id=row.vpc_id,
-            vpc=vpc,
+            vpc=VpcSummary.of(view.vpc) if view.vpc else None,
             controller_network_segment_id=row.id,
             ipv4_prefix=row.ipv4_prefix,
             ipv4_block_id=row.ipv4_block_id,
@@ -66,7 +59,7 @@ class Subnet(ResponseModel):
             routing_type=row.routing_type,
             status=row.status,
             mtu=row.mtu,
-            status_history=StatusDetail.many(history),
+            status_history=StatusDetail.many(view.history),
             created=row.created,
             updated=row.updated,
         )
@@ -83,7 +76,31 @@ class SubnetCreateRequest(RequestModel):
     prefix_length: int | None = Field(default=None, description="Optional in nico; 8..30 when given.")
     ip_block_size: int | None = None
 
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("name", name_length_problem(self.name, required=True))
+        errors.add("description", description_problem(self.description))
+        errors.add("vpcId", uuid_problem(self.vpc_id))
+        errors.add("ipv4BlockId", uuid_problem(self.ipv4_block_id, required=False))
+        if self.ipv6_block_id is not None:
+            errors.add("ipv6BlockId", "IPv6 Subnet creation is not supported at this time")
+        if self.prefix_length is not None:
+            if self.prefix_length < 8:
+                errors.add("prefixLength", "prefixLength must be at least 8")
+            elif self.prefix_length > 30:
+                errors.add("prefixLength", "prefixLength must be at most 30")
+
 
 class SubnetUpdateRequest(RequestModel):
     name: str | None = None
     description: str | None = None
+
+    def check(self, errors: FieldErrors) -> None:
+        errors.add("name", name_length_problem(self.name, required=False))
+        errors.add("description", description_problem(self.description))
+
+
+def name_length_problem(value: str | None, *, required: bool) -> str | None:
+    """The subnet name rule is length only (no whitespace rule, unlike other resources)."""
+    if value is None:
+        return NAME_LENGTH if required else None
+    return None if 2 <= len(value) <= 256 else NAME_LENGTH

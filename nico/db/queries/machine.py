@@ -1,0 +1,161 @@
+"""Machine SQL: the rows and facts the machine service decides with."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, and_, case, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.enums import MachineStatus
+from nico.db.models import Gpu, Instance, InstanceType, Machine, MachineCapability, Site, TenantSite
+
+# A Ready machine holding an instance is shown (and sorted, and filtered) as InUse.
+SHOWN_STATUS: ColumnElement[str] = case(
+    (
+        and_(Machine.status == MachineStatus.READY, Machine.instance_id.is_not(None)),
+        MachineStatus.IN_USE.value,
+    ),
+    else_=Machine.status,
+)
+ORDER_COLUMNS: dict[str, Any] = {
+    "id": Machine.id,
+    "status": SHOWN_STATUS,
+    "created": Machine.created,
+    "updated": Machine.updated,
+}
+
+
+async def site_by_id(session: AsyncSession, site_id: uuid.UUID) -> Site | None:
+    return await session.get(Site, site_id)
+
+
+async def tenant_holds_site(session: AsyncSession, tenant_id: uuid.UUID, site_id: uuid.UUID) -> bool:
+    return await session.get(TenantSite, (tenant_id, site_id)) is not None
+
+
+async def existing_instance_type_ids(session: AsyncSession, ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
+    return set(await session.scalars(select(InstanceType.id).where(InstanceType.id.in_(ids))))
+
+
+def _owning(condition: ColumnElement[bool]) -> Select[str | None]:
+    """Ids of the machines with a capability meeting ``condition``."""
+    return select(MachineCapability.machine_id).where(condition)
+
+
+def machines_matching(
+    *,
+    provider_id: uuid.UUID | None,
+    site_id: uuid.UUID | None,
+    instance_type_ids: Sequence[uuid.UUID] = (),
+    has_instance_type: bool | None = None,
+    has_instance: bool | None = None,
+    statuses: Sequence[str] = (),
+    ids: Sequence[str] = (),
+    instance_tenant_ids: Sequence[uuid.UUID] = (),
+    capability_types: Sequence[str] = (),
+    capability_names: Sequence[str] = (),
+    hw_sku_device_types: Sequence[str] = (),
+    is_missing_on_site: bool | None = None,
+    pattern: str | None = None,
+) -> Select[Machine]:
+    """The machines at the provider's sites (every machine without ``provider_id``) matching the filters
+    (a statement to page)."""
+    stmt = select(Machine)
+    if provider_id is not None:
+        stmt = stmt.where(
+            Machine.site_id.in_(select(Site.id).where(Site.infrastructure_provider_id == provider_id))
+        )
+    if site_id is not None:
+        stmt = stmt.where(Machine.site_id == site_id)
+    if instance_type_ids:
+        stmt = stmt.where(Machine.instance_type_id.in_(instance_type_ids))
+    if has_instance_type is not None:
+        column = Machine.instance_type_id
+        stmt = stmt.where(column.is_not(None) if has_instance_type else column.is_(None))
+    if has_instance is not None:
+        column = Machine.instance_id
+        stmt = stmt.where(column.is_not(None) if has_instance else column.is_(None))
+    if statuses:
+        stmt = stmt.where(SHOWN_STATUS.in_(statuses))
+    if ids:
+        stmt = stmt.where(Machine.id.in_(ids))
+    if instance_tenant_ids:
+        stmt = stmt.where(
+            Machine.instance_id.in_(select(Instance.id).where(Instance.tenant_id.in_(instance_tenant_ids)))
+        )
+    if capability_types:
+        stmt = stmt.where(Machine.id.in_(_owning(MachineCapability.type.in_(capability_types))))
+    if capability_names:
+        stmt = stmt.where(Machine.id.in_(_owning(MachineCapability.name.in_(capability_names))))
+    if hw_sku_device_types:
+        stmt = stmt.where(Machine.hw_sku_device_type.in_(hw_sku_device_types))
+    if is_missing_on_site is not None:
+        stmt = stmt.where(Machine.is_missing_on_site == is_missing_on_site)
+    if pattern:
+        stmt = stmt.where(
+            or_(
+                Machine.id.ilike(pattern),
+                Machine.hostname.ilike(pattern),
+                Machine.serial_number.ilike(pattern),
+                Machine.vendor.ilike(pattern),
+                Machine.product_name.ilike(pattern),
+                SHOWN_STATUS.ilike(pattern),
+            )
+        )
+    return stmt
+
+
+async def site_providers(session: AsyncSession, site_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, uuid.UUID]:
+    """Site id -> its provider id."""
+    ids = set(site_ids)
+    if not ids:
+        return {}
+    rows = await session.execute(select(Site.id, Site.infrastructure_provider_id).where(Site.id.in_(ids)))
+    return {row[0]: row[1] for row in rows.all()}
+
+
+async def instance_tenants(
+    session: AsyncSession, instance_ids: Iterable[uuid.UUID]
+) -> dict[uuid.UUID, uuid.UUID]:
+    """Instance id -> its tenant id."""
+    ids = set(instance_ids)
+    if not ids:
+        return {}
+    rows = await session.execute(select(Instance.id, Instance.tenant_id).where(Instance.id.in_(ids)))
+    return {row[0]: row[1] for row in rows.all()}
+
+
+async def gpus_of(session: AsyncSession, machine_ids: Sequence[str]) -> dict[str, list[Gpu]]:
+    out: dict[str, list[Gpu]] = {}
+    if machine_ids:
+        rows = await session.scalars(
+            select(Gpu).where(Gpu.machine_id.in_(list(machine_ids))).order_by(Gpu.machine_id, Gpu.device_id)
+        )
+        for gpu in rows:
+            out.setdefault(gpu.machine_id, []).append(gpu)
+    return out
+
+
+async def machine_by_id(session: AsyncSession, machine_id: str) -> Machine | None:
+    return await session.get(Machine, machine_id)
+
+
+async def relock_machine(session: AsyncSession, machine: Machine) -> None:
+    """Reload the machine FOR UPDATE (after the instance type locks: types before machines)."""
+    await session.refresh(machine, with_for_update=True)
+
+
+async def instance_types_locked(
+    session: AsyncSession, ids: Iterable[uuid.UUID]
+) -> dict[uuid.UUID, InstanceType]:
+    """The instance types FOR NO KEY UPDATE, locked in id order."""
+    rows = await session.scalars(
+        select(InstanceType)
+        .where(InstanceType.id.in_(sorted(set(ids))))
+        .order_by(InstanceType.id)
+        .with_for_update(key_share=True)
+    )
+    return {row.id: row for row in rows}
