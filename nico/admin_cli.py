@@ -120,7 +120,7 @@ async def in_transaction(url: str, work: Callable[[AsyncSession], Awaitable[T]])
 
 def with_session(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     """Run ``work`` against the configured database; a refused request prints its message, exit 1."""
-    from nico.cli import database_url_or_exit, settings_or_exit
+    from nico.cli_support import database_url_or_exit, settings_or_exit
 
     url = database_url_or_exit(settings_or_exit())
     try:
@@ -163,7 +163,7 @@ def register(
     ] = None,
 ) -> None:
     """Create or update machines at a site, all or nothing (the registration API's rules)."""
-    from nico.cli import database_url_or_exit, settings_or_exit
+    from nico.cli_support import database_url_or_exit, settings_or_exit
     from nico.services.errors import ServiceError
 
     site = _uuid_option("--site-id", site_id)
@@ -324,7 +324,7 @@ def nvlink_info_populate(
     ] = None,
 ) -> None:
     """Read a machine's GPUs (device ids, GUIDs, slots) and domain from the fabric."""
-    from nico.cli import settings_or_exit
+    from nico.cli_support import settings_or_exit
 
     settings = settings_or_exit()
 
