@@ -64,5 +64,8 @@ def migrate_or_exit(url: str) -> None:
 
 def one_line(exc: BaseException) -> str:
     """The first line of an exception's message (drivers append SQL and links on later lines)."""
+    output = getattr(exc, "stderr", None)  # a failed initdb or pg_ctl: its own last words
+    if isinstance(output, str) and output.strip():
+        return f"{output.strip().splitlines()[-1]} ({exc})"
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     return text[0] if text else type(exc).__name__

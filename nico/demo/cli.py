@@ -68,10 +68,10 @@ def demo(
     try:
         asyncio.run(run_demo(settings, options, out, err))
     except (DemoError, ServiceError, FabricError) as exc:
-        err.print(f"[bold red]demo:[/] {getattr(exc, 'message', exc)}", highlight=False)
+        err.print(f"[bold red]demo:[/] {getattr(exc, 'message', exc)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     except (OSError, SQLAlchemyError) as exc:  # the database went away, the disk is full, ...
-        err.print(f"[bold red]demo:[/] {one_line(exc)}", highlight=False)
+        err.print(f"[bold red]demo:[/] {one_line(exc)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
 
 

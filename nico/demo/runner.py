@@ -37,6 +37,7 @@ from rich.progress import (
 from nico.api.app import Background, build_context, create_app
 from nico.api.auth import issue_dev_token
 from nico.api.context import AppContext
+from nico.cli_support import one_line
 from nico.config import Settings
 from nico.db import migrate as migrations
 from nico.db.engine import make_session_factory, resolve_database_url, transaction
@@ -186,7 +187,10 @@ async def start(
     sock = bind(options.host, options.port)
     stack.callback(sock.close)
     with steps.step("PostgreSQL" + ("" if settings.database_url else " (embedded)")):
-        url = await asyncio.to_thread(resolve_database_url, settings)
+        try:
+            url = await asyncio.to_thread(resolve_database_url, settings)
+        except Exception as exc:
+            raise DemoError(f"cannot start PostgreSQL: {one_line(exc)}") from None
     with steps.step("database schema at the latest revision"):
         await asyncio.to_thread(migrations.upgrade, url)
     path = snapshot_path(settings, options.backend)

@@ -82,6 +82,11 @@ class DemoProcess:
             if banner and BANNER_END in line:
                 self._ready.set()
 
+    @property
+    def pid(self) -> int:
+        assert self._process is not None
+        return self._process.pid
+
     def output(self) -> str:
         return "".join(self.stdout) + "\n--- stderr ---\n" + "".join(self.stderr)
 
