@@ -49,7 +49,7 @@ SHOWN_IDS = 20
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -120,13 +120,17 @@ async def in_transaction(url: str, work: Callable[[AsyncSession], Awaitable[T]])
 
 def with_session(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     """Run ``work`` against the configured database; a refused request prints its message, exit 1."""
-    from nico.cli_support import database_url_or_exit, settings_or_exit
+    from sqlalchemy.exc import OperationalError
+
+    from nico.cli_support import database_url_or_exit, one_line, settings_or_exit
 
     url = database_url_or_exit(settings_or_exit())
     try:
         return asyncio.run(in_transaction(url, work))
     except ServiceError as exc:
         raise fail(exc.message) from None
+    except OperationalError as exc:  # the database cannot be reached
+        raise fail(one_line(exc), 1) from None
 
 
 async def run_registration(url: str, site: uuid.UUID, itype: uuid.UUID | None, records: list[Any]) -> Any:
