@@ -49,7 +49,7 @@ SHOWN_IDS = 20
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -120,13 +120,17 @@ async def in_transaction(url: str, work: Callable[[AsyncSession], Awaitable[T]])
 
 def with_session(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     """Run ``work`` against the configured database; a refused request prints its message, exit 1."""
-    from nico.cli import database_url_or_exit, settings_or_exit
+    from sqlalchemy.exc import OperationalError
+
+    from nico.cli_support import database_url_or_exit, one_line, settings_or_exit
 
     url = database_url_or_exit(settings_or_exit())
     try:
         return asyncio.run(in_transaction(url, work))
     except ServiceError as exc:
         raise fail(exc.message) from None
+    except OperationalError as exc:  # the database cannot be reached
+        raise fail(one_line(exc), 1) from None
 
 
 async def run_registration(url: str, site: uuid.UUID, itype: uuid.UUID | None, records: list[Any]) -> Any:
@@ -163,7 +167,7 @@ def register(
     ] = None,
 ) -> None:
     """Create or update machines at a site, all or nothing (the registration API's rules)."""
-    from nico.cli import database_url_or_exit, settings_or_exit
+    from nico.cli_support import database_url_or_exit, settings_or_exit
     from nico.services.errors import ServiceError
 
     site = _uuid_option("--site-id", site_id)
@@ -324,7 +328,7 @@ def nvlink_info_populate(
     ] = None,
 ) -> None:
     """Read a machine's GPUs (device ids, GUIDs, slots) and domain from the fabric."""
-    from nico.cli import settings_or_exit
+    from nico.cli_support import settings_or_exit
 
     settings = settings_or_exit()
 

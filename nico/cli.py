@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from nico import admin_cli, tenant_cli
-from nico.config import ConfigError, Settings, load_settings
+from nico.cli_support import (
+    console,
+    database_url_or_exit,
+    fail,
+    migrate_or_exit,
+    settings_or_exit,
+    setup_logging,
+)
+from nico.config import ConfigError
 from nico.demo import cli as demo_cli
 from nico.sim import cli as sim_cli
+
+__all__ = ["app", "database_url_or_exit", "main", "settings_or_exit", "setup_logging"]
 
 app = typer.Typer(
     name="nico",
@@ -22,47 +30,22 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console(stderr=True)
 app.add_typer(sim_cli.app, name="sim")
 app.add_typer(demo_cli.app, name="demo")
-
-
-def settings_or_exit(**overrides: object) -> Settings:
-    """Load settings; on a bad value print one clear line and exit with status 2."""
-    try:
-        return load_settings(**overrides)
-    except ConfigError as exc:
-        console.print(f"[bold red]configuration error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
-
-
-def setup_logging(settings: Settings) -> None:
-    logging.basicConfig(
-        level=settings.log_level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
-def database_url_or_exit(settings: Settings) -> str:
-    from nico.db.engine import resolve_database_url
-
-    try:
-        return resolve_database_url(settings)
-    except Exception as exc:
-        console.print(f"[bold red]database error:[/] {exc}", highlight=False)
-        raise typer.Exit(1) from None
+Verbose = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Log everything, the embedded PostgreSQL's lines too.")
+]
 
 
 @app.command()
-def migrate() -> None:
+def migrate(verbose: Verbose = False) -> None:
     """Upgrade the database schema to the latest revision (Alembic head)."""
     from nico.db import migrate as migrations
 
     settings = settings_or_exit()
-    setup_logging(settings)
+    setup_logging(settings, verbose=verbose)
     url = database_url_or_exit(settings)
-    migrations.upgrade(url)
+    migrate_or_exit(url)
     console.print(f"database schema at revision {migrations.head_revision()}")
 
 
@@ -73,13 +56,19 @@ def serve(
     no_reconciler: Annotated[
         bool, typer.Option("--no-reconciler", help="API only (for replicas beside `nico reconcile`).")
     ] = False,
+    workers: Annotated[
+        int, typer.Option(min=1, help="API worker processes (the reconciler stays one, in this process).")
+    ] = 1,
+    metrics_port: Annotated[
+        int, typer.Option(help="With --workers > 1: the reconciler's /metrics port (0: none).")
+    ] = 9101,
+    verbose: Verbose = False,
 ) -> None:
     """Run the API and, unless told otherwise, the NVLink reconciler (migrating the database first)."""
     import uvicorn
 
     from nico.api.app import Background, build_context, create_app
     from nico.api.context import AppContext
-    from nico.db import migrate as migrations
     from nico.reconciler.runtime import run_reconciler
 
     settings = settings_or_exit()
@@ -87,9 +76,15 @@ def serve(
         settings.api.host = host
     if port is not None:
         settings.api.port = port
-    setup_logging(settings)
+    setup_logging(settings, verbose=verbose)
     url = database_url_or_exit(settings)
-    migrations.upgrade(url)
+    migrate_or_exit(url)
+    if workers > 1:
+        from nico.serving import serve_workers
+
+        reconciling = settings.nvlink_config.enabled and not no_reconciler
+        serve_workers(settings, url, workers, reconciler=reconciling, metrics_port=metrics_port)
+        return
     context = build_context(settings, url)
     background: list[Background] = []
     if settings.nvlink_config.enabled and not no_reconciler:
@@ -113,9 +108,11 @@ def token(
     ttl: Annotated[int, typer.Option(help="Lifetime in seconds.")] = 7 * 24 * 3600,
 ) -> None:
     """Print a development token signed with this data directory's key (HS256)."""
-    from nico.api.auth import KNOWN_ROLES, issue_dev_token, normalize_role
+    from nico.api.auth import DEV_SECRET_FILE, KNOWN_ROLES, issue_dev_token, normalize_role
 
     settings = settings_or_exit()
+    key = settings.data_dir / DEV_SECRET_FILE
+    new_key = not settings.auth.hs256_secret and not key.exists()
     roles = role or ["TENANT_ADMIN"]
     for name in roles:
         if normalize_role(name) not in KNOWN_ROLES:
@@ -128,6 +125,13 @@ def token(
     except ValueError as exc:
         console.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(2) from None
+    if new_key:
+        console.print(
+            f"[yellow]created a new signing key[/] {key}: only a server on this data directory "
+            "(NICO_DATA_DIR) accepts the token",
+            highlight=False,
+            soft_wrap=True,
+        )
     print(value)
 
 
@@ -151,21 +155,24 @@ def openapi(
 def reconcile(
     metrics_port: Annotated[int, typer.Option(help="Port for /metrics (0: no metrics server).")] = 9101,
     metrics_host: Annotated[str, typer.Option(help="Address for /metrics.")] = "127.0.0.1",
+    verbose: Verbose = False,
 ) -> None:
     """Run the NVLink reconciler alone (run several to share the domains)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from nico.db import migrate as migrations
     from nico.db.engine import make_engine
     from nico.reconciler.runtime import run_reconciler
 
     settings = settings_or_exit()
-    setup_logging(settings)
+    setup_logging(settings, verbose=verbose)
     url = database_url_or_exit(settings)
-    migrations.upgrade(url)
+    migrate_or_exit(url)
     registry = CollectorRegistry()
     if metrics_port:
-        start_http_server(metrics_port, addr=metrics_host, registry=registry)
+        try:
+            start_http_server(metrics_port, addr=metrics_host, registry=registry)
+        except OSError as exc:
+            raise fail(f"cannot listen on {metrics_host}:{metrics_port} ({exc.strerror})") from None
         console.print(f"metrics at http://{metrics_host}:{metrics_port}/metrics")
 
     async def main() -> None:
@@ -180,8 +187,7 @@ def reconcile(
     except KeyboardInterrupt:
         pass
     except ConfigError as exc:
-        console.print(f"[bold red]configuration error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        raise fail(str(exc), 2, "configuration error") from None
 
 
 app.add_typer(admin_cli.app, name="admin")

@@ -1,11 +1,21 @@
-"""uvicorn inside an event loop that another program owns (``nico demo``, ``nico sim``, tests)."""
+"""uvicorn inside an event loop that another program owns (``nico demo``, ``nico sim``, tests), and
+the app factory behind ``nico serve --workers N``."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
+import threading
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import uvicorn
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from nico.config import Settings
 
 
 class EmbeddedServer(uvicorn.Server):
@@ -14,3 +24,56 @@ class EmbeddedServer(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:
         yield
+
+
+DATABASE_URL_VARIABLE = "NICO_SERVE_DATABASE_URL"  # parent -> workers: the URL it resolved and migrated
+
+
+def app_factory() -> FastAPI:
+    """The API of one ``nico serve --workers N`` worker (uvicorn imports ``nico.serving:app_factory``
+    in each worker process): settings from the same environment and config file as the parent, the
+    database the parent resolved (and migrated), no reconciler (the parent runs the only one)."""
+    from nico.api.app import build_context, create_app
+    from nico.config import load_settings
+
+    settings = load_settings()
+    url = os.environ.get(DATABASE_URL_VARIABLE) or None
+    return create_app(settings, context=build_context(settings, url), owns_context=True)
+
+
+def serve_workers(settings: Settings, url: str, workers: int, *, reconciler: bool, metrics_port: int) -> None:
+    """uvicorn's process manager with ``workers`` API processes; the reconciler, when on, runs once,
+    in this process (a thread with its own event loop and /metrics on ``metrics_port``)."""
+    os.environ[DATABASE_URL_VARIABLE] = url
+    if reconciler:
+        threading.Thread(
+            target=_reconcile, args=(settings, url, metrics_port), name="reconciler", daemon=True
+        ).start()
+    uvicorn.run(
+        "nico.serving:app_factory",
+        factory=True,
+        host=settings.api.host,
+        port=settings.api.port,
+        workers=workers,
+        log_level=settings.log_level.lower(),
+    )
+
+
+def _reconcile(settings: Settings, url: str, metrics_port: int) -> None:
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from nico.db.engine import make_engine
+    from nico.reconciler.runtime import run_reconciler
+
+    registry = CollectorRegistry()
+    if metrics_port:
+        start_http_server(metrics_port, addr=settings.api.host, registry=registry)
+
+    async def main() -> None:
+        engine = make_engine(url, pool_size=settings.db_pool_size)
+        try:
+            await run_reconciler(settings, engine, registry)
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())

@@ -47,8 +47,17 @@ class Census:
         return f"instances Ready ({waiting})" if waiting else "instances Ready"
 
 
+FATAL_STATUSES = frozenset({400, 401, 403, 404})  # waiting longer cannot change these answers
+
+
 class ApiError(Exception):
-    pass
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+    @property
+    def fatal(self) -> bool:
+        return self.status in FATAL_STATUSES
 
 
 def census(client: httpx.Client, base: str, vpc_id: str | None) -> Census:
@@ -65,7 +74,7 @@ def census(client: httpx.Client, base: str, vpc_id: str | None) -> Census:
                 message = response.json().get("message")
             except ValueError:
                 message = response.text[:200]
-            raise ApiError(f"GET {base}/instance: {response.status_code} {message}")
+            raise ApiError(f"GET {base}/instance: {response.status_code} {message}", response.status_code)
         items = response.json()
         statuses.update(item["status"] for item in items if item["status"] != TERMINATING)
         total = json.loads(response.headers.get("X-Pagination", "{}")).get("total", 0)
@@ -86,10 +95,11 @@ def wait_ready(
     timeout: Annotated[float, typer.Option(min=0.0, help="Give up after this many seconds.")] = 300.0,
 ) -> None:
     """Wait until every instance of the tenant (at least --min of them) is Ready: exit 0, or 1 at the
-    timeout. Shows Ready / total and what the others are doing."""
+    timeout (or at once when the server refuses the request or cannot be reached). Shows Ready /
+    total and what the others are doing."""
     if token is None:
         from nico.api.auth import issue_dev_token
-        from nico.cli import settings_or_exit
+        from nico.cli_support import settings_or_exit
 
         try:
             token = issue_dev_token(settings_or_exit(), org=org, roles=["TENANT_ADMIN"])
@@ -114,7 +124,17 @@ def wait_ready(
         while True:
             try:
                 latest = census(client, base, vpc_id)
-            except (httpx.HTTPError, ApiError) as exc:
+            except httpx.ConnectError as exc:
+                progress.stop()
+                err.print(f"[bold red]error:[/] cannot reach {url}: {exc}", highlight=False, soft_wrap=True)
+                raise typer.Exit(1) from None
+            except ApiError as exc:
+                if exc.fatal:
+                    progress.stop()
+                    err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+                    raise typer.Exit(1) from None
+                progress.update(task, description=f"[yellow]{exc}")
+            except httpx.HTTPError as exc:
                 progress.update(task, description=f"[yellow]{exc}")
             else:
                 progress.update(
@@ -127,7 +147,14 @@ def wait_ready(
                     break
             if time.monotonic() >= deadline:
                 progress.stop()
-                err.print(f"[bold red]timeout:[/] {latest.ready}/{latest.total} {latest.describe()}")
+                if latest.total < minimum:
+                    err.print(
+                        f"[bold red]timeout:[/] {latest.total} instances exist, fewer than --min {minimum} "
+                        f"({latest.ready} Ready)",
+                        highlight=False,
+                    )
+                else:
+                    err.print(f"[bold red]timeout:[/] {latest.ready}/{latest.total} {latest.describe()}")
                 raise typer.Exit(1)
             time.sleep(POLL_SECONDS)
     print(f"{latest.ready}/{latest.total} instances Ready")

@@ -13,13 +13,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nico.db.engine import normalize_url
 
+PACKAGED = Path(__file__).resolve().parents[1] / "_migrations"  # in a wheel: see setup.py
+CHECKOUT = Path(__file__).resolve().parents[2] / "migrations"  # a source checkout (editable install)
+
 
 def migrations_dir() -> Path:
-    """``NICO_MIGRATIONS_DIR``, else ``migrations/`` beside the package (source checkout or image)."""
+    """``NICO_MIGRATIONS_DIR`` if set, else the migrations shipped in the package (an installed wheel),
+    else ``migrations/`` at the top of the source checkout."""
     env = os.environ.get("NICO_MIGRATIONS_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "migrations"
+    return PACKAGED if (PACKAGED / "env.py").is_file() else CHECKOUT
 
 
 def alembic_config(url: str) -> Config:

@@ -42,27 +42,36 @@ def demo(
         FabricKind, typer.Option(help="Fabric manager to simulate: nmxc (per rack, gRPC) or nmxm (REST).")
     ] = FabricKind.nmxc,
     org: Annotated[str, typer.Option(help="Tenant org that gets the site's free machines.")] = "demo",
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Log everything, the embedded PostgreSQL's lines too.")
+    ] = False,
 ) -> None:
     """Embedded PostgreSQL, simulated NMX-C or NMX-M on loopback, provider data seeded, the API and
     the reconciler; prints the URL, a tenant token and what to try next. Ctrl-C stops it; the next
     run reuses the state (data directory: NICO_DATA_DIR)."""
     if ctx.invoked_subcommand is not None:
         return
-    from nico.cli import settings_or_exit, setup_logging
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from nico.cli_support import one_line, settings_or_exit, setup_logging
     from nico.demo.runner import DemoError, DemoOptions, run_demo
+    from nico.fabric.backend import FabricError
     from nico.services.errors import ServiceError
 
     settings = settings_or_exit()
     if "log_level" not in settings.model_fields_set:
         settings.log_level = "WARNING"  # the progress lines and the banner, not every request
-    setup_logging(settings)
+    setup_logging(settings, verbose=verbose)
     options = DemoOptions(
         racks=racks, port=port, backend="nmxm" if backend is FabricKind.nmxm else "nmxc", org=org
     )
     try:
         asyncio.run(run_demo(settings, options, out, err))
-    except (DemoError, ServiceError) as exc:
-        err.print(f"[bold red]demo:[/] {getattr(exc, 'message', exc)}", highlight=False)
+    except (DemoError, ServiceError, FabricError) as exc:
+        err.print(f"[bold red]demo:[/] {getattr(exc, 'message', exc)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    except (OSError, SQLAlchemyError) as exc:  # the database went away, the disk is full, ...
+        err.print(f"[bold red]demo:[/] {one_line(exc)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
 
 
@@ -80,7 +89,7 @@ def seed(
     """Seed the demo's provider data from running fabric managers: the site, the instance type, the
     machines each NMX-C endpoint (or NMX-M, per nvlink_config) reports, the endpoint rows and the
     tenant org's allocation. Idempotent."""
-    from nico.cli import database_url_or_exit, settings_or_exit, setup_logging
+    from nico.cli_support import database_url_or_exit, migrate_or_exit, settings_or_exit, setup_logging
 
     settings = settings_or_exit()
     setup_logging(settings)
@@ -89,12 +98,11 @@ def seed(
         err.print("[bold red]error:[/] backend nmxc: give the simulators with --nmxc-endpoint URL")
         raise typer.Exit(2)
     from nico.config import ConfigError
-    from nico.db import migrate as migrations
     from nico.fabric.backend import FabricError
     from nico.services.errors import ServiceError
 
     url = database_url_or_exit(settings)
-    migrations.upgrade(url)  # as serve and reconcile do: a no-op after `nico migrate`
+    migrate_or_exit(url)  # as serve and reconcile do: a no-op after `nico migrate`
     try:
         seeded = asyncio.run(_seed(settings, url, org, endpoints, wait))
     except (ServiceError, FabricError, ConfigError) as exc:

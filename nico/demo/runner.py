@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import logging
 import os
+import shlex
 import socket
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,7 @@ from rich.progress import (
 from nico.api.app import Background, build_context, create_app
 from nico.api.auth import issue_dev_token
 from nico.api.context import AppContext
+from nico.cli_support import one_line
 from nico.config import Settings
 from nico.db import migrate as migrations
 from nico.db.engine import make_session_factory, resolve_database_url, transaction
@@ -103,6 +107,32 @@ def save_fabric(path: Path, fabric: SimFabric) -> None:
     os.replace(partial, path)
 
 
+LOCK_FILE = "demo.lock"
+
+
+@contextlib.contextmanager
+def hold_data_dir(data_dir: Path) -> Iterator[None]:
+    """This demo's claim on its data directory: a second ``nico demo`` on it is refused, naming the
+    process that holds it (the lock goes with the process, however it ends)."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+            raise DemoError(
+                f"data directory {data_dir} is in use by {holder}: stop it, or give this demo another "
+                "data directory (NICO_DATA_DIR=/some/dir nico demo)"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"nico demo (pid {os.getpid()})\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
 def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -153,10 +183,14 @@ async def start(
     settings: Settings, options: DemoOptions, stack: contextlib.AsyncExitStack, steps: Steps
 ) -> RunningDemo:
     """Start everything, registering each part's shutdown on ``stack`` as soon as it runs."""
+    stack.enter_context(hold_data_dir(settings.data_dir))
     sock = bind(options.host, options.port)
     stack.callback(sock.close)
     with steps.step("PostgreSQL" + ("" if settings.database_url else " (embedded)")):
-        url = await asyncio.to_thread(resolve_database_url, settings)
+        try:
+            url = await asyncio.to_thread(resolve_database_url, settings)
+        except Exception as exc:
+            raise DemoError(f"cannot start PostgreSQL: {one_line(exc)}") from None
     with steps.step("database schema at the latest revision"):
         await asyncio.to_thread(migrations.upgrade, url)
     path = snapshot_path(settings, options.backend)
@@ -230,6 +264,12 @@ async def stop_serving(server: EmbeddedServer, serving: asyncio.Task[None]) -> N
         await serving
 
 
+def nico_command() -> str:
+    """``nico`` as this process was started (its absolute path: a fresh shell may not have it on PATH)."""
+    started = Path(sys.argv[0])
+    return shlex.quote(str(started.resolve())) if started.name == "nico" and started.exists() else "nico"
+
+
 def banner(demo: RunningDemo, out: Console) -> None:
     """The URL, the topology page, a tenant token and the next commands (stdout, never wrapped)."""
     org = demo.options.org
@@ -252,10 +292,14 @@ def banner(demo: RunningDemo, out: Console) -> None:
     lines += [
         "",
         "[bold]Next[/], in another terminal (README.md has the whole walkthrough):",
-        f"  export NICO_URL={demo.url}",
-        f"  export NICO_TOKEN=$(nico token --org {org})",
+        f"  export NICO_DATA_DIR={shlex.quote(str(demo.settings.data_dir))} NICO_URL={demo.url} "
+        f"NICO_ORG={shlex.quote(org)}",
+    ]
+    if token:
+        lines.append(f"  export NICO_TOKEN={token}")
+    lines += [
         f'  curl -s -H "Authorization: Bearer $NICO_TOKEN" $NICO_URL/v2/org/{org}/nico/site',
-        f"  nico wait-ready --org {org}",
+        f"  {nico_command()} wait-ready --org {shlex.quote(org)}",
         "",
         "Ctrl-C stops the demo; the next run picks up where this one left off.",
     ]

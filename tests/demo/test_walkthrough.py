@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.support.demo_process import DemoProcess
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.e2e
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -38,6 +39,17 @@ def metric(text: str, name: str, **labels: str) -> float | None:
     return None
 
 
+def run_walkthrough(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The README's block as a user pastes it: bash without any option of ours."""
+    return subprocess.run(["bash", "-c", walkthrough()], env=env, capture_output=True, text=True, timeout=180)
+
+
+def nico(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "nico.cli", *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
 def test_the_readme_walkthrough_runs_as_written_and_a_second_demo_run_reuses_the_state(
     tmp_path: Path,
 ) -> None:
@@ -45,13 +57,34 @@ def test_the_readme_walkthrough_runs_as_written_and_a_second_demo_run_reuses_the
     assert "topologyOptimized" in script and '"count": 18' in script
     demo = DemoProcess(tmp_path / "data").start()
     try:
-        ran = subprocess.run(
-            ["bash", "-c", "set -eo pipefail\n" + script],
-            env={**demo.env, "NICO_URL": demo.url},
-            capture_output=True,
-            text=True,
-            timeout=180,
+        # A second demo on the same data directory is refused, naming the process that holds it.
+        second = nico("demo", "--port", str(free_port()), env=demo.env)
+        assert second.returncode == 1, second.stdout + second.stderr
+        assert f"is in use by nico demo (pid {demo.pid})" in second.stderr, second.stderr
+        assert "Traceback" not in second.stderr and "may use" not in second.stdout
+
+        # A wrong token: the walkthrough stops at its first call and shows the server's answer.
+        refused = run_walkthrough({**demo.env, "NICO_URL": demo.url, "NICO_TOKEN": "not-a-token"})
+        assert refused.returncode != 0
+        assert "failed: " in refused.stderr and "401" in refused.stderr, refused.stderr
+        assert "Traceback" not in refused.stderr and "KeyError" not in refused.stderr, refused.stderr
+        assert refused.stderr.count("failed: ") == 1, refused.stderr
+        # nico wait-ready gives up at once on a refusal, and when nothing listens.
+        unauthorised = nico("wait-ready", "--org", "demo", "--url", demo.url, "--token", "x", env=demo.env)
+        assert unauthorised.returncode == 1 and "401" in unauthorised.stderr, unauthorised.stderr
+        nothing = nico(
+            "wait-ready",
+            "--org",
+            "demo",
+            "--url",
+            f"http://127.0.0.1:{free_port()}",
+            "--token",
+            "x",
+            env=demo.env,
         )
+        assert nothing.returncode == 1 and "cannot reach" in nothing.stderr, nothing.stderr
+
+        ran = run_walkthrough({**demo.env, "NICO_URL": demo.url})
         assert ran.returncode == 0, f"walkthrough failed:\n{ran.stdout}\n{ran.stderr}\n{demo.output()}"
         assert "18 instances Pending" in ran.stdout  # the batch answers at once
         assert "18/18 instances Ready" in ran.stdout
@@ -94,7 +127,8 @@ def test_the_readme_walkthrough_runs_as_written_and_a_second_demo_run_reuses_the
                     )
                     == 0.0
                 ), text
-        # nico wait-ready gives up at its timeout with exit status 1 (18 exist, 19 are awaited).
+        # nico wait-ready gives up at its timeout with exit status 1 (18 exist, 19 are awaited) and
+        # says that fewer than --min exist.
         waited = subprocess.run(
             [
                 sys.executable,
@@ -112,9 +146,42 @@ def test_the_readme_walkthrough_runs_as_written_and_a_second_demo_run_reuses_the
             text=True,
             timeout=60,
         )
-        assert waited.returncode == 1 and "timeout: 18/18 instances Ready" in waited.stderr, waited.stderr
+        assert waited.returncode == 1, waited.stderr
+        assert "timeout: 18 instances exist, fewer than --min 19 (18 Ready)" in waited.stderr, waited.stderr
     finally:
         assert again.stop() == 0, again.output()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--backend", "nmxm", "--racks", "1"), ("--org", "acme", "--racks", "1")],
+    ids=["nmxm", "another-org"],
+)
+def test_the_readme_walkthrough_runs_with_the_banners_exports(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """The walkthrough after the banner's ``export`` line, in a shell with none of the demo's variables."""
+    demo = DemoProcess(tmp_path / "data", *args).start()
+    try:
+        exports = [line.strip() for line in demo.stdout if line.strip().startswith("export ")]
+        assert exports, demo.output()
+        env = {k: v for k, v in demo.env.items() if not k.startswith("NICO_")}
+        ran = subprocess.run(
+            ["bash", "-c", "\n".join([*exports, walkthrough()])],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert ran.returncode == 0, f"walkthrough failed:\n{ran.stdout}\n{ran.stderr}\n{demo.output()}"
+        assert "18/18 instances Ready" in ran.stdout
+        assert "created a new signing key" not in ran.stderr
+        kind = "nmxm" if "nmxm" in args else "nmxc"
+        assert re.search(
+            rf'nico_nvlink_partition_monitor_{kind}_changes_applied_total\{{operation="create",'
+            r'status="completed"\} 1\.0',
+            ran.stdout,
+        ), ran.stdout
+    finally:
+        assert demo.stop() == 0, demo.output()
 
 
 def test_the_demo_simulates_nmxm_when_asked(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 NICO = {name: s for name, s in SERVICES.items() if s.get("command", [None])[0] == "nico"}
 # Variables nico reads outside Settings, with the module that reads them.
 NON_SETTINGS = {"NICO_MIGRATIONS_DIR": ROOT / "nico" / "db" / "migrate.py"}
+BUILT_FROM = ("pyproject.toml", "setup.py", "README.md", "nico", "migrations")  # what `pip install .` reads
 
 
 def parse(argv: list[str]) -> tuple[str, dict[str, Any]]:
@@ -112,7 +113,7 @@ def test_environment_variables_are_real_settings() -> None:
     variables = {key for service in NICO.values() for key in service.get("environment", {})}
     dockerfile = (ROOT / "Dockerfile").read_text()
     variables |= set(re.findall(r"\b(NICO_[A-Z0-9_]+)=", dockerfile))
-    assert "NICO_DATABASE_URL" in variables and "NICO_MIGRATIONS_DIR" in variables
+    assert "NICO_DATABASE_URL" in variables
     for variable in variables:
         if variable in NON_SETTINGS:
             assert variable in NON_SETTINGS[variable].read_text()
@@ -120,16 +121,16 @@ def test_environment_variables_are_real_settings() -> None:
             assert setting_exists(variable), f"{variable} is not a nico setting"
 
 
-def test_the_image_carries_the_migrations_where_nico_migrate_looks() -> None:
+def test_the_image_installs_the_package_with_its_migrations_and_no_workaround() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert dockerfile.startswith("#") and "FROM python:3.11-slim" in dockerfile
-    copied = re.search(r"^COPY migrations (\S+)$", dockerfile, re.M)
-    workdir = re.search(r"^WORKDIR (\S+)$", dockerfile, re.M)
-    assert copied and workdir
-    target = str(Path(workdir.group(1)) / copied.group(1))
-    assert re.search(rf"NICO_MIGRATIONS_DIR={re.escape(target)}\b", dockerfile)
-    assert "pip install" in dockerfile and "COPY nico ./nico" in dockerfile
+    copied = {source for line in re.findall(r"^COPY (.+)$", dockerfile, re.M) for source in line.split()[:-1]}
+    assert copied == set(BUILT_FROM), "the image copies what the wheel is built from"
+    assert "pip install --no-cache-dir ." in dockerfile
+    assert "NICO_MIGRATIONS_DIR" not in dockerfile, "the wheel carries the migrations"
+    assert "setup.py" in copied and '"nico._migrations": "migrations"' in (ROOT / "setup.py").read_text()
     assert (ROOT / "migrations" / "env.py").exists()
+    assert re.search(r"^USER \d+$", dockerfile, re.M), "a numeric user, for runAsNonRoot"
 
 
 def test_the_database_url_names_the_postgres_service_and_its_credentials() -> None:

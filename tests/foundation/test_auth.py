@@ -157,7 +157,10 @@ async def test_nico_token_is_accepted_by_a_server_on_the_same_data_directory(
     monkeypatch.setenv("NICO_DATA_DIR", str(tmp_path))
     result = CliRunner().invoke(cli, ["token", "--org", "acme", "--role", "TENANT_ADMIN"])
     assert result.exit_code == 0, result.output
-    value = result.output.strip()
+    value = result.stdout.strip()
+    assert f"created a new signing key {tmp_path}" in " ".join(result.stderr.split())  # says so, once
+    again = CliRunner().invoke(cli, ["token", "--org", "acme"])
+    assert again.exit_code == 0 and "signing key" not in again.stderr, again.output
     dev = load_settings(database_url=database_url, data_dir=tmp_path)
     ctx = AppContext(dev, app_context.engine, app_context.sessions, TokenVerifier(dev), app_context.registry)
     app = create_app(dev, context=ctx)

@@ -31,9 +31,17 @@ def demo_env(data_dir: Path) -> dict[str, str]:
 
 class DemoProcess:
     def __init__(
-        self, data_dir: Path, *args: str, port: int | None = None, env: dict[str, str] | None = None
+        self,
+        data_dir: Path,
+        *args: str,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        command: tuple[str, ...] = (sys.executable, "-m", "nico.cli"),
+        cwd: Path | None = None,
     ) -> None:
         self.data_dir = data_dir
+        self.command = command
+        self.cwd = cwd
         self.port = port or free_port()
         self.args = args
         self.env = {**demo_env(data_dir), **(env or {})}
@@ -57,8 +65,9 @@ class DemoProcess:
 
     def start(self) -> DemoProcess:
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "nico.cli", "demo", "--port", str(self.port), *self.args],
+            [*self.command, "demo", "--port", str(self.port), *self.args],
             env=self.env,
+            cwd=self.cwd,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -81,6 +90,11 @@ class DemoProcess:
             into.append(line)
             if banner and BANNER_END in line:
                 self._ready.set()
+
+    @property
+    def pid(self) -> int:
+        assert self._process is not None
+        return self._process.pid
 
     def output(self) -> str:
         return "".join(self.stdout) + "\n--- stderr ---\n" + "".join(self.stderr)

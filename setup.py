@@ -1,0 +1,15 @@
+"""The Alembic migrations live in ``migrations/`` at the top of the repository (where ``alembic`` and
+the developers look for them) and ship inside the wheel as the package data ``nico/_migrations``, so
+an installed nico (wheel, ``pip install .``, pipx, the container image) migrates with no variable.
+Everything else is in pyproject.toml."""
+
+from setuptools import find_packages, setup
+
+setup(
+    packages=[*find_packages(include=["nico", "nico.*"]), "nico._migrations", "nico._migrations.versions"],
+    package_dir={"nico._migrations": "migrations"},
+    package_data={
+        "nico": ["py.typed", "web/static/*", "fabric/nmxc/*.pyi"],
+        "nico._migrations": ["script.py.mako"],
+    },
+)
