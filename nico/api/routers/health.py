@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from fastapi import APIRouter
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
@@ -11,6 +13,7 @@ from nico.api.deps import CtxDep
 from nico.api.errors import error_response
 from nico.db.migrate import schema_problem
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
 
 
@@ -26,9 +29,9 @@ async def readyz(ctx: CtxDep) -> Response:
             await conn.execute(text("SELECT 1"))
             problem = await schema_problem(conn)
     except Exception as exc:
-        problem = (
-            f"database unreachable: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-        )
+        # The exception text names sockets, hosts and users: it goes to the log, not to the caller.
+        log.warning("not ready, database unreachable: %s: %s", type(exc).__name__, str(exc).strip())
+        problem = "database unreachable"
     if problem:
         return error_response(ctx.settings.api.name, 503, problem)
     return JSONResponse({"status": "ready"})
