@@ -33,6 +33,7 @@ from nico.db.models import (
     Site,
     TenantSite,
 )
+from nico.services.fabric_errors import tenant_error_message
 from nico.services.orgs import require_tenant
 
 GpuState = Literal["free", "mine", "other"]
@@ -212,7 +213,7 @@ async def tenant_topology(session: AsyncSession, org: str) -> TopologyView:
             domain.uuid,
             domain.site_id,
             site_name,
-            redact(domain.last_error, allowed),
+            redact(tenant_error_message(domain.last_error), allowed),
             domain.last_error_at if domain.last_error else None,
             domain.consecutive_failures,
         )
