@@ -14,20 +14,20 @@ import threading
 import time
 from typing import Any
 
-import psutil
-
 log = logging.getLogger(__name__)
 
 INTERVAL = 0.2
 RETRY = 0.5
 
 
-def _alive(process: psutil.Process | None) -> bool:
+def _alive(process: Any) -> bool:
+    """``process``: pgserver's ``psutil.Process`` of the postmaster (it checks the pid's start time, so
+    a reused pid is not taken for the postmaster); a zombie is dead."""
     if process is None:
         return False
     try:
-        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
+        return bool(process.is_running() and process.status() != "zombie")
+    except Exception:  # psutil.NoSuchProcess and the like
         return False
 
 
@@ -66,8 +66,11 @@ class PostgresSupervisor:
             if self._postmaster_alive():
                 continue
             died = time.monotonic()
-            log.warning("embedded PostgreSQL in %s stopped (postmaster %s); restarting it",
-                        self.server.pgdata, self.postmaster_pid())
+            log.warning(
+                "embedded PostgreSQL in %s stopped (postmaster %s); restarting it",
+                self.server.pgdata,
+                self.postmaster_pid(),
+            )
             while not self._stop.is_set():
                 try:
                     with self.server._lock:
@@ -78,8 +81,11 @@ class PostgresSupervisor:
                     self._stop.wait(RETRY)
             if not self._stop.is_set():
                 self.restarts += 1
-                log.warning("embedded PostgreSQL restarted in %.1fs (postmaster %s)",
-                            time.monotonic() - died, self.postmaster_pid())
+                log.warning(
+                    "embedded PostgreSQL restarted in %.1fs (postmaster %s)",
+                    time.monotonic() - died,
+                    self.postmaster_pid(),
+                )
 
 
 _supervisors: dict[str, PostgresSupervisor] = {}

@@ -21,11 +21,13 @@ REFUSED = (
     "The fabric manager for this NVLink domain refused a change; the provider has been notified and "
     "nico keeps retrying"
 )
-SLOW = "The fabric manager for this NVLink domain has not finished a change in time; nico keeps checking on it"
+SLOW = (
+    "The fabric manager for this NVLink domain has not finished a change in time; nico keeps checking on it"
+)
 
 # What the reconciler's labels start with (nico.reconciler.monitor._error_label and the pass itself).
 _KNOWN = (
-    (re.compile(r"^Failed to reach NMX-[CM]: no NMX-C endpoint|^NMX-[CM] refused: no NMX-C endpoint"), NOT_CONFIGURED),
+    (re.compile(r"^(Failed to reach NMX-[CM]|NMX-[CM] refused): no NMX-C endpoint"), NOT_CONFIGURED),
     (re.compile(r"^Failed to reach NMX-[CM]\b"), UNREACHABLE),
     (re.compile(r"^NMX-[CM] refused\b"), REFUSED),
     (re.compile(r"^Failed to complete NMX-[CM] operation in time\b"), SLOW),

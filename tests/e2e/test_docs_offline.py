@@ -101,7 +101,5 @@ def test_swagger_ui_lists_the_operations_with_no_network_but_loopback(
     assert len(shown) == operations
     summaries = {e.text for e in browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-description")}
     assert "Get an instance" in summaries
-    loaded = browser.execute_script(
-        "return performance.getEntriesByType('resource').map(e => e.name)"
-    )
+    loaded = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert loaded and all(name.startswith(base) for name in loaded), loaded

@@ -74,7 +74,7 @@ async def test_a_domain_with_its_endpoint_down_shows_tenants_no_address_and_oper
     port = free_port()  # nothing listens there: the NMX-C endpoint is down
     endpoint = f"http://127.0.0.1:{port}"
     serials = [s for d in fabric.domains.values() for s in d.chassis_serials]
-    site = await seed(session, fabric, {serial: endpoint for serial in serials})
+    site = await seed(session, fabric, dict.fromkeys(serials, endpoint))
     config = NvLinkConfig(backend="nmxc", fabric_call_timeout="1s", monitor_run_interval="60s")
     backend = NmxcBackend(config)
     try:
