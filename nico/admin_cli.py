@@ -219,6 +219,29 @@ def endpoints_show(
     out.print(table)
 
 
+@app.command("nvlink-domains")
+def nvlink_domains() -> None:
+    """NVLink domains with the reconciler's last error in full (endpoint addresses included: tenants
+    see it only in their own terms)."""
+    from sqlalchemy import select
+
+    from nico.db.models import NvlinkDomain
+
+    async def load(session: AsyncSession) -> list[dict[str, object]]:
+        rows = await session.scalars(select(NvlinkDomain).order_by(NvlinkDomain.uuid))
+        return [
+            {
+                "uuid": str(d.uuid),
+                "consecutive_failures": d.consecutive_failures,
+                "last_error": d.last_error,
+                "last_error_at": d.last_error_at.isoformat() if d.last_error_at else None,
+            }
+            for d in rows
+        ]
+
+    print(json.dumps(with_session(load), indent=2))
+
+
 @endpoints_app.command("create")
 def endpoints_create(
     chassis_serial: Annotated[str, typer.Option(help="Rack chassis serial.")],

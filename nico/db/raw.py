@@ -4,7 +4,8 @@ Requests that are one or two statements (``GET /instance/{id}``, ``POST /nvlink-
 need none of the session machinery, which costs more CPU than their SQL; connections stay in
 autocommit mode (a statement is its own transaction; ``conn.transaction()`` groups several), so
 psycopg also keeps its prepared statements from one request to the next. Connections are opened on
-demand up to ``size``, reused last-in first-out, and dropped when broken.
+demand up to ``size``, reused last-in first-out, and dropped when broken or found closed by the
+server when taken from the pool (so a database restart costs no request).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import psycopg
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.engine import libpq_url
+from nico.db.engine import is_stale, libpq_url
 
 
 class RawPool:
@@ -60,8 +61,12 @@ class RawPool:
                     self._idle.put_nowait(None)
                     raise
             conn = await self._idle.get()
-            if conn is not None:
+            if conn is None:
+                continue
+            if not is_stale(conn):
                 return conn
+            self._opened -= 1  # the server closed it while idle (it restarted, say): open another
+            await conn.close()
 
     async def close(self) -> None:
         self._closed = True

@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.enums import NvLinkInterfaceStatus
 from nico.db.models import NvlinkDomain
 from nico.db.queries import topology as queries
+from nico.services.fabric_errors import tenant_error_message
 from nico.services.orgs import require_tenant
 
 GpuState = Literal["free", "mine", "other"]
@@ -163,7 +164,7 @@ def _domain_view(
         domain.uuid,
         domain.site_id,
         site_name,
-        redact(domain.last_error, allowed),
+        redact(tenant_error_message(domain.last_error), allowed),
         domain.last_error_at if domain.last_error else None,
         domain.consecutive_failures,
     )
