@@ -369,7 +369,7 @@ def _partition_json(domain: SimDomain, partition: SimPartition) -> dict[str, Any
         "PartitionID": partition.partition_id,
         "Name": partition.name,
         "Type": "ID_BASED",
-        "Health": "HEALTHY",
+        "Health": domain.partition_health_of(partition),
         "Members": sorted(domain.gpus[uid].entity_id for uid in partition.gpu_uids),
         "CreatedAt": _time(partition.created_at),
         "UpdatedAt": _time(partition.updated_at),

@@ -333,13 +333,27 @@ class NmxmBackend:
                     ref=entity_id,
                     name=str(item.get("Name") or ""),
                     gpu_uids=frozenset(g.gpu_uid for g in gpus),
+                    health=str(item.get("Health") or "UNKNOWN"),
                 )
             )
         return found
 
     async def create_partition(
-        self, target: DomainTarget, name: str, gpu_uids: frozenset[int]
+        self,
+        target: DomainTarget,
+        name: str,
+        gpu_uids: frozenset[int],
+        *,
+        resiliency_mode: str | None = None,
+        multicast_groups_limit: int | None = None,
     ) -> FabricPartition:
+        if resiliency_mode is not None or multicast_groups_limit is not None:
+            # NMX-M's partition has no attributes: dropping them silently would break the budget.
+            raise FabricRejected(
+                "NMX-M cannot set a partition's resiliency mode or multicast group limit: use NMX-C",
+                code="NOT_SUPPORTED",
+                endpoint=self.base_url,
+            )
         members = await self._entity_ids(target, gpu_uids)
         await self._run("POST", "/partitions", {"Name": name, "Members": members})
         for partition in await self.list_partitions(target):
