@@ -67,11 +67,12 @@ def emit(rows: Sequence[dict[str, Any]] | dict[str, Any], fmt: Format, columns: 
         print(yaml.safe_dump(json.loads(json.dumps(rows, default=str)), sort_keys=False), end="")
         return
     if isinstance(rows, dict):
+        scalars = {k: v for k, v in rows.items() if not isinstance(v, list)}
+        if scalars:
+            out.print(_table([scalars], list(scalars)))
         for title, section in rows.items():
             if isinstance(section, list):
                 out.print(_table(section, list(section[0]) if section else ["(none)"], title=title))
-            else:
-                out.print(f"{title}: {section}")
         return
     out.print(_table(rows, columns))
 
