@@ -214,6 +214,15 @@ class SimDomain:
     partition_health: dict[int, str] = field(default_factory=dict)
     admin_state: dict[tuple[str, int, int], int] = field(default_factory=dict)  # transceiver -> AdminState
     max_multicast_groups: int = MAX_MULTICAST_GROUPS
+    unhealthy_gpus: set[int] = field(default_factory=set)  # GPUs whose health is not HEALTHY
+
+    def set_gpu(self, gpu: SimGpu) -> None:
+        """Store a GPU (after a health change), keeping ``unhealthy_gpus`` up to date."""
+        self.gpus[gpu.gpu_uid] = gpu
+        if gpu.health == "HEALTHY":
+            self.unhealthy_gpus.discard(gpu.gpu_uid)
+        else:
+            self.unhealthy_gpus.add(gpu.gpu_uid)
 
     def compute_nodes(self) -> dict[tuple[str, int], list[SimGpu]]:
         """(chassis serial, tray index) -> the tray's GPUs, in rack order."""
@@ -227,8 +236,12 @@ class SimDomain:
         set_to = self.node_health.get((serial, tray_index))
         if set_to is not None:
             return set_to
-        gpus = [g for g in self.gpus.values() if g.chassis_serial == serial and g.tray_index == tray_index]
-        return "HEALTHY" if all(g.health == "HEALTHY" for g in gpus) else "DEGRADED"
+        sick = (self.gpus[uid] for uid in self.unhealthy_gpus)
+        return (
+            "DEGRADED"
+            if any(g.chassis_serial == serial and g.tray_index == tray_index for g in sick)
+            else "HEALTHY"
+        )
 
     def switch_health_of(self, serial: str, tray: int, switch: int) -> str:
         set_to = self.switch_health.get((serial, tray, switch))
@@ -254,7 +267,9 @@ class SimDomain:
         set_to = self.partition_health.get(partition.partition_id)
         if set_to is not None:
             return set_to
-        healths = {self.gpus[uid].health for uid in partition.gpu_uids}
+        if not self.unhealthy_gpus and not self.switch_health and not self.switch_node_health:
+            return "HEALTHY"  # the common case, without looking at every member
+        healths = {self.gpus[uid].health for uid in partition.gpu_uids & self.unhealthy_gpus}
         if healths & {"DEGRADED", "NO_NVLINK"}:
             return "DEGRADED"
         switches_bad = any(h != "HEALTHY" for h in self.switch_health.values()) or any(
@@ -402,7 +417,7 @@ class SimFabric:
             raise ValueError(f"health must be one of {GPU_HEALTH}")
         gpu = self.gpu(gpu_uid)
         changed = dataclasses.replace(gpu, health=health)
-        self.domains[gpu.domain_uuid].gpus[gpu_uid] = changed
+        self.domains[gpu.domain_uuid].set_gpu(changed)
         self._gpu_by_entity[gpu.entity_id] = changed
         if gpu.health != health:
             self._emit(self.domains[gpu.domain_uuid], ("health", None))
@@ -553,7 +568,7 @@ class SimFabric:
             for uid, gpu in list(domain.gpus.items()):
                 health = unhealthy.get(uid, "HEALTHY")
                 if gpu.health != health:
-                    domain.gpus[uid] = dataclasses.replace(gpu, health=health)
+                    domain.set_gpu(dataclasses.replace(gpu, health=health))
                     self._gpu_by_entity[gpu.entity_id] = domain.gpus[uid]
 
     def _planned(
