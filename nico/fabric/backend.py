@@ -290,13 +290,19 @@ class PartitionEvents(Protocol):
 
 @runtime_checkable
 class FabricHealth(Protocol):
-    """Backends that report compute-node, switch and domain health and the domain's limits."""
+    """Backends that report compute-node and domain health (NMX-C, NMX-M)."""
 
     async def list_compute_nodes(self, target: DomainTarget) -> list[FabricComputeNode]: ...
 
-    async def list_switch_nodes(self, target: DomainTarget) -> list[FabricSwitchNode]: ...
-
     async def domain_health(self, target: DomainTarget) -> DomainHealth: ...
+
+
+@runtime_checkable
+class FabricTopology(Protocol):
+    """Backends that report switch trays and the domain's limits (NMX-C ``GetSwitchNodeInfoList``,
+    ``GetDomainProperties``)."""
+
+    async def list_switch_nodes(self, target: DomainTarget) -> list[FabricSwitchNode]: ...
 
     async def domain_limits(self, target: DomainTarget) -> DomainLimits: ...
 

@@ -15,6 +15,7 @@ from nico.fabric.backend import (
     FabricBackend,
     FabricHealth,
     FabricRejected,
+    FabricTopology,
     PartitionCounts,
     PartitionEvent,
     stop_watching,
@@ -57,7 +58,7 @@ async def test_health_of_gpus_nodes_switches_and_partitions(
     fabric: SimFabric, nmxc: NmxcBackend, nmxc_sim: NmxcSimulator, inprocess: InProcessBackend, which: str
 ) -> None:
     backend = nmxc if which == "nmxc" else inprocess
-    assert isinstance(backend, FabricHealth)
+    assert isinstance(backend, FabricHealth) and isinstance(backend, FabricTopology)
     target = nmxc_sim.target("SIM-0001")
     healthy = await backend.domain_health(target)
     assert healthy.healthy
@@ -193,7 +194,7 @@ async def test_multicast_limit_and_resiliency_mode_are_sent_and_the_budget_enfor
     fabric: SimFabric, nmxc: NmxcBackend, nmxc_sim: NmxcSimulator, inprocess: InProcessBackend, which: str
 ) -> None:
     backend = nmxc if which == "nmxc" else inprocess
-    assert isinstance(backend, FabricHealth)
+    assert isinstance(backend, FabricHealth) and isinstance(backend, FabricTopology)
     target = nmxc_sim.target("SIM-0001")
     limits = await backend.domain_limits(target)
     assert limits.max_multicast_groups == 1024
@@ -253,6 +254,24 @@ async def test_nmxm_refuses_attributes_it_cannot_send(nmxm: NmxmBackend, fabric:
     fabric.set_partition_health("SIM-0001", made.partition_id, "DEGRADED_BANDWIDTH")
     listed = {p.partition_id: p for p in await nmxm.list_partitions(target)}
     assert listed[made.partition_id].health == "DEGRADED_BANDWIDTH"
+
+
+async def test_nmxm_health_fields(nmxm: NmxmBackend, fabric: SimFabric) -> None:
+    from nico.fabric.backend import DomainTarget
+
+    assert isinstance(nmxm, FabricHealth) and not isinstance(nmxm, FabricTopology)
+    target = DomainTarget(fabric.domain("SIM-0002").domain_uuid)
+    sick = sorted(fabric.domain("SIM-0002").gpus)[0]
+    fabric.set_gpu_health(sick, "DEGRADED")
+    fabric.set_node_health("SIM-0002", "SIM-0002", 9, "UNHEALTHY")
+    nodes = await nmxm.list_compute_nodes(target)
+    assert len(nodes) == 18 and all(n.partition_ids == {DEFAULT_PARTITION_ID} for n in nodes)
+    assert {n.tray_index: n.health for n in nodes}[9] == "UNHEALTHY"
+    summary = await nmxm.domain_health(target)
+    assert summary.gpus == {"DEGRADED": 1, "HEALTHY": 71}
+    assert summary.compute_nodes == {"DEGRADED": 1, "HEALTHY": 16, "UNHEALTHY": 1}
+    assert summary.partitions == {"DEGRADED": 1}
+    assert summary.switch_nodes == {} and not summary.healthy
 
 
 # ----------------------------------------------------------------------------- cheap partition reads
