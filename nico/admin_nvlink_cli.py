@@ -223,6 +223,13 @@ def instance_update_nvlink_config(
         str,
         typer.Option(help='JSON: {"gpu_configs":[{"device_instance":0,"logical_partition_id":"<uuid>"}]}'),
     ],
+    cloud_unsafe_op: Annotated[
+        str,
+        typer.Option(
+            "--cloud-unsafe-op",
+            help="Your user name: this changes a tenant's instance (as the reference asks).",
+        ),
+    ],
     output: FormatOption = Format.table,
 ) -> None:
     """Replace an instance's NVLink config (GPU -> logical partition bindings)."""
@@ -237,6 +244,11 @@ def instance_update_nvlink_config(
         raise _fail(f"--config is not JSON: {exc}", 2) from None
     except ServiceError as exc:
         raise _fail(exc.message, 2) from None
+    if not cloud_unsafe_op.strip():
+        raise _fail("--cloud-unsafe-op needs your user name", 2)
+    console.print(
+        f"{cloud_unsafe_op}: replacing the NVLink config of instance {instance_id}", highlight=False
+    )
     rows = with_session(lambda s: admin_nvlink.update_instance_nvlink_config(s, instance_id, bindings))
     columns = list(rows[0]) if rows else ["id"]
     emit(rows, output, columns)

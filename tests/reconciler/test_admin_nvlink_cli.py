@@ -33,7 +33,8 @@ def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str, db: str, tmp_pat
 async def run(*args: str) -> tuple[int, str]:
     """The CLI in a thread: its own event loop must not block the test's (simulator, session)."""
     result = await asyncio.to_thread(CliRunner().invoke, app, list(args))
-    return result.exit_code, result.output
+    # What a command prints is on stdout; its notes and errors on stderr (shown when it fails).
+    return result.exit_code, result.stdout if result.exit_code == 0 else result.output
 
 
 async def test_nmxc_browse_shows_nodes_gpus_switches_and_partitions_in_every_format(
@@ -160,7 +161,19 @@ async def test_instance_update_nvlink_config(cli_env: dict[str, str], session: A
     config = {
         "gpu_configs": [{"device_instance": d, "logical_partition_id": str(second_id)} for d in range(4)]
     }
-    update = ("admin", "instance", "update-nvlink-config", "--instance", str(instance_id))
+    update = (
+        "admin",
+        "instance",
+        "update-nvlink-config",
+        "--instance",
+        str(instance_id),
+        "--cloud-unsafe-op",
+        "ops",
+    )
+    code, output = await run(
+        "admin", "instance", "update-nvlink-config", "--instance", str(instance_id), "--config", "{}"
+    )
+    assert code == 2 and "--cloud-unsafe-op" in output
     code, output = await run(*update, "--config", json.dumps(config), "--format", "json")
     assert code == 0, output
     assert len(json.loads(output)) == 4
@@ -174,13 +187,5 @@ async def test_instance_update_nvlink_config(cli_env: dict[str, str], session: A
         (d, second_id) for d in range(4)
     ]
 
-    code, output = await run(
-        "admin",
-        "instance",
-        "update-nvlink-config",
-        "--instance",
-        str(instance_id),
-        "--config",
-        '{"gpus": []}',
-    )
+    code, output = await run(*update, "--config", '{"gpus": []}')
     assert code == 2 and "gpu_configs" in output
