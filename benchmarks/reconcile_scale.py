@@ -8,7 +8,7 @@ digest recorded when the domain last settled) and the deep one that runs every
 ``deep_pass_every``-th time (every GPU compared, the fabric's GPU inventory audited).
 
     python benchmarks/reconcile_scale.py [--sizes 20 200 2000] [--repeat 3]
-    python benchmarks/reconcile_scale.py --wire [--wire-sizes 20 100] [--repeat 3]
+    python benchmarks/reconcile_scale.py --wire [--wire-sizes 20 100] [--per-tray] [--repeat 3]
 
 ``--wire`` measures, over real gRPC on loopback (one simulated NMX-C server per rack), what a routine
 pass reads per domain: the full ``GetPartitionInfoList`` (every partition with its member GUIDs) against
@@ -189,8 +189,9 @@ async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, floa
         await engine.dispose()
 
 
-async def measure_wire(racks: int, repeat: int) -> dict[str, float]:
-    """Full partition listing vs the cheap count + id-list RPCs over loopback gRPC, per domain."""
+async def measure_wire(racks: int, repeat: int, *, per_tray: bool = False) -> dict[str, float]:
+    """Full partition listing vs the cheap count + id-list RPCs over loopback gRPC, per domain.
+    ``per_tray``: every tray in its own partition (the reference's 2026 tray partitions) instead."""
     from nico.fabric.backend import DEFAULT_PARTITION_ID
     from nico.fabric.nmxc import nmx_c_pb2 as pb
     from nico.fabric.nmxc.client import NmxcBackend
@@ -199,6 +200,12 @@ async def measure_wire(racks: int, repeat: int) -> dict[str, float]:
     fabric = SimFabric(racks=racks, seed=racks)
     for domain in fabric.domains.values():  # like seed(): a quarter of the trays in a tenant partition
         trays = sorted(domain.compute_nodes().items())
+        if per_tray:
+            for (serial, tray), gpus in trays:
+                uids = [g.gpu_uid for g in gpus]
+                fabric.remove_gpus(domain.domain_uuid, DEFAULT_PARTITION_ID, uids)
+                fabric.create_partition(domain.domain_uuid, f"tray_partition_{serial}_{tray}", uids)
+            continue
         tenant = [
             g.gpu_uid for index, (_, gpus) in enumerate(trays) if index % TENANT_SHARE == 0 for g in gpus
         ]
@@ -236,11 +243,11 @@ async def measure_wire(racks: int, repeat: int) -> dict[str, float]:
     return figures
 
 
-def wire_main(sizes: list[int], repeat: int) -> None:
+def wire_main(sizes: list[int], repeat: int, per_tray: bool) -> None:
     heading = f"{'racks':>6} {'full bytes/domain':>18} {'cheap bytes/domain':>19}"
     print(f"{heading} {'full read':>10} {'cheap read':>11}")
     for racks in sizes:
-        w = asyncio.run(measure_wire(racks, repeat))
+        w = asyncio.run(measure_wire(racks, repeat, per_tray=per_tray))
         print(
             f"{racks:>6} {w['full_bytes']:>18.0f} {w['cheap_bytes']:>19.0f} "
             f"{w['full_seconds']:>9.3f}s {w['cheap_seconds']:>10.3f}s"
@@ -262,9 +269,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--wire", action="store_true", help="measure the NMX-C reads over loopback gRPC")
     parser.add_argument("--wire-sizes", type=int, nargs="+", default=[20, 100])
+    parser.add_argument("--per-tray", action="store_true", help="--wire: one partition per compute tray")
     args = parser.parse_args()
     if args.wire:
-        wire_main(args.wire_sizes, args.repeat)
+        wire_main(args.wire_sizes, args.repeat, args.per_tray)
         return
     server = os.environ.get("NICO_DATABASE_URL")
     if server:
