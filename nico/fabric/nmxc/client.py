@@ -7,6 +7,12 @@ every later call, for every domain behind that endpoint, until :meth:`NmxcBacken
 and key (mTLS) and authority (the name the server certificate must carry); ``http://`` or no scheme
 is plaintext HTTP/2.
 
+Beyond the partition calls of :class:`~nico.fabric.backend.FabricBackend` it reads health
+(GPUs, compute nodes, switch trays, partitions, the controller: :meth:`NmxcBackend.domain_health`),
+the domain's limits (``GetDomainProperties``: the multicast budget), and the cheap partition reads
+(``GetPartitionCount``, ``GetPartitionIdList``: ids and sizes without member lists).
+``partition_events`` passes on health, init-done, topology and control-plane notifications too.
+
 Every RPC has a deadline (``fabric_call_timeout``). A gRPC failure and every reply whose
 ``return_code`` is not SUCCESS become a :class:`~nico.fabric.backend.FabricError` that says whether a
 retry may help. Replies that name a different domain than the target are refused as well, so a
