@@ -8,6 +8,12 @@ digest recorded when the domain last settled) and the deep one that runs every
 ``deep_pass_every``-th time (every GPU compared, the fabric's GPU inventory audited).
 
     python benchmarks/reconcile_scale.py [--sizes 20 200 2000] [--repeat 3]
+    python benchmarks/reconcile_scale.py --wire [--wire-sizes 20 100] [--per-tray] [--repeat 3]
+
+``--wire`` measures, over real gRPC on loopback (one simulated NMX-C server per rack), what a routine
+pass reads per domain: the full ``GetPartitionInfoList`` (every partition with its member GUIDs) against
+the cheap ``GetPartitionCount`` + ``GetPartitionIdList`` (ids and GPU counts only): reply bytes per
+domain and the time to read every domain once, concurrently.
 
 Uses ``NICO_DATABASE_URL`` (a server where the user may create databases) or an embedded PostgreSQL
 in a temporary directory.
@@ -183,6 +189,71 @@ async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, floa
         await engine.dispose()
 
 
+async def measure_wire(racks: int, repeat: int, *, per_tray: bool = False) -> dict[str, float]:
+    """Full partition listing vs the cheap count + id-list RPCs over loopback gRPC, per domain.
+    ``per_tray``: every tray in its own partition (the reference's 2026 tray partitions) instead."""
+    from nico.fabric.backend import DEFAULT_PARTITION_ID
+    from nico.fabric.nmxc import nmx_c_pb2 as pb
+    from nico.fabric.nmxc.client import NmxcBackend
+    from nico.sim.nmxc_server import NmxcServicer, NmxcSimulator
+
+    fabric = SimFabric(racks=racks, seed=racks)
+    for domain in fabric.domains.values():  # like seed(): a quarter of the trays in a tenant partition
+        trays = sorted(domain.compute_nodes().items())
+        if per_tray:
+            for (serial, tray), gpus in trays:
+                uids = [g.gpu_uid for g in gpus]
+                fabric.remove_gpus(domain.domain_uuid, DEFAULT_PARTITION_ID, uids)
+                fabric.create_partition(domain.domain_uuid, f"tray_partition_{serial}_{tray}", uids)
+            continue
+        tenant = [
+            g.gpu_uid for index, (_, gpus) in enumerate(trays) if index % TENANT_SHARE == 0 for g in gpus
+        ]
+        fabric.remove_gpus(domain.domain_uuid, DEFAULT_PARTITION_ID, tenant)
+        fabric.create_partition(domain.domain_uuid, f"lp-{domain.domain_uuid}", tenant)
+    figures: dict[str, float] = {}
+    async with NmxcSimulator(fabric) as sim:
+        targets = [sim.target(d) for d in fabric.domains]
+        servicer = NmxcServicer(fabric, targets[0].domain_uuid)
+        full = await servicer.GetPartitionInfoList(pb.GetPartitionInfoListRequest(), None)
+        count = await servicer.GetPartitionCount(pb.GetPartitionCountRequest(info_attr=1), None)
+        ids = await servicer.GetPartitionIdList(pb.GetPartitionIdListRequest(info_attr=1), None)
+        figures["full_bytes"] = full.ByteSize()
+        figures["cheap_bytes"] = count.ByteSize() + ids.ByteSize()
+        backend = NmxcBackend(NvLinkConfig(), call_timeout=30.0)
+        try:
+            for target in targets:  # open every channel before timing
+                await backend.hello(target)
+
+            async def full_read() -> None:
+                await asyncio.gather(*(backend.list_partitions(t) for t in targets))
+
+            async def cheap_read() -> None:
+                await asyncio.gather(*(backend.partition_sizes(t) for t in targets))
+
+            for name, read in (("full", full_read), ("cheap", cheap_read)):
+                times = []
+                for _ in range(repeat):
+                    started = time.perf_counter()
+                    await read()
+                    times.append(time.perf_counter() - started)
+                figures[f"{name}_seconds"] = statistics.median(times)
+        finally:
+            await backend.close()
+    return figures
+
+
+def wire_main(sizes: list[int], repeat: int, per_tray: bool) -> None:
+    heading = f"{'racks':>6} {'full bytes/domain':>18} {'cheap bytes/domain':>19}"
+    print(f"{heading} {'full read':>10} {'cheap read':>11}")
+    for racks in sizes:
+        w = asyncio.run(measure_wire(racks, repeat, per_tray=per_tray))
+        print(
+            f"{racks:>6} {w['full_bytes']:>18.0f} {w['cheap_bytes']:>19.0f} "
+            f"{w['full_seconds']:>9.3f}s {w['cheap_seconds']:>10.3f}s"
+        )
+
+
 def fresh_database(server: str, name: str) -> str:
     with psycopg.connect(libpq_url(server), autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -196,7 +267,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[20, 200, 2000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--wire", action="store_true", help="measure the NMX-C reads over loopback gRPC")
+    parser.add_argument("--wire-sizes", type=int, nargs="+", default=[20, 100])
+    parser.add_argument("--per-tray", action="store_true", help="--wire: one partition per compute tray")
     args = parser.parse_args()
+    if args.wire:
+        wire_main(args.wire_sizes, args.repeat, args.per_tray)
+        return
     server = os.environ.get("NICO_DATABASE_URL")
     if server:
         server = normalize_url(server)

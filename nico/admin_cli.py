@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.admin_nvlink_cli import register as register_nvlink_commands
 from nico.config import ConfigError
 from nico.services.errors import ServiceError
 
@@ -42,6 +43,7 @@ nvlink_info_app = typer.Typer(
     help="A machine's NVLink GPU mapping, read from the fabric.", no_args_is_help=True
 )
 machine_app.add_typer(nvlink_info_app, name="nvlink-info")
+register_nvlink_commands(app)
 
 console = Console(stderr=True)
 out = Console()

@@ -12,10 +12,15 @@ NMX-M operation that ``failed``) is an error, never a success.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal, Protocol, runtime_checkable
+
+log = logging.getLogger(__name__)
 
 DEFAULT_PARTITION_ID = 32766
 MIN_PARTITION_ID = 1
@@ -42,6 +47,11 @@ class FabricPartition:
     ref: str  # handle for changing it: the decimal id (NMX-C) or the entity ``ID`` (NMX-M)
     name: str
     gpu_uids: frozenset[int]
+    # As reported; not part of identity. Health: UNKNOWN, HEALTHY, DEGRADED_BANDWIDTH, DEGRADED,
+    # UNHEALTHY (NMX-M adds NEW). Attributes: None when the manager does not report them.
+    health: str = field(default="UNKNOWN", compare=False)
+    resiliency_mode: str | None = field(default=None, compare=False)
+    multicast_groups_limit: int | None = field(default=None, compare=False)
 
     @property
     def is_default(self) -> bool:
@@ -63,17 +73,96 @@ class FabricGpu:
 
 
 @dataclass(frozen=True)
+class FabricComputeNode:
+    """A compute tray as the fabric manager reports it."""
+
+    chassis_serial: str
+    tray_index: int
+    slot_id: int
+    num_gpus: int
+    health: str  # UNKNOWN, HEALTHY, DEGRADED, UNHEALTHY
+    partition_ids: frozenset[int]
+
+
+@dataclass(frozen=True)
+class FabricSwitchNode:
+    """An NVLink switch tray as the fabric manager reports it."""
+
+    chassis_serial: str
+    tray_index: int
+    slot_id: int
+    num_switches: int
+    health: str  # UNKNOWN, HEALTHY, MISSING_NVLINK, UNHEALTHY
+    partition_ids: frozenset[int]
+
+
+@dataclass(frozen=True)
+class DomainLimits:
+    """The limits a domain's manager reports (NMX-C ``GetDomainProperties``); budgets use them."""
+
+    max_compute_nodes: int
+    max_gpus_per_compute_node: int
+    max_switch_nodes: int
+    line_rate_mbps: int
+    min_gpus_per_partition: int
+    max_num_partitions: int
+    max_num_alids: int
+    max_multicast_groups: int  # the rack's multicast budget; partition limits add up to at most this
+    max_num_ports: int
+
+
+@dataclass(frozen=True)
+class DomainHealth:
+    """A domain's health summary: how many GPUs, compute nodes, switch trays and partitions are in
+    each health state (the manager's own words, e.g. ``{"HEALTHY": 70, "NO_NVLINK": 2}``), and the
+    controller's own state. Counts a manager does not report are empty."""
+
+    domain_uuid: uuid.UUID
+    gpus: Mapping[str, int]
+    compute_nodes: Mapping[str, int]
+    switch_nodes: Mapping[str, int]
+    partitions: Mapping[str, int]
+    controller: str = "UNKNOWN"  # NmxControllerHealth: HEALTHY, DEGRADED, UNHEALTHY, ...
+    control_plane: str = "UNKNOWN"  # ControlPlaneState: CONFIGURED, DEGRADED, ...
+    available_multicast_groups: int | None = None
+
+    @property
+    def healthy(self) -> bool:
+        """Everything reported is HEALTHY (an empty count is no evidence against)."""
+        counts = (self.gpus, self.compute_nodes, self.switch_nodes, self.partitions)
+        return all(set(c) <= {"HEALTHY"} for c in counts) and self.controller in ("HEALTHY", "UNKNOWN")
+
+
+def health_counts(values: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+@dataclass(frozen=True)
 class DomainHello:
     domain_uuid: uuid.UUID
     app_version: str = ""
 
 
+EventKind = Literal["partition", "health", "topology", "control_plane", "init_done", "resync"]
+
+
 @dataclass(frozen=True)
 class PartitionEvent:
-    """The fabric reports that something about a domain's partitions changed."""
+    """The fabric reports that something about a domain changed.
+
+    ``kind``: ``partition`` (``partition_id`` changed, or None: some partition), ``health`` (a GPU,
+    compute node, switch or partition changed health: re-read health), ``topology`` (devices came or
+    went), ``control_plane`` (the controller's state changed), ``init_done`` (the controller finished
+    (re)initialising: re-read everything), ``resync`` (the stream was re-established after a break:
+    changes may have been missed). Every kind but a known ``partition_id`` means "re-read the domain".
+    """
 
     domain_uuid: uuid.UUID
     partition_id: int | None = None
+    kind: EventKind = "partition"
 
 
 class FabricError(Exception):
@@ -149,9 +238,21 @@ class FabricBackend(Protocol):
         """Every partition of the domain (the default partition included) with its members."""
 
     async def create_partition(
-        self, target: DomainTarget, name: str, gpu_uids: frozenset[int]
+        self,
+        target: DomainTarget,
+        name: str,
+        gpu_uids: frozenset[int],
+        *,
+        resiliency_mode: str | None = None,
+        multicast_groups_limit: int | None = None,
     ) -> FabricPartition:
-        """Create a GPU-UID-based partition; the manager assigns its id. Names are unique per domain."""
+        """Create a GPU-UID-based partition; the manager assigns its id. Names are unique per domain.
+
+        ``resiliency_mode`` (FULL_BANDWIDTH, ADAPTIVE_BANDWIDTH, USER_ACTION_REQUIRED) and
+        ``multicast_groups_limit`` (a multiple of 4, drawn from the domain's ``max_multicast_groups``
+        budget) are sent only when given; they can be set at creation only. A limit that overruns the
+        budget is refused (:class:`FabricRejected`, code ``NMX_ST_RESOURCE_EXHAUSTED``).
+        """
 
     async def add_gpus(
         self, target: DomainTarget, partition: FabricPartition, gpu_uids: frozenset[int]
@@ -185,3 +286,68 @@ class PartitionEvents(Protocol):
     """Backends that push partition changes (NMX-C ``Subscribe``)."""
 
     def partition_events(self, target: DomainTarget) -> AsyncIterator[PartitionEvent]: ...
+
+
+@runtime_checkable
+class FabricHealth(Protocol):
+    """Backends that report compute-node and domain health (NMX-C, NMX-M)."""
+
+    async def list_compute_nodes(self, target: DomainTarget) -> list[FabricComputeNode]: ...
+
+    async def domain_health(self, target: DomainTarget) -> DomainHealth: ...
+
+
+@runtime_checkable
+class FabricTopology(Protocol):
+    """Backends that report switch trays and the domain's limits (NMX-C ``GetSwitchNodeInfoList``,
+    ``GetDomainProperties``)."""
+
+    async def list_switch_nodes(self, target: DomainTarget) -> list[FabricSwitchNode]: ...
+
+    async def domain_limits(self, target: DomainTarget) -> DomainLimits: ...
+
+
+@runtime_checkable
+class PartitionCounts(Protocol):
+    """Backends that answer the cheap partition questions (NMX-C ``GetPartitionCount`` and
+    ``GetPartitionIdList``) without sending every partition's member list."""
+
+    async def partition_count(self, target: DomainTarget) -> int: ...
+
+    async def partition_sizes(self, target: DomainTarget) -> dict[int, int]:
+        """Partition id -> number of GPUs, for every partition of the domain."""
+
+
+EventHandler = Callable[[PartitionEvent], Awaitable[None] | None]
+
+
+def watch_events(
+    backend: PartitionEvents, target: DomainTarget, handler: EventHandler, *, retry: float = 1.0
+) -> asyncio.Task[None]:
+    """Call ``handler`` with every event of the domain as it arrives (health changes, init-done and
+    topology changes included), until the returned task is cancelled. The handler may be a plain or
+    an async function (e.g. ``queue.put_nowait`` or a reconciler's "wake this domain"); a stream that
+    ends or fails is opened again after ``retry`` seconds."""
+
+    async def run() -> None:
+        while True:
+            try:
+                async for event in backend.partition_events(target):
+                    result = handler(event)
+                    if result is not None:
+                        await result
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("events of %s stopped: %s", target.domain_uuid, exc)
+            await asyncio.sleep(retry)
+
+    task = asyncio.create_task(run(), name=f"fabric-events-{target.domain_uuid}")
+    return task
+
+
+async def stop_watching(task: asyncio.Task[None]) -> None:
+    """Cancel a :func:`watch_events` task and wait for it to end."""
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

@@ -41,6 +41,37 @@ Host = Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 in a cont
 ErrorRate = Annotated[
     float, typer.Option(min=0.0, max=1.0, help="Fraction of calls answered with NMX_ST_NOT_READY.")
 ]
+GpuHealth = Annotated[
+    list[str] | None,
+    typer.Option(help="GUID=STATE: start with that GPU's health (NO_NVLINK, DEGRADED, ...); repeatable."),
+]
+NodeHealth = Annotated[
+    list[str] | None,
+    typer.Option(help="SERIAL:TRAY=STATE: a compute tray's health (DEGRADED, UNHEALTHY); repeatable."),
+]
+SwitchHealth = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="SERIAL:TRAY=STATE: a switch tray's (0..8) health (MISSING_NVLINK, UNHEALTHY); repeatable."
+    ),
+]
+
+
+def _apply_health(fabric: SimFabric, gpus: list[str], nodes: list[str], switches: list[str]) -> None:
+    """Set the health knobs given on the command line; a malformed one is a usage error."""
+    try:
+        for item in gpus:
+            uid, state = item.split("=", 1)
+            fabric.set_gpu_health(int(uid, 0), state.strip().upper())
+        for item, setter in [(n, fabric.set_node_health) for n in nodes] + [
+            (n, fabric.set_switch_node_health) for n in switches
+        ]:
+            where, state = item.split("=", 1)
+            serial, tray = where.rsplit(":", 1)
+            setter(serial, serial, int(tray), state.strip().upper())
+    except (ValueError, KeyError) as exc:
+        err.print(f"[bold red]error:[/] bad health setting: {exc}")
+        raise typer.Exit(2) from None
 
 
 def _site(
@@ -92,12 +123,17 @@ def nmxc(
         Path | None, typer.Option(help="CA (PEM) that must sign client certificates: mTLS.")
     ] = None,
     host: Host = "127.0.0.1",
+    gpu_health: GpuHealth = None,
+    node_health: NodeHealth = None,
+    switch_health: SwitchHealth = None,
 ) -> None:
     """Serve each domain's NMX-C on its own port (a real NMX-C is one domain per endpoint) and print
-    one line per chassis serial: SERIAL -> URL."""
+    one line per chassis serial: SERIAL -> URL. Health knobs set what GetGpuInfoList,
+    GetComputeNodeInfoList and GetSwitchNodeInfoList report (and what partitions derive from it)."""
     from nico.sim.nmxc_server import NmxcSimulator, ServerTls
 
     fabric = _site(racks, nvl36x2, seed, max_partitions, latency, error_rate)
+    _apply_health(fabric, gpu_health or [], node_health or [], switch_health or [])
     if port and port + len(fabric.domains) - 1 > 65535:
         err.print(f"[bold red]error:[/] {len(fabric.domains)} ports from {port} exceed 65535")
         raise typer.Exit(2)

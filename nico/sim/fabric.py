@@ -23,7 +23,16 @@ Rules, with the return code a controller answers (``NMX_ST_*``):
 * an unknown id -> PARTITION_ID_NOT_IN_USE, an unknown name -> PARTITION_NAME_NOT_IN_USE, an id and
   a name naming different partitions -> PARTITION_ID_NAME_MISMATCH;
 * at most ``max_partitions`` partitions per domain, the default one counted -> RESOURCE_EXHAUSTED;
-* location-based requests -> NOT_SUPPORTED (nico only makes GPU-UID-based partitions).
+* location-based requests -> NOT_SUPPORTED (nico only makes GPU-UID-based partitions);
+* a partition's ``multicast_groups_limit`` (set on create only) is a multiple of 4 -> else BADPARAM
+  (NMX-C's INVALID_ARGUMENT), and the limits over a domain add up to at most ``max_multicast_groups``
+  (1024 on an NVL72) -> else RESOURCE_EXHAUSTED.
+
+Health knobs: GPU (:meth:`SimFabric.set_gpu_health`), compute node, switch tray, switch and partition
+health can be set at run time; what is not set is derived (a tray with an unhealthy GPU is DEGRADED,
+a partition with one is DEGRADED or DEGRADED_BANDWIDTH). Every change is pushed to subscribers as a
+``health_state_changed`` notification; :meth:`SimFabric.reinitialize` pushes a topology change and
+``init_done``.
 
 The default partition is an ordinary partition to the controller, which creates it when it starts:
 it may be emptied, and it may be deleted (the reference's partition monitor has a code path for "no
@@ -36,9 +45,9 @@ serials) with :meth:`SimFabric.set_faults`, and for the site-wide NMX-M endpoint
 :meth:`SimFabric.set_site_faults`.
 
 Snapshots: :meth:`SimFabric.to_json` records the site's shape and every domain's partitions (ids,
-names, members, NMX-M entity ids, times) and GPU health; :meth:`SimFabric.from_json` builds the same
-site again, so a restarted simulator (``nico demo``) finds the fabric as it left it. Fault knobs are
-run-time settings and are not recorded.
+names, members, attributes, NMX-M entity ids, times) and GPU health; :meth:`SimFabric.from_json`
+builds the same site again, so a restarted simulator (``nico demo``) finds the fabric as it left
+it. Fault and health knobs (other than GPU health) are run-time settings and are not recorded.
 """
 
 from __future__ import annotations
@@ -63,7 +72,21 @@ DEFAULT_MAX_PARTITIONS = 64
 DEFAULT_PARTITION_NAME = "Default Partition"
 MAX_NAME_LENGTH = 244
 GPU_HEALTH = ("UNKNOWN", "HEALTHY", "DEGRADED", "NO_NVLINK", "DEGRADED_BW")
+# Health enums of NMX-C, in wire order (index = enum number).
+NODE_HEALTH = ("UNKNOWN", "HEALTHY", "DEGRADED", "UNHEALTHY")
+SWITCH_HEALTH = ("UNKNOWN", "HEALTHY", "MISSING_NVLINK", "UNHEALTHY")
+PARTITION_HEALTH = ("UNKNOWN", "HEALTHY", "DEGRADED_BANDWIDTH", "DEGRADED", "UNHEALTHY")
+RESILIENCY_MODES = ("UNDEFINED", "FULL_BANDWIDTH", "ADAPTIVE_BANDWIDTH", "USER_ACTION_REQUIRED")
+SWITCH_TRAYS = 9  # NVLink switch trays per chassis, between the upper and lower compute trays
+SWITCHES_PER_TRAY = 2
+SWITCH_PORTS = 72
+MAX_MULTICAST_GROUPS = 1024  # per domain (NVL72): the budget every partition's limit draws from
+MULTICAST_GROUP_QUANTUM = 4  # a partition's limit is a multiple of this
 SNAPSHOT_VERSION = 1
+
+# What a subscriber receives: ("partition", id) for a partition change, ("health", None) when any
+# health changed, ("topology", None) for a topology change, ("init_done", None) after a re-init.
+SimEvent = tuple[str, int | None]
 
 
 class SimError(Exception):
@@ -101,6 +124,8 @@ class SimPartition:
     entity_id: str  # NMX-M partition ``ID``
     created_at: datetime
     updated_at: datetime
+    resiliency_mode: int = 0  # ResiliencyMode enum number (0: not given)
+    multicast_groups_limit: int = 0  # multicast groups reserved for it out of the domain's budget
 
     @property
     def is_default(self) -> bool:
@@ -180,7 +205,87 @@ class SimDomain:
     partitions: dict[int, SimPartition] = field(default_factory=dict)
     owner: dict[int, int] = field(default_factory=dict)  # gpu_uid -> partition id
     names: dict[str, int] = field(default_factory=dict)  # non-empty name -> partition id
-    subscribers: set[asyncio.Queue[int]] = field(default_factory=set)
+    subscribers: set[asyncio.Queue[SimEvent]] = field(default_factory=set)
+    # Health knobs: a compute node (chassis serial, tray index), a switch tray (chassis serial, switch
+    # tray index 0..8), one switch of a tray, or a partition, set to something else than derived.
+    node_health: dict[tuple[str, int], str] = field(default_factory=dict)
+    switch_node_health: dict[tuple[str, int], str] = field(default_factory=dict)
+    switch_health: dict[tuple[str, int, int], str] = field(default_factory=dict)
+    partition_health: dict[int, str] = field(default_factory=dict)
+    admin_state: dict[tuple[str, int, int], int] = field(default_factory=dict)  # transceiver -> AdminState
+    max_multicast_groups: int = MAX_MULTICAST_GROUPS
+    unhealthy_gpus: set[int] = field(default_factory=set)  # GPUs whose health is not HEALTHY
+
+    def set_gpu(self, gpu: SimGpu) -> None:
+        """Store a GPU (after a health change), keeping ``unhealthy_gpus`` up to date."""
+        self.gpus[gpu.gpu_uid] = gpu
+        if gpu.health == "HEALTHY":
+            self.unhealthy_gpus.discard(gpu.gpu_uid)
+        else:
+            self.unhealthy_gpus.add(gpu.gpu_uid)
+
+    def compute_nodes(self) -> dict[tuple[str, int], list[SimGpu]]:
+        """(chassis serial, tray index) -> the tray's GPUs, in rack order."""
+        trays: dict[tuple[str, int], list[SimGpu]] = {}
+        for gpu in self.gpus.values():
+            trays.setdefault((gpu.chassis_serial, gpu.tray_index), []).append(gpu)
+        return dict(sorted(trays.items()))
+
+    def node_health_of(self, serial: str, tray_index: int) -> str:
+        """A knob's value, else DEGRADED when a GPU of the tray is not HEALTHY, else HEALTHY."""
+        set_to = self.node_health.get((serial, tray_index))
+        if set_to is not None:
+            return set_to
+        sick = (self.gpus[uid] for uid in self.unhealthy_gpus)
+        return (
+            "DEGRADED"
+            if any(g.chassis_serial == serial and g.tray_index == tray_index for g in sick)
+            else "HEALTHY"
+        )
+
+    def switch_health_of(self, serial: str, tray: int, switch: int) -> str:
+        set_to = self.switch_health.get((serial, tray, switch))
+        if set_to is not None:
+            return set_to
+        return "UNHEALTHY" if self.switch_node_health.get((serial, tray)) == "UNHEALTHY" else "HEALTHY"
+
+    def switch_node_health_of(self, serial: str, tray: int) -> str:
+        """A knob's value, else the worst of its switches' health (UNHEALTHY > MISSING_NVLINK)."""
+        set_to = self.switch_node_health.get((serial, tray))
+        if set_to is not None:
+            return set_to
+        switches = {self.switch_health_of(serial, tray, n) for n in range(SWITCHES_PER_TRAY)}
+        for worst in ("UNHEALTHY", "MISSING_NVLINK"):
+            if worst in switches:
+                return worst
+        return "HEALTHY"
+
+    def partition_health_of(self, partition: SimPartition) -> str:
+        """A knob's value, else derived from the members: a GPU without NVLink or DEGRADED makes the
+        partition DEGRADED, one with degraded bandwidth DEGRADED_BANDWIDTH; an unhealthy switch
+        degrades every partition's bandwidth."""
+        set_to = self.partition_health.get(partition.partition_id)
+        if set_to is not None:
+            return set_to
+        if not self.unhealthy_gpus and not self.switch_health and not self.switch_node_health:
+            return "HEALTHY"  # the common case, without looking at every member
+        healths = {self.gpus[uid].health for uid in partition.gpu_uids & self.unhealthy_gpus}
+        if healths & {"DEGRADED", "NO_NVLINK"}:
+            return "DEGRADED"
+        switches_bad = any(h != "HEALTHY" for h in self.switch_health.values()) or any(
+            h != "HEALTHY" for h in self.switch_node_health.values()
+        )
+        if "DEGRADED_BW" in healths or (switches_bad and partition.gpu_uids):
+            return "DEGRADED_BANDWIDTH"
+        return "HEALTHY"
+
+    def switch_slots(self, serial: str) -> list[int]:
+        """Rack slots of a chassis' switch trays (between the upper and lower compute trays)."""
+        upper = (self.trays_per_chassis + 1) // 2
+        return [upper + 1 + k for k in range(SWITCH_TRAYS)]
+
+    def multicast_groups_reserved(self) -> int:
+        return sum(p.multicast_groups_limit for p in self.partitions.values())
 
 
 class SimFabric:
@@ -312,8 +417,65 @@ class SimFabric:
             raise ValueError(f"health must be one of {GPU_HEALTH}")
         gpu = self.gpu(gpu_uid)
         changed = dataclasses.replace(gpu, health=health)
-        self.domains[gpu.domain_uuid].gpus[gpu_uid] = changed
+        self.domains[gpu.domain_uuid].set_gpu(changed)
         self._gpu_by_entity[gpu.entity_id] = changed
+        if gpu.health != health:
+            self._emit(self.domains[gpu.domain_uuid], ("health", None))
+
+    # ------------------------------------------------------------------------------------ health knobs
+
+    def set_node_health(self, key: uuid.UUID | str, serial: str, tray_index: int, health: str | None) -> None:
+        """Set a compute node's health (None: derive it from its GPUs again); emits a health event."""
+        domain = self.domain(key)
+        if (serial, tray_index) not in domain.compute_nodes():
+            raise ValueError(f"no compute tray {tray_index} in chassis {serial} of {domain.domain_uuid}")
+        self._knob(domain, domain.node_health, (serial, tray_index), health, NODE_HEALTH)
+
+    def set_switch_node_health(
+        self, key: uuid.UUID | str, serial: str, tray: int, health: str | None
+    ) -> None:
+        """Set a switch tray's health (0..8 within its chassis); emits a health event."""
+        domain = self.domain(key)
+        if serial not in domain.chassis_serials or not 0 <= tray < SWITCH_TRAYS:
+            raise ValueError(f"no switch tray {tray} in chassis {serial} of {domain.domain_uuid}")
+        self._knob(domain, domain.switch_node_health, (serial, tray), health, SWITCH_HEALTH)
+
+    def set_switch_health(
+        self, key: uuid.UUID | str, serial: str, tray: int, switch: int, health: str | None
+    ) -> None:
+        """Set one switch's health (switch 0..1 of switch tray 0..8); emits a health event."""
+        domain = self.domain(key)
+        if serial not in domain.chassis_serials or not 0 <= tray < SWITCH_TRAYS:
+            raise ValueError(f"no switch tray {tray} in chassis {serial} of {domain.domain_uuid}")
+        if not 0 <= switch < SWITCHES_PER_TRAY:
+            raise ValueError(f"a switch tray has switches 0..{SWITCHES_PER_TRAY - 1}")
+        self._knob(domain, domain.switch_health, (serial, tray, switch), health, SWITCH_HEALTH)
+
+    def set_partition_health(self, key: uuid.UUID | str, partition_id: int, health: str | None) -> None:
+        """Set a partition's health (None: derive it from its members again); emits a health event."""
+        domain = self.domain(key)
+        if partition_id not in domain.partitions:
+            raise ValueError(f"no partition {partition_id} in {domain.domain_uuid}")
+        self._knob(domain, domain.partition_health, partition_id, health, PARTITION_HEALTH)
+
+    def _knob(
+        self, domain: SimDomain, knobs: dict[Any, str], key: Any, health: str | None, allowed: tuple[str, ...]
+    ) -> None:
+        if health is not None and health not in allowed:
+            raise ValueError(f"health must be one of {allowed}")
+        before = knobs.get(key)
+        if health is None:
+            knobs.pop(key, None)
+        else:
+            knobs[key] = health
+        if before != health:
+            self._emit(domain, ("health", None))
+
+    def reinitialize(self, key: uuid.UUID | str) -> None:
+        """The controller re-initialised the fabric: subscribers get a topology change and init-done."""
+        domain = self.domain(key)
+        self._emit(domain, ("topology", None))
+        self._emit(domain, ("init_done", None))
 
     # ------------------------------------------------------------------------------------- snapshots
 
@@ -336,6 +498,8 @@ class SimFabric:
                                 "entity_id": p.entity_id,
                                 "created_at": p.created_at.isoformat(),
                                 "updated_at": p.updated_at.isoformat(),
+                                "resiliency_mode": p.resiliency_mode,
+                                "multicast_groups_limit": p.multicast_groups_limit,
                             }
                             for p in self.partitions(domain.domain_uuid)
                         ],
@@ -404,7 +568,7 @@ class SimFabric:
             for uid, gpu in list(domain.gpus.items()):
                 health = unhealthy.get(uid, "HEALTHY")
                 if gpu.health != health:
-                    domain.gpus[uid] = dataclasses.replace(gpu, health=health)
+                    domain.set_gpu(dataclasses.replace(gpu, health=health))
                     self._gpu_by_entity[gpu.entity_id] = domain.gpus[uid]
 
     def _planned(
@@ -440,6 +604,8 @@ class SimFabric:
                     entity_id=str(item["entity_id"]),
                     created_at=datetime.fromisoformat(item["created_at"]),
                     updated_at=datetime.fromisoformat(item["updated_at"]),
+                    resiliency_mode=int(item.get("resiliency_mode", 0)),
+                    multicast_groups_limit=int(item.get("multicast_groups_limit", 0)),
                 )
             )
         unhealthy = {int(uid): str(health) for uid, health in recorded.get("unhealthy", {}).items()}
@@ -463,21 +629,25 @@ class SimFabric:
 
     # ---------------------------------------------------------------------------------------- events
 
-    def subscribe(self, key: uuid.UUID | str) -> asyncio.Queue[int]:
-        """A queue receiving the id of every partition of the domain that changes from now on."""
-        queue: asyncio.Queue[int] = asyncio.Queue()
+    def subscribe(self, key: uuid.UUID | str) -> asyncio.Queue[SimEvent]:
+        """A queue receiving every event of the domain from now on (see :data:`SimEvent`)."""
+        queue: asyncio.Queue[SimEvent] = asyncio.Queue()
         self.domain(key).subscribers.add(queue)
         return queue
 
-    def unsubscribe(self, key: uuid.UUID | str, queue: asyncio.Queue[int]) -> None:
+    def unsubscribe(self, key: uuid.UUID | str, queue: asyncio.Queue[SimEvent]) -> None:
         self.domain(key).subscribers.discard(queue)
 
     def subscriber_count(self, key: uuid.UUID | str) -> int:
         return len(self.domain(key).subscribers)
 
     def _changed(self, domain: SimDomain, partition_id: int) -> None:
+        self._emit(domain, ("partition", partition_id))
+
+    @staticmethod
+    def _emit(domain: SimDomain, event: SimEvent) -> None:
         for queue in domain.subscribers:
-            queue.put_nowait(partition_id)
+            queue.put_nowait(event)
 
     # ------------------------------------------------------------------------------------- mutations
 
@@ -508,9 +678,23 @@ class SimFabric:
         name: str,
         gpu_uids: Sequence[int],
         partition_id: int | None = None,
+        *,
+        resiliency_mode: int = 0,
+        multicast_groups_limit: int = 0,
     ) -> SimPartition:
+        """Create a partition. ``multicast_groups_limit`` must be a multiple of 4 (else BADPARAM, the
+        NMX-C form of INVALID_ARGUMENT) and fit the domain's multicast budget: the limits of all its
+        partitions add up to at most ``max_multicast_groups`` (else RESOURCE_EXHAUSTED)."""
         domain = self.domain(key)
         _check_name(name)
+        if resiliency_mode not in range(len(RESILIENCY_MODES)):
+            raise SimError(pb.NMX_ST_BADPARAM, f"unknown resiliency mode {resiliency_mode}")
+        if multicast_groups_limit % MULTICAST_GROUP_QUANTUM:
+            raise SimError(
+                pb.NMX_ST_BADPARAM,
+                f"multicast_groups_limit {multicast_groups_limit} is not a multiple of "
+                f"{MULTICAST_GROUP_QUANTUM}",
+            )
         if name and name in domain.names:
             raise SimError(pb.NMX_ST_PARTITION_NAME_IN_USE, f"name {name!r} is taken")
         if partition_id is not None:
@@ -525,11 +709,22 @@ class SimFabric:
                 pb.NMX_ST_RESOURCE_EXHAUSTED,
                 f"domain holds its maximum of {domain.max_partitions} partitions",
             )
+        reserved = domain.multicast_groups_reserved()
+        if reserved + multicast_groups_limit > domain.max_multicast_groups:
+            raise SimError(
+                pb.NMX_ST_RESOURCE_EXHAUSTED,
+                f"multicast groups: {reserved} of {domain.max_multicast_groups} are reserved, "
+                f"{multicast_groups_limit} more do not fit",
+            )
         if partition_id is None:
             partition_id = next(
                 i for i in range(MIN_PARTITION_ID, MAX_PARTITION_ID + 1) if i not in domain.partitions
             )
-        return self._insert(domain, partition_id, name, uids)
+        partition = self._insert(domain, partition_id, name, uids, notify=False)
+        partition.resiliency_mode = resiliency_mode
+        partition.multicast_groups_limit = multicast_groups_limit
+        self._changed(domain, partition_id)
+        return partition
 
     def add_gpus(
         self, key: uuid.UUID | str, partition_id: int, gpu_uids: Sequence[int], name: str = ""
@@ -582,6 +777,7 @@ class SimFabric:
         if partition.name:
             del domain.names[partition.name]
         del self._partition_by_entity[partition.entity_id]
+        domain.partition_health.pop(partition.partition_id, None)
         self._changed(domain, partition.partition_id)
         return partition
 
@@ -598,6 +794,8 @@ class SimFabric:
         name: str,
         uids: Iterable[int],
         entity_id: str | None = None,
+        *,
+        notify: bool = True,
     ) -> SimPartition:
         now = datetime.now(UTC)
         partition = SimPartition(
@@ -614,7 +812,8 @@ class SimFabric:
         for uid in partition.gpu_uids:
             domain.owner[uid] = partition_id
         self._partition_by_entity[partition.entity_id] = (domain, partition_id)
-        self._changed(domain, partition_id)
+        if notify:
+            self._changed(domain, partition_id)
         return partition
 
     def _touch(self, domain: SimDomain, partition: SimPartition) -> SimPartition:

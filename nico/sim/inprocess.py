@@ -15,17 +15,35 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Literal
 
 from nico.fabric.backend import (
+    DomainHealth,
     DomainHello,
+    DomainLimits,
     DomainTarget,
     EndpointNotConfigured,
+    EventKind,
+    FabricComputeNode,
     FabricGpu,
     FabricPartition,
+    FabricRejected,
+    FabricSwitchNode,
     FabricTimeout,
     FabricUnavailable,
     PartitionEvent,
+    health_counts,
 )
 from nico.fabric.return_codes import return_code_error
-from nico.sim.fabric import EndpointDown, SimDomain, SimError, SimFabric, SimPartition
+from nico.sim.fabric import (
+    GPUS_PER_TRAY,
+    RESILIENCY_MODES,
+    SWITCH_PORTS,
+    SWITCH_TRAYS,
+    SWITCHES_PER_TRAY,
+    EndpointDown,
+    SimDomain,
+    SimError,
+    SimFabric,
+    SimPartition,
+)
 
 SIM_APP_VERSION = "nico-sim"
 
@@ -75,14 +93,105 @@ class InProcessBackend:
 
     async def list_partitions(self, target: DomainTarget) -> list[FabricPartition]:
         domain = await self._enter(target)
-        return [_partition(p) for p in domain.partitions.values()]
+        return [_partition(domain, p) for p in domain.partitions.values()]
 
     async def create_partition(
-        self, target: DomainTarget, name: str, gpu_uids: frozenset[int]
+        self,
+        target: DomainTarget,
+        name: str,
+        gpu_uids: frozenset[int],
+        *,
+        resiliency_mode: str | None = None,
+        multicast_groups_limit: int | None = None,
     ) -> FabricPartition:
         domain = await self._enter(target)
+        mode = 0
+        if resiliency_mode is not None:
+            if resiliency_mode.upper() not in RESILIENCY_MODES[1:]:
+                raise FabricRejected(
+                    f"unknown resiliency mode {resiliency_mode!r}", code="BAD_RESILIENCY_MODE"
+                )
+            mode = RESILIENCY_MODES.index(resiliency_mode.upper())
         with self._refusals(domain):
-            return _partition(self.fabric.create_partition(domain.domain_uuid, name, sorted(gpu_uids)))
+            created = self.fabric.create_partition(
+                domain.domain_uuid,
+                name,
+                sorted(gpu_uids),
+                resiliency_mode=mode,
+                multicast_groups_limit=multicast_groups_limit or 0,
+            )
+        return _partition(domain, created)
+
+    async def partition_count(self, target: DomainTarget) -> int:
+        domain = await self._enter(target)
+        return len(domain.partitions)
+
+    async def partition_sizes(self, target: DomainTarget) -> dict[int, int]:
+        domain = await self._enter(target)
+        return {p.partition_id: len(p.gpu_uids) for p in domain.partitions.values()}
+
+    async def list_compute_nodes(self, target: DomainTarget) -> list[FabricComputeNode]:
+        domain = await self._enter(target)
+        nodes = []
+        for (serial, tray), gpus in domain.compute_nodes().items():
+            nodes.append(
+                FabricComputeNode(
+                    chassis_serial=serial,
+                    tray_index=tray,
+                    slot_id=gpus[0].slot_id,
+                    num_gpus=len(gpus),
+                    health=domain.node_health_of(serial, tray),
+                    partition_ids=frozenset(
+                        domain.owner[g.gpu_uid] for g in gpus if g.gpu_uid in domain.owner
+                    ),
+                )
+            )
+        return nodes
+
+    async def list_switch_nodes(self, target: DomainTarget) -> list[FabricSwitchNode]:
+        domain = await self._enter(target)
+        return [
+            FabricSwitchNode(
+                chassis_serial=serial,
+                tray_index=tray,
+                slot_id=domain.switch_slots(serial)[tray],
+                num_switches=SWITCHES_PER_TRAY,
+                health=domain.switch_node_health_of(serial, tray),
+                partition_ids=frozenset(domain.partitions),
+            )
+            for serial in domain.chassis_serials
+            for tray in range(SWITCH_TRAYS)
+        ]
+
+    async def domain_limits(self, target: DomainTarget) -> DomainLimits:
+        domain = await self._enter(target)
+        chassis = len(domain.chassis_serials)
+        return DomainLimits(
+            max_compute_nodes=domain.trays_per_chassis * chassis,
+            max_gpus_per_compute_node=GPUS_PER_TRAY,
+            max_switch_nodes=SWITCH_TRAYS * chassis,
+            line_rate_mbps=200_000,
+            min_gpus_per_partition=1,
+            max_num_partitions=domain.max_partitions,
+            max_num_alids=2048,
+            max_multicast_groups=domain.max_multicast_groups,
+            max_num_ports=SWITCH_PORTS * SWITCHES_PER_TRAY * SWITCH_TRAYS * chassis,
+        )
+
+    async def domain_health(self, target: DomainTarget) -> DomainHealth:
+        domain = await self._enter(target)
+        nodes = await self.list_compute_nodes(target)
+        switches = await self.list_switch_nodes(target)
+        return DomainHealth(
+            domain_uuid=domain.domain_uuid,
+            gpus=health_counts(g.health for g in domain.gpus.values()),
+            compute_nodes=health_counts(n.health for n in nodes),
+            switch_nodes=health_counts(n.health for n in switches),
+            partitions=health_counts(domain.partition_health_of(p) for p in domain.partitions.values()),
+            controller="HEALTHY",
+            control_plane="CONFIGURED",
+            available_multicast_groups=domain.max_multicast_groups - domain.multicast_groups_reserved(),
+        )
 
     async def add_gpus(
         self, target: DomainTarget, partition: FabricPartition, gpu_uids: frozenset[int]
@@ -129,13 +238,18 @@ class InProcessBackend:
         ]
 
     async def partition_events(self, target: DomainTarget) -> AsyncIterator[PartitionEvent]:
-        """Every partition change of the domain from now on, until the consumer stops iterating."""
+        """Every event of the domain from now on (partition and health changes, topology changes,
+        init-done), until the consumer stops iterating."""
         domain = await self._enter(target)
         queue = self.fabric.subscribe(domain.domain_uuid)
         try:
             while True:
-                partition_id = await queue.get()
-                yield PartitionEvent(domain_uuid=domain.domain_uuid, partition_id=partition_id)
+                kind, partition_id = await queue.get()
+                yield PartitionEvent(
+                    domain_uuid=domain.domain_uuid,
+                    partition_id=partition_id,
+                    kind=_KINDS.get(kind, "partition"),
+                )
         finally:
             self.fabric.unsubscribe(domain.domain_uuid, queue)
 
@@ -143,10 +257,16 @@ class InProcessBackend:
         """Nothing to release: there are no connections."""
 
 
-def _partition(partition: SimPartition) -> FabricPartition:
+_KINDS: dict[str, EventKind] = {"health": "health", "topology": "topology", "init_done": "init_done"}
+
+
+def _partition(domain: SimDomain, partition: SimPartition) -> FabricPartition:
     return FabricPartition(
         partition_id=partition.partition_id,
         ref=str(partition.partition_id),
         name=partition.name,
         gpu_uids=frozenset(partition.gpu_uids),
+        health=domain.partition_health_of(partition),
+        resiliency_mode=RESILIENCY_MODES[partition.resiliency_mode],
+        multicast_groups_limit=partition.multicast_groups_limit,
     )

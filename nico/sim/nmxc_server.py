@@ -5,6 +5,11 @@ two chassis serials share it. :class:`NmxcSimulator` knows chassis serial -> end
 one domain's server (its port then refuses connections) and start it again on the same port, and
 optionally serves TLS, with client certificates required for mTLS.
 
+Every RPC of the 2026 NMX_Controller service is answered: partitions (and their cheap counts and id
+lists), GPUs, compute nodes, switch trays and switches with their health, topology, state reports,
+admin state of transceivers, domain properties and state, and ``Subscribe``, which pushes partition
+changes, ``health_state_changed``, topology changes and ``init_done`` as the fabric's knobs change.
+
 Every reply carries a ``ServerHeader`` with the domain uuid and a return code: refusals are answered
 as a real controller does, with gRPC status OK and an ``NMX_ST_*`` code in the header. Fault knobs:
 ``down`` aborts with UNAVAILABLE, ``hang`` never answers, ``error_rate`` answers ``error_code``.
@@ -19,10 +24,25 @@ from typing import Any, cast
 
 import grpc
 
-from nico.fabric.backend import DomainTarget
+from nico.fabric.backend import DEFAULT_PARTITION_ID, DomainTarget
 from nico.fabric.nmxc import nmx_c_pb2 as pb
 from nico.fabric.nmxc import nmx_c_pb2_grpc as pb_grpc
-from nico.sim.fabric import GPU_HEALTH, EndpointDown, SimError, SimFabric, SimGpu, SimPartition
+from nico.sim.fabric import (
+    GPU_HEALTH,
+    NODE_HEALTH,
+    PARTITION_HEALTH,
+    SWITCH_HEALTH,
+    SWITCH_PORTS,
+    SWITCH_TRAYS,
+    SWITCHES_PER_TRAY,
+    EndpointDown,
+    SimDomain,
+    SimError,
+    SimEvent,
+    SimFabric,
+    SimGpu,
+    SimPartition,
+)
 from nico.sim.inprocess import SIM_APP_VERSION
 
 LOOPBACK = "127.0.0.1"
@@ -96,7 +116,7 @@ class NmxcServicer(pb_grpc.NMX_ControllerServicer):
             return pb.GetPartitionInfoListResponse(
                 server_header=self._header(),
                 context=request.context,
-                partition_info_list=[_partition_info(p) for p in chosen],
+                partition_info_list=[_partition_info(self.domain, p) for p in chosen],
             )
 
         return await self._serve(context, pb.GetPartitionInfoListResponse, build)  # type: ignore[no-any-return]
@@ -115,6 +135,8 @@ class NmxcServicer(pb_grpc.NMX_ControllerServicer):
                 request.name,
                 [r.gpu_uid for r in request.gpu_resource_id],
                 request.partition_id.partition_id if request.HasField("partition_id") else None,
+                resiliency_mode=request.attr.resiliency_mode,
+                multicast_groups_limit=request.attr.multicast_groups_limit,
             )
             return pb.CreatePartitionResponse(
                 server_header=self._header(),
@@ -210,28 +232,376 @@ class NmxcServicer(pb_grpc.NMX_ControllerServicer):
         self, request: pb.GetComputeNodeInfoListRequest, context: Any
     ) -> pb.GetComputeNodeInfoListResponse:
         def build() -> pb.GetComputeNodeInfoListResponse:
-            trays: dict[tuple[str, int], list[SimGpu]] = {}
-            for gpu in self.domain.gpus.values():
-                trays.setdefault((gpu.chassis_serial, gpu.tray_index), []).append(gpu)
-            nodes = []
-            for gpus in trays.values():
-                first = gpus[0]
-                if request.loc_list and not any(_at(first, loc) for loc in request.loc_list):
-                    continue
-                held = sorted({self.domain.owner[g.gpu_uid] for g in gpus if g.gpu_uid in self.domain.owner})
-                nodes.append(
-                    pb.ComputeNodeInfo(
-                        loc=_location_info(first),
-                        num_gpus=len(gpus),
-                        node_health=pb.NMX_COMPUTE_NODE_HEALTH_HEALTHY,
-                        partition_id_list=[pb.PartitionId(partition_id=p) for p in held],
-                    )
-                )
+            nodes = [
+                self._node_info(gpus)
+                for gpus in self.domain.compute_nodes().values()
+                if not request.loc_list or any(_at(gpus[0], loc) for loc in request.loc_list)
+            ]
             return pb.GetComputeNodeInfoListResponse(
                 server_header=self._header(), context=request.context, node_info_list=nodes
             )
 
         return await self._serve(context, pb.GetComputeNodeInfoListResponse, build)  # type: ignore[no-any-return]
+
+    def _node_info(self, gpus: list[SimGpu]) -> pb.ComputeNodeInfo:
+        first = gpus[0]
+        held = sorted({self.domain.owner[g.gpu_uid] for g in gpus if g.gpu_uid in self.domain.owner})
+        health = self.domain.node_health_of(first.chassis_serial, first.tray_index)
+        return pb.ComputeNodeInfo(
+            loc=_location_info(first),
+            num_gpus=len(gpus),
+            node_health=cast(pb.ComputeNodeHealth, NODE_HEALTH.index(health)),
+            partition_id_list=[pb.PartitionId(partition_id=p) for p in held],
+        )
+
+    def _nodes(self, attr: int, chassis_id: int, health: int) -> list[list[SimGpu]]:
+        """Compute nodes chosen by ``ComputeNodeAttr``, chassis id and health (0: any). A node is
+        allocated as far as its GPUs are in partitions other than the default one."""
+        chosen = []
+        for gpus in self.domain.compute_nodes().values():
+            first = gpus[0]
+            if chassis_id and first.chassis_id != chassis_id:
+                continue
+            node_health = self.domain.node_health_of(first.chassis_serial, first.tray_index)
+            if health and NODE_HEALTH.index(node_health) != health:
+                continue
+            allocated = sum(
+                1
+                for g in gpus
+                if self.domain.owner.get(g.gpu_uid, DEFAULT_PARTITION_ID) != DEFAULT_PARTITION_ID
+            )
+            by_attr: dict[int, bool] = {
+                pb.NMX_COMPUTE_NODE_ATTR_FREE: allocated == 0,
+                pb.NMX_COMPUTE_NODE_ATTR_FULLY_ALLOCATED: allocated == len(gpus),
+                pb.NMX_COMPUTE_NODE_ATTR_PARTIALLY_ALLOCATED: 0 < allocated < len(gpus),
+            }
+            if by_attr.get(attr, True):
+                chosen.append(gpus)
+        return chosen
+
+    async def GetComputeNodeCount(
+        self, request: pb.GetComputeNodeCountRequest, context: Any
+    ) -> pb.GetComputeNodeCountResponse:
+        def build() -> pb.GetComputeNodeCountResponse:
+            nodes = self._nodes(request.attr, request.chassis_id, request.node_health)
+            return pb.GetComputeNodeCountResponse(
+                server_header=self._header(), context=request.context, num_nodes=len(nodes)
+            )
+
+        return await self._serve(context, pb.GetComputeNodeCountResponse, build)  # type: ignore[no-any-return]
+
+    async def GetComputeNodeLocationList(
+        self, request: pb.GetComputeNodeLocationListRequest, context: Any
+    ) -> pb.GetComputeNodeLocationListResponse:
+        def build() -> pb.GetComputeNodeLocationListResponse:
+            nodes = self._nodes(request.attr, request.chassis_id, request.node_health)
+            if request.num_nodes:
+                nodes = nodes[: request.num_nodes]
+            return pb.GetComputeNodeLocationListResponse(
+                server_header=self._header(),
+                context=request.context,
+                loc_list=[_location_info(gpus[0]).location for gpus in nodes],
+            )
+
+        return await self._serve(context, pb.GetComputeNodeLocationListResponse, build)  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------------------------ switches
+
+    def _switch_nodes(self, health: int) -> list[tuple[str, int]]:
+        """(chassis serial, switch tray index) of every switch tray, chosen by health (0: any)."""
+        return [
+            (serial, tray)
+            for serial in self.domain.chassis_serials
+            for tray in range(SWITCH_TRAYS)
+            if not health or SWITCH_HEALTH.index(self.domain.switch_node_health_of(serial, tray)) == health
+        ]
+
+    def _switch_location(self, serial: str, tray: int) -> pb.LocationInfo:
+        chassis_id = int(serial.removeprefix("SIM-"))
+        slot = self.domain.switch_slots(serial)[tray]
+        return pb.LocationInfo(
+            chassis_serial_number=serial,
+            tray_index=tray,
+            location=pb.Location(chassis_id=chassis_id, slot_id=slot, host_id=1),
+        )
+
+    def _switch_at(self, loc: pb.Location) -> list[tuple[str, int]]:
+        return [
+            (serial, tray)
+            for serial, tray in self._switch_nodes(0)
+            if (not loc.chassis_id or loc.chassis_id == int(serial.removeprefix("SIM-")))
+            and (not loc.slot_id or loc.slot_id == self.domain.switch_slots(serial)[tray])
+        ]
+
+    def _switch_uid(self, serial: str, tray: int, switch: int) -> int:
+        return (int(serial.removeprefix("SIM-")) << 16) | (tray << 4) | switch | (0xB5 << 56)
+
+    async def GetSwitchNodeCount(
+        self, request: pb.GetSwitchNodeCountRequest, context: Any
+    ) -> pb.GetSwitchNodeCountResponse:
+        def build() -> pb.GetSwitchNodeCountResponse:
+            nodes = self._switch_nodes(request.node_health)
+            if request.num_nodes:
+                nodes = nodes[: request.num_nodes]
+            return pb.GetSwitchNodeCountResponse(
+                server_header=self._header(), context=request.context, num_nodes=len(nodes)
+            )
+
+        return await self._serve(context, pb.GetSwitchNodeCountResponse, build)  # type: ignore[no-any-return]
+
+    async def GetSwitchNodeLocationList(
+        self, request: pb.GetSwitchNodeLocationListRequest, context: Any
+    ) -> pb.GetSwitchNodeLocationListResponse:
+        def build() -> pb.GetSwitchNodeLocationListResponse:
+            nodes = self._switch_nodes(request.node_health)
+            if request.num_nodes:
+                nodes = nodes[: request.num_nodes]
+            return pb.GetSwitchNodeLocationListResponse(
+                server_header=self._header(),
+                context=request.context,
+                loc_list=[self._switch_location(*node).location for node in nodes],
+            )
+
+        return await self._serve(context, pb.GetSwitchNodeLocationListResponse, build)  # type: ignore[no-any-return]
+
+    async def GetSwitchNodeInfoList(
+        self, request: pb.GetSwitchNodeInfoListRequest, context: Any
+    ) -> pb.GetSwitchNodeInfoListResponse:
+        def build() -> pb.GetSwitchNodeInfoListResponse:
+            if request.loc_list:
+                nodes = [node for loc in request.loc_list for node in self._switch_at(loc)]
+            else:
+                nodes = self._switch_nodes(0)
+            # Every switch carries traffic of every partition of the rack.
+            partitions = [pb.PartitionId(partition_id=p) for p in sorted(self.domain.partitions)]
+            infos = [
+                pb.SwitchNodeInfo(
+                    loc=self._switch_location(serial, tray),
+                    num_switches=SWITCHES_PER_TRAY,
+                    node_health=cast(
+                        pb.SwitchNodeHealth,
+                        SWITCH_HEALTH.index(self.domain.switch_node_health_of(serial, tray)),
+                    ),
+                    partition_id_list=partitions,
+                )
+                for serial, tray in nodes
+            ]
+            return pb.GetSwitchNodeInfoListResponse(
+                server_header=self._header(), context=request.context, node_info_list=infos
+            )
+
+        return await self._serve(context, pb.GetSwitchNodeInfoListResponse, build)  # type: ignore[no-any-return]
+
+    async def GetSwitchInfoList(
+        self, request: pb.GetSwitchInfoListRequest, context: Any
+    ) -> pb.GetSwitchInfoListResponse:
+        def build() -> pb.GetSwitchInfoListResponse:
+            nodes = self._switch_at(request.loc) if request.HasField("loc") else self._switch_nodes(0)
+            switches = [
+                pb.SwitchInfo(
+                    loc=self._switch_location(serial, tray).location,
+                    switch_id=switch,
+                    switch_uid=self._switch_uid(serial, tray, switch),
+                    num_ports=SWITCH_PORTS,
+                    health=cast(
+                        pb.SwitchHealth,
+                        SWITCH_HEALTH.index(self.domain.switch_health_of(serial, tray, switch)),
+                    ),
+                )
+                for serial, tray in nodes
+                for switch in range(SWITCHES_PER_TRAY)
+            ]
+            if request.num_switches:
+                switches = switches[: request.num_switches]
+            return pb.GetSwitchInfoListResponse(
+                server_header=self._header(), context=request.context, switch_info_list=switches
+            )
+
+        return await self._serve(context, pb.GetSwitchInfoListResponse, build)  # type: ignore[no-any-return]
+
+    # ---------------------------------------------------------------------- partition counts and ids
+
+    def _partitions(self, attr: int, num_gpus: int, num_nodes: int, health: int) -> list[SimPartition]:
+        chosen = []
+        for partition in sorted(self.domain.partitions.values(), key=lambda p: p.partition_id):
+            if attr == pb.NMX_PARTITION_INFO_ATTR_NUM_GPUS and len(partition.gpu_uids) != num_gpus:
+                continue
+            if attr == pb.NMX_PARTITION_INFO_ATTR_NUM_COMPUTE_NODES:
+                trays = {
+                    (self.domain.gpus[u].chassis_serial, self.domain.gpus[u].tray_index)
+                    for u in partition.gpu_uids
+                }
+                if len(trays) != num_nodes:
+                    continue
+            if health and PARTITION_HEALTH.index(self.domain.partition_health_of(partition)) != health:
+                continue
+            chosen.append(partition)
+        return chosen
+
+    async def GetPartitionCount(
+        self, request: pb.GetPartitionCountRequest, context: Any
+    ) -> pb.GetPartitionCountResponse:
+        def build() -> pb.GetPartitionCountResponse:
+            chosen = self._partitions(request.info_attr, request.num_gpus, request.num_nodes, request.health)
+            return pb.GetPartitionCountResponse(
+                server_header=self._header(), context=request.context, num_partitions=len(chosen)
+            )
+
+        return await self._serve(context, pb.GetPartitionCountResponse, build)  # type: ignore[no-any-return]
+
+    async def GetPartitionIdList(
+        self, request: pb.GetPartitionIdListRequest, context: Any
+    ) -> pb.GetPartitionIdListResponse:
+        def build() -> pb.GetPartitionIdListResponse:
+            chosen = self._partitions(request.info_attr, request.num_gpus, request.num_nodes, request.health)
+            if request.num_partitions:
+                chosen = chosen[: request.num_partitions]
+            return pb.GetPartitionIdListResponse(
+                server_header=self._header(),
+                context=request.context,
+                partition_list=[
+                    pb.Partition(
+                        partition_id=pb.PartitionId(partition_id=p.partition_id), num_gpus=len(p.gpu_uids)
+                    )
+                    for p in chosen
+                ],
+            )
+
+        return await self._serve(context, pb.GetPartitionIdListResponse, build)  # type: ignore[no-any-return]
+
+    # --------------------------------------------------------------------------- topology and reports
+
+    def _topology(self) -> list[pb.DeviceTopoInfo]:
+        devices = []
+        for serial, tray in self._switch_nodes(0):
+            for switch in range(SWITCHES_PER_TRAY):
+                devices.append(
+                    pb.DeviceTopoInfo(
+                        switch_topo_info=pb.SwitchTopoInfo(
+                            loc=self._switch_location(serial, tray),
+                            device_uid=self._switch_uid(serial, tray, switch),
+                            device_id=switch,
+                            num_ports=SWITCH_PORTS,
+                            vendor_id=0x10DE,
+                            description="NVLink switch (simulated)",
+                            partition_id=[
+                                pb.PartitionId(partition_id=p) for p in sorted(self.domain.partitions)
+                            ],
+                            device_health=cast(
+                                pb.SwitchHealth,
+                                SWITCH_HEALTH.index(self.domain.switch_health_of(serial, tray, switch)),
+                            ),
+                        )
+                    )
+                )
+        for gpu in self.domain.gpus.values():
+            holder = self.domain.owner.get(gpu.gpu_uid)
+            devices.append(
+                pb.DeviceTopoInfo(
+                    gpu_topo_info=pb.GpuTopoInfo(
+                        loc=_location_info(gpu),
+                        device_uid=gpu.gpu_uid,
+                        device_id=gpu.device_id,
+                        num_ports=18,
+                        vendor_id=0x10DE,
+                        description="GB200 (simulated)",
+                        partition_id=[pb.PartitionId(partition_id=holder)] if holder is not None else [],
+                        device_health=cast(pb.GpuHealth, GPU_HEALTH.index(gpu.health)),
+                    )
+                )
+            )
+        return devices
+
+    async def GetTopologyInfo(self, request: pb.GetTopologyInfoRequest, context: Any) -> pb.FmTopologyInfo:
+        def build() -> pb.FmTopologyInfo:
+            return pb.FmTopologyInfo(
+                server_header=self._header(), context=request.context, device_topo_info=self._topology()
+            )
+
+        return await self._serve(context, pb.FmTopologyInfo, build)  # type: ignore[no-any-return]
+
+    async def GetStateReport(
+        self, request: pb.GetStateReportRequest, context: Any
+    ) -> pb.GetStateReportResponse:
+        def build() -> pb.GetStateReportResponse:
+            reply = pb.GetStateReportResponse(server_header=self._header(), context=request.context)
+            if request.report_type == pb.NMX_REPORT_TYPE_TOPOLOGY:
+                reply.device_topo_info.device_topo_info.extend(self._topology())
+            elif request.report_type == pb.NMX_REPORT_TYPE_PARTITIONS:
+                for partition in sorted(self.domain.partitions.values(), key=lambda p: p.partition_id):
+                    reply.partitions.partitions.append(
+                        pb.PartitionReport(
+                            partition_id=pb.PartitionId(partition_id=partition.partition_id),
+                            gpus=[
+                                pb.PartitionGpu(
+                                    device_uid=uid, location_info=_location_info(self.domain.gpus[uid])
+                                )
+                                for uid in sorted(partition.gpu_uids)
+                            ],
+                        )
+                    )
+            else:
+                raise SimError(pb.NMX_ST_BADPARAM, f"report type {request.report_type}")
+            return reply
+
+        return await self._serve(context, pb.GetStateReportResponse, build)  # type: ignore[no-any-return]
+
+    # ------------------------------------------------------------------------------------ admin state
+
+    @staticmethod
+    def _transceiver_key(ident: pb.TransceiverIdentifier) -> tuple[str, int, int]:
+        chassis = (
+            ident.chassis_serial_number
+            if ident.WhichOneof("chassisInfo") == "chassis_serial_number"
+            else f"SIM-{ident.chassis_id:04d}"
+        )
+        return chassis, ident.slot_id, ident.transceiver_num
+
+    async def GetAdminState(self, request: pb.GetAdminStateRequest, context: Any) -> pb.GetAdminStateResponse:
+        def build() -> pb.GetAdminStateResponse:
+            states = self.domain.admin_state
+            if request.HasField("transceiver_identifier"):
+                key = self._transceiver_key(request.transceiver_identifier)
+                if key[0] not in self.domain.chassis_serials:
+                    raise SimError(pb.NMX_ST_BADPARAM, f"chassis {key[0]} is not in this domain")
+                chosen = {key: states.get(key, pb.NMX_ADMIN_STATE_UP)}
+            else:
+                chosen = dict(states)
+            entries = [
+                pb.AdminStateEntry(
+                    admin_state=cast(pb.AdminState, state),
+                    transceiver_identifier=pb.TransceiverIdentifier(
+                        chassis_serial_number=serial, slot_id=slot, transceiver_num=number
+                    ),
+                )
+                for (serial, slot, number), state in sorted(chosen.items())
+            ]
+            return pb.GetAdminStateResponse(
+                server_header=self._header(), context=request.context, admin_state_entry=entries
+            )
+
+        return await self._serve(context, pb.GetAdminStateResponse, build)  # type: ignore[no-any-return]
+
+    async def SetAdminState(self, request: pb.SetAdminStateRequest, context: Any) -> pb.SetAdminStateResponse:
+        def build() -> pb.SetAdminStateResponse:
+            entry = request.admin_state_entry
+            if not entry.HasField("transceiver_identifier"):
+                raise SimError(pb.NMX_ST_BADPARAM, "no transceiver named")
+            if entry.admin_state not in (
+                pb.NMX_ADMIN_STATE_UP,
+                pb.NMX_ADMIN_STATE_DOWN,
+                pb.NMX_ADMIN_STATE_DIAG,
+            ):
+                raise SimError(pb.NMX_ST_BADPARAM, f"admin state {entry.admin_state}")
+            key = self._transceiver_key(entry.transceiver_identifier)
+            if key[0] not in self.domain.chassis_serials:
+                raise SimError(pb.NMX_ST_BADPARAM, f"chassis {key[0]} is not in this domain")
+            self.domain.admin_state[key] = entry.admin_state
+            return pb.SetAdminStateResponse(
+                server_header=self._header(), context=request.context, admin_state_entry=entry
+            )
+
+        return await self._serve(context, pb.SetAdminStateResponse, build)  # type: ignore[no-any-return]
 
     async def GetDomainProperties(
         self, request: pb.GetDomainPropertiesRequest, context: Any
@@ -247,13 +617,14 @@ class NmxcServicer(pb_grpc.NMX_ControllerServicer):
                 max_gpus_per_compute_node=4,
                 max_gpu_nv_links=18,
                 line_rate_mbps=200_000,
-                max_switch_nodes=9,
-                max_switch_nodes_per_chassis=9 // chassis,
-                max_switches_per_switch_node=2,
-                max_switch_nv_links=72,
+                max_switch_nodes=SWITCH_TRAYS * chassis,
+                max_switch_nodes_per_chassis=SWITCH_TRAYS,
+                max_switches_per_switch_node=SWITCHES_PER_TRAY,
+                max_switch_nv_links=SWITCH_PORTS,
+                min_gpus_per_partition=1,
                 max_num_partitions=self.domain.max_partitions,
                 max_num_alids=2048,
-                max_multicast_groups=1024,
+                max_multicast_groups=self.domain.max_multicast_groups,
                 max_num_ports=648,
             )
 
@@ -267,7 +638,9 @@ class NmxcServicer(pb_grpc.NMX_ControllerServicer):
                 server_header=self._header(),
                 context=request.context,
                 control_plane_state=pb.NMX_CONTROL_PLANE_STATE_CONFIGURED,
-                available_multicast_groups=1024,
+                available_multicast_groups=(
+                    self.domain.max_multicast_groups - self.domain.multicast_groups_reserved()
+                ),
                 config_status_description="configured (simulated)",
                 nmx_controller_health=pb.NMX_CONTROLLER_HEALTH_HEALTHY,
             )
@@ -277,7 +650,9 @@ class NmxcServicer(pb_grpc.NMX_ControllerServicer):
     async def Subscribe(
         self, request: pb.SubscribeRequest, context: Any
     ) -> AsyncIterator[pb.ServerNotification]:
-        """One ``FmEvent`` partition change per changed partition, until the client goes away."""
+        """A ``SubscriptionResponse`` first, then one notification per fabric event until the client
+        goes away: an ``FmEvent`` partition change per changed partition, ``health_state_changed`` per
+        health change, an ``FmEvent`` topology change and ``init_done`` after a re-initialisation."""
         gate = self.domain.gate
         if not gate.idle:
             try:
@@ -287,24 +662,46 @@ class NmxcServicer(pb_grpc.NMX_ControllerServicer):
         queue = self.fabric.subscribe(self.domain.domain_uuid)
         try:
             await context.send_initial_metadata(())
+            yield pb.ServerNotification(
+                subscription_response=pb.SubscriptionResponse(server_header=self._header())
+            )
             while True:
-                partition_id = await queue.get()
-                change = pb.FmEventPartitionChange(partition_id=pb.PartitionId(partition_id=partition_id))
-                yield pb.ServerNotification(
-                    fm_event=pb.FmEvent(server_header=self._header(), fm_event_partition_change=change)
-                )
+                yield self._notification(await queue.get())
         finally:
             self.fabric.unsubscribe(self.domain.domain_uuid, queue)
 
+    def _notification(self, event: SimEvent) -> pb.ServerNotification:
+        kind, partition_id = event
+        if kind == "health":
+            return pb.ServerNotification(
+                health_state_changed=pb.HealthStateChanged(server_header=self._header())
+            )
+        if kind == "init_done":
+            return pb.ServerNotification(init_done=pb.InitDone(server_header=self._header()))
+        if kind == "topology":
+            return pb.ServerNotification(
+                fm_event=pb.FmEvent(
+                    server_header=self._header(), fm_event_topology_change=pb.FmEventTopologyChange()
+                )
+            )
+        change = pb.FmEventPartitionChange(partition_id=pb.PartitionId(partition_id=partition_id or 0))
+        return pb.ServerNotification(
+            fm_event=pb.FmEvent(server_header=self._header(), fm_event_partition_change=change)
+        )
 
-def _partition_info(partition: SimPartition) -> pb.PartitionInfo:
+
+def _partition_info(domain: SimDomain, partition: SimPartition) -> pb.PartitionInfo:
     return pb.PartitionInfo(
         partition_id=pb.PartitionId(partition_id=partition.partition_id),
         name=partition.name,
         num_gpus=len(partition.gpu_uids),
         gpu_uid_list=sorted(partition.gpu_uids),
-        health=pb.NMX_PARTITION_HEALTH_HEALTHY,
+        health=cast(pb.PartitionHealth, PARTITION_HEALTH.index(domain.partition_health_of(partition))),
         partition_type=pb.NMX_PARTITION_TYPE_GPUUID_BASED,
+        attr=pb.PartitionAttr(
+            resiliency_mode=cast(pb.ResiliencyMode, partition.resiliency_mode),
+            multicast_groups_limit=partition.multicast_groups_limit,
+        ),
     )
 
 

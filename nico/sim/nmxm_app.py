@@ -275,7 +275,7 @@ def create_nmxm_app(
         for d in fabric.domains.values():
             for gpu in d.gpus.values():
                 nodes.setdefault((gpu.chassis_serial, gpu.tray_index), []).append(gpu)
-        return [_compute_node_json(gpus) for gpus in nodes.values()]
+        return [_compute_node_json(fabric.domain(gpus[0].domain_uuid), gpus) for gpus in nodes.values()]
 
     return app
 
@@ -369,7 +369,7 @@ def _partition_json(domain: SimDomain, partition: SimPartition) -> dict[str, Any
         "PartitionID": partition.partition_id,
         "Name": partition.name,
         "Type": "ID_BASED",
-        "Health": "HEALTHY",
+        "Health": domain.partition_health_of(partition),
         "Members": sorted(domain.gpus[uid].entity_id for uid in partition.gpu_uids),
         "CreatedAt": _time(partition.created_at),
         "UpdatedAt": _time(partition.updated_at),
@@ -413,7 +413,7 @@ def _gpu_json(gpu: SimGpu, partition_id: int | None) -> dict[str, Any]:
     return body
 
 
-def _compute_node_json(gpus: list[SimGpu]) -> dict[str, Any]:
+def _compute_node_json(domain: SimDomain, gpus: list[SimGpu]) -> dict[str, Any]:
     first = gpus[0]
     return {
         "ID": f"{first.chassis_id:012x}{first.tray_index:012x}",
@@ -423,7 +423,7 @@ def _compute_node_json(gpus: list[SimGpu]) -> dict[str, Any]:
         "UpdatedAt": _EPOCH,
         "DomainUUID": str(first.domain_uuid),
         "LocationInfo": _location_json(first),
-        "Health": "HEALTHY",
+        "Health": domain.node_health_of(first.chassis_serial, first.tray_index),
         "GpuIDList": [g.entity_id for g in gpus],
     }
 

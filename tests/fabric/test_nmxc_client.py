@@ -332,7 +332,7 @@ async def test_subscribe_reports_changes_and_reconnects(
         await nmxc_sim.stop_domain("SIM-0001")
         await nmxc_sim.start_domain("SIM-0001")
         resync = await asyncio.wait_for(received.get(), CALL_TIMEOUT * 2)
-        assert resync == PartitionEvent(target.domain_uuid, None)
+        assert resync == PartitionEvent(target.domain_uuid, None, kind="resync")
         await wait_for(lambda: fabric.subscriber_count("SIM-0001") == 1, what="resubscription")
         await nmxc.delete_partition(target, made)
         assert await asyncio.wait_for(received.get(), CALL_TIMEOUT) == PartitionEvent(

@@ -36,7 +36,7 @@ def test_package_service_and_method_paths() -> None:
         "GetDomainProperties": ("GetDomainPropertiesRequest", "DomainProperties"),
         "GetDomainStateInfo": ("GetDomainStateInfoRequest", "DomainStateInfo"),
         "Subscribe": ("SubscribeRequest", "ServerNotification"),
-    }
+    } | {row[0]: (row[1], row[2]) for row in _rows(SPEC_2026_RPCS)}
     assert service.methods_by_name["Subscribe"].server_streaming
 
 
@@ -142,3 +142,154 @@ def test_enum_numbers_follow_the_spec() -> None:
     assert pb.NMX_PARTITION_TYPE_GPUUID_BASED == 2
     assert pb.NMX_GPU_HEALTH_DEGRADED_BW == 4
     assert pb.NMX_GPU_ATTR_ALL == 1
+
+
+# The RPC, message and enum tables of spec/nmx-c-2026.md (NVIDIA's 2026-05 snapshot), copied unchanged
+# into nmx_c_2026_tables.md; the tests below parse them, so a field number, type, oneof or enum value
+# that drifts from NVIDIA's fails.
+_TABLES = (Path(__file__).parent / "nmx_c_2026_tables.md").read_text()
+
+
+def _section(title: str) -> str:
+    text = _TABLES.split(f"## {title}\n", 1)[1]
+    return text.split("\n## ", 1)[0]
+
+
+SPEC_2026_RPCS = _section("RPCs")
+SPEC_2026_MESSAGES = _section("Messages")
+SPEC_2026_ENUMS = _section("Enums")
+
+
+_SCALARS = {
+    "uint32": FieldDescriptor.TYPE_UINT32,
+    "uint64": FieldDescriptor.TYPE_UINT64,
+    "string": FieldDescriptor.TYPE_STRING,
+    "bool": FieldDescriptor.TYPE_BOOL,
+}
+
+
+def _rows(table: str) -> list[list[str]]:
+    return [
+        [cell.strip() for cell in line.strip().strip("|").split("|")] for line in table.strip().splitlines()
+    ]
+
+
+def _spec_fields(text: str) -> list[tuple[str | None, str, int, str]]:
+    """``(oneof or None, name, number, type)`` of one message row of the spec's table."""
+    fields = []
+    for part in text.split(";"):
+        part = part.strip()
+        oneof = None
+        if part.startswith("oneof "):
+            oneof, part = part.removeprefix("oneof ").split(":", 1)
+        for item in part.split(","):
+            name, rest = item.strip().split("=", 1)
+            number, kind = rest.split(":", 1)
+            fields.append((oneof.strip() if oneof else None, name.strip(), int(number), kind.strip()))
+    return fields
+
+
+def _described(field: FieldDescriptor) -> str:
+    """The spec's notation for a field's type: ``repeated X``, ``optional X``, scalar or message name."""
+    if field.type == FieldDescriptor.TYPE_MESSAGE:
+        kind = field.message_type.name
+    elif field.type == FieldDescriptor.TYPE_ENUM:
+        kind = field.enum_type.name
+    else:
+        kind = next(name for name, value in _SCALARS.items() if value == field.type)
+    if field.is_repeated:
+        return f"repeated {kind}"
+    if (
+        field.has_presence
+        and field.containing_oneof is not None
+        and field.containing_oneof.name.startswith("_")
+    ):
+        return f"optional {kind}"
+    return kind
+
+
+def test_every_2026_rpc_is_served() -> None:
+    service = pb.DESCRIPTOR.services_by_name["NMX_Controller"]
+    rows = _rows(SPEC_2026_RPCS)
+    assert len(rows) == 12
+    for rpc, request, response in rows:
+        method = service.methods_by_name[rpc]
+        assert (method.input_type.name, method.output_type.name) == (request, response), rpc
+        assert not method.server_streaming
+
+
+def test_every_2026_message_field_follows_the_spec() -> None:
+    rows = _rows(SPEC_2026_MESSAGES)
+    assert len(rows) == 43
+    for message, text in rows:
+        descriptor = pb.DESCRIPTOR.message_types_by_name[message]
+        expected = _spec_fields(text)
+        assert len(descriptor.fields) == len(expected), message
+        for oneof, name, number, kind in expected:
+            field = descriptor.fields_by_name[name]
+            assert field.number == number, f"{message}.{name}"
+            assert _described(field) == kind, f"{message}.{name}"
+            real_oneof = field.containing_oneof
+            if oneof is None:
+                assert real_oneof is None or real_oneof.name.startswith("_"), f"{message}.{name}"
+            else:
+                assert real_oneof is not None and real_oneof.name == oneof, f"{message}.{name}"
+
+
+def test_every_2026_enum_value_follows_the_spec() -> None:
+    rows = _rows(SPEC_2026_ENUMS)
+    assert len(rows) == 11
+    for enum, text in rows:
+        descriptor = pb.DESCRIPTOR.enum_types_by_name[enum]
+        expected = {}
+        for item in text.split(","):
+            name, number = item.strip().split("=")
+            expected[name] = int(number)
+        assert {v.name: v.number for v in descriptor.values} == expected, enum
+
+
+def test_2026_corrections() -> None:
+    props = pb.DomainProperties.DESCRIPTOR.fields_by_name
+    assert (props["line_rate_mbps"].number, props["line_rate_mbps"].type) == (14, FieldDescriptor.TYPE_UINT32)
+    for name, number in [
+        ("min_gpus_per_partition", 30),
+        ("max_num_partitions", 31),
+        ("max_num_alids", 32),
+        ("max_multicast_groups", 40),
+    ]:
+        assert (props[name].number, props[name].type) == (number, FieldDescriptor.TYPE_UINT32)
+    note = pb.ServerNotification.DESCRIPTOR
+    assert {f.name: f.number for f in note.oneofs_by_name["notification"].fields} == {
+        "subscription_response": 1,
+        "static_config_response": 3,
+        "create_partition_response": 4,
+        "delete_partition_response": 5,
+        "update_partition_response": 6,
+        "fm_event": 7,
+        "health_state_changed": 8,
+        "set_admin_state_response": 9,
+        "domain_state_info": 10,
+        "init_done": 11,
+    }
+    event = pb.FmEvent.DESCRIPTOR
+    assert (event.fields_by_name["server_header"].number, event.fields_by_name["context"].number) == (1, 2)
+    assert {f.name: f.number for f in event.oneofs_by_name["event"].fields} == {
+        "fm_event_control_plane_state_change": 3,
+        "fm_event_topology_change": 4,
+        "fm_event_partition_change": 5,
+    }
+    attr = pb.PartitionAttr.DESCRIPTOR.fields_by_name
+    assert (attr["resiliency_mode"].number, attr["resiliency_mode"].enum_type.name) == (1, "ResiliencyMode")
+    assert (attr["multicast_groups_limit"].number, attr["multicast_groups_limit"].type) == (
+        3,
+        FieldDescriptor.TYPE_UINT32,
+    )
+    ident = pb.TransceiverIdentifier.DESCRIPTOR
+    assert {f.name: f.number for f in ident.oneofs_by_name["chassisInfo"].fields} == {
+        "chassis_serial_number": 1,
+        "chassis_id": 2,
+    }
+    assert (ident.fields_by_name["slot_id"].type, ident.fields_by_name["transceiver_num"].type) == (
+        FieldDescriptor.TYPE_UINT64,
+        FieldDescriptor.TYPE_UINT32,
+    )

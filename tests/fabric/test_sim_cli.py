@@ -86,3 +86,38 @@ async def test_nmxm_serves_the_site_at_one_base_url() -> None:
     finally:
         stderr = await _interrupt(proc)
     assert "Traceback" not in stderr
+
+
+async def test_nmxc_starts_with_the_health_knobs_given() -> None:
+    sick = sorted(SimFabric(1).domain("SIM-0001").gpus)[0]
+    proc, (line,) = await _start(
+        "nmxc", "--racks", "1", "--port", "0", "--gpu-health", f"{sick}=no_nvlink",
+        "--node-health", "SIM-0001:3=UNHEALTHY", "--switch-health", "SIM-0001:2=MISSING_NVLINK",
+        lines=1,
+    )  # fmt: skip
+    try:
+        _, _, url, _, domain = line.split()
+        client = NmxcBackend(NvLinkConfig())
+        try:
+            health = await client.domain_health(DomainTarget(uuid.UUID(domain.rstrip(")")), url))
+        finally:
+            await client.close()
+        assert health.gpus == {"HEALTHY": 71, "NO_NVLINK": 1}
+        assert health.compute_nodes == {"DEGRADED": 1, "HEALTHY": 16, "UNHEALTHY": 1}
+        assert health.switch_nodes == {"HEALTHY": 8, "MISSING_NVLINK": 1}
+    finally:
+        await _interrupt(proc)
+
+
+def test_nmxc_refuses_a_malformed_health_knob() -> None:
+    from typer.testing import CliRunner
+
+    from nico.cli import app
+
+    for bad in (
+        ["--gpu-health", "12"],
+        ["--node-health", "SIM-0001:99=UNHEALTHY"],
+        ["--switch-health", "x=1"],
+    ):
+        result = CliRunner().invoke(app, ["sim", "nmxc", "--port", "0", *bad])
+        assert result.exit_code == 2, (bad, result.output)

@@ -7,6 +7,12 @@ every later call, for every domain behind that endpoint, until :meth:`NmxcBacken
 and key (mTLS) and authority (the name the server certificate must carry); ``http://`` or no scheme
 is plaintext HTTP/2.
 
+Beyond the partition calls of :class:`~nico.fabric.backend.FabricBackend` it reads health
+(GPUs, compute nodes, switch trays, partitions, the controller: :meth:`NmxcBackend.domain_health`),
+the domain's limits (``GetDomainProperties``: the multicast budget), and the cheap partition reads
+(``GetPartitionCount``, ``GetPartitionIdList``: ids and sizes without member lists).
+``partition_events`` passes on health, init-done, topology and control-plane notifications too.
+
 Every RPC has a deadline (``fabric_call_timeout``). A gRPC failure and every reply whose
 ``return_code`` is not SUCCESS become a :class:`~nico.fabric.backend.FabricError` that says whether a
 retry may help. Replies that name a different domain than the target are refused as well, so a
@@ -27,17 +33,23 @@ import grpc
 
 from nico.config import NvLinkConfig
 from nico.fabric.backend import (
+    DomainHealth,
     DomainHello,
+    DomainLimits,
     DomainTarget,
     EndpointNotConfigured,
+    EventKind,
     FabricBusy,
+    FabricComputeNode,
     FabricError,
     FabricGpu,
     FabricPartition,
     FabricRejected,
+    FabricSwitchNode,
     FabricTimeout,
     FabricUnavailable,
     PartitionEvent,
+    health_counts,
 )
 from nico.fabric.nmxc import nmx_c_pb2 as pb
 from nico.fabric.nmxc import nmx_c_pb2_grpc as pb_grpc
@@ -189,12 +201,25 @@ class NmxcBackend:
                 ref=str(info.partition_id.partition_id),
                 name=info.name,
                 gpu_uids=frozenset(info.gpu_uid_list),
+                health=_name(pb.PartitionHealth, info.health, "NMX_PARTITION_HEALTH_"),
+                resiliency_mode=(
+                    _name(pb.ResiliencyMode, info.attr.resiliency_mode, "NMX_RESILIENCY_MODE_")
+                    if info.HasField("attr")
+                    else None
+                ),
+                multicast_groups_limit=info.attr.multicast_groups_limit if info.HasField("attr") else None,
             )
             for info in reply.partition_info_list
         ]
 
     async def create_partition(
-        self, target: DomainTarget, name: str, gpu_uids: frozenset[int]
+        self,
+        target: DomainTarget,
+        name: str,
+        gpu_uids: frozenset[int],
+        *,
+        resiliency_mode: str | None = None,
+        multicast_groups_limit: int | None = None,
     ) -> FabricPartition:
         request = pb.CreatePartitionRequest(
             context=self._context(),
@@ -202,11 +227,145 @@ class NmxcBackend:
             gpu_resource_id=[pb.GpuResourceId(gpu_uid=uid) for uid in sorted(gpu_uids)],
             gateway_id=self._gateway_id,
         )
+        if resiliency_mode is not None:
+            try:
+                mode = pb.ResiliencyMode.Value(f"NMX_RESILIENCY_MODE_{resiliency_mode.upper()}")
+            except ValueError:
+                raise FabricRejected(
+                    f"unknown resiliency mode {resiliency_mode!r}", code="BAD_RESILIENCY_MODE"
+                ) from None
+            request.attr.resiliency_mode = mode
+        if multicast_groups_limit is not None:
+            if not 0 <= multicast_groups_limit < 2**32:
+                raise FabricRejected(
+                    f"multicast_groups_limit {multicast_groups_limit} out of range", code="BAD_LIMIT"
+                )
+            request.attr.multicast_groups_limit = multicast_groups_limit
         reply = await self._call(target, "CreatePartition", request)
         self._check(target, "CreatePartition", reply.server_header)
         partition_id = reply.partition_id.partition_id
         return FabricPartition(
-            partition_id=partition_id, ref=str(partition_id), name=name, gpu_uids=frozenset(gpu_uids)
+            partition_id=partition_id,
+            ref=str(partition_id),
+            name=name,
+            gpu_uids=frozenset(gpu_uids),
+            resiliency_mode=resiliency_mode.upper() if resiliency_mode is not None else None,
+            multicast_groups_limit=multicast_groups_limit,
+        )
+
+    # ------------------------------------------------------------------------ cheap partition reads
+
+    async def partition_count(self, target: DomainTarget) -> int:
+        """How many partitions the domain has (``GetPartitionCount``: one small reply)."""
+        request = pb.GetPartitionCountRequest(
+            context=self._context(), info_attr=pb.NMX_PARTITION_INFO_ATTR_ALL, gateway_id=self._gateway_id
+        )
+        reply = await self._call(target, "GetPartitionCount", request)
+        self._check(target, "GetPartitionCount", reply.server_header)
+        return int(reply.num_partitions)
+
+    async def partition_sizes(self, target: DomainTarget) -> dict[int, int]:
+        """Partition id -> GPU count of every partition (``GetPartitionIdList``: no member lists)."""
+        request = pb.GetPartitionIdListRequest(
+            context=self._context(), info_attr=pb.NMX_PARTITION_INFO_ATTR_ALL, gateway_id=self._gateway_id
+        )
+        reply = await self._call(target, "GetPartitionIdList", request)
+        self._check(target, "GetPartitionIdList", reply.server_header)
+        return {p.partition_id.partition_id: int(p.num_gpus) for p in reply.partition_list}
+
+    async def partitions_by_id(self, target: DomainTarget, partition_ids: list[int]) -> list[FabricPartition]:
+        """Only the named partitions, with their members (``GetPartitionInfoList`` by id list)."""
+        if not partition_ids:
+            return []
+        request = pb.GetPartitionInfoListRequest(
+            context=self._context(),
+            partition_id_list=[pb.PartitionId(partition_id=i) for i in partition_ids],
+            gateway_id=self._gateway_id,
+        )
+        reply = await self._call(target, "GetPartitionInfoList", request)
+        self._check(target, "GetPartitionInfoList", reply.server_header)
+        return [
+            FabricPartition(
+                partition_id=info.partition_id.partition_id,
+                ref=str(info.partition_id.partition_id),
+                name=info.name,
+                gpu_uids=frozenset(info.gpu_uid_list),
+                health=_name(pb.PartitionHealth, info.health, "NMX_PARTITION_HEALTH_"),
+            )
+            for info in reply.partition_info_list
+        ]
+
+    # ----------------------------------------------------------------------------- health and limits
+
+    async def list_compute_nodes(self, target: DomainTarget) -> list[FabricComputeNode]:
+        request = pb.GetComputeNodeInfoListRequest(context=self._context(), gateway_id=self._gateway_id)
+        reply = await self._call(target, "GetComputeNodeInfoList", request)
+        self._check(target, "GetComputeNodeInfoList", reply.server_header)
+        return [
+            FabricComputeNode(
+                chassis_serial=node.loc.chassis_serial_number,
+                tray_index=node.loc.tray_index,
+                slot_id=node.loc.location.slot_id,
+                num_gpus=node.num_gpus,
+                health=_name(pb.ComputeNodeHealth, node.node_health, "NMX_COMPUTE_NODE_HEALTH_"),
+                partition_ids=frozenset(p.partition_id for p in node.partition_id_list),
+            )
+            for node in reply.node_info_list
+        ]
+
+    async def list_switch_nodes(self, target: DomainTarget) -> list[FabricSwitchNode]:
+        request = pb.GetSwitchNodeInfoListRequest(context=self._context(), gateway_id=self._gateway_id)
+        reply = await self._call(target, "GetSwitchNodeInfoList", request)
+        self._check(target, "GetSwitchNodeInfoList", reply.server_header)
+        return [
+            FabricSwitchNode(
+                chassis_serial=node.loc.chassis_serial_number,
+                tray_index=node.loc.tray_index,
+                slot_id=node.loc.location.slot_id,
+                num_switches=node.num_switches,
+                health=_name(pb.SwitchNodeHealth, node.node_health, "NMX_SWITCH_NODE_HEALTH_"),
+                partition_ids=frozenset(p.partition_id for p in node.partition_id_list),
+            )
+            for node in reply.node_info_list
+        ]
+
+    async def domain_limits(self, target: DomainTarget) -> DomainLimits:
+        request = pb.GetDomainPropertiesRequest(context=self._context(), gateway_id=self._gateway_id)
+        reply = await self._call(target, "GetDomainProperties", request)
+        self._check(target, "GetDomainProperties", reply.server_header)
+        return DomainLimits(
+            max_compute_nodes=reply.max_compute_nodes,
+            max_gpus_per_compute_node=reply.max_gpus_per_compute_node,
+            max_switch_nodes=reply.max_switch_nodes,
+            line_rate_mbps=reply.line_rate_mbps,
+            min_gpus_per_partition=reply.min_gpus_per_partition,
+            max_num_partitions=reply.max_num_partitions,
+            max_num_alids=reply.max_num_alids,
+            max_multicast_groups=reply.max_multicast_groups,
+            max_num_ports=reply.max_num_ports,
+        )
+
+    async def domain_health(self, target: DomainTarget) -> DomainHealth:
+        """Health counts of the domain's GPUs, compute nodes, switch trays and partitions, and the
+        controller's state, read concurrently."""
+        state_request = pb.GetDomainStateInfoRequest(context=self._context(), gateway_id=self._gateway_id)
+        gpus, nodes, switches, partitions, state = await asyncio.gather(
+            self.list_gpus(target),
+            self.list_compute_nodes(target),
+            self.list_switch_nodes(target),
+            self.list_partitions(target),
+            self._call(target, "GetDomainStateInfo", state_request),
+        )
+        self._check(target, "GetDomainStateInfo", state.server_header)
+        return DomainHealth(
+            domain_uuid=target.domain_uuid,
+            gpus=health_counts(g.health for g in gpus),
+            compute_nodes=health_counts(n.health for n in nodes),
+            switch_nodes=health_counts(n.health for n in switches),
+            partitions=health_counts(p.health for p in partitions),
+            controller=_name(pb.NmxControllerHealth, state.nmx_controller_health, "NMX_CONTROLLER_HEALTH_"),
+            control_plane=_name(pb.ControlPlaneState, state.control_plane_state, "NMX_CONTROL_PLANE_STATE_"),
+            available_multicast_groups=state.available_multicast_groups,
         )
 
     async def add_gpus(
@@ -267,8 +426,11 @@ class NmxcBackend:
     # --------------------------------------------------------------------------------------- events
 
     async def partition_events(self, target: DomainTarget) -> AsyncIterator[PartitionEvent]:
-        """Partition changes the controller reports (``Subscribe``), for as long as the consumer
-        iterates; cancelling or closing the iterator ends the stream cleanly.
+        """What the controller reports (``Subscribe``), for as long as the consumer iterates:
+        partition changes, ``health_state_changed`` (kind ``health``), ``init_done``, topology and
+        control-plane ``FmEvent``s; cancelling or closing the iterator ends the stream cleanly.
+        Each arrives as soon as the controller sends it (no batching), so a consumer such as
+        :func:`~nico.fabric.backend.watch_events` reacts well within a second.
 
         When the stream breaks (controller restarted, network) it is re-established with backoff;
         once it is, one event with ``partition_id=None`` says "changes may have been missed: re-read
@@ -288,7 +450,7 @@ class NmxcBackend:
                 if broken and not call.done():
                     broken = False
                     delay = _RESUBSCRIBE_FIRST
-                    yield PartitionEvent(domain_uuid=target.domain_uuid, partition_id=None)
+                    yield PartitionEvent(domain_uuid=target.domain_uuid, partition_id=None, kind="resync")
                 async for note in call:
                     event = _event(note, target)
                     if event is not None:
@@ -311,10 +473,26 @@ class NmxcBackend:
             delay = min(delay * 2, _RESUBSCRIBE_MAX)
 
 
+_FM_EVENTS: dict[str, EventKind] = {
+    "fm_event_topology_change": "topology",
+    "fm_event_control_plane_state_change": "control_plane",
+}
+_NOTIFICATIONS: dict[str, EventKind] = {
+    "health_state_changed": "health",
+    "init_done": "init_done",
+    "domain_state_info": "control_plane",
+}
+
+
 def _event(note: pb.ServerNotification, target: DomainTarget) -> PartitionEvent | None:
     kind = note.WhichOneof("notification")
+    if kind in _NOTIFICATIONS:
+        return PartitionEvent(domain_uuid=target.domain_uuid, kind=_NOTIFICATIONS[kind])
     if kind == "fm_event":
-        if note.fm_event.WhichOneof("event") != "fm_event_partition_change":
+        event = note.fm_event.WhichOneof("event")
+        if event in _FM_EVENTS:
+            return PartitionEvent(domain_uuid=target.domain_uuid, kind=_FM_EVENTS[event])
+        if event != "fm_event_partition_change":
             return None
         change = note.fm_event.fm_event_partition_change
         partition_id = change.partition_id.partition_id if change.HasField("partition_id") else None
@@ -345,8 +523,13 @@ def _uuid(text: str) -> uuid.UUID | None:
 
 
 def _health(value: int) -> str:
+    return _name(pb.GpuHealth, value, _HEALTH_PREFIX)
+
+
+def _name(enum: Any, value: int, prefix: str) -> str:
+    """An enum number as its name without the prefix; numbers this proto does not know: UNKNOWN."""
     try:
-        return str(pb.GpuHealth.Name(value)).removeprefix(_HEALTH_PREFIX)
+        return str(enum.Name(value)).removeprefix(prefix)
     except ValueError:
         return "UNKNOWN"
 

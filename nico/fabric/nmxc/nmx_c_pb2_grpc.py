@@ -90,6 +90,66 @@ class NMX_ControllerStub:
                 request_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.SubscribeRequest.SerializeToString,
                 response_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.ServerNotification.FromString,
                 _registered_method=True)
+        self.GetAdminState = channel.unary_unary(
+                '/nmx_c.NMX_Controller/GetAdminState',
+                request_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetAdminStateRequest.SerializeToString,
+                response_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetAdminStateResponse.FromString,
+                _registered_method=True)
+        self.SetAdminState = channel.unary_unary(
+                '/nmx_c.NMX_Controller/SetAdminState',
+                request_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.SetAdminStateRequest.SerializeToString,
+                response_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.SetAdminStateResponse.FromString,
+                _registered_method=True)
+        self.GetTopologyInfo = channel.unary_unary(
+                '/nmx_c.NMX_Controller/GetTopologyInfo',
+                request_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetTopologyInfoRequest.SerializeToString,
+                response_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.FmTopologyInfo.FromString,
+                _registered_method=True)
+        self.GetComputeNodeCount = channel.unary_unary(
+                '/nmx_c.NMX_Controller/GetComputeNodeCount',
+                request_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetComputeNodeCountRequest.SerializeToString,
+                response_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetComputeNodeCountResponse.FromString,
+                _registered_method=True)
+        self.GetComputeNodeLocationList = channel.unary_unary(
+                '/nmx_c.NMX_Controller/GetComputeNodeLocationList',
+                request_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetComputeNodeLocationListRequest.SerializeToString,
+                response_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetComputeNodeLocationListResponse.FromString,
+                _registered_method=True)
+        self.GetSwitchNodeCount = channel.unary_unary(
+                '/nmx_c.NMX_Controller/GetSwitchNodeCount',
+                request_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeCountRequest.SerializeToString,
+                response_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeCountResponse.FromString,
+                _registered_method=True)
+        self.GetSwitchNodeLocationList = channel.unary_unary(
+                '/nmx_c.NMX_Controller/GetSwitchNodeLocationList',
+                request_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeLocationListRequest.SerializeToString,
+                response_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeLocationListResponse.FromString,
+                _registered_method=True)
+        self.GetSwitchNodeInfoList = channel.unary_unary(
+                '/nmx_c.NMX_Controller/GetSwitchNodeInfoList',
+                request_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeInfoListRequest.SerializeToString,
+                response_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeInfoListResponse.FromString,
+                _registered_method=True)
+        self.GetSwitchInfoList = channel.unary_unary(
+                '/nmx_c.NMX_Controller/GetSwitchInfoList',
+                request_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchInfoListRequest.SerializeToString,
+                response_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchInfoListResponse.FromString,
+                _registered_method=True)
+        self.GetPartitionCount = channel.unary_unary(
+                '/nmx_c.NMX_Controller/GetPartitionCount',
+                request_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetPartitionCountRequest.SerializeToString,
+                response_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetPartitionCountResponse.FromString,
+                _registered_method=True)
+        self.GetPartitionIdList = channel.unary_unary(
+                '/nmx_c.NMX_Controller/GetPartitionIdList',
+                request_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetPartitionIdListRequest.SerializeToString,
+                response_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetPartitionIdListResponse.FromString,
+                _registered_method=True)
+        self.GetStateReport = channel.unary_unary(
+                '/nmx_c.NMX_Controller/GetStateReport',
+                request_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetStateReportRequest.SerializeToString,
+                response_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetStateReportResponse.FromString,
+                _registered_method=True)
 
 
 class NMX_ControllerServicer:
@@ -162,6 +222,78 @@ class NMX_ControllerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetAdminState(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetAdminState(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTopologyInfo(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetComputeNodeCount(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetComputeNodeLocationList(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSwitchNodeCount(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSwitchNodeLocationList(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSwitchNodeInfoList(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetSwitchInfoList(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPartitionCount(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetPartitionIdList(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetStateReport(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NMX_ControllerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -219,6 +351,66 @@ def add_NMX_ControllerServicer_to_server(servicer, server):
                     servicer.Subscribe,
                     request_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.SubscribeRequest.FromString,
                     response_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.ServerNotification.SerializeToString,
+            ),
+            'GetAdminState': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetAdminState,
+                    request_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetAdminStateRequest.FromString,
+                    response_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetAdminStateResponse.SerializeToString,
+            ),
+            'SetAdminState': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetAdminState,
+                    request_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.SetAdminStateRequest.FromString,
+                    response_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.SetAdminStateResponse.SerializeToString,
+            ),
+            'GetTopologyInfo': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTopologyInfo,
+                    request_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetTopologyInfoRequest.FromString,
+                    response_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.FmTopologyInfo.SerializeToString,
+            ),
+            'GetComputeNodeCount': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetComputeNodeCount,
+                    request_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetComputeNodeCountRequest.FromString,
+                    response_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetComputeNodeCountResponse.SerializeToString,
+            ),
+            'GetComputeNodeLocationList': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetComputeNodeLocationList,
+                    request_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetComputeNodeLocationListRequest.FromString,
+                    response_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetComputeNodeLocationListResponse.SerializeToString,
+            ),
+            'GetSwitchNodeCount': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSwitchNodeCount,
+                    request_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeCountRequest.FromString,
+                    response_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeCountResponse.SerializeToString,
+            ),
+            'GetSwitchNodeLocationList': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSwitchNodeLocationList,
+                    request_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeLocationListRequest.FromString,
+                    response_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeLocationListResponse.SerializeToString,
+            ),
+            'GetSwitchNodeInfoList': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSwitchNodeInfoList,
+                    request_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeInfoListRequest.FromString,
+                    response_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeInfoListResponse.SerializeToString,
+            ),
+            'GetSwitchInfoList': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetSwitchInfoList,
+                    request_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchInfoListRequest.FromString,
+                    response_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchInfoListResponse.SerializeToString,
+            ),
+            'GetPartitionCount': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPartitionCount,
+                    request_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetPartitionCountRequest.FromString,
+                    response_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetPartitionCountResponse.SerializeToString,
+            ),
+            'GetPartitionIdList': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetPartitionIdList,
+                    request_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetPartitionIdListRequest.FromString,
+                    response_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetPartitionIdListResponse.SerializeToString,
+            ),
+            'GetStateReport': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetStateReport,
+                    request_deserializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetStateReportRequest.FromString,
+                    response_serializer=nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetStateReportResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -519,6 +711,330 @@ class NMX_Controller:
             '/nmx_c.NMX_Controller/Subscribe',
             nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.SubscribeRequest.SerializeToString,
             nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.ServerNotification.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetAdminState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nmx_c.NMX_Controller/GetAdminState',
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetAdminStateRequest.SerializeToString,
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetAdminStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetAdminState(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nmx_c.NMX_Controller/SetAdminState',
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.SetAdminStateRequest.SerializeToString,
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.SetAdminStateResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTopologyInfo(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nmx_c.NMX_Controller/GetTopologyInfo',
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetTopologyInfoRequest.SerializeToString,
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.FmTopologyInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetComputeNodeCount(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nmx_c.NMX_Controller/GetComputeNodeCount',
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetComputeNodeCountRequest.SerializeToString,
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetComputeNodeCountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetComputeNodeLocationList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nmx_c.NMX_Controller/GetComputeNodeLocationList',
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetComputeNodeLocationListRequest.SerializeToString,
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetComputeNodeLocationListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSwitchNodeCount(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nmx_c.NMX_Controller/GetSwitchNodeCount',
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeCountRequest.SerializeToString,
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeCountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSwitchNodeLocationList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nmx_c.NMX_Controller/GetSwitchNodeLocationList',
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeLocationListRequest.SerializeToString,
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeLocationListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSwitchNodeInfoList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nmx_c.NMX_Controller/GetSwitchNodeInfoList',
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeInfoListRequest.SerializeToString,
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchNodeInfoListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetSwitchInfoList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nmx_c.NMX_Controller/GetSwitchInfoList',
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchInfoListRequest.SerializeToString,
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetSwitchInfoListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPartitionCount(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nmx_c.NMX_Controller/GetPartitionCount',
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetPartitionCountRequest.SerializeToString,
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetPartitionCountResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetPartitionIdList(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nmx_c.NMX_Controller/GetPartitionIdList',
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetPartitionIdListRequest.SerializeToString,
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetPartitionIdListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetStateReport(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nmx_c.NMX_Controller/GetStateReport',
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetStateReportRequest.SerializeToString,
+            nico_dot_fabric_dot_nmxc_dot_nmx__c__pb2.GetStateReportResponse.FromString,
             options,
             channel_credentials,
             insecure,

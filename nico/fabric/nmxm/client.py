@@ -30,10 +30,12 @@ import httpx
 
 from nico.config import NvLinkConfig
 from nico.fabric.backend import (
+    DomainHealth,
     DomainHello,
     DomainTarget,
     EndpointNotConfigured,
     FabricBusy,
+    FabricComputeNode,
     FabricError,
     FabricGpu,
     FabricPartition,
@@ -43,6 +45,7 @@ from nico.fabric.backend import (
     OperationPending,
     OperationState,
     PartitionNotFound,
+    health_counts,
 )
 from nico.fabric.return_codes import code_from_name, return_code_error
 
@@ -333,13 +336,27 @@ class NmxmBackend:
                     ref=entity_id,
                     name=str(item.get("Name") or ""),
                     gpu_uids=frozenset(g.gpu_uid for g in gpus),
+                    health=str(item.get("Health") or "UNKNOWN"),
                 )
             )
         return found
 
     async def create_partition(
-        self, target: DomainTarget, name: str, gpu_uids: frozenset[int]
+        self,
+        target: DomainTarget,
+        name: str,
+        gpu_uids: frozenset[int],
+        *,
+        resiliency_mode: str | None = None,
+        multicast_groups_limit: int | None = None,
     ) -> FabricPartition:
+        if resiliency_mode is not None or multicast_groups_limit is not None:
+            # NMX-M's partition has no attributes: dropping them silently would break the budget.
+            raise FabricRejected(
+                "NMX-M cannot set a partition's resiliency mode or multicast group limit: use NMX-C",
+                code="NOT_SUPPORTED",
+                endpoint=self.base_url,
+            )
         members = await self._entity_ids(target, gpu_uids)
         await self._run("POST", "/partitions", {"Name": name, "Members": members})
         for partition in await self.list_partitions(target):
@@ -392,6 +409,45 @@ class NmxmBackend:
                 for item in listed
                 if _uuid(item.get("DomainUUID")) == target.domain_uuid
             ]
+
+    async def list_compute_nodes(self, target: DomainTarget) -> list[FabricComputeNode]:
+        """The domain's compute trays with their ``Health`` (``GET /compute-nodes``)."""
+        listed = await self._request("GET", "/compute-nodes")
+        gpus = {g["ID"]: g for g in await self._refresh_gpus() if isinstance(g, dict) and "ID" in g}
+        with self._parsing("GET /compute-nodes"):
+            nodes = []
+            for item in listed:
+                if _uuid(item.get("DomainUUID")) != target.domain_uuid:
+                    continue
+                location = item.get("LocationInfo") or {}
+                members = [gpus[i] for i in item.get("GpuIDList") or [] if i in gpus]
+                nodes.append(
+                    FabricComputeNode(
+                        chassis_serial=str(location.get("ChassisSerialNumber") or ""),
+                        tray_index=int(location.get("TrayIndex") or 0),
+                        slot_id=int(location.get("SlotID") or 0),
+                        num_gpus=len(item.get("GpuIDList") or []),
+                        health=str(item.get("Health") or "UNKNOWN"),
+                        partition_ids=frozenset(
+                            int(g["PartitionID"]) for g in members if g.get("PartitionID") is not None
+                        ),
+                    )
+                )
+            return nodes
+
+    async def domain_health(self, target: DomainTarget) -> DomainHealth:
+        """GPU, compute-node and partition ``Health`` counts; NMX-M reports no switch or controller
+        health, so those stay empty / UNKNOWN."""
+        gpus = await self.list_gpus(target)
+        nodes = await self.list_compute_nodes(target)
+        partitions = await self.list_partitions(target)
+        return DomainHealth(
+            domain_uuid=target.domain_uuid,
+            gpus=health_counts(g.health for g in gpus),
+            compute_nodes=health_counts(n.health for n in nodes),
+            switch_nodes={},
+            partitions=health_counts(p.health for p in partitions),
+        )
 
 
 def _gpu(item: dict[str, Any], domain_uuid: uuid.UUID) -> FabricGpu:

@@ -1,0 +1,356 @@
+"""Admin commands of the reference's NVLink surface: ``nvl-partition`` (``nvp``),
+``logical-partition`` (``lp``), ``instance update-nvlink-config`` and ``nmxc browse``.
+
+Every listing takes ``--format table|json|yaml`` and prints exactly that format. Database work goes
+through :mod:`nico.services.admin_nvlink`; ``nmxc browse`` talks to one NMX-C endpoint directly.
+Registered on the ``admin`` app by :func:`register`; this module does not import ``nico.admin_cli``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy.ext.asyncio import AsyncSession
+
+T = TypeVar("T")
+
+console = Console(stderr=True)
+out = Console(width=200)
+
+
+class Format(enum.StrEnum):
+    table = "table"
+    json = "json"
+    yaml = "yaml"
+
+
+FormatOption = Annotated[Format, typer.Option("--format", case_sensitive=False, help="table, json or yaml.")]
+
+nvl_partition_app = typer.Typer(
+    help="Physical NVLink partitions (what nico made on the fabric).", no_args_is_help=True
+)
+logical_partition_app = typer.Typer(help="NVLink logical partitions of every tenant.", no_args_is_help=True)
+instance_app = typer.Typer(help="Instances.", no_args_is_help=True)
+nmxc_app = typer.Typer(help="Browse an NMX-C endpoint.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the NVLink admin commands (with the reference's aliases) to the ``admin`` app."""
+    app.add_typer(nvl_partition_app, name="nvl-partition")
+    app.add_typer(nvl_partition_app, name="nvp", hidden=True)
+    app.add_typer(logical_partition_app, name="logical-partition")
+    app.add_typer(logical_partition_app, name="lp", hidden=True)
+    app.add_typer(instance_app, name="instance")
+    app.add_typer(nmxc_app, name="nmxc")
+
+
+# ---------------------------------------------------------------------------------------------- output
+
+
+def emit(rows: Sequence[dict[str, Any]] | dict[str, Any], fmt: Format, columns: Sequence[str] = ()) -> None:
+    """Print ``rows`` as asked: a table of ``columns`` (a dict of lists: one table per key), JSON or
+    YAML of everything."""
+    if fmt is Format.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return
+    if fmt is Format.yaml:
+        import yaml
+
+        print(yaml.safe_dump(json.loads(json.dumps(rows, default=str)), sort_keys=False), end="")
+        return
+    if isinstance(rows, dict):
+        scalars = {k: v for k, v in rows.items() if not isinstance(v, list)}
+        if scalars:
+            out.print(_table([scalars], list(scalars)))
+        for title, section in rows.items():
+            if isinstance(section, list):
+                out.print(_table(section, list(section[0]) if section else ["(none)"], title=title))
+        return
+    out.print(_table(rows, columns))
+
+
+def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str], title: str | None = None) -> Table:
+    table = Table(*(c.upper().replace("_", " ") for c in columns), title=title)
+    for row in rows:
+        table.add_row(*(_cell(row.get(c)) for c in columns))
+    return table
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list | tuple | set | frozenset):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    console.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def _uuid(name: str, value: str | None) -> uuid.UUID | None:
+    if value is None:
+        return None
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise _fail(f"{name} must be a UUID, not {value!r}", 2) from None
+
+
+def with_session(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    """Run ``work`` in one transaction on the configured database; a refusal prints its message."""
+    from nico.cli import database_url_or_exit, settings_or_exit
+    from nico.db.engine import make_engine, make_session_factory, transaction
+    from nico.services.errors import ServiceError
+
+    url = database_url_or_exit(settings_or_exit())
+
+    async def run() -> T:
+        engine = make_engine(url, pool_size=2)
+        try:
+            async with transaction(make_session_factory(engine)) as session:
+                return await work(session)
+        finally:
+            await engine.dispose()
+
+    try:
+        return asyncio.run(run())
+    except ServiceError as exc:
+        raise _fail(exc.message) from None
+
+
+# ------------------------------------------------------------------------------------- nvl-partition
+
+PP_COLUMNS = ("id", "name", "logical_partition_id", "nmx_c_partition_id", "nvlink_domain_uuid")
+
+
+@nvl_partition_app.command("show")
+def nvl_partition_show(
+    partition_id: Annotated[str | None, typer.Argument(help="One physical partition (default: all).")] = None,
+    logical_partition_id: Annotated[str | None, typer.Option(help="Only this logical partition's.")] = None,
+    domain_uuid: Annotated[str | None, typer.Option(help="Only this NVLink domain's.")] = None,
+    output: FormatOption = Format.table,
+) -> None:
+    """List physical partitions: ID, NAME, LOGICAL PARTITION ID, NMX-C PARTITION ID, NVLINK DOMAIN UUID."""
+    from nico.services import admin_nvlink
+
+    pid = _uuid("PARTITION_ID", partition_id)
+    lp = _uuid("--logical-partition-id", logical_partition_id)
+    domain = _uuid("--domain-uuid", domain_uuid)
+    rows = with_session(
+        lambda s: admin_nvlink.physical_partitions(
+            s, partition_id=pid, logical_partition_id=lp, domain_uuid=domain
+        )
+    )
+    emit(rows[0] if pid is not None and output is not Format.table else rows, output, PP_COLUMNS)
+
+
+# --------------------------------------------------------------------------------- logical-partition
+
+LP_COLUMNS = ("id", "name", "org", "site_id", "status", "physical_partitions")
+
+
+@logical_partition_app.command("show")
+def logical_partition_show(
+    partition_id: Annotated[str | None, typer.Argument(help="One logical partition (default: all).")] = None,
+    org: Annotated[str | None, typer.Option(help="Only this tenant org's.")] = None,
+    site_id: Annotated[str | None, typer.Option(help="Only this site's.")] = None,
+    output: FormatOption = Format.table,
+) -> None:
+    """List logical partitions of every tenant with how many physical partitions each has."""
+    from nico.services import admin_nvlink
+
+    pid = _uuid("PARTITION_ID", partition_id)
+    site = _uuid("--site-id", site_id)
+    rows = with_session(lambda s: admin_nvlink.logical_partitions(s, partition_id=pid, org=org, site_id=site))
+    if pid is not None and output is not Format.table:
+        emit(rows[0], output)
+        return
+    emit(rows, output, LP_COLUMNS)
+
+
+@logical_partition_app.command("create")
+def logical_partition_create(
+    org: Annotated[str, typer.Option(help="Tenant org that owns it.")],
+    name: Annotated[str, typer.Option(help="Name, unique per tenant.")],
+    site_id: Annotated[str, typer.Option(help="Site (NVLink partitioning enabled).")],
+    description: Annotated[str | None, typer.Option(help="Free text.")] = None,
+    output: FormatOption = Format.table,
+) -> None:
+    """Create a logical partition for a tenant (the tenant API's checks apply)."""
+    from nico.services import admin_nvlink
+
+    site = _uuid("--site-id", site_id)
+    assert site is not None
+    row = with_session(
+        lambda s: admin_nvlink.create_logical_partition(
+            s, org=org, name=name, site_id=site, description=description
+        )
+    )
+    emit(row if output is not Format.table else [row], output, LP_COLUMNS)
+
+
+@logical_partition_app.command("delete")
+def logical_partition_delete(
+    partition_id: Annotated[str, typer.Argument(help="Logical partition id.")],
+) -> None:
+    """Delete a logical partition (refused while a VPC or instance uses it; on the fabric it is first
+    marked Deleting and removed by the reconciler)."""
+    from nico.services import admin_nvlink
+
+    pid = _uuid("PARTITION_ID", partition_id)
+    assert pid is not None
+    outcome = with_session(lambda s: admin_nvlink.delete_logical_partition(s, pid))
+    print(f"deleted {pid}" if outcome == "deleted" else f"{pid} is {outcome}: the reconciler removes it")
+
+
+# ------------------------------------------------------------------------------------------ instance
+
+
+@instance_app.command("update-nvlink-config")
+def instance_update_nvlink_config(
+    instance: Annotated[str, typer.Option("--instance", help="Instance id.")],
+    config: Annotated[
+        str,
+        typer.Option(help='JSON: {"gpu_configs":[{"device_instance":0,"logical_partition_id":"<uuid>"}]}'),
+    ],
+    cloud_unsafe_op: Annotated[
+        str,
+        typer.Option(
+            "--cloud-unsafe-op",
+            help="Your user name: this changes a tenant's instance (as the reference asks).",
+        ),
+    ],
+    output: FormatOption = Format.table,
+) -> None:
+    """Replace an instance's NVLink config (GPU -> logical partition bindings)."""
+    from nico.services import admin_nvlink
+    from nico.services.errors import ServiceError
+
+    instance_id = _uuid("--instance", instance)
+    assert instance_id is not None
+    try:
+        bindings = admin_nvlink.parse_nvlink_config(json.loads(config))
+    except json.JSONDecodeError as exc:
+        raise _fail(f"--config is not JSON: {exc}", 2) from None
+    except ServiceError as exc:
+        raise _fail(exc.message, 2) from None
+    if not cloud_unsafe_op.strip():
+        raise _fail("--cloud-unsafe-op needs your user name", 2)
+    console.print(
+        f"{cloud_unsafe_op}: replacing the NVLink config of instance {instance_id}", highlight=False
+    )
+    rows = with_session(lambda s: admin_nvlink.update_instance_nvlink_config(s, instance_id, bindings))
+    columns = list(rows[0]) if rows else ["id"]
+    emit(rows, output, columns)
+
+
+# --------------------------------------------------------------------------------------------- nmxc
+
+
+@nmxc_app.command("browse")
+def nmxc_browse(
+    endpoint: Annotated[str | None, typer.Option(help="NMX-C URL (http:// or https://).")] = None,
+    chassis_serial: Annotated[
+        str | None, typer.Option(help="Look the endpoint up in the registry by chassis serial.")
+    ] = None,
+    output: FormatOption = Format.table,
+) -> None:
+    """Compute nodes, GPUs, switch trays and partitions of one NMX-C endpoint, with their health."""
+    from nico.cli import settings_or_exit
+    from nico.fabric.backend import DomainTarget, FabricError
+    from nico.fabric.nmxc.client import NmxcBackend
+
+    if (endpoint is None) == (chassis_serial is None):
+        raise _fail("give exactly one of --endpoint and --chassis-serial", 2)
+    settings = settings_or_exit()
+    if chassis_serial is not None:
+        from nico.services import fabric_registry
+
+        serial = chassis_serial
+        rows = with_session(lambda s: fabric_registry.list_endpoints(s, serial))
+        if not rows:
+            raise _fail(f"no NMX-C endpoint registered for chassis {chassis_serial}")
+        endpoint = rows[0].endpoint
+    assert endpoint is not None
+    url = endpoint
+
+    async def browse() -> dict[str, Any]:
+        backend = NmxcBackend(settings.nvlink_config)
+        try:
+            hello = await backend.hello(DomainTarget(uuid.UUID(int=0), url))
+            target = DomainTarget(hello.domain_uuid, url)
+            nodes, gpus, switches, partitions, health = await asyncio.gather(
+                backend.list_compute_nodes(target),
+                backend.list_gpus(target),
+                backend.list_switch_nodes(target),
+                backend.list_partitions(target),
+                backend.domain_health(target),
+            )
+        finally:
+            await backend.close()
+        return {
+            "endpoint": url,
+            "domain_uuid": str(hello.domain_uuid),
+            "controller_health": health.controller,
+            "available_multicast_groups": health.available_multicast_groups,
+            "compute_nodes": [
+                {
+                    "chassis_serial": n.chassis_serial,
+                    "tray_index": n.tray_index,
+                    "slot_id": n.slot_id,
+                    "num_gpus": n.num_gpus,
+                    "health": n.health,
+                    "partition_ids": sorted(n.partition_ids),
+                }
+                for n in nodes
+            ],
+            "gpus": [
+                {
+                    "gpu_uid": g.gpu_uid,
+                    "chassis_serial": g.chassis_serial,
+                    "tray_index": g.tray_index,
+                    "slot_id": g.slot_id,
+                    "device_id": g.device_id,
+                    "health": g.health,
+                    "partition_id": g.partition_id,
+                }
+                for g in sorted(gpus, key=lambda g: (g.chassis_serial, g.tray_index, g.device_id))
+            ],
+            "switch_nodes": [
+                {
+                    "chassis_serial": n.chassis_serial,
+                    "tray_index": n.tray_index,
+                    "slot_id": n.slot_id,
+                    "num_switches": n.num_switches,
+                    "health": n.health,
+                }
+                for n in switches
+            ],
+            "partitions": [
+                {
+                    "partition_id": p.partition_id,
+                    "name": p.name,
+                    "num_gpus": len(p.gpu_uids),
+                    "health": p.health,
+                    "resiliency_mode": p.resiliency_mode,
+                    "multicast_groups_limit": p.multicast_groups_limit,
+                }
+                for p in sorted(partitions, key=lambda p: p.partition_id)
+            ],
+        }
+
+    try:
+        found = asyncio.run(browse())
+    except FabricError as exc:
+        raise _fail(f"NMX-C at {url}: {exc.message}") from None
+    emit(found, output)

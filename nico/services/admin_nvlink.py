@@ -1,0 +1,100 @@
+"""Operator (admin CLI) actions on NVLink partitions and instance NVLink configs, across tenants.
+
+They reuse the tenant services (same checks, same messages), acting as the owning tenant: the org is
+looked up from the object when the operator does not give it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.queries import admin_nvlink as queries
+from nico.db.raw import driver_connection
+from nico.services import instance, partition
+from nico.services.errors import ServiceError
+from nico.services.nvlink_interface import Binding
+
+
+async def physical_partitions(
+    session: AsyncSession,
+    *,
+    partition_id: uuid.UUID | None = None,
+    logical_partition_id: uuid.UUID | None = None,
+    domain_uuid: uuid.UUID | None = None,
+) -> list[dict[str, Any]]:
+    rows = await queries.physical_partitions(
+        session, partition_id=partition_id, logical_partition_id=logical_partition_id, domain_uuid=domain_uuid
+    )
+    if partition_id is not None and not rows:
+        raise ServiceError(404, f"no physical partition {partition_id}")
+    return rows
+
+
+async def logical_partitions(
+    session: AsyncSession,
+    *,
+    partition_id: uuid.UUID | None = None,
+    org: str | None = None,
+    site_id: uuid.UUID | None = None,
+) -> list[dict[str, Any]]:
+    rows = await queries.logical_partitions(session, partition_id=partition_id, org=org, site_id=site_id)
+    if partition_id is not None and not rows:
+        raise ServiceError(404, f"no logical partition {partition_id}")
+    return rows
+
+
+async def create_logical_partition(
+    session: AsyncSession, *, org: str, name: str, site_id: uuid.UUID, description: str | None
+) -> dict[str, Any]:
+    """Create a logical partition for ``org`` with the tenant API's checks."""
+    conn = await driver_connection(session)
+    view = await partition.create(
+        conn, org, name=name, description=description, site_id=site_id, created_by="admin-cli"
+    )
+    (row,) = await queries.logical_partitions(session, partition_id=view.partition.id)
+    return row
+
+
+async def delete_logical_partition(session: AsyncSession, partition_id: uuid.UUID) -> str:
+    """Delete (or mark Deleting, when it is on the fabric) a logical partition; returns its status
+    afterwards: ``deleted`` or ``Deleting``."""
+    org = await queries.org_of_logical_partition(session, partition_id)
+    if org is None:
+        raise ServiceError(404, f"no logical partition {partition_id}")
+    await partition.delete_partition(session, org, partition_id)
+    rows = await queries.logical_partitions(session, partition_id=partition_id)
+    return str(rows[0]["status"]) if rows else "deleted"
+
+
+def parse_nvlink_config(document: Any) -> list[Binding]:
+    """The reference's ``{"gpu_configs": [{"device_instance": 0, "logical_partition_id": "<uuid>"}]}``."""
+    if not isinstance(document, dict) or not isinstance(document.get("gpu_configs"), list):
+        raise ServiceError(400, 'the config must be {"gpu_configs": [...]}')
+    bindings = []
+    for item in document["gpu_configs"]:
+        try:
+            device = item["device_instance"]
+            if not isinstance(device, int) or isinstance(device, bool) or device < 0:
+                raise ValueError(device)
+            bindings.append(
+                Binding(partition_id=uuid.UUID(str(item["logical_partition_id"])), device_instance=device)
+            )
+        except (KeyError, TypeError, ValueError):
+            raise ServiceError(
+                400, f"bad gpu_config {item!r}: needs device_instance (>= 0) and logical_partition_id (uuid)"
+            ) from None
+    return bindings
+
+
+async def update_instance_nvlink_config(
+    session: AsyncSession, instance_id: uuid.UUID, bindings: list[Binding]
+) -> list[dict[str, Any]]:
+    """Replace an instance's NVLink bindings (as its tenant would); returns the bindings now held."""
+    org = await queries.org_of_instance(session, instance_id)
+    if org is None:
+        raise ServiceError(404, f"no instance {instance_id}")
+    view = await instance.update_instance(session, org, instance_id, {}, bindings)
+    return list(view.data.get("nvlink_interfaces", []))
