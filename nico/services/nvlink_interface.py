@@ -7,11 +7,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import CapabilityType, LogicalPartitionStatus, NvLinkInterfaceStatus
 from nico.db.models import Instance, LogicalPartition, MachineCapability, NvlinkInterface, Site
+from nico.db.queries.placement_events import CLIQUES_BY_INTERFACE
 from nico.services.access import tenant_uses_site
 from nico.services.errors import bad_request, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
@@ -173,6 +174,7 @@ class InterfaceView:
     instance: Instance | None = None
     provider_id: uuid.UUID | None = None
     partition: LogicalPartition | None = None
+    clique_id: str | None = None  # <ClusterUUID>.<CliqueId> once Ready (nico extension)
 
 
 async def list_interfaces(
@@ -236,6 +238,7 @@ async def list_interfaces(
     }
     rows, total = await fetch_page(session, stmt, page, order, NvlinkInterface.id)
     views = [InterfaceView(row) for row in rows]
+    await attach_cliques(session, views)
     if views and "Instance" in relations:
         found = await session.execute(
             select(Instance, Site.infrastructure_provider_id)
@@ -257,3 +260,14 @@ async def list_interfaces(
         for view in views:
             view.partition = partitions[view.interface.logical_partition_id]
     return views, total
+
+
+async def attach_cliques(session: AsyncSession, views: Sequence[InterfaceView]) -> None:
+    """Fill each view's clique id, in one query."""
+    ready = [v.interface.id for v in views if v.interface.status == NvLinkInterfaceStatus.READY]
+    if not ready:
+        return
+    rows = await session.execute(text(CLIQUES_BY_INTERFACE), {"ids": ready})
+    cliques = {row.id: row.clique_id for row in rows}
+    for view in views:
+        view.clique_id = cliques.get(view.interface.id)
