@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from nico import admin_cli, tenant_cli
+from nico import admin_cli, export_cli, tenant_cli
 from nico.config import ConfigError, Settings, load_settings
 from nico.demo import cli as demo_cli
 from nico.sim import cli as sim_cli
@@ -186,6 +186,7 @@ def reconcile(
 
 app.add_typer(admin_cli.app, name="admin")
 app.command("wait-ready")(tenant_cli.wait_ready)
+app.command("export")(export_cli.export)
 
 
 def main() -> None:

@@ -8,52 +8,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from httpx_sse import ServerSentEvent, aconnect_sse
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.api.app import build_context, create_app
 from nico.config import Settings
-from nico.serving import EmbeddedServer
 from tests.api.conftest import BASE, instance_body
 from tests.support import factories as f
 from tests.support.auth import bearer
-from tests.support.net import free_port
 from tests.support.placement import realise
+from tests.support.replica import replica
 
 EVENTS = "/nvlink-topology/events"
 READY_WITHIN = 1.0  # the issue's bound from Ready to the event on the stream
 DEADLINE = 20.0
-
-
-@contextlib.asynccontextmanager
-async def replica(settings: Settings, database_url: str) -> AsyncIterator[str]:
-    """One API process's worth: its own context (pools, listener) and HTTP server."""
-    ctx = build_context(settings, database_url)
-    port = free_port()
-    config = uvicorn.Config(
-        create_app(settings, context=ctx),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        timeout_graceful_shutdown=1,
-    )
-    server = EmbeddedServer(config)
-    task = asyncio.create_task(server.serve())
-    try:
-        async with asyncio.timeout(DEADLINE):
-            while not server.started:
-                await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
-        await ctx.close()
 
 
 class Consumer:
