@@ -75,11 +75,15 @@ class PlacementListener:
 
     async def acquire(self) -> None:
         async with self._lock:
-            self._users += 1
             if self._task is None or self._task.done():
                 conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
-                await conn.execute(f"LISTEN {q.CHANNEL}")
+                try:
+                    await conn.execute(f"LISTEN {q.CHANNEL}")
+                except BaseException:
+                    await conn.close()
+                    raise
                 self._task = asyncio.create_task(self._run(conn), name="nico-placement-listener")
+            self._users += 1
 
     async def release(self) -> None:
         async with self._lock:
@@ -178,7 +182,7 @@ async def stream(
     await listener.acquire()
     try:
         if listener.prune_due():
-            await _rows(raw, q.PRUNE + " RETURNING id", {"seconds": retention_seconds})
+            await _rows(raw, q.PRUNE, {"seconds": retention_seconds})
         cursor = last_event_id
         yield f"retry: {RETRY_MS}\n\n"
         if cursor is not None and cursor.id != 0:

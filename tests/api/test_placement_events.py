@@ -13,9 +13,11 @@ from typing import Any
 import httpx
 import pytest
 from httpx_sse import ServerSentEvent, aconnect_sse
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
+from nico.db.queries.placement_events import PRUNE as PRUNE_SQL
 from tests.api.conftest import BASE, instance_body
 from tests.support import factories as f
 from tests.support.auth import bearer
@@ -170,3 +172,41 @@ async def test_bad_last_event_id(
     response = await client.get(f"{BASE}{EVENTS}", headers=headers | {"Last-Event-ID": "yesterday"})
     assert response.status_code == 400
     assert "Last-Event-ID" in response.json()["message"]
+
+
+@pytest.mark.e2e
+async def test_resume_past_the_retention_window_says_reset(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    session: AsyncSession,
+    settings: Settings,
+    database_url: str,
+) -> None:
+    partition = await f.logical_partition(session, world.tenant, world.site)
+    await session.commit()
+    (instance,) = await make_instances(client, headers, world, partition.id, 1)
+    async with replica(settings, database_url) as a:
+        watcher = Consumer(f"{a}{BASE}{EVENTS}", headers)
+        await watcher.next("hello")
+        await realise(session, instance, partition.id, 3)
+        await session.commit()
+        seen = await watcher.take(4)
+        await watcher.stop()
+        # Retention pruning removes old events: an old cursor can no longer promise a complete replay.
+        await session.execute(
+            text("UPDATE placement_event SET created = now() - interval '2 days' WHERE id <= :id"),
+            {"id": int(seen[1].id.split("-")[1])},
+        )
+        await session.execute(
+            text(PRUNE_SQL.replace("%(seconds)s", ":seconds")),
+            {"seconds": settings.api.placement_event_retention_seconds},
+        )
+        await session.commit()
+        resumed = Consumer(f"{a}{BASE}{EVENTS}", headers, last_event_id=seen[0].id)
+        reset = await resumed.next("reset")
+        assert reset.id and reset.id != seen[0].id
+        await resumed.stop()
+        intact = Consumer(f"{a}{BASE}{EVENTS}", headers, last_event_id=seen[2].id)
+        assert (await intact.next()).id == seen[3].id
+        await intact.stop()

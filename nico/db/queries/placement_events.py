@@ -75,6 +75,11 @@ SELECT coalesce(
 # Whether a resumed cursor's event is still kept (if it was pruned, its successors may be too).
 CURSOR_KEPT = "SELECT EXISTS (SELECT 1 FROM placement_event WHERE txid = %(txid)s AND id = %(id)s) AS kept"
 
-PRUNE = "DELETE FROM placement_event WHERE created < now() - make_interval(secs => %(seconds)s)"
+PRUNE = """
+WITH pruned AS (
+    DELETE FROM placement_event WHERE created < now() - make_interval(secs => %(seconds)s) RETURNING 1
+)
+SELECT count(*) AS pruned FROM pruned
+"""
 
 CHANNEL = "nico_placement"
