@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from nico import admin_cli, tenant_cli
+from nico import admin_cli, export_cli, tenant_cli
 from nico.cli_support import (
     console,
     database_url_or_exit,
@@ -192,6 +192,7 @@ def reconcile(
 
 app.add_typer(admin_cli.app, name="admin")
 app.command("wait-ready")(tenant_cli.wait_ready)
+app.command("export")(export_cli.export)
 
 
 def main() -> None:

@@ -138,6 +138,8 @@ class ApiConfig(BaseModel):
     port: int = Field(default=8080, ge=0, le=65535)
     name: str = Field(default="nico", pattern=r"^[a-z][a-z0-9-]*$")
     route_version: str = Field(default="v2", pattern=r"^v[0-9]+$")
+    placement_event_retention_seconds: int = Field(default=86400, ge=60)
+    placement_event_heartbeat_seconds: float = Field(default=15.0, gt=0, le=300)
 
 
 def _default_algorithms() -> list[Literal["HS256", "RS256", "ES256"]]:

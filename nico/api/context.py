@@ -14,6 +14,7 @@ from nico.api.auth import TokenVerifier
 from nico.config import Settings
 from nico.db.migrate import schema_problem
 from nico.db.raw import RawPool
+from nico.services.placement_events import PlacementListener
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,11 @@ class AppContext:
             # The exception text names sockets, hosts and users: it goes to the log, not to the caller.
             log.warning("not ready, database unreachable: %s: %s", type(exc).__name__, str(exc).strip())
             return "database unreachable"
+
+    @cached_property
+    def placement_listener(self) -> PlacementListener:
+        """The process's one LISTEN connection for placement events, shared by every open stream."""
+        return PlacementListener(self.engine.url.render_as_string(hide_password=False))
 
     async def close(self) -> None:
         if "raw" in self.__dict__:

@@ -153,6 +153,7 @@ class InterfaceView:
     instance: Instance | None = None
     provider_id: uuid.UUID | None = None
     partition: LogicalPartition | None = None
+    clique_id: str | None = None  # <ClusterUUID>.<CliqueId> once Ready (nico extension)
 
 
 async def list_interfaces(
@@ -202,6 +203,7 @@ async def list_interfaces(
     )
     rows, total = await fetch_page(session, stmt, page, queries.BINDING_ORDER, NvlinkInterface.id)
     views = [InterfaceView(row) for row in rows]
+    await attach_cliques(session, views)
     if views and "Instance" in relations:
         instances = await queries.instances_with_provider(session, {v.interface.instance_id for v in views})
         for view in views:
@@ -213,3 +215,13 @@ async def list_interfaces(
         for view in views:
             view.partition = partitions[view.interface.logical_partition_id]
     return views, total
+
+
+async def attach_cliques(session: AsyncSession, views: Sequence[InterfaceView]) -> None:
+    """Fill each view's clique id, in one query."""
+    ready = [v.interface.id for v in views if v.interface.status == NvLinkInterfaceStatus.READY]
+    if not ready:
+        return
+    cliques = await queries.cliques_by_interface(session, ready)
+    for view in views:
+        view.clique_id = cliques.get(view.interface.id)

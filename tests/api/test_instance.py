@@ -58,6 +58,7 @@ INSTANCE_KEYS = {
     "infinibandInterfaces",
     "dpuExtensionServiceDeployments",
     "nvLinkInterfaces",
+    "nvLinkCliqueId",
     "sshKeyGroupIds",
     "sshKeyGroups",
     "statusHistory",
@@ -121,6 +122,7 @@ async def test_create_wire_format(
         "deviceInstance",
         "gpuGuid",
         "status",
+        "nvLinkCliqueId",
         "created",
         "updated",
     }

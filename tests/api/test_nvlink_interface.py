@@ -61,9 +61,11 @@ async def test_list_filters_relations_and_no_truncation(
         "deviceInstance",
         "gpuGuid",
         "status",
+        "nvLinkCliqueId",
         "created",
         "updated",
     }
+    assert everything[0]["nvLinkCliqueId"] is None  # not Ready yet
     scoped = await client.get(f"{BASE}/instance/{first['id']}/nvlink-interface", headers=headers)
     assert {i["instanceId"] for i in scoped.json()} == {first["id"]} and len(scoped.json()) == 4
     by_query = await client.get(PATH, params={"instanceId": first["id"]}, headers=headers)

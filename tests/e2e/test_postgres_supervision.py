@@ -12,7 +12,7 @@ import signal
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +59,17 @@ def own_server() -> Iterator[tuple[Path, str]]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-async def reconciler(ctx: AppContext) -> None:
+def reconciler_over(fabric: SimFabric) -> Callable[[AppContext], Awaitable[None]]:
     """The reconciler as ``nico serve`` runs it beside the API, over the simulated fabric."""
-    backend = InProcessBackend(ctx.extras["fabric"], call_timeout=1.0)
+
+    async def reconciler(ctx: AppContext) -> None:
+        await run_reconciler(ctx, fabric)
+
+    return reconciler
+
+
+async def run_reconciler(ctx: AppContext, fabric: SimFabric) -> None:
+    backend = InProcessBackend(fabric, call_timeout=1.0)
     config = NvLinkConfig(backend="nmxc", monitor_run_interval="60s", notify_debounce="2ms")
     try:
         await Reconciler(ctx.engine, backend, config, MonitorMetrics(ctx.registry, "nmxc", 120.0)).run()
@@ -80,8 +88,7 @@ async def client(own_server: tuple[Path, str]) -> AsyncIterator[httpx.AsyncClien
     await engine.dispose()
     settings = load_settings(database_url=url, data_dir=base, auth={"hs256_secret": TEST_SECRET})
     ctx = build_context(settings, url)
-    ctx.extras["fabric"] = fabric
-    app = create_app(settings, context=ctx, owns_context=True, background=[reconciler])
+    app = create_app(settings, context=ctx, owns_context=True, background=[reconciler_over(fabric)])
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
     async with (
         app.router.lifespan_context(app),

@@ -25,6 +25,7 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     "provider",
     "metadata",
     "topology",
+    "export",
 )
 
 

@@ -308,6 +308,8 @@ class Instance(ResponseModel):
     infiniband_interfaces: list[dict[str, Any]] = Field(default_factory=list)
     dpu_extension_service_deployments: list[dict[str, Any]] = Field(default_factory=list)
     nv_link_interfaces: list[NVLinkInterface]
+    # nico extension: the one clique all the instance's NVLink interfaces are in once Ready, else null.
+    nv_link_clique_id: str | None = None
     ssh_key_group_ids: list[uuid.UUID] | None = None
     ssh_key_groups: list[dict[str, Any]] = Field(default_factory=list)
     status_history: list[StatusDetail]
@@ -363,8 +365,17 @@ class Instance(ResponseModel):
                 "status": data["status"],
                 "interfaces": data["interfaces"],
                 "nv_link_interfaces": data["nvlink_interfaces"],
+                "nv_link_clique_id": instance_clique(data["nvlink_interfaces"]),
                 "status_history": data["status_history"],
                 "created": data["created"],
                 "updated": data["updated"],
             }
         )
+
+
+def instance_clique(interfaces: list[dict[str, Any]]) -> str | None:
+    """The instance's clique: every NVLink interface Ready and in the same clique."""
+    cliques = {i.get("nv_link_clique_id") for i in interfaces}
+    if not interfaces or len(cliques) != 1 or any(i.get("status") != "Ready" for i in interfaces):
+        return None
+    return cliques.pop()

@@ -89,6 +89,8 @@ class NVLinkInterface(ResponseModel):
     device_instance: int
     gpu_guid: str | None
     status: str
+    # nico extension: <ClusterUUID>.<CliqueId> as the GPU driver will report it, null until Ready.
+    nv_link_clique_id: str | None = None
     created: datetime
     updated: datetime
 
@@ -119,6 +121,7 @@ class NVLinkInterface(ResponseModel):
             device_instance=row.device_instance,
             gpu_guid=str(row.gpu_guid) if row.gpu_guid is not None else None,
             status=row.status,
+            nv_link_clique_id=view.clique_id,
             created=row.created,
             updated=row.updated,
         )

@@ -7,6 +7,7 @@ from nico.db.models.inventory import Gpu, InstanceType, Machine, MachineCapabili
 from nico.db.models.network import Subnet, Vpc
 from nico.db.models.org import InfrastructureProvider, Tenant, TenantSite
 from nico.db.models.partition import LogicalPartition, PhysicalPartition
+from nico.db.models.placement import PlacementEvent
 from nico.db.models.site import Site
 from nico.db.models.status import StatusDetail
 
@@ -27,6 +28,7 @@ __all__ = [
     "NvlinkInterface",
     "NvlinkNmxcEndpoint",
     "PhysicalPartition",
+    "PlacementEvent",
     "Site",
     "StatusDetail",
     "Subnet",

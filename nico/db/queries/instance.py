@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import Instance, InstanceType, Machine, MachineCapability, NvlinkInterface, Site, Vpc
 from nico.db.queries.common import text_search
+from nico.db.queries.placement_events import CLIQUE_OF_INTERFACE
 from nico.db.raw import driver_connection
 
 # ---- creation -----------------------------------------------------------------------------------
@@ -270,7 +271,8 @@ _COLUMNS = """
     (SELECT coalesce(json_agg(json_build_object(
             'id', n.id, 'instance_id', n.instance_id, 'nv_link_logical_partition_id', n.logical_partition_id,
             'nv_link_domain_id', n.nvlink_domain_uuid, 'device_instance', n.device_instance,
-            'gpu_guid', n.gpu_guid::text, 'status', n.status, 'created', n.created, 'updated', n.updated)
+            'gpu_guid', n.gpu_guid::text, 'status', n.status, 'created', n.created, 'updated', n.updated,
+            'nv_link_clique_id', {clique})
         ORDER BY n.created, n.device_instance, n.id), '[]')
      FROM nvlink_interface n WHERE n.instance_id = i.id) AS nvlink_interfaces,
     (SELECT coalesce(json_agg(json_build_object(
@@ -281,6 +283,7 @@ _COLUMNS = """
            LIMIT %(history_limit)s) h
     ) AS status_history
 """
+_COLUMNS = _COLUMNS.replace("{clique}", CLIQUE_OF_INTERFACE.strip())
 _FROM = "instance i JOIN site s ON s.id = i.site_id LEFT JOIN machine m ON m.instance_id = i.id"
 
 _BY_IDS = {

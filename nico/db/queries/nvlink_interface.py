@@ -7,11 +7,12 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import CapabilityType
 from nico.db.models import Instance, LogicalPartition, MachineCapability, NvlinkInterface, Site
+from nico.db.queries.placement_events import CLIQUES_BY_INTERFACE
 
 
 async def nvlink_capabilities(
@@ -107,3 +108,9 @@ async def partitions_by_id(session: AsyncSession, ids: set[uuid.UUID]) -> dict[u
     return {
         p.id: p for p in await session.scalars(select(LogicalPartition).where(LogicalPartition.id.in_(ids)))
     }
+
+
+async def cliques_by_interface(session: AsyncSession, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The clique id (``<ClusterUUID>.<CliqueId>``) of each given interface that has one."""
+    rows = await session.execute(text(CLIQUES_BY_INTERFACE), {"ids": list(ids)})
+    return {row.id: row.clique_id for row in rows}

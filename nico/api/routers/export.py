@@ -1,0 +1,94 @@
+"""``/nvlink-topology/export`` and ``/nvlink-topology/events`` (nico extensions): NVLink placement for
+schedulers (Slurm topology files, Kubernetes node labels, a Kueue Topology) and a Server-Sent Events
+stream of its changes. Tenant-scoped (TENANT_ADMIN); ``scope=provider`` gives a provider's whole sites
+(PROVIDER_ADMIN or PROVIDER_VIEWER)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Header, Query
+from starlette.responses import Response, StreamingResponse
+
+from nico.api.auth import Principal
+from nico.api.deps import CtxDep, PrincipalDep, ReadSessionDep
+from nico.services import placement_events, placement_export
+from nico.services.errors import ServiceError
+
+router = APIRouter(tags=["nvlink-topology"])
+
+ScopeParam = Annotated[
+    Literal["tenant", "provider"],
+    Query(description="tenant: the caller's instances; provider: every instance at the provider's sites"),
+]
+SiteParam = Annotated[str | None, Query(alias="siteId", description="Only this site")]
+
+
+def authorize(principal: Principal, org: str, scope: str) -> bool:
+    """Whether the caller reads as the provider (True) or as the tenant (False)."""
+    if scope == "provider":
+        provider_side, _ = principal.require_provider_or_tenant(org)
+        if not provider_side:
+            raise ServiceError(403, "User does not have Provider Admin or Provider Viewer role with org")
+        return True
+    principal.require_tenant_admin(org)
+    return False
+
+
+@router.get(
+    "/nvlink-topology/export",
+    operation_id="export-nvlink-topology",
+    summary="NVLink placement for schedulers: Slurm, Kubernetes labels, Kueue (nico extension)",
+    responses={200: {"content": {"text/plain": {}, "application/yaml": {}, "application/json": {}}}},
+)
+async def export_topology(
+    org: str,
+    principal: PrincipalDep,
+    session: ReadSessionDep,
+    format: Annotated[str, Query(description=", ".join(placement_export.FORMATS))],
+    scope: ScopeParam = "tenant",
+    site_id: SiteParam = None,
+    node_name: Annotated[
+        str,
+        Query(alias="nodeName", description="Node name template: {instance}, {instance_id}, {machine}, ..."),
+    ] = placement_export.DEFAULT_NODE_NAME,
+) -> Response:
+    provider_side = authorize(principal, org, scope)
+    fmt = placement_export.check_format(format)
+    where = await placement_export.resolve_scope(
+        session, org, provider_side=provider_side, site_id=placement_export.parse_site_id(site_id)
+    )
+    text = await placement_export.export(session, where, fmt, node_name)
+    return Response(text, media_type=placement_export.MEDIA_TYPES[fmt])
+
+
+@router.get(
+    "/nvlink-topology/events",
+    operation_id="stream-nvlink-placement-events",
+    summary="Server-Sent Events of NVLink placement changes, resumable with Last-Event-ID (nico extension)",
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
+async def placement_event_stream(
+    org: str,
+    principal: PrincipalDep,
+    session: ReadSessionDep,
+    ctx: CtxDep,
+    scope: ScopeParam = "tenant",
+    site_id: SiteParam = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> Response:
+    provider_side = authorize(principal, org, scope)
+    cursor = placement_events.parse_cursor(last_event_id)
+    where = await placement_export.resolve_scope(
+        session, org, provider_side=provider_side, site_id=placement_export.parse_site_id(site_id)
+    )
+    body = placement_events.stream(
+        ctx.raw,
+        ctx.placement_listener,
+        where,
+        cursor,
+        heartbeat_seconds=ctx.settings.api.placement_event_heartbeat_seconds,
+        retention_seconds=ctx.settings.api.placement_event_retention_seconds,
+    )
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(body, media_type="text/event-stream", headers=headers)

@@ -1,0 +1,85 @@
+"""SQL of NVLink placement as schedulers see it: clique ids, the placement of each instance, and the
+placement event log (table ``placement_event``, written by the triggers of migration 0005).
+
+A clique id is what the GPU driver reports as ``<ClusterUUID>.<CliqueId>``: the NVLink domain's UUID
+(the ``domain_uuid`` NMX-C reports in every ``ServerHeader``, nico's ``nvlink_domain.uuid``) and the
+NMX partition id of the interface's physical partition in that domain. It exists only for Ready
+interfaces: before that the driver has no partition to report.
+"""
+
+from __future__ import annotations
+
+# For an nvlink_interface aliased ``n``.
+CLIQUE_OF_INTERFACE = """
+    CASE WHEN n.status = 'Ready' AND n.nvlink_domain_uuid IS NOT NULL THEN (
+        SELECT n.nvlink_domain_uuid::text || '.' || p.fabric_partition_id::text
+        FROM physical_partition p
+        WHERE p.logical_partition_id = n.logical_partition_id AND p.domain_uuid = n.nvlink_domain_uuid
+    ) END
+"""
+
+# SQLAlchemy ``text()`` style (``:ids``).
+CLIQUES_BY_INTERFACE = f"""
+SELECT n.id, {CLIQUE_OF_INTERFACE} AS clique_id FROM nvlink_interface n WHERE n.id = ANY(:ids)
+"""
+
+# Every instance with an NVLink domain (its machine's, else its realised interfaces'), in scope.
+# Scope: a tenant (``tenant``), or a provider's sites (``provider``), optionally one site (``site``).
+PLACEMENT = f"""
+SELECT i.id AS instance_id, i.name AS instance_name, i.site_id, s.name AS site_name, m.id AS machine_id,
+       m.hostname,
+       coalesce(m.nvlink_domain_uuid, (
+           SELECT n.nvlink_domain_uuid FROM nvlink_interface n
+           WHERE n.instance_id = i.id AND n.nvlink_domain_uuid IS NOT NULL LIMIT 1)) AS domain_uuid,
+       (SELECT coalesce(json_agg(json_build_object(
+               'id', n.id, 'device_instance', n.device_instance, 'status', n.status,
+               'logical_partition_id', n.logical_partition_id, 'clique_id', {CLIQUE_OF_INTERFACE})
+           ORDER BY n.device_instance, n.id), '[]')
+        FROM nvlink_interface n WHERE n.instance_id = i.id AND n.status <> 'Deleting') AS interfaces
+FROM instance i
+JOIN site s ON s.id = i.site_id
+LEFT JOIN machine m ON m.instance_id = i.id
+WHERE (%(tenant)s::uuid IS NULL OR i.tenant_id = %(tenant)s::uuid)
+  AND (%(provider)s::uuid IS NULL OR s.infrastructure_provider_id = %(provider)s::uuid)
+  AND (%(site)s::uuid IS NULL OR i.site_id = %(site)s::uuid)
+ORDER BY i.name, i.id
+"""
+
+# The transactions older than every running one: their events are final (no slower transaction can
+# still add an event before them in (txid, id) order).
+_FINAL = "e.txid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+
+# Events after the cursor (``after_txid``, ``after_id``) in scope (scope parameters as PLACEMENT).
+EVENTS_AFTER = f"""
+SELECT e.id, e.txid, e.created, e.tenant_id, e.site_id, e.instance_id, e.instance_name, e.interface_id,
+       e.device_instance, e.kind, e.domain_uuid, e.logical_partition_id, e.clique_id
+FROM placement_event e
+WHERE (e.txid, e.id) > (%(after_txid)s, %(after_id)s) AND {_FINAL}
+  AND (%(tenant)s::uuid IS NULL OR e.tenant_id = %(tenant)s::uuid)
+  AND (%(provider)s::uuid IS NULL
+       OR e.site_id IN (SELECT s.id FROM site s WHERE s.infrastructure_provider_id = %(provider)s::uuid))
+  AND (%(site)s::uuid IS NULL OR e.site_id = %(site)s::uuid)
+ORDER BY e.txid, e.id
+LIMIT %(limit)s
+"""
+
+# Where a new stream starts: after the newest final event, or before the oldest running transaction.
+START = f"""
+SELECT coalesce(
+    (SELECT ARRAY[e.txid, e.id] FROM placement_event e WHERE {_FINAL}
+     ORDER BY e.txid DESC, e.id DESC LIMIT 1),
+    ARRAY[pg_snapshot_xmin(pg_current_snapshot())::text::bigint - 1, 0]
+) AS cursor
+"""
+
+# Whether a resumed cursor's event is still kept (if it was pruned, its successors may be too).
+CURSOR_KEPT = "SELECT EXISTS (SELECT 1 FROM placement_event WHERE txid = %(txid)s AND id = %(id)s) AS kept"
+
+PRUNE = """
+WITH pruned AS (
+    DELETE FROM placement_event WHERE created < now() - make_interval(secs => %(seconds)s) RETURNING 1
+)
+SELECT count(*) AS pruned FROM pruned
+"""
+
+CHANNEL = "nico_placement"

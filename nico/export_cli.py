@@ -1,0 +1,207 @@
+"""``nico export``: NVLink placement for schedulers, from a running API, once or live.
+
+``nico export --format slurm-topology-conf -o /etc/slurm/topology.conf`` writes Slurm's topology;
+with ``--watch`` it follows ``/nvlink-topology/events`` (Server-Sent Events, resumed with
+``Last-Event-ID`` after a dropped connection) and rewrites the file whenever placement changes.
+``nico export --format kubectl-labels --watch | sh`` is a node labeller: it prints every node's
+``kubectl label`` line once, then the lines of the nodes whose labels changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import typer
+from rich.console import Console
+
+from nico.services.placement_export import DEFAULT_NODE_NAME, FORMATS
+
+err = Console(stderr=True)
+DEBOUNCE_SECONDS = 0.1
+RECONNECT_SECONDS = 1.0
+
+
+@dataclass
+class Event:
+    event: str = "message"
+    data: str = ""
+    id: str | None = None
+
+
+@dataclass
+class SseReader:
+    """A minimal ``text/event-stream`` parser (the WHATWG rules nico's stream needs)."""
+
+    last_event_id: str | None = None
+    retry_seconds: float = RECONNECT_SECONDS
+
+    async def events(self, response: httpx.Response) -> AsyncIterator[Event]:
+        current = Event()
+        data: list[str] = []
+        async for line in response.aiter_lines():
+            if line == "":
+                if data or current.event != "message":
+                    current.data = "\n".join(data)
+                    if current.id is not None:
+                        self.last_event_id = current.id
+                    yield current
+                current, data = Event(), []
+                continue
+            if line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if name == "event":
+                current.event = value
+            elif name == "data":
+                data.append(value)
+            elif name == "id":
+                current.id = value
+            elif name == "retry" and value.isdigit():
+                self.retry_seconds = int(value) / 1000
+
+
+def write_atomically(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class Exporter:
+    def __init__(self, client: httpx.AsyncClient, base: str, params: dict[str, str], output: str) -> None:
+        self.client, self.base, self.params, self.output = client, base, params, output
+        self.previous: str | None = None
+
+    async def fetch(self) -> str:
+        response = await self.client.get(f"{self.base}/nvlink-topology/export", params=self.params)
+        if response.status_code != 200:
+            raise typer.BadParameter(f"export failed: {response.status_code} {response.text[:300]}")
+        return response.text
+
+    async def publish(self) -> None:
+        text = await self.fetch()
+        if text == self.previous:
+            return
+        if self.output == "-":
+            if self.params["format"] == "kubectl-labels" and self.previous is not None:
+                before = set(self.previous.splitlines())
+                changed = [line for line in text.splitlines() if line not in before]
+                sys.stdout.write("".join(line + "\n" for line in changed))
+            else:
+                sys.stdout.write(text)
+            sys.stdout.flush()
+        else:
+            write_atomically(Path(self.output), text)
+            err.print(f"wrote {self.output}")
+        self.previous = text
+
+
+async def watch(exporter: Exporter, scope_params: dict[str, str]) -> None:
+    """Re-export on every burst of placement events; reconnect (resuming) when the stream drops."""
+    reader = SseReader()
+    wake: asyncio.Queue[str] = asyncio.Queue()
+
+    async def follow() -> None:
+        while True:
+            headers = {"Accept": "text/event-stream"}
+            if reader.last_event_id is not None:
+                headers["Last-Event-ID"] = reader.last_event_id
+            try:
+                async with exporter.client.stream(
+                    "GET",
+                    f"{exporter.base}/nvlink-topology/events",
+                    params=scope_params,
+                    headers=headers,
+                    timeout=httpx.Timeout(10.0, read=None),
+                ) as response:
+                    if response.status_code != 200:
+                        body = (await response.aread()).decode(errors="replace")[:300]
+                        err.print(f"[yellow]events: {response.status_code} {body}")
+                    else:
+                        async for event in reader.events(response):
+                            await wake.put(event.event)
+            except httpx.HTTPError as exc:
+                err.print(f"[yellow]events: {exc}; reconnecting")
+            await asyncio.sleep(reader.retry_seconds)
+
+    follower = asyncio.create_task(follow())
+    try:
+        while True:
+            await wake.get()  # hello (start), reset (resume too old: re-read everything) or placement
+            with contextlib.suppress(TimeoutError):
+                while True:
+                    await asyncio.wait_for(wake.get(), DEBOUNCE_SECONDS)
+            await exporter.publish()
+    finally:
+        follower.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follower
+
+
+def export(
+    org: Annotated[str, typer.Option(help="Org (tenant, or provider with --scope provider).")],
+    format: Annotated[str, typer.Option("--format", "-f", help=f"One of: {', '.join(FORMATS)}.")],
+    url: Annotated[str, typer.Option(envvar="NICO_URL", help="API base URL.")] = "http://127.0.0.1:8080",
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="NICO_TOKEN", help="Bearer token (default: a development token for the org)."),
+    ] = None,
+    scope: Annotated[str, typer.Option(help="tenant, or provider (every instance at its sites).")] = "tenant",
+    site_id: Annotated[str | None, typer.Option(help="Only this site.")] = None,
+    node_name: Annotated[
+        str, typer.Option(help="Node name template: {instance} {instance_id} {machine} {hostname} {site}.")
+    ] = DEFAULT_NODE_NAME,
+    output: Annotated[str, typer.Option("--output", "-o", help="File to write, or - for stdout.")] = "-",
+    watch_changes: Annotated[
+        bool, typer.Option("--watch", help="Follow placement events and re-export on every change.")
+    ] = False,
+) -> None:
+    """Export NVLink placement for Slurm, Kubernetes or Kueue (from a running API)."""
+    if format not in FORMATS:
+        raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}")
+    if token is None:
+        from nico.api.auth import issue_dev_token
+        from nico.cli_support import settings_or_exit
+
+        roles = ["PROVIDER_VIEWER"] if scope == "provider" else ["TENANT_ADMIN"]
+        try:
+            token = issue_dev_token(settings_or_exit(), org=org, roles=roles)
+        except ValueError as exc:
+            err.print(f"[bold red]error:[/] {exc}; pass --token or set NICO_TOKEN")
+            raise typer.Exit(2) from None
+    scope_params = {"scope": scope} | ({"siteId": site_id} if site_id else {})
+    params = scope_params | {"format": format, "nodeName": node_name}
+    base = f"{url.rstrip('/')}/v2/org/{org}/nico"
+
+    async def main() -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(headers=headers, timeout=30.0) as client:
+            exporter = Exporter(client, base, params, output)
+            if watch_changes:
+                await watch(exporter, scope_params)
+            else:
+                await exporter.publish()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    except httpx.HTTPError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(1) from None

@@ -1,0 +1,223 @@
+"""The live stream of NVLink placement changes (nico extension, ``GET /nvlink-topology/events``).
+
+Events come from PostgreSQL, not from process memory: triggers append one ``placement_event`` row per
+changed interface and ``NOTIFY nico_placement`` (migration 0005), so every API replica streams the same
+events whichever process (API or reconciler) made the change. Each process holds one ``LISTEN``
+connection while it has open streams and wakes them all on a notification; a stream then reads the
+rows after its cursor. A stream that misses a notification (the listener reconnecting) still reads
+at its next heartbeat.
+
+The cursor (the SSE ``id``, sent back as ``Last-Event-ID``) is ``<txid>-<id>``: events are delivered
+in (writing transaction, row) order and only from transactions older than every running one, so a
+slow transaction that commits late never lands behind a cursor that has moved on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from nico.db.engine import libpq_url
+from nico.db.queries import placement_events as q
+from nico.db.raw import RawPool
+from nico.services.errors import bad_request
+from nico.services.placement_export import Scope
+
+log = logging.getLogger(__name__)
+
+BATCH = 500
+RETRY_MS = 1000
+PRUNE_EVERY_SECONDS = 60.0
+SETTLE_FIRST, SETTLE_LAST = 0.02, 2.0
+_CURSOR = re.compile(r"^(\d{1,19})-(\d{1,19})$")
+
+
+@dataclass(frozen=True)
+class Cursor:
+    txid: int
+    id: int
+
+    def __str__(self) -> str:
+        return f"{self.txid}-{self.id}"
+
+
+def parse_cursor(value: str | None) -> Cursor | None:
+    """A ``Last-Event-ID`` as the stream sent it; anything else is a 400."""
+    if value is None or value == "":
+        return None
+    match = _CURSOR.match(value.strip())
+    if match is None:
+        raise bad_request(f"Invalid Last-Event-ID: {value} (expected <txid>-<id> as sent by this stream)")
+    return Cursor(int(match[1]), int(match[2]))
+
+
+class PlacementListener:
+    """One ``LISTEN nico_placement`` connection per process, shared by every open stream."""
+
+    def __init__(self, url: str) -> None:
+        self._url = libpq_url(url)
+        self._users = 0
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
+        self.generation = 0
+        self._last_prune = 0.0
+
+    async def acquire(self) -> None:
+        async with self._lock:
+            if self._task is None or self._task.done():
+                conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+                try:
+                    await conn.execute(f"LISTEN {q.CHANNEL}")
+                except BaseException:
+                    await conn.close()
+                    raise
+                self._task = asyncio.create_task(self._run(conn), name="nico-placement-listener")
+            self._users += 1
+
+    async def release(self) -> None:
+        async with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._task is not None:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._task
+                self._task = None
+
+    async def _run(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        try:
+            async for _ in conn.notifies():
+                self._bump()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # connection lost: streams fall back to reading at each heartbeat
+            log.warning("placement listener lost its connection", exc_info=True)
+        finally:
+            self._bump()
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    def _bump(self) -> None:
+        self.generation += 1
+        wake, self._wake = self._wake, asyncio.Event()
+        wake.set()
+
+    async def wait(self, seen: int, seconds: float) -> bool:
+        """Wait until a notification newer than generation ``seen``; False on timeout."""
+        if self.generation != seen:
+            return True
+        wake = self._wake
+        try:
+            await asyncio.wait_for(wake.wait(), seconds)
+        except TimeoutError:
+            return False
+        return True
+
+    def prune_due(self) -> bool:
+        now = time.monotonic()
+        if now - self._last_prune < PRUNE_EVERY_SECONDS:
+            return False
+        self._last_prune = now
+        return True
+
+
+async def _rows(raw: RawPool, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """One statement on a pooled autocommit connection (held only for the statement, never for the
+    life of a stream)."""
+    async with raw.connection() as conn, conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(sql, params)
+        return await cursor.fetchall()
+
+
+def event_body(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": row["kind"],
+        "time": row["created"].isoformat(),
+        "instanceId": str(row["instance_id"]),
+        "instanceName": row["instance_name"],
+        "nvLinkInterfaceId": str(row["interface_id"]),
+        "deviceInstance": row["device_instance"],
+        "siteId": str(row["site_id"]),
+        "nvLinkDomainId": str(row["domain_uuid"]) if row["domain_uuid"] is not None else None,
+        "nvLinkLogicalPartitionId": str(row["logical_partition_id"]),
+        "nvLinkCliqueId": row["clique_id"],
+    }
+
+
+def sse(event: str, data: dict[str, Any], cursor: Cursor | None = None) -> str:
+    head = f"id: {cursor}\n" if cursor is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n"
+
+
+async def stream(
+    raw: RawPool,
+    listener: PlacementListener,
+    scope: Scope,
+    last_event_id: Cursor | None,
+    *,
+    heartbeat_seconds: float,
+    retention_seconds: int,
+) -> AsyncIterator[str]:
+    """SSE text: ``hello`` (the start cursor), then ``placement`` events, heartbeats when idle, and
+    ``reset`` if the resumed cursor is older than the retention window (the client re-reads the export).
+    """
+    await listener.acquire()
+    try:
+        if listener.prune_due():
+            await _rows(raw, q.PRUNE, {"seconds": retention_seconds})
+        cursor = last_event_id
+        yield f"retry: {RETRY_MS}\n\n"
+        if cursor is not None and cursor.id != 0:
+            (kept,) = await _rows(raw, q.CURSOR_KEPT, {"txid": cursor.txid, "id": cursor.id})
+            if not kept["kept"]:
+                cursor = None
+                reset = True
+            else:
+                reset = False
+        else:
+            reset = False
+        if cursor is None:
+            (start,) = await _rows(raw, q.START, {})
+            cursor = Cursor(*start["cursor"])
+            if reset:
+                yield sse("reset", {"reason": "Last-Event-ID is older than the retention window"}, cursor)
+            elif last_event_id is None:
+                yield sse("hello", {"retentionSeconds": retention_seconds}, cursor)
+        else:
+            yield sse("hello", {"retentionSeconds": retention_seconds}, cursor)
+        params = scope.params() | {"limit": BATCH}
+        # After a notification that brought nothing final (an older transaction still runs and holds
+        # the horizon back), read again soon rather than at the next heartbeat.
+        backoff: float | None = None
+        while True:
+            seen = listener.generation
+            after = {"after_txid": cursor.txid, "after_id": cursor.id}
+            rows = await _rows(raw, q.EVENTS_AFTER, params | after)
+            for row in rows:
+                cursor = Cursor(row["txid"], row["id"])
+                yield sse("placement", event_body(row), cursor)
+            if rows:
+                backoff = None
+                continue
+            timeout = heartbeat_seconds if backoff is None else backoff
+            if await listener.wait(seen, timeout):
+                backoff = SETTLE_FIRST
+            elif backoff is not None and backoff < heartbeat_seconds:
+                backoff = min(backoff * 2, heartbeat_seconds)
+                if backoff >= SETTLE_LAST:
+                    backoff = None
+            else:
+                backoff = None
+                yield ": heartbeat\n\n"
+    finally:
+        await listener.release()

@@ -1,0 +1,290 @@
+"""NVLink placement as schedulers read it: Slurm topology files, Kubernetes node labels and a Kueue
+``Topology`` (nico extension, ``GET /nvlink-topology/export``).
+
+Each instance is one scheduler node. Its NVLink domain is one Slurm leaf switch (``topology/tree``) or
+block (``topology/block``); its clique id is what the GPU driver will report as
+``nvidia.com/gpu.clique`` once its NVLink interfaces are Ready. nico writes these from what it
+decided, before any node agent has seen the partition.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from psycopg.rows import dict_row
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.enums import NvLinkInterfaceStatus
+from nico.db.models import Site
+from nico.db.queries import placement_events as q
+from nico.db.raw import driver_connection
+from nico.services import orgs
+from nico.services.access import tenant_uses_site
+from nico.services.errors import bad_request, forbidden, not_found
+
+FORMATS = (
+    "slurm-topology-conf",
+    "slurm-topology-yaml",
+    "kubernetes-labels",
+    "kubectl-labels",
+    "kueue-topology",
+)
+MEDIA_TYPES = {
+    "slurm-topology-conf": "text/plain; charset=utf-8",
+    "slurm-topology-yaml": "application/yaml",
+    "kubernetes-labels": "application/json",
+    "kubectl-labels": "text/plain; charset=utf-8",
+    "kueue-topology": "application/json",
+}
+DEFAULT_NODE_NAME = "{instance}"
+NODE_NAME_FIELDS = frozenset({"instance", "instance_id", "machine", "hostname", "site"})
+
+CLIQUE_LABEL = "nvidia.com/gpu.clique"
+DOMAIN_LABEL = "nvlink.nico.io/domain"
+PARTITION_LABEL = "nvlink.nico.io/partition"
+SITE_LABEL = "nvlink.nico.io/site"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+MANAGED_LABELS = (CLIQUE_LABEL, DOMAIN_LABEL, PARTITION_LABEL, SITE_LABEL)
+# Coarsest first: the NVLink domain, the partition (clique) inside it, the node.
+KUEUE_LEVELS = (DOMAIN_LABEL, CLIQUE_LABEL, HOSTNAME_LABEL)
+KUEUE_TOPOLOGY_NAME = "nico-nvlink"
+ROOT_SWITCH = "nvlink-root"
+
+_SLURM_BAD = re.compile(r"[^A-Za-z0-9._-]+")
+_K8S_BAD = re.compile(r"[^a-z0-9.-]+")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Whose instances: one tenant's, or every instance at a provider's sites; optionally one site."""
+
+    tenant_id: uuid.UUID | None = None
+    provider_id: uuid.UUID | None = None
+    site_id: uuid.UUID | None = None
+
+    def params(self) -> dict[str, Any]:
+        return {"tenant": self.tenant_id, "provider": self.provider_id, "site": self.site_id}
+
+
+@dataclass(frozen=True)
+class Node:
+    instance_id: uuid.UUID
+    instance_name: str
+    site_id: uuid.UUID
+    site_name: str
+    machine_id: str | None
+    hostname: str | None
+    domain_uuid: uuid.UUID
+    interfaces: tuple[dict[str, Any], ...]
+
+    @property
+    def clique_id(self) -> str | None:
+        """The instance's clique: all its NVLink interfaces Ready and in one clique, else None (a node
+        whose GPUs are in several cliques, or not all realised, has no one clique to advertise)."""
+        if not self.interfaces or any(i["status"] != NvLinkInterfaceStatus.READY for i in self.interfaces):
+            return None
+        cliques = {i["clique_id"] for i in self.interfaces}
+        return cliques.pop() if len(cliques) == 1 else None
+
+    @property
+    def logical_partition_id(self) -> str | None:
+        partitions = {str(i["logical_partition_id"]) for i in self.interfaces}
+        return partitions.pop() if len(partitions) == 1 else None
+
+    def name(self, template: str) -> str:
+        return template.format(
+            instance=self.instance_name,
+            instance_id=self.instance_id,
+            machine=self.machine_id or self.instance_name,
+            hostname=self.hostname or self.machine_id or self.instance_name,
+            site=self.site_name,
+        )
+
+
+def check_node_name(template: str) -> str:
+    """A node-name template names only known fields; returns it, or raises 400."""
+    try:
+        fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError as exc:
+        raise bad_request(f"Invalid nodeName template: {exc}") from None
+    unknown = fields - NODE_NAME_FIELDS
+    if unknown or not template:
+        known = ", ".join("{" + f + "}" for f in sorted(NODE_NAME_FIELDS))
+        raise bad_request(f"Invalid nodeName template: {template!r} (fields: {known})")
+    return template
+
+
+def check_format(value: str) -> str:
+    if value not in FORMATS:
+        raise bad_request(f"Invalid format value: {value} in query (one of {', '.join(FORMATS)})")
+    return value
+
+
+async def placement(session: AsyncSession, scope: Scope) -> list[Node]:
+    """Every instance in ``scope`` with an NVLink domain, by name."""
+    driver = await driver_connection(session)
+    async with driver.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(q.PLACEMENT, scope.params())
+        rows = await cursor.fetchall()
+    return [
+        Node(
+            instance_id=row["instance_id"],
+            instance_name=row["instance_name"],
+            site_id=row["site_id"],
+            site_name=row["site_name"],
+            machine_id=row["machine_id"],
+            hostname=row["hostname"],
+            domain_uuid=row["domain_uuid"],
+            interfaces=tuple(row["interfaces"]),
+        )
+        for row in rows
+        if row["domain_uuid"] is not None
+    ]
+
+
+async def export(session: AsyncSession, scope: Scope, fmt: str, node_name: str = DEFAULT_NODE_NAME) -> str:
+    """The placement of ``scope`` rendered as ``fmt`` (one of :data:`FORMATS`)."""
+    check_format(fmt)
+    check_node_name(node_name)
+    return render(await placement(session, scope), fmt, node_name)
+
+
+def render(nodes: Sequence[Node], fmt: str, node_name: str = DEFAULT_NODE_NAME) -> str:
+    if fmt == "slurm-topology-conf":
+        return slurm_topology_conf(nodes, node_name)
+    if fmt == "slurm-topology-yaml":
+        return slurm_topology_yaml(nodes, node_name)
+    if fmt == "kubernetes-labels":
+        return json.dumps(kubernetes_nodes(nodes, node_name), indent=2) + "\n"
+    if fmt == "kubectl-labels":
+        return "".join(line + "\n" for line in kubectl_lines(nodes, node_name))
+    if fmt == "kueue-topology":
+        return json.dumps(kueue_topology(), indent=2) + "\n"
+    raise bad_request(f"Invalid format value: {fmt} in query")
+
+
+def slurm_name(value: str) -> str:
+    return _SLURM_BAD.sub("-", value).strip("-") or "node"
+
+
+def switch_name(domain: uuid.UUID) -> str:
+    return f"nvl-{domain}"
+
+
+def by_domain(nodes: Sequence[Node], node_name: str) -> dict[uuid.UUID, list[str]]:
+    out: dict[uuid.UUID, list[str]] = {}
+    for node in sorted(nodes, key=lambda n: (str(n.domain_uuid), n.name(node_name))):
+        out.setdefault(node.domain_uuid, []).append(slurm_name(node.name(node_name)))
+    return out
+
+
+def slurm_topology_conf(nodes: Sequence[Node], node_name: str = DEFAULT_NODE_NAME) -> str:
+    """Slurm ``topology/tree``: one leaf switch per NVLink domain under one root switch."""
+    lines = ["# Slurm topology.conf (topology/tree) written by nico: one leaf switch per NVLink domain"]
+    domains = by_domain(nodes, node_name)
+    for domain, names in domains.items():
+        lines.append(f"SwitchName={switch_name(domain)} Nodes={','.join(names)}")
+    if domains:
+        lines.append(f"SwitchName={ROOT_SWITCH} Switches={','.join(switch_name(d) for d in domains)}")
+    return "\n".join(lines) + "\n"
+
+
+def slurm_topology_yaml(nodes: Sequence[Node], node_name: str = DEFAULT_NODE_NAME) -> str:
+    """Slurm ``topology/block`` (``topology.yaml``, Slurm 24.05+): one block per NVLink domain."""
+    blocks = [
+        {"block": switch_name(domain), "nodes": ",".join(names)}
+        for domain, names in by_domain(nodes, node_name).items()
+    ]
+    document = [{"topology": "nvlink", "cluster_default": True, "block": {"blocks": blocks}}]
+    header = "# Slurm topology.yaml (topology/block) written by nico: one block per NVLink domain\n"
+    return header + yaml.safe_dump(document, sort_keys=False)
+
+
+def kubernetes_name(value: str) -> str:
+    return _K8S_BAD.sub("-", value.lower()).strip("-.")[:253] or "node"
+
+
+def labels_of(node: Node) -> dict[str, str]:
+    """nico's labels for a node: every value is a valid label value (UUIDs, ``<uuid>.<int>``)."""
+    labels = {DOMAIN_LABEL: str(node.domain_uuid), SITE_LABEL: str(node.site_id)}
+    if (partition := node.logical_partition_id) is not None:
+        labels[PARTITION_LABEL] = partition
+    if (clique := node.clique_id) is not None:
+        labels[CLIQUE_LABEL] = clique
+    return dict(sorted(labels.items()))
+
+
+def kubernetes_nodes(nodes: Sequence[Node], node_name: str = DEFAULT_NODE_NAME) -> dict[str, Any]:
+    """A ``v1`` ``List`` of partial ``Node`` objects carrying only nico's labels (merge-patchable)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": kubernetes_name(node.name(node_name)), "labels": labels_of(node)},
+            }
+            for node in nodes
+        ],
+    }
+
+
+def kubectl_lines(nodes: Sequence[Node], node_name: str = DEFAULT_NODE_NAME) -> list[str]:
+    """One ``kubectl label`` per node: set nico's labels, remove those that no longer apply."""
+    lines = []
+    for node in nodes:
+        labels = labels_of(node)
+        args = [f"{k}={v}" for k, v in labels.items()] + [f"{k}-" for k in MANAGED_LABELS if k not in labels]
+        lines.append(
+            f"kubectl label node {kubernetes_name(node.name(node_name))} --overwrite {' '.join(args)}"
+        )
+    return lines
+
+
+def kueue_topology() -> dict[str, Any]:
+    """A Kueue ``Topology`` whose levels are nico's labels, coarsest first, the node last."""
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1alpha1",
+        "kind": "Topology",
+        "metadata": {"name": KUEUE_TOPOLOGY_NAME},
+        "spec": {"levels": [{"nodeLabel": label} for label in KUEUE_LEVELS]},
+    }
+
+
+async def resolve_scope(
+    session: AsyncSession, org: str, *, provider_side: bool, site_id: uuid.UUID | None
+) -> Scope:
+    """The caller's scope: its tenant's instances, or (``provider_side``) every instance at its
+    provider's sites; ``site_id`` narrows either to one site the caller may see."""
+    if provider_side:
+        owner = await orgs.provider_of(session, org)
+        if owner is None:
+            raise forbidden("Org does not have an Infrastructure Provider")
+        if site_id is not None:
+            site = await session.get(Site, site_id)
+            if site is None or site.infrastructure_provider_id != owner.id:
+                raise not_found(f"Could not find Site with ID: {site_id}")
+        return Scope(provider_id=owner.id, site_id=site_id)
+    tenant = await orgs.require_tenant(session, org, status=403)
+    if site_id is not None and not await tenant_uses_site(session, tenant.id, site_id):
+        raise forbidden(
+            f"Site: {site_id} specified in query doesn't exist or Tenant doesn't have access to it"
+        )
+    return Scope(tenant_id=tenant.id, site_id=site_id)
+
+
+def parse_site_id(value: str | None) -> uuid.UUID | None:
+    if value is None or value == "":
+        return None
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        raise bad_request(f"Invalid Site ID: {value} specified in query") from None

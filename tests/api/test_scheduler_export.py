@@ -1,0 +1,195 @@
+"""Clique ids in the API and ``GET /nvlink-topology/export``: Slurm topology files, Kubernetes labels
+and a Kueue Topology, checked against their consumers' rules, and scoped to the caller."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema
+import kubernetes_validate
+import pytest
+import yaml
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.config import Settings
+from tests.api.conftest import BASE, ORG, error, instance_body
+from tests.support import factories as f
+from tests.support.auth import bearer
+from tests.support.placement import realise
+
+EXPORT = f"{BASE}/nvlink-topology/export"
+KUEUE_SCHEMA = Path(__file__).resolve().parents[1] / "support" / "schemas" / "kueue_topology_v1alpha1.json"
+# Kubernetes label syntax (apimachinery validation): optional DNS-subdomain prefix, 63-char name.
+_NAME = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)"
+_PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+
+
+def valid_label(key: str, value: str) -> bool:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not re.fullmatch(_PREFIX, prefix)):
+        return False
+    if not (0 < len(name) <= 63 and re.fullmatch(_NAME, name)):
+        return False
+    return value == "" or (len(value) <= 63 and re.fullmatch(_NAME, value) is not None)
+
+
+def items(partition: uuid.UUID, *indexes: int) -> list[dict[str, Any]]:
+    return [{"nvLinkLogicalPartitionId": str(partition), "deviceInstance": i} for i in indexes]
+
+
+async def placed(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> tuple[uuid.UUID, list[dict[str, Any]]]:
+    partition = await f.logical_partition(session, world.tenant, world.site)
+    await session.commit()
+    out = []
+    for n in range(3):
+        body = instance_body(world, name=f"node-{n}", nvLinkInterfaces=items(partition.id, 0, 1, 2, 3))
+        response = await client.post(f"{BASE}/instance", json=body, headers=headers)
+        assert response.status_code == 201, response.text
+        out.append(response.json())
+    return partition.id, out
+
+
+async def get(client: httpx.AsyncClient, headers: dict[str, str], fmt: str, **params: str) -> httpx.Response:
+    response = await client.get(EXPORT, params={"format": fmt, **params}, headers=headers)
+    assert response.status_code == 200, response.text
+    return response
+
+
+async def test_clique_id_appears_when_ready(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    partition, instances = await placed(client, headers, world, session)
+    first = uuid.UUID(instances[0]["id"])
+    before = (await client.get(f"{BASE}/instance/{first}", headers=headers)).json()
+    assert before["nvLinkCliqueId"] is None
+    assert {i["nvLinkCliqueId"] for i in before["nvLinkInterfaces"]} == {None}
+    clique = await realise(session, first, partition, 7)
+    await session.commit()
+    after = (await client.get(f"{BASE}/instance/{first}", headers=headers)).json()
+    domain = after["nvLinkInterfaces"][0]["nvLinkDomainId"]
+    assert after["nvLinkCliqueId"] == clique == f"{domain}.7"
+    assert {i["nvLinkCliqueId"] for i in after["nvLinkInterfaces"]} == {clique}
+    listed = (
+        await client.get(f"{BASE}/nvlink-interface", params={"instanceId": str(first)}, headers=headers)
+    ).json()
+    assert {i["nvLinkCliqueId"] for i in listed} == {clique}
+    other = (await client.get(f"{BASE}/instance/{instances[1]['id']}", headers=headers)).json()
+    assert other["nvLinkCliqueId"] is None
+
+
+async def test_slurm_exports(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    partition, instances = await placed(client, headers, world, session)
+    await realise(session, uuid.UUID(instances[0]["id"]), partition, 3)
+    await session.commit()
+    conf = (await get(client, headers, "slurm-topology-conf")).text
+    lines = [line for line in conf.splitlines() if not line.startswith("#")]
+    leaves = dict(re.fullmatch(r"SwitchName=(\S+) Nodes=(\S+)", line).groups() for line in lines[:-1])  # type: ignore[union-attr]
+    root = re.fullmatch(r"SwitchName=nvlink-root Switches=(\S+)", lines[-1])
+    assert root is not None and set(root[1].split(",")) == set(leaves)
+    assert sorted(n for nodes in leaves.values() for n in nodes.split(",")) == ["node-0", "node-1", "node-2"]
+    assert all(name.startswith("nvl-") for name in leaves)
+
+    document = yaml.safe_load((await get(client, headers, "slurm-topology-yaml")).text)
+    (topology,) = document
+    assert topology["topology"] == "nvlink" and topology["cluster_default"] is True
+    blocks = {b["block"]: b["nodes"] for b in topology["block"]["blocks"]}
+    assert blocks == leaves
+
+    templated = (await get(client, headers, "slurm-topology-conf", nodeName="gb-{instance}")).text
+    assert "gb-node-0" in templated
+    bad = await client.get(
+        EXPORT, params={"format": "slurm-topology-conf", "nodeName": "{nope}"}, headers=headers
+    )
+    assert bad.status_code == 400
+
+
+async def test_kubernetes_exports_validate(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    partition, instances = await placed(client, headers, world, session)
+    clique = await realise(session, uuid.UUID(instances[0]["id"]), partition, 12)
+    await session.commit()
+    nodes = json.loads((await get(client, headers, "kubernetes-labels")).text)
+    assert nodes["kind"] == "List" and len(nodes["items"]) == 3
+    for node in nodes["items"]:
+        kubernetes_validate.validate(node, "1.30", strict=True)
+        for key, value in node["metadata"]["labels"].items():
+            assert valid_label(key, value), (key, value)
+    by_name = {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes["items"]}
+    assert by_name["node-0"]["nvidia.com/gpu.clique"] == clique
+    assert by_name["node-0"]["nvlink.nico.io/partition"] == str(partition)
+    assert "nvidia.com/gpu.clique" not in by_name["node-1"]
+    assert by_name["node-0"]["nvlink.nico.io/domain"] == clique.split(".")[0]
+
+    lines = (await get(client, headers, "kubectl-labels")).text.splitlines()
+    assert len(lines) == 3
+    assert any(
+        line.startswith("kubectl label node node-0 --overwrite ")
+        and f"nvidia.com/gpu.clique={clique}" in line
+        for line in lines
+    )
+    assert any(
+        line.startswith("kubectl label node node-1 ") and line.endswith("nvidia.com/gpu.clique-")
+        for line in lines
+    )
+
+    kueue = json.loads((await get(client, headers, "kueue-topology")).text)
+    jsonschema.validate(kueue, json.loads(KUEUE_SCHEMA.read_text()))
+    assert kueue["apiVersion"] == "kueue.x-k8s.io/v1alpha1" and kueue["kind"] == "Topology"
+    levels = [level["nodeLabel"] for level in kueue["spec"]["levels"]]
+    assert levels == ["nvlink.nico.io/domain", "nvidia.com/gpu.clique", "kubernetes.io/hostname"]
+    assert len(set(levels)) == len(levels) and levels[-1] == "kubernetes.io/hostname"
+    # Every level but the node's own is a label the export writes.
+    assert set(levels[:-1]) <= set(by_name["node-0"])
+
+
+async def test_scoping(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    session: AsyncSession,
+    settings: Settings,
+) -> None:
+    await placed(client, headers, world, session)
+    other = await f.tenant(session, "other-org")
+    await f.allocation(session, other, world.site, world.instance_type, 1)
+    await session.commit()
+    theirs = bearer(settings, "other-org")
+    conf = (await client.get(EXPORT, params={"format": "slurm-topology-conf"}, headers=theirs)).text
+    assert "node-0" not in conf and "SwitchName" not in conf
+    provider = bearer(settings, "provider-org", "PROVIDER_VIEWER")
+    provider_export = "/v2/org/provider-org/nico/nvlink-topology/export"
+    whole = await client.get(
+        provider_export, params={"format": "slurm-topology-conf", "scope": "provider"}, headers=provider
+    )
+    assert whole.status_code == 200 and "node-2" in whole.text, whole.text
+    assert (
+        error(await client.get(provider_export, params={"format": "slurm-topology-conf"}, headers=provider))[
+            0
+        ]
+        == 403
+    )
+    denied = await client.get(
+        EXPORT, params={"format": "kueue-topology", "scope": "provider"}, headers=headers
+    )
+    assert denied.status_code == 403
+    bogus = await client.get(EXPORT, params={"format": "bogus"}, headers=headers)
+    assert error(bogus) == (400, bogus.json()["message"]) and "bogus" in bogus.json()["message"]
+    assert ORG == "tenant-org"
+
+
+@pytest.mark.parametrize("fmt", ["slurm-topology-conf", "kubernetes-labels"])
+async def test_empty_site_exports(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, fmt: str
+) -> None:
+    response = await get(client, headers, fmt)
+    assert "node-" not in response.text
