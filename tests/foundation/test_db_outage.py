@@ -38,6 +38,8 @@ def data_operations(app: Any) -> list[tuple[str, str]]:
         while "{" in filled:
             start = filled.index("{")
             filled = filled[:start] + str(uuid.uuid4()) + filled[filled.index("}", start) + 1 :]
+        if filled.endswith("/export"):
+            filled += "?format=kubernetes-labels"  # the one required query parameter
         for method in item:
             operations.append((method.upper(), filled))
     return operations
@@ -72,7 +74,7 @@ async def test_every_data_endpoint_answers_503_in_the_envelope_while_the_databas
             body = response.json()
             assert body == {"source": "nico", "message": DB_UNAVAILABLE, "data": None}
     reads = [k for k, status in answers.items() if k.startswith(("GET", "DELETE"))]
-    assert reads and all(answers[k] == 503 for k in reads), answers
+    assert reads and all(answers[k] == 503 for k in reads), {k: answers[k] for k in reads if answers[k] != 503}
 
 
 async def test_readyz_says_503_without_the_exception_text(

@@ -19,8 +19,9 @@ from nico.cli import app as cli
 from nico.config import NvLinkConfig, Settings
 from nico.fabric.backend import EndpointNotConfigured, FabricRejected, FabricUnavailable
 from nico.fabric.nmxc.client import NmxcBackend
+from nico.reconciler.domain_pass import error_label
 from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler, _error_label
+from nico.reconciler.monitor import Reconciler
 from nico.services.fabric_errors import NOT_CONFIGURED, REFUSED, UNREACHABLE, tenant_error_message
 from nico.sim.fabric import SimFabric
 from tests.support.auth import bearer
@@ -48,7 +49,7 @@ def leaks(text: str, port: int | None = None) -> list[str]:
 )
 def test_fabric_errors_are_told_to_tenants_without_infrastructure(error: Exception, shown: str) -> None:
     assert isinstance(error, FabricUnavailable | EndpointNotConfigured | FabricRejected)
-    raw = _error_label(error, "nmxc")
+    raw = error_label(error, "nmxc")
     assert tenant_error_message(raw) == shown
     assert not leaks(shown)
 
