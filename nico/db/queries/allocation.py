@@ -12,6 +12,8 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import Allocation, AllocationConstraint, Instance, InstanceType, Site, Tenant, TenantSite
+from nico.db.queries.common import id_named, matches, row_locked
+from nico.db.queries.common import site_by_id as site_by_id
 
 ORDER_COLUMNS: dict[str, Any] = {
     "name": Allocation.name,
@@ -75,13 +77,7 @@ def allocations_visible_to(
             wanted = getattr(AllocationConstraint, column).in_(values)
             stmt = stmt.where(Allocation.id.in_(select(AllocationConstraint.allocation_id).where(wanted)))
     if pattern:
-        stmt = stmt.where(
-            or_(
-                Allocation.name.ilike(pattern),
-                Allocation.description.ilike(pattern),
-                Allocation.status.ilike(pattern),
-            )
-        )
+        stmt = stmt.where(matches(pattern, Allocation.name, Allocation.description, Allocation.status))
     return stmt
 
 
@@ -91,9 +87,7 @@ async def allocation_by_id(
     """The allocation; with ``lock`` held FOR NO KEY UPDATE (it is being changed)."""
     if not lock:
         return await session.get(Allocation, allocation_id)
-    found: Allocation | None = await session.scalar(
-        select(Allocation).where(Allocation.id == allocation_id).with_for_update(key_share=True)
-    )
+    found: Allocation | None = await row_locked(session, Allocation, allocation_id)
     return found
 
 
@@ -129,21 +123,13 @@ async def constraint_by_id(session: AsyncSession, constraint_id: uuid.UUID) -> A
 
 async def tenant_locked(session: AsyncSession, tenant_id: uuid.UUID) -> Tenant | None:
     """The tenant row FOR NO KEY UPDATE (inserts referencing it are not blocked)."""
-    found: Tenant | None = await session.scalar(
-        select(Tenant).where(Tenant.id == tenant_id).with_for_update(key_share=True)
-    )
+    found: Tenant | None = await row_locked(session, Tenant, tenant_id)
     return found
-
-
-async def site_by_id(session: AsyncSession, site_id: uuid.UUID) -> Site | None:
-    return await session.get(Site, site_id)
 
 
 async def instance_type_locked(session: AsyncSession, type_id: uuid.UUID) -> InstanceType | None:
     """The instance type FOR NO KEY UPDATE: the lock every capacity check and its write hold."""
-    found: InstanceType | None = await session.scalar(
-        select(InstanceType).where(InstanceType.id == type_id).with_for_update(key_share=True)
-    )
+    found: InstanceType | None = await row_locked(session, InstanceType, type_id)
     return found
 
 
@@ -156,12 +142,8 @@ async def allocation_named(
     other_than: uuid.UUID | None = None,
 ) -> uuid.UUID | None:
     """The id of the tenant's allocation with this name at the site (other than ``other_than``)."""
-    stmt = select(Allocation.id).where(
-        Allocation.tenant_id == tenant_id, Allocation.site_id == site_id, Allocation.name == name
-    )
-    if other_than is not None:
-        stmt = stmt.where(Allocation.id != other_than)
-    found: uuid.UUID | None = await session.scalar(stmt)
+    scope = (Allocation.tenant_id == tenant_id, Allocation.site_id == site_id)
+    found: uuid.UUID | None = await id_named(session, Allocation, name, *scope, other_than=other_than)
     return found
 
 

@@ -7,6 +7,8 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.db.models import Site
+
 
 def text_search(model: Any, query: str) -> ColumnElement[bool]:
     """Case-insensitive substring of the model's name, description or status."""
@@ -24,3 +26,33 @@ async def rows_by_id(session: AsyncSession, model: Any, ids: set[Any]) -> dict[A
     if not ids:
         return {}
     return {row.id: row for row in await session.scalars(select(model).where(model.id.in_(ids)))}
+
+
+def matches(pattern: str, *columns: Any) -> ColumnElement[bool]:
+    """Any of the columns ILIKE ``pattern`` (the list filters' ``query`` as a LIKE pattern)."""
+    return or_(*(column.ilike(pattern) for column in columns))
+
+
+def sites_of_provider(provider_id: Any) -> Any:
+    """The ids of the provider's sites (a subquery for ``site_id.in_``)."""
+    return select(Site.id).where(Site.infrastructure_provider_id == provider_id)
+
+
+async def site_by_id(session: AsyncSession, site_id: Any) -> Site | None:
+    """The site, unlocked (None when there is none)."""
+    return await session.get(Site, site_id)
+
+
+async def row_locked(session: AsyncSession, model: Any, row_id: Any) -> Any:
+    """The row of ``model`` FOR NO KEY UPDATE (inserts referencing it are not blocked)."""
+    return await session.scalar(select(model).where(model.id == row_id).with_for_update(key_share=True))
+
+
+async def id_named(
+    session: AsyncSession, model: Any, name: str, *scope: ColumnElement[bool], other_than: Any = None
+) -> Any:
+    """The id of the ``model`` row in ``scope`` with this name (other than ``other_than``)."""
+    stmt = select(model.id).where(*scope, model.name == name)
+    if other_than is not None:
+        stmt = stmt.where(model.id != other_than)
+    return await session.scalar(stmt)

@@ -14,8 +14,8 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import Select, delete, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.models import Instance, InstanceType, Machine, MachineCapability, NvlinkInterface, Site, Vpc
-from nico.db.queries.common import text_search
+from nico.db.models import Instance, InstanceType, Machine, MachineCapability, NvlinkInterface, Vpc
+from nico.db.queries.common import sites_of_provider, text_search
 from nico.db.queries.placement_events import CLIQUE_OF_INTERFACE
 from nico.db.raw import driver_connection
 
@@ -426,9 +426,7 @@ def instance_ids_where(
     if machine_ids:
         stmt = stmt.where(exists().where(Machine.instance_id == Instance.id, Machine.id.in_(machine_ids)))
     if provider_id is not None:
-        stmt = stmt.where(
-            Instance.site_id.in_(select(Site.id).where(Site.infrastructure_provider_id == provider_id))
-        )
+        stmt = stmt.where(Instance.site_id.in_(sites_of_provider(provider_id)))
     if name is not None:
         stmt = stmt.where(Instance.name == name)
     if query:

@@ -18,9 +18,10 @@ from nico.db.models import (
     InstanceType,
     Machine,
     MachineCapability,
-    Site,
     TenantSite,
 )
+from nico.db.queries.common import id_named, matches, row_locked, sites_of_provider
+from nico.db.queries.common import site_by_id as site_by_id
 
 ORDER_COLUMNS: dict[str, Any] = {
     "name": InstanceType.name,
@@ -66,18 +67,15 @@ def instance_types_where(
         stmt = stmt.where(InstanceType.status == status)
     if pattern:
         stmt = stmt.where(
-            or_(
-                InstanceType.name.ilike(pattern),
-                InstanceType.description.ilike(pattern),
-                InstanceType.status.ilike(pattern),
-                cast(InstanceType.labels, Text).ilike(pattern),
+            matches(
+                pattern,
+                InstanceType.name,
+                InstanceType.description,
+                InstanceType.status,
+                cast(InstanceType.labels, Text),
             )
         )
     return stmt
-
-
-async def site_by_id(session: AsyncSession, site_id: uuid.UUID) -> Site | None:
-    return await session.get(Site, site_id)
 
 
 async def instance_type_by_id(
@@ -86,9 +84,7 @@ async def instance_type_by_id(
     """The instance type; with ``lock`` FOR NO KEY UPDATE (the lock capacity checks serialise on)."""
     if not lock:
         return await session.get(InstanceType, type_id)
-    found: InstanceType | None = await session.scalar(
-        select(InstanceType).where(InstanceType.id == type_id).with_for_update(key_share=True)
-    )
+    found: InstanceType | None = await row_locked(session, InstanceType, type_id)
     return found
 
 
@@ -112,43 +108,40 @@ async def instance_type_named(
     session: AsyncSession, site_id: uuid.UUID, name: str, *, other_than: uuid.UUID | None = None
 ) -> uuid.UUID | None:
     """The id of the site's instance type with this name (other than ``other_than``)."""
-    stmt = select(InstanceType.id).where(InstanceType.site_id == site_id, InstanceType.name == name)
-    if other_than is not None:
-        stmt = stmt.where(InstanceType.id != other_than)
-    found: uuid.UUID | None = await session.scalar(stmt)
+    scope = InstanceType.site_id == site_id
+    found: uuid.UUID | None = await id_named(session, InstanceType, name, scope, other_than=other_than)
     return found
+
+
+async def _capabilities_by(
+    session: AsyncSession, owner: str, owners: Sequence[Any]
+) -> dict[Any, list[MachineCapability]]:
+    """Capabilities grouped by their ``owner`` column (``instance_type_id`` or ``machine_id``), in order."""
+    out: dict[Any, list[MachineCapability]] = defaultdict(list)
+    if owners:
+        column = getattr(MachineCapability, owner)
+        rows = await session.scalars(
+            select(MachineCapability)
+            .where(column.in_(list(owners)))
+            .order_by(MachineCapability.position, MachineCapability.id)
+        )
+        for row in rows:
+            key = getattr(row, owner)
+            assert key is not None
+            out[key].append(row)
+    return out
 
 
 async def capabilities_of_types(
     session: AsyncSession, type_ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, list[MachineCapability]]:
-    out: dict[uuid.UUID, list[MachineCapability]] = defaultdict(list)
-    if type_ids:
-        rows = await session.scalars(
-            select(MachineCapability)
-            .where(MachineCapability.instance_type_id.in_(list(type_ids)))
-            .order_by(MachineCapability.position, MachineCapability.id)
-        )
-        for row in rows:
-            assert row.instance_type_id is not None
-            out[row.instance_type_id].append(row)
-    return out
+    return await _capabilities_by(session, "instance_type_id", type_ids)
 
 
 async def capabilities_of_machines(
     session: AsyncSession, machine_ids: Sequence[str]
 ) -> dict[str, list[MachineCapability]]:
-    out: dict[str, list[MachineCapability]] = defaultdict(list)
-    if machine_ids:
-        rows = await session.scalars(
-            select(MachineCapability)
-            .where(MachineCapability.machine_id.in_(list(machine_ids)))
-            .order_by(MachineCapability.position, MachineCapability.id)
-        )
-        for row in rows:
-            assert row.machine_id is not None
-            out[row.machine_id].append(row)
-    return out
+    return await _capabilities_by(session, "machine_id", machine_ids)
 
 
 async def delete_type_capabilities(session: AsyncSession, type_id: uuid.UUID) -> None:
@@ -240,7 +233,7 @@ async def machines_locked(session: AsyncSession, machine_ids: Sequence[str]) -> 
 
 
 async def provider_site_ids(session: AsyncSession, provider_id: uuid.UUID) -> set[uuid.UUID]:
-    return set(await session.scalars(select(Site.id).where(Site.infrastructure_provider_id == provider_id)))
+    return set(await session.scalars(sites_of_provider(provider_id)))
 
 
 async def machine_by_id(session: AsyncSession, machine_id: str) -> Machine | None:

@@ -6,11 +6,13 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, case, or_, select
+from sqlalchemy import ColumnElement, Select, and_, case, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import MachineStatus
 from nico.db.models import Gpu, Instance, InstanceType, Machine, MachineCapability, Site, TenantSite
+from nico.db.queries.common import matches, sites_of_provider
+from nico.db.queries.common import site_by_id as site_by_id
 
 # A Ready machine holding an instance is shown (and sorted, and filtered) as InUse.
 SHOWN_STATUS: ColumnElement[str] = case(
@@ -26,10 +28,6 @@ ORDER_COLUMNS: dict[str, Any] = {
     "created": Machine.created,
     "updated": Machine.updated,
 }
-
-
-async def site_by_id(session: AsyncSession, site_id: uuid.UUID) -> Site | None:
-    return await session.get(Site, site_id)
 
 
 async def tenant_holds_site(session: AsyncSession, tenant_id: uuid.UUID, site_id: uuid.UUID) -> bool:
@@ -65,9 +63,7 @@ def machines_matching(
     (a statement to page)."""
     stmt = select(Machine)
     if provider_id is not None:
-        stmt = stmt.where(
-            Machine.site_id.in_(select(Site.id).where(Site.infrastructure_provider_id == provider_id))
-        )
+        stmt = stmt.where(Machine.site_id.in_(sites_of_provider(provider_id)))
     if site_id is not None:
         stmt = stmt.where(Machine.site_id == site_id)
     if instance_type_ids:
@@ -96,13 +92,14 @@ def machines_matching(
         stmt = stmt.where(Machine.is_missing_on_site == is_missing_on_site)
     if pattern:
         stmt = stmt.where(
-            or_(
-                Machine.id.ilike(pattern),
-                Machine.hostname.ilike(pattern),
-                Machine.serial_number.ilike(pattern),
-                Machine.vendor.ilike(pattern),
-                Machine.product_name.ilike(pattern),
-                SHOWN_STATUS.ilike(pattern),
+            matches(
+                pattern,
+                Machine.id,
+                Machine.hostname,
+                Machine.serial_number,
+                Machine.vendor,
+                Machine.product_name,
+                SHOWN_STATUS,
             )
         )
     return stmt

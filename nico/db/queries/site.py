@@ -23,6 +23,7 @@ from nico.db.models import (
     TenantSite,
     Vpc,
 )
+from nico.db.queries.common import id_named, matches
 
 ORDER_COLUMNS: dict[str, Any] = {
     "name": Site.name,
@@ -67,12 +68,13 @@ def sites_visible_to(
         stmt = stmt.where(CAPABILITY_COLUMNS[name] == value)
     if pattern:
         stmt = stmt.where(
-            or_(
-                Site.name.ilike(pattern),
-                Site.description.ilike(pattern),
-                Site.status.ilike(pattern),
-                cast(Site.location, Text).ilike(pattern),
-                cast(Site.contact, Text).ilike(pattern),
+            matches(
+                pattern,
+                Site.name,
+                Site.description,
+                Site.status,
+                cast(Site.location, Text),
+                cast(Site.contact, Text),
             )
         )
     return stmt
@@ -107,10 +109,8 @@ async def site_named(
     session: AsyncSession, provider_id: uuid.UUID, name: str, *, other_than: uuid.UUID | None = None
 ) -> uuid.UUID | None:
     """The id of the provider's site with this name (other than ``other_than``)."""
-    stmt = select(Site.id).where(Site.infrastructure_provider_id == provider_id, Site.name == name)
-    if other_than is not None:
-        stmt = stmt.where(Site.id != other_than)
-    found: uuid.UUID | None = await session.scalar(stmt)
+    scope = Site.infrastructure_provider_id == provider_id
+    found: uuid.UUID | None = await id_named(session, Site, name, scope, other_than=other_than)
     return found
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from sqlalchemy import Select, exists, or_, select
+from sqlalchemy import Select, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.models import InstanceInterface, Site, Subnet, TenantSite, Vpc
+from nico.db.models import InstanceInterface, Subnet, TenantSite, Vpc
+from nico.db.queries.common import id_named, matches
+from nico.db.queries.common import site_by_id as site_by_id
 
 ORDER_COLUMNS: dict[str, Any] = {
     "name": Subnet.name,
@@ -28,10 +30,6 @@ async def vpc_by_id(session: AsyncSession, vpc_id: uuid.UUID) -> Vpc | None:
     return await session.get(Vpc, vpc_id)
 
 
-async def site_by_id(session: AsyncSession, site_id: uuid.UUID) -> Site | None:
-    return await session.get(Site, site_id)
-
-
 async def tenant_holds_site(session: AsyncSession, tenant_id: uuid.UUID, site_id: uuid.UUID) -> bool:
     return await session.get(TenantSite, (tenant_id, site_id)) is not None
 
@@ -45,12 +43,8 @@ async def subnet_named(
     other_than: uuid.UUID | None = None,
 ) -> uuid.UUID | None:
     """The id of the tenant's subnet with this name at the site (other than ``other_than``)."""
-    stmt = select(Subnet.id).where(
-        Subnet.tenant_id == tenant_id, Subnet.site_id == site_id, Subnet.name == name
-    )
-    if other_than is not None:
-        stmt = stmt.where(Subnet.id != other_than)
-    found: uuid.UUID | None = await session.scalar(stmt)
+    scope = (Subnet.tenant_id == tenant_id, Subnet.site_id == site_id)
+    found: uuid.UUID | None = await id_named(session, Subnet, name, *scope, other_than=other_than)
     return found
 
 
@@ -84,9 +78,7 @@ def subnets_of_tenant(
     if status is not None:
         stmt = stmt.where(Subnet.status == status)
     if pattern:
-        stmt = stmt.where(
-            or_(Subnet.name.ilike(pattern), Subnet.description.ilike(pattern), Subnet.status.ilike(pattern))
-        )
+        stmt = stmt.where(matches(pattern, Subnet.name, Subnet.description, Subnet.status))
     return stmt
 
 

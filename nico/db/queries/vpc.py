@@ -10,8 +10,8 @@ from sqlalchemy import Select, delete, exists, false, func, select, text
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.models import Instance, LogicalPartition, NvlinkInterface, Site, Subnet, Vpc
-from nico.db.queries.common import text_search
+from nico.db.models import Instance, LogicalPartition, NvlinkInterface, Subnet, Vpc
+from nico.db.queries.common import sites_of_provider, text_search
 
 
 async def lock_vni_choice(session: AsyncSession, site_id: uuid.UUID) -> None:
@@ -113,9 +113,7 @@ def tenant_vpcs_where(
     if none:
         stmt = stmt.where(false())
     if provider_id is not None:
-        stmt = stmt.where(
-            Vpc.site_id.in_(select(Site.id).where(Site.infrastructure_provider_id == provider_id))
-        )
+        stmt = stmt.where(Vpc.site_id.in_(sites_of_provider(provider_id)))
     if query:
         stmt = stmt.where(text_search(Vpc, query))
     return stmt
