@@ -22,6 +22,7 @@ from rich.table import Table
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.admin_nvlink_cli import register as register_nvlink_commands
+from nico.cli_support import in_transaction
 from nico.config import ConfigError
 from nico.services.errors import ServiceError
 
@@ -106,18 +107,6 @@ def parse_body(body: dict[str, Any]) -> Any:
         )
     except ValidationError as exc:
         raise fail(f"invalid body: {exc.errors()[0]['msg']}", 2) from None
-
-
-async def in_transaction(url: str, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-    """Run ``work`` in one transaction on its own small engine (commands are short-lived)."""
-    from nico.db.engine import make_engine, make_session_factory, transaction
-
-    engine = make_engine(url, pool_size=2)
-    try:
-        async with transaction(make_session_factory(engine)) as session:
-            return await work(session)
-    finally:
-        await engine.dispose()
 
 
 def with_session(work: Callable[[AsyncSession], Awaitable[T]]) -> T:

@@ -108,22 +108,12 @@ def _uuid(name: str, value: str | None) -> uuid.UUID | None:
 
 def with_session(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
     """Run ``work`` in one transaction on the configured database; a refusal prints its message."""
-    from nico.cli import database_url_or_exit, settings_or_exit
-    from nico.db.engine import make_engine, make_session_factory, transaction
+    from nico.cli_support import database_url_or_exit, in_transaction, settings_or_exit
     from nico.services.errors import ServiceError
 
     url = database_url_or_exit(settings_or_exit())
-
-    async def run() -> T:
-        engine = make_engine(url, pool_size=2)
-        try:
-            async with transaction(make_session_factory(engine)) as session:
-                return await work(session)
-        finally:
-            await engine.dispose()
-
     try:
-        return asyncio.run(run())
+        return asyncio.run(in_transaction(url, work))
     except ServiceError as exc:
         raise _fail(exc.message) from None
 

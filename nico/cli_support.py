@@ -7,11 +7,18 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 from rich.console import Console
 
 from nico.config import ConfigError, Settings, load_settings
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+T = TypeVar("T")
 
 console = Console(stderr=True)
 # Libraries whose INFO lines are for whoever debugs them: the embedded server prints every pg_ctl
@@ -69,3 +76,15 @@ def one_line(exc: BaseException) -> str:
         return f"{output.strip().splitlines()[-1]} ({exc})"
     text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
+
+
+async def in_transaction(url: str, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
+    """Run ``work`` in one transaction on its own small engine (commands are short-lived)."""
+    from nico.db.engine import make_engine, make_session_factory, transaction
+
+    engine = make_engine(url, pool_size=2)
+    try:
+        async with transaction(make_session_factory(engine)) as session:
+            return await work(session)
+    finally:
+        await engine.dispose()

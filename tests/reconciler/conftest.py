@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,15 @@ from nico.sim.inprocess import InProcessBackend
 from tests.support.sim_site import SimSite, seed
 
 MakeReconciler = Callable[..., Reconciler]
+
+
+@pytest.fixture
+def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str, db: str, tmp_path: Path) -> dict[str, str]:
+    """The CLI's environment: the test database and a scratch data dir."""
+    env = {"NICO_DATABASE_URL": database_url, "NICO_DATA_DIR": str(tmp_path)}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
 
 
 @pytest_asyncio.fixture

@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import sys
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -19,14 +18,6 @@ from nico.db.models import FabricCredential, Gpu
 from nico.sim.fabric import SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
 from tests.support.sim_site import seed
-
-
-@pytest.fixture
-def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str, db: str, tmp_path: Path) -> dict[str, str]:
-    env = {"NICO_DATABASE_URL": database_url, "NICO_DATA_DIR": str(tmp_path)}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return env
 
 
 def run(*args: str) -> tuple[int, str]:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 
-import pytest
 import yaml
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -20,14 +18,6 @@ from nico.sim.fabric import SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
 from tests.support import factories as f
 from tests.support.sim_site import place, seed
-
-
-@pytest.fixture
-def cli_env(monkeypatch: pytest.MonkeyPatch, database_url: str, db: str, tmp_path: Path) -> dict[str, str]:
-    env = {"NICO_DATABASE_URL": database_url, "NICO_DATA_DIR": str(tmp_path)}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    return env
 
 
 async def run(*args: str) -> tuple[int, str]:
