@@ -9,63 +9,25 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from tests.support.browser import headless_chromium, until
 from tests.support.demo_process import DemoProcess, free_port
 
 pytestmark = pytest.mark.e2e
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-DEADLINE = 45.0
-POLL = 0.1
-
-
-def until(what: str, check: Callable[[], Any], within: float = DEADLINE) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what} not reached within {within}s"
-        time.sleep(POLL)
 
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[WebDriver]:
-    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), (
-        "headless Chromium is required (Debian packages chromium and chromium-driver; .ci/run installs them)"
-    )
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        "--window-size=1360,1000",
-        f"--user-data-dir={tmp_path / 'chromium'}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
+    with headless_chromium(tmp_path / "chromium", "--window-size=1360,1000") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 class Tenant:

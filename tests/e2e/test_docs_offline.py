@@ -5,36 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from nico.api.app import build_context, create_app
 from nico.config import load_settings
 from nico.serving import EmbeddedServer
+from tests.support.browser import headless_chromium, until
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.e2e
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-DEADLINE = 45.0
-
-
-def until(what: str, check: Callable[[], Any], within: float = DEADLINE) -> Any:
-    deadline = time.monotonic() + within
-    while True:
-        value = check()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what} not reached within {within}s"
-        time.sleep(0.1)
 
 
 @pytest.fixture
@@ -59,31 +44,11 @@ def docs_server(tmp_path: Path) -> Iterator[tuple[str, Any]]:
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[WebDriver]:
-    assert Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists(), (
-        "headless Chromium is required (Debian packages chromium and chromium-driver; .ci/run installs them)"
-    )
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--disable-dev-shm-usage",
-        # No name resolves but loopback: a CDN asset could not load even on a machine with internet.
-        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
-        f"--user-data-dir={tmp_path / 'chromium'}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
+    # No name resolves but loopback: a CDN asset could not load even on a machine with internet.
+    with headless_chromium(
+        tmp_path / "chromium", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"
+    ) as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def test_swagger_ui_lists_the_operations_with_no_network_but_loopback(
