@@ -152,6 +152,25 @@ def test_the_readme_walkthrough_runs_as_written_and_a_second_demo_run_reuses_the
         assert again.stop() == 0, again.output()
 
 
+def walkthrough_after_exports(
+    demo: DemoProcess, env: dict[str, str], cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The walkthrough after the banner's ``export`` lines, in ``env``: it succeeds, all instances Ready."""
+    exports = [line.strip() for line in demo.stdout if line.strip().startswith("export ")]
+    assert exports, demo.output()
+    ran = subprocess.run(
+        ["bash", "-c", "\n".join([*exports, walkthrough()])],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert ran.returncode == 0, f"walkthrough failed:\n{ran.stdout}\n{ran.stderr}\n{demo.output()}"
+    assert "18/18 instances Ready" in ran.stdout
+    return ran
+
+
 @pytest.mark.parametrize(
     "args",
     [("--backend", "nmxm", "--racks", "1"), ("--org", "acme", "--racks", "1")],
@@ -161,18 +180,8 @@ def test_the_readme_walkthrough_runs_with_the_banners_exports(tmp_path: Path, ar
     """The walkthrough after the banner's ``export`` line, in a shell with none of the demo's variables."""
     demo = DemoProcess(tmp_path / "data", *args).start()
     try:
-        exports = [line.strip() for line in demo.stdout if line.strip().startswith("export ")]
-        assert exports, demo.output()
         env = {k: v for k, v in demo.env.items() if not k.startswith("NICO_")}
-        ran = subprocess.run(
-            ["bash", "-c", "\n".join([*exports, walkthrough()])],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert ran.returncode == 0, f"walkthrough failed:\n{ran.stdout}\n{ran.stderr}\n{demo.output()}"
-        assert "18/18 instances Ready" in ran.stdout
+        ran = walkthrough_after_exports(demo, env)
         assert "created a new signing key" not in ran.stderr
         kind = "nmxm" if "nmxm" in args else "nmxc"
         assert re.search(

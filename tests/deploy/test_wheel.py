@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.demo.test_walkthrough import walkthrough
+from tests.demo.test_walkthrough import walkthrough_after_exports
 from tests.support.demo_process import DemoProcess
 
 pytestmark = pytest.mark.e2e
@@ -66,16 +66,6 @@ def test_the_installed_wheel_runs_the_demo_and_the_walkthrough_from_any_director
     demo.start()
     try:
         assert "Traceback" not in demo.output() and "pg_ctl" not in demo.output(), demo.output()
-        exports = [line.strip() for line in demo.stdout if line.strip().startswith("export ")]
-        ran = subprocess.run(
-            ["bash", "-c", "\n".join([*exports, walkthrough()])],
-            cwd=elsewhere,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert ran.returncode == 0, f"walkthrough failed:\n{ran.stdout}\n{ran.stderr}\n{demo.output()}"
-        assert "18/18 instances Ready" in ran.stdout
+        walkthrough_after_exports(demo, env, cwd=elsewhere)
     finally:
         assert demo.stop() == 0, demo.output()
