@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import httpx
@@ -40,6 +41,23 @@ def instance_body(world: f.NvlinkSite, name: str = "inst-1", **extra: Any) -> di
     }
     body.update(extra)
     return body
+
+
+async def make_instances(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, partition: uuid.UUID, count: int
+) -> list[uuid.UUID]:
+    """``count`` instances node-0.. with four NVLink interfaces each in ``partition``; their ids."""
+    out = []
+    for n in range(count):
+        items = [{"nvLinkLogicalPartitionId": str(partition), "deviceInstance": i} for i in range(4)]
+        response = await client.post(
+            f"{BASE}/instance",
+            json=instance_body(world, name=f"node-{n}", nvLinkInterfaces=items),
+            headers=headers,
+        )
+        assert response.status_code == 201, response.text
+        out.append(uuid.UUID(response.json()["id"]))
+    return out
 
 
 def batch_body(world: f.NvlinkSite, count: int = 2, **extra: Any) -> dict[str, Any]:

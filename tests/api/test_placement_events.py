@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
 from nico.db.queries.placement_events import PRUNE as PRUNE_SQL
-from tests.api.conftest import BASE, instance_body
+from tests.api.conftest import BASE, instance_body, make_instances
 from tests.support import factories as f
 from tests.support.auth import bearer
 from tests.support.placement import realise
@@ -67,22 +67,6 @@ class Consumer:
 def body(event: ServerSentEvent) -> dict[str, Any]:
     data: dict[str, Any] = event.json()
     return data
-
-
-async def make_instances(
-    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, partition: uuid.UUID, count: int
-) -> list[uuid.UUID]:
-    out = []
-    for n in range(count):
-        items = [{"nvLinkLogicalPartitionId": str(partition), "deviceInstance": i} for i in range(4)]
-        response = await client.post(
-            f"{BASE}/instance",
-            json=instance_body(world, name=f"node-{n}", nvLinkInterfaces=items),
-            headers=headers,
-        )
-        assert response.status_code == 201, response.text
-        out.append(uuid.UUID(response.json()["id"]))
-    return out
 
 
 @pytest.mark.e2e

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
 from nico.db.models import Machine
-from tests.api.conftest import BASE, ORG, instance_body
+from tests.api.conftest import ORG, make_instances
 from tests.support import factories as f
 from tests.support.auth import bearer
 from tests.support.net import free_port
@@ -52,13 +52,9 @@ async def site_with_instances(
     """``count`` instances named node-N; returns the partition, ids by name and domains by name."""
     partition = await f.logical_partition(session, world.tenant, world.site)
     await session.commit()
-    ids, domains = {}, {}
-    for n in range(count):
-        items = [{"nvLinkLogicalPartitionId": str(partition.id), "deviceInstance": i} for i in range(4)]
-        body = instance_body(world, name=f"node-{n}", nvLinkInterfaces=items)
-        response = await client.post(f"{BASE}/instance", json=body, headers=headers)
-        assert response.status_code == 201, response.text
-        ids[f"node-{n}"] = uuid.UUID(response.json()["id"])
+    made = await make_instances(client, headers, world, partition.id, count)
+    ids = {f"node-{n}": instance_id for n, instance_id in enumerate(made)}
+    domains = {}
     for name, instance_id in ids.items():
         domain = await session.scalar(
             select(Machine.nvlink_domain_uuid).where(Machine.instance_id == instance_id)
