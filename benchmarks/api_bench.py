@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -25,6 +24,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from bench_support import free_port, server_env
 
 CLIENTS = 16
 ORG = "bench-org"
@@ -244,13 +245,6 @@ def cpu_seconds(server_pid: int) -> dict[str, float]:
     return totals
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def wait_ready(port: int, process: subprocess.Popen[bytes], timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -295,16 +289,9 @@ def main() -> None:
         migrate.upgrade(url)
         ids = seed(url, args.racks)
         port = free_port()
-        env = {
-            **os.environ,
-            "NICO_DATABASE_URL": url,
-            "NICO_DATA_DIR": str(data_dir),
-            "NICO_AUTH__HS256_SECRET": SECRET,
-            "NICO_LOG_LEVEL": "WARNING",
-            # A pool as large as the concurrency: overflow connections are closed on return, so a
-            # smaller pool would open (fork a backend, re-plan statements) and close them all the time.
-            "NICO_DB_POOL_SIZE": str(CLIENTS),
-        }
+        # A pool as large as the concurrency: overflow connections are closed on return, so a
+        # smaller pool would open (fork a backend, re-plan statements) and close them all the time.
+        env = server_env(url, data_dir, SECRET, NICO_DB_POOL_SIZE=str(CLIENTS))
         nico = str(Path(sys.executable).with_name("nico"))
         server = subprocess.Popen([nico, "serve", "--no-reconciler", "--port", str(port)], env=env)
         try:

@@ -15,9 +15,7 @@ import argparse
 import asyncio
 import atexit
 import contextlib
-import os
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from bench_support import free_port, server_env
 
 from nico.api.auth import issue_dev_token
 from nico.config import load_settings
@@ -38,13 +37,6 @@ from nico.sim.fabric import SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
 
 SECRET = "convergence-bench-secret-0123456789abcdef"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 async def expect(response: httpx.Response, status: int = 201) -> Any:
@@ -167,13 +159,7 @@ async def run(args: argparse.Namespace) -> None:
     for domain in fabric.domains:
         fabric.set_faults(domain, latency=args.latency)
     port = free_port()
-    env = {
-        **os.environ,
-        "NICO_DATABASE_URL": database_url,
-        "NICO_DATA_DIR": str(data),
-        "NICO_AUTH__HS256_SECRET": SECRET,
-        "NICO_LOG_LEVEL": "WARNING",
-    }
+    env = server_env(database_url, data, SECRET)
     server = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "nico.cli", "serve", "--port", str(port), env=env
     )

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from bench_support import free_port, server_env
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -45,7 +45,6 @@ async def run(url: str, data_dir: Path, count: int) -> list[float]:
     from nico.config import load_settings
     from nico.export_cli import SseReader
     from tests.support import factories as f
-    from tests.support.net import free_port
     from tests.support.placement import realise
 
     settings = load_settings(database_url=url, data_dir=data_dir, auth={"hs256_secret": SECRET})
@@ -56,13 +55,7 @@ async def run(url: str, data_dir: Path, count: int) -> list[float]:
         partition = await f.logical_partition(session, world.tenant, world.site)
         await session.commit()
     port = free_port()
-    env = {
-        **os.environ,
-        "NICO_DATABASE_URL": url,
-        "NICO_DATA_DIR": str(data_dir),
-        "NICO_AUTH__HS256_SECRET": SECRET,
-        "NICO_LOG_LEVEL": "WARNING",
-    }
+    env = server_env(url, data_dir, SECRET)
     nico = str(Path(sys.executable).with_name("nico"))
     server = await asyncio.create_subprocess_exec(
         nico, "serve", "--no-reconciler", "--port", str(port), env=env
