@@ -160,8 +160,7 @@ def reconcile(
     """Run the NVLink reconciler alone (run several to share the domains)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from nico.db.engine import make_engine
-    from nico.reconciler.runtime import run_reconciler
+    from nico.serving import reconcile_forever
 
     settings = settings_or_exit()
     setup_logging(settings, verbose=verbose)
@@ -175,15 +174,8 @@ def reconcile(
             raise fail(f"cannot listen on {metrics_host}:{metrics_port} ({exc.strerror})") from None
         console.print(f"metrics at http://{metrics_host}:{metrics_port}/metrics")
 
-    async def main() -> None:
-        engine = make_engine(url, pool_size=settings.db_pool_size)
-        try:
-            await run_reconciler(settings, engine, registry)
-        finally:
-            await engine.dispose()
-
     try:
-        asyncio.run(main())
+        asyncio.run(reconcile_forever(settings, url, registry))
     except KeyboardInterrupt:
         pass
     except ConfigError as exc:

@@ -14,6 +14,7 @@ import uvicorn
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
+    from prometheus_client import CollectorRegistry
 
     from nico.config import Settings
 
@@ -59,21 +60,22 @@ def serve_workers(settings: Settings, url: str, workers: int, *, reconciler: boo
     )
 
 
-def _reconcile(settings: Settings, url: str, metrics_port: int) -> None:
-    from prometheus_client import CollectorRegistry, start_http_server
-
+async def reconcile_forever(settings: Settings, url: str, registry: CollectorRegistry) -> None:
+    """The reconciler on its own engine (disposed when it stops), metrics in ``registry``."""
     from nico.db.engine import make_engine
     from nico.reconciler.runtime import run_reconciler
+
+    engine = make_engine(url, pool_size=settings.db_pool_size)
+    try:
+        await run_reconciler(settings, engine, registry)
+    finally:
+        await engine.dispose()
+
+
+def _reconcile(settings: Settings, url: str, metrics_port: int) -> None:
+    from prometheus_client import CollectorRegistry, start_http_server
 
     registry = CollectorRegistry()
     if metrics_port:
         start_http_server(metrics_port, addr=settings.api.host, registry=registry)
-
-    async def main() -> None:
-        engine = make_engine(url, pool_size=settings.db_pool_size)
-        try:
-            await run_reconciler(settings, engine, registry)
-        finally:
-            await engine.dispose()
-
-    asyncio.run(main())
+    asyncio.run(reconcile_forever(settings, url, registry))
