@@ -157,6 +157,12 @@ class NmxcBackend:
         except grpc.aio.AioRpcError as exc:
             raise _status_error(exc, rpc, endpoint) from None
 
+    async def _ask(self, target: DomainTarget, rpc: str, request: Any) -> Any:
+        """Call ``rpc`` and refuse its reply unless it is a SUCCESS from the target's controller."""
+        reply = await self._call(target, rpc, request)
+        self._check(target, rpc, reply.server_header)
+        return reply
+
     def _check(self, target: DomainTarget, rpc: str, header: pb.ServerHeader) -> None:
         """Refuse a reply that is not SUCCESS or that comes from another domain's controller."""
         if header.return_code != SUCCESS:
@@ -193,8 +199,7 @@ class NmxcBackend:
 
     async def list_partitions(self, target: DomainTarget) -> list[FabricPartition]:
         request = pb.GetPartitionInfoListRequest(context=self._context(), gateway_id=self._gateway_id)
-        reply = await self._call(target, "GetPartitionInfoList", request)
-        self._check(target, "GetPartitionInfoList", reply.server_header)
+        reply = await self._ask(target, "GetPartitionInfoList", request)
         return [
             FabricPartition(
                 partition_id=info.partition_id.partition_id,
@@ -241,8 +246,7 @@ class NmxcBackend:
                     f"multicast_groups_limit {multicast_groups_limit} out of range", code="BAD_LIMIT"
                 )
             request.attr.multicast_groups_limit = multicast_groups_limit
-        reply = await self._call(target, "CreatePartition", request)
-        self._check(target, "CreatePartition", reply.server_header)
+        reply = await self._ask(target, "CreatePartition", request)
         partition_id = reply.partition_id.partition_id
         return FabricPartition(
             partition_id=partition_id,
@@ -260,8 +264,7 @@ class NmxcBackend:
         request = pb.GetPartitionCountRequest(
             context=self._context(), info_attr=pb.NMX_PARTITION_INFO_ATTR_ALL, gateway_id=self._gateway_id
         )
-        reply = await self._call(target, "GetPartitionCount", request)
-        self._check(target, "GetPartitionCount", reply.server_header)
+        reply = await self._ask(target, "GetPartitionCount", request)
         return int(reply.num_partitions)
 
     async def partition_sizes(self, target: DomainTarget) -> dict[int, int]:
@@ -269,8 +272,7 @@ class NmxcBackend:
         request = pb.GetPartitionIdListRequest(
             context=self._context(), info_attr=pb.NMX_PARTITION_INFO_ATTR_ALL, gateway_id=self._gateway_id
         )
-        reply = await self._call(target, "GetPartitionIdList", request)
-        self._check(target, "GetPartitionIdList", reply.server_header)
+        reply = await self._ask(target, "GetPartitionIdList", request)
         return {p.partition_id.partition_id: int(p.num_gpus) for p in reply.partition_list}
 
     async def partitions_by_id(self, target: DomainTarget, partition_ids: list[int]) -> list[FabricPartition]:
@@ -282,8 +284,7 @@ class NmxcBackend:
             partition_id_list=[pb.PartitionId(partition_id=i) for i in partition_ids],
             gateway_id=self._gateway_id,
         )
-        reply = await self._call(target, "GetPartitionInfoList", request)
-        self._check(target, "GetPartitionInfoList", reply.server_header)
+        reply = await self._ask(target, "GetPartitionInfoList", request)
         return [
             FabricPartition(
                 partition_id=info.partition_id.partition_id,
@@ -299,40 +300,29 @@ class NmxcBackend:
 
     async def list_compute_nodes(self, target: DomainTarget) -> list[FabricComputeNode]:
         request = pb.GetComputeNodeInfoListRequest(context=self._context(), gateway_id=self._gateway_id)
-        reply = await self._call(target, "GetComputeNodeInfoList", request)
-        self._check(target, "GetComputeNodeInfoList", reply.server_header)
+        reply = await self._ask(target, "GetComputeNodeInfoList", request)
         return [
             FabricComputeNode(
-                chassis_serial=node.loc.chassis_serial_number,
-                tray_index=node.loc.tray_index,
-                slot_id=node.loc.location.slot_id,
                 num_gpus=node.num_gpus,
-                health=_name(pb.ComputeNodeHealth, node.node_health, "NMX_COMPUTE_NODE_HEALTH_"),
-                partition_ids=frozenset(p.partition_id for p in node.partition_id_list),
+                **_node_fields(node, pb.ComputeNodeHealth, "NMX_COMPUTE_NODE_HEALTH_"),
             )
             for node in reply.node_info_list
         ]
 
     async def list_switch_nodes(self, target: DomainTarget) -> list[FabricSwitchNode]:
         request = pb.GetSwitchNodeInfoListRequest(context=self._context(), gateway_id=self._gateway_id)
-        reply = await self._call(target, "GetSwitchNodeInfoList", request)
-        self._check(target, "GetSwitchNodeInfoList", reply.server_header)
+        reply = await self._ask(target, "GetSwitchNodeInfoList", request)
         return [
             FabricSwitchNode(
-                chassis_serial=node.loc.chassis_serial_number,
-                tray_index=node.loc.tray_index,
-                slot_id=node.loc.location.slot_id,
                 num_switches=node.num_switches,
-                health=_name(pb.SwitchNodeHealth, node.node_health, "NMX_SWITCH_NODE_HEALTH_"),
-                partition_ids=frozenset(p.partition_id for p in node.partition_id_list),
+                **_node_fields(node, pb.SwitchNodeHealth, "NMX_SWITCH_NODE_HEALTH_"),
             )
             for node in reply.node_info_list
         ]
 
     async def domain_limits(self, target: DomainTarget) -> DomainLimits:
         request = pb.GetDomainPropertiesRequest(context=self._context(), gateway_id=self._gateway_id)
-        reply = await self._call(target, "GetDomainProperties", request)
-        self._check(target, "GetDomainProperties", reply.server_header)
+        reply = await self._ask(target, "GetDomainProperties", request)
         return DomainLimits(
             max_compute_nodes=reply.max_compute_nodes,
             max_gpus_per_compute_node=reply.max_gpus_per_compute_node,
@@ -390,8 +380,7 @@ class NmxcBackend:
             gateway_id=self._gateway_id,
             reroute=True,
         )
-        reply = await self._call(target, rpc, request)
-        self._check(target, rpc, reply.server_header)
+        await self._ask(target, rpc, request)
 
     async def delete_partition(self, target: DomainTarget, partition: FabricPartition) -> None:
         request = pb.DeletePartitionRequest(
@@ -399,15 +388,13 @@ class NmxcBackend:
             partition_id=pb.PartitionId(partition_id=partition.partition_id),
             gateway_id=self._gateway_id,
         )
-        reply = await self._call(target, "DeletePartition", request)
-        self._check(target, "DeletePartition", reply.server_header)
+        await self._ask(target, "DeletePartition", request)
 
     async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
         request = pb.GetGpuInfoListRequest(
             context=self._context(), attr=pb.NMX_GPU_ATTR_ALL, gateway_id=self._gateway_id
         )
-        reply = await self._call(target, "GetGpuInfoList", request)
-        self._check(target, "GetGpuInfoList", reply.server_header)
+        reply = await self._ask(target, "GetGpuInfoList", request)
         domain = _uuid(reply.server_header.domain_uuid) or target.domain_uuid
         return [
             FabricGpu(
@@ -524,6 +511,17 @@ def _uuid(text: str) -> uuid.UUID | None:
 
 def _health(value: int) -> str:
     return _name(pb.GpuHealth, value, _HEALTH_PREFIX)
+
+
+def _node_fields(node: Any, health: Any, prefix: str) -> dict[str, Any]:
+    """What a compute node and a switch tray report alike: where it is, its health, its partitions."""
+    return {
+        "chassis_serial": node.loc.chassis_serial_number,
+        "tray_index": node.loc.tray_index,
+        "slot_id": node.loc.location.slot_id,
+        "health": _name(health, node.node_health, prefix),
+        "partition_ids": frozenset(p.partition_id for p in node.partition_id_list),
+    }
 
 
 def _name(enum: Any, value: int, prefix: str) -> str:
