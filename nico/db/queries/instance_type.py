@@ -20,7 +20,7 @@ from nico.db.models import (
     MachineCapability,
     TenantSite,
 )
-from nico.db.queries.common import id_named, matches, row_locked, sites_of_provider
+from nico.db.queries.common import id_named, matches, row_locked, rows_by_id, sites_of_provider
 from nico.db.queries.common import site_by_id as site_by_id
 
 ORDER_COLUMNS: dict[str, Any] = {
@@ -97,11 +97,7 @@ async def instance_type_visible(
 async def instance_types_by_id(
     session: AsyncSession, ids: Iterable[uuid.UUID]
 ) -> dict[uuid.UUID, InstanceType]:
-    wanted = set(ids)
-    if not wanted:
-        return {}
-    rows = await session.scalars(select(InstanceType).where(InstanceType.id.in_(wanted)))
-    return {row.id: row for row in rows}
+    return await rows_by_id(session, InstanceType, set(ids))
 
 
 async def instance_type_named(

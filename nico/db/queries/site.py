@@ -23,7 +23,7 @@ from nico.db.models import (
     TenantSite,
     Vpc,
 )
-from nico.db.queries.common import id_named, matches
+from nico.db.queries.common import id_named, matches, rows_by_id
 
 ORDER_COLUMNS: dict[str, Any] = {
     "name": Site.name,
@@ -99,10 +99,7 @@ async def site_visible_to(
 
 
 async def sites_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Site]:
-    wanted = set(ids)
-    if not wanted:
-        return {}
-    return {site.id: site for site in await session.scalars(select(Site).where(Site.id.in_(wanted)))}
+    return await rows_by_id(session, Site, set(ids))
 
 
 async def site_named(
