@@ -12,14 +12,11 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import Allocation, AllocationConstraint, Instance, InstanceType, Site, Tenant, TenantSite
-from nico.db.queries.common import id_named, matches, row_locked
+from nico.db.queries.common import columns, id_named, matches, row_locked
 from nico.db.queries.common import site_by_id as site_by_id
 
 ORDER_COLUMNS: dict[str, Any] = {
-    "name": Allocation.name,
-    "status": Allocation.status,
-    "created": Allocation.created,
-    "updated": Allocation.updated,
+    **columns(Allocation),
     "site_name": select(Site.name).where(Site.id == Allocation.site_id).scalar_subquery(),
     "tenant_org_display_name": select(Tenant.org_display_name)
     .where(Tenant.id == Allocation.tenant_id)

@@ -9,6 +9,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import Site
 
+NAMED_ORDER = ("name", "status", "created", "updated")
+
+
+def columns(model: Any, names: tuple[str, ...] = NAMED_ORDER) -> dict[str, Any]:
+    """The model's columns by name: the sort keys of a list (``sortBy``), named ones by default."""
+    return {name: getattr(model, name) for name in names}
+
 
 def text_search(model: Any, query: str) -> ColumnElement[bool]:
     """Case-insensitive substring of the model's name, description or status."""

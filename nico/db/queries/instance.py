@@ -15,7 +15,7 @@ from sqlalchemy import Select, delete, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import Instance, InstanceType, Machine, MachineCapability, NvlinkInterface, Vpc
-from nico.db.queries.common import sites_of_provider, text_search
+from nico.db.queries.common import columns, sites_of_provider, text_search
 from nico.db.queries.placement_events import CLIQUE_OF_INTERFACE
 from nico.db.raw import driver_connection
 
@@ -440,10 +440,7 @@ _MACHINE_OF = select(Machine.id).where(Machine.instance_id == Instance.id).scala
 _TYPE_NAME = select(InstanceType.name).where(InstanceType.id == Instance.instance_type_id).scalar_subquery()
 # The orders of instance lists, by API order field.
 INSTANCE_ORDER: dict[str, Any] = {
-    "name": Instance.name,
-    "status": Instance.status,
-    "created": Instance.created,
-    "updated": Instance.updated,
+    **columns(Instance),
     "machine_id": _MACHINE_OF,
     "instance_type_name": _TYPE_NAME,
     # One tenant per list, no InfiniBand, no security groups: these orders are the creation order.

@@ -20,15 +20,10 @@ from nico.db.models import (
     MachineCapability,
     TenantSite,
 )
-from nico.db.queries.common import id_named, matches, row_locked, rows_by_id, sites_of_provider
+from nico.db.queries.common import columns, id_named, matches, row_locked, rows_by_id, sites_of_provider
 from nico.db.queries.common import site_by_id as site_by_id
 
-ORDER_COLUMNS: dict[str, Any] = {
-    "name": InstanceType.name,
-    "status": InstanceType.status,
-    "created": InstanceType.created,
-    "updated": InstanceType.updated,
-}
+ORDER_COLUMNS: dict[str, Any] = columns(InstanceType)
 ASSOCIATION_ORDER_COLUMNS: dict[str, Any] = {"created": Machine.updated, "updated": Machine.updated}
 
 

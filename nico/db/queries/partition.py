@@ -11,7 +11,7 @@ from sqlalchemy import Select, delete, distinct, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import LogicalPartition, NvlinkInterface, PhysicalPartition, Site, Vpc
-from nico.db.queries.common import text_search
+from nico.db.queries.common import columns, text_search
 
 Connection = psycopg.AsyncConnection[Any]
 
@@ -138,12 +138,7 @@ def tenant_partitions_where(
     return stmt
 
 
-PARTITION_ORDER: dict[str, Any] = {
-    "name": LogicalPartition.name,
-    "status": LogicalPartition.status,
-    "created": LogicalPartition.created,
-    "updated": LogicalPartition.updated,
-}
+PARTITION_ORDER: dict[str, Any] = columns(LogicalPartition)
 
 
 async def partition_named(session: AsyncSession, tenant_id: uuid.UUID, name: str) -> uuid.UUID | None:

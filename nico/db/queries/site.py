@@ -23,13 +23,10 @@ from nico.db.models import (
     TenantSite,
     Vpc,
 )
-from nico.db.queries.common import id_named, matches, rows_by_id
+from nico.db.queries.common import columns, id_named, matches, rows_by_id
 
 ORDER_COLUMNS: dict[str, Any] = {
-    "name": Site.name,
-    "status": Site.status,
-    "created": Site.created,
-    "updated": Site.updated,
+    **columns(Site),
     "description": Site.description,
     "location": cast(Site.location, Text),
     "contact": cast(Site.contact, Text),

@@ -9,15 +9,10 @@ from sqlalchemy import Select, exists, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import InstanceInterface, Subnet, TenantSite, Vpc
-from nico.db.queries.common import id_named, matches
+from nico.db.queries.common import columns, id_named, matches
 from nico.db.queries.common import site_by_id as site_by_id
 
-ORDER_COLUMNS: dict[str, Any] = {
-    "name": Subnet.name,
-    "status": Subnet.status,
-    "created": Subnet.created,
-    "updated": Subnet.updated,
-}
+ORDER_COLUMNS: dict[str, Any] = columns(Subnet)
 
 
 async def vpc_for_subnet_creation(session: AsyncSession, vpc_id: uuid.UUID) -> Vpc | None:

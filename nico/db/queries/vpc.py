@@ -11,7 +11,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import Instance, LogicalPartition, NvlinkInterface, Subnet, Vpc
-from nico.db.queries.common import sites_of_provider, text_search
+from nico.db.queries.common import columns, sites_of_provider, text_search
 
 
 async def lock_vni_choice(session: AsyncSession, site_id: uuid.UUID) -> None:
@@ -119,9 +119,4 @@ def tenant_vpcs_where(
     return stmt
 
 
-VPC_ORDER: dict[str, Any] = {
-    "name": Vpc.name,
-    "status": Vpc.status,
-    "created": Vpc.created,
-    "updated": Vpc.updated,
-}
+VPC_ORDER: dict[str, Any] = columns(Vpc)
