@@ -207,7 +207,8 @@ def plan(desire: DomainDesire, observed: Iterable[FabricPartition]) -> Plan:
     for name, partition in seen.homes.items():
         leaving = frozenset(g for g in partition.gpu_uids if g in managed and home_of.get(g) != name)
         is_home = any(home == name for home in home_of.values())
-        if desire.mode == "domain" and seen.default is not None and not is_home and leaving == partition.gpu_uids:
+        back = desire.mode == "domain" and seen.default is not None and not is_home
+        if back and leaving == partition.gpu_uids:
             removals.append(DeletePartition(partition, "home", None))  # back to the domain model
         elif leaving:
             removals.append(RemoveGpus(partition, leaving, "home", None))

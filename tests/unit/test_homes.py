@@ -108,7 +108,9 @@ def sequences(draw: st.DrawFn) -> tuple[int, int, int, str, list[Step]]:
     mode = draw(st.sampled_from(["domain", "tray"]))
     n = trays * GPUS_PER_TRAY
     step = st.one_of(
-        st.tuples(st.just("want"), st.lists(st.one_of(st.none(), st.sampled_from(LPS)), min_size=n, max_size=n)),
+        st.tuples(
+            st.just("want"), st.lists(st.one_of(st.none(), st.sampled_from(LPS)), min_size=n, max_size=n)
+        ),
         st.tuples(st.just("release"), st.sets(st.integers(0, n - 1))),
         st.tuples(st.just("switch"), st.sampled_from(["domain", "tray"])),
         st.tuples(st.just("crash"), st.integers(0, 40)),
@@ -205,7 +207,8 @@ def _check_pairing(ops: list[Operation]) -> None:
         while i >= 0 and isinstance(ops[i], RemoveGpus | DeletePartition) and op_gpus(ops[i]) & need:
             i -= 1
         feeders = set().union(*(op_gpus(o) for o in ops[i + 1 : j])) if j - i > 1 else set()
-        earlier = set().union(*(op_gpus(o) for o in ops[: i + 1] if isinstance(o, RemoveGpus | DeletePartition)))
+        removals = [o for o in ops[: i + 1] if isinstance(o, RemoveGpus | DeletePartition)]
+        earlier = set().union(*(op_gpus(o) for o in removals))
         assert not (need & earlier - feeders), "a GPU waited across unrelated operations: " + str(_show(ops))
 
 

@@ -41,13 +41,13 @@ async def gpu_wants(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) 
     """One row per GPU with what it wants: the live binding of its instance's GPU, unless the instance
     is terminating (then its GPUs must leave every tenant partition). Columns: domain, gpu_uid (text),
     machine id, device id, instance id, wanted logical partition, physical partition id, fabric
-    partition id, chassis serial."""
+    partition id, chassis serial, slot id."""
     rows = await conn.execute(
         text(
             """
             SELECT m.nvlink_domain_uuid, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
                    CASE WHEN i.status = 'Terminating' THEN NULL ELSE ni.logical_partition_id END,
-                   g.physical_partition_id, g.fabric_partition_id, m.chassis_serial
+                   g.physical_partition_id, g.fabric_partition_id, m.chassis_serial, g.slot_id
             FROM gpu g
             JOIN machine m ON m.id = g.machine_id
             LEFT JOIN instance i ON i.id = m.instance_id
