@@ -21,7 +21,7 @@ from nico.fabric.backend import DomainTarget, FabricBackend, FabricError, Fabric
 from nico.reconciler import state as statemod
 from nico.reconciler.executor import AfterCall, Outcome, execute
 from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.planner import CreatePartition, Plan, classify, plan, without_home
+from nico.reconciler.planner import CreatePartition, Plan, plan
 from nico.reconciler.writeback import (
     PassOutcome,
     WriteBackReport,
@@ -118,9 +118,6 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
     desire = state.desire(mode)
     desire = replace(desire, owned_names=desire.owned_names | _created(outcomes))
     again = plan(desire, observed)
-    # Every GPU always has a home (#6644): counted on every pass, repaired by the next plan.
-    homeless = without_home(desire, classify(observed, desire.owned_names))
-    monitor.metrics.gpus_without_home(domain, len(homeless))
     outcome = PassOutcome(
         before=seen.partitions,
         observed=observed,
@@ -133,6 +130,7 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
         report = await write_back(session, state, outcome, mode)
         await session.commit()
+    monitor.metrics.gpus_without_home(domain, report.gpus_without_home)
     return _result(monitor, state, outcome, result, again, report, still_running=seen.still_running)
 
 

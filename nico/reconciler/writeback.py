@@ -33,6 +33,7 @@ from nico.reconciler.planner import (
     metric_operation,
     op_gpus,
     satisfied,
+    without_home,
 )
 from nico.reconciler.state import DomainState
 from nico.services import lifecycle
@@ -47,6 +48,7 @@ class WriteBackReport:
     instances_terminated: int = 0
     unsatisfiable: dict[uuid.UUID, str] = field(default_factory=dict)
     partitions_removed: int = 0
+    gpus_without_home: int = 0
 
 
 async def record_intents(
@@ -110,13 +112,17 @@ async def write_back(
     )
     await _record_gpu_observations(session, state, seen, pp_ids, report)
     # Instances: Ready only on an exact match for the version loaded at the start of the pass.
-    await _settle_instances(session, state, seen, outcome.blocked, report, state.desire(mode))
+    desire = state.desire(mode)
+    await _settle_instances(session, state, seen, outcome.blocked, report, desire)
     report.partitions_removed = await finish_deleted_partitions(session)
+    # Every GPU always has a home (#6644): checked on every pass, repaired by the next plan.
+    report.gpus_without_home = len(without_home(desire, seen))
     await queries.record_domain_pass(
         session,
         state.domain,
         fabric_digest(outcome.observed),
         outcome.settled and not report.unsatisfiable,
+        report.gpus_without_home,
     )
     return report
 

@@ -4,14 +4,19 @@ and a site of the previous release restarted in the default mode is left untouch
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from typer.testing import CliRunner
 
+from nico.cli import app as cli
 from nico.db.enums import InstanceStatus, NvLinkInterfaceStatus
-from nico.db.models import FabricIntent, Instance, NvlinkInterface
+from nico.db.models import FabricIntent, Gpu, Instance, NvlinkDomain, NvlinkInterface
 from nico.fabric.backend import DEFAULT_PARTITION_ID
 from nico.reconciler.homes import tray_partition_name
 from nico.reconciler.planner import Operation, partition_name
@@ -28,7 +33,7 @@ def trays_at_home(site: SimSite, domain: uuid.UUID) -> bool:
     by_name = {p.name: frozenset(p.gpu_uids) for p in site.fabric.partitions(domain)}
     if DEFAULT_PARTITION_ID in site.fabric.members(domain):
         return False
-    for (serial, tray), gpus in sim.compute_nodes().items():
+    for (serial, _tray), gpus in sim.compute_nodes().items():
         name = tray_partition_name(gpus[0].slot_id)
         if by_name.get(name) != frozenset(g.gpu_uid for g in gpus):
             return False
@@ -135,3 +140,39 @@ async def test_a_site_of_the_previous_release_restarts_untouched(
     assert all(r.operations == 0 for r in result.values())
     assert site.fabric.to_json() == before
     assert restarted.metrics.snapshot.without_home[d0] == 0
+
+
+async def test_gpus_that_cannot_be_homed_are_counted_in_the_gauge_the_database_and_the_admin_cli(
+    session: AsyncSession,
+    site: SimSite,
+    backend: InProcessBackend,
+    make_reconciler: MakeReconciler,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """The default partition is deleted behind nico's back in domain mode: GPUs whose slot nico knows
+    get their tray partition as home; GPUs of unknown slot cannot be homed, and are counted."""
+    d0 = site.domains[0]
+    machine = site.machines[d0][0]
+    await session.execute(update(Gpu).where(Gpu.machine_id == machine.id).values(slot_id=None))
+    await session.commit()
+    site.fabric.delete_partition(d0, DEFAULT_PARTITION_ID)
+    reconciler = make_reconciler(backend)
+    result = await reconciler.reconcile([d0])
+    assert result[d0].status == "ok"
+    assert reconciler.metrics.snapshot.without_home[d0] == 4
+    row = await session.get(NvlinkDomain, d0, populate_existing=True)
+    assert row is not None and row.gpus_without_home == 4
+    housed = {p.name for p in site.fabric.partitions(d0)}
+    assert len([n for n in housed if n.startswith("tray_partition_")]) == 17
+    text_out = reconciler.metrics.collect()
+    gauge = next(m for m in text_out if m.name == "nico_nvlink_gpus_without_home")
+    assert {s.labels["domain"]: s.value for s in gauge.samples} == {str(d0): 4}
+
+    monkeypatch.setenv("NICO_DATABASE_URL", database_url)
+    monkeypatch.setenv("NICO_DATA_DIR", str(tmp_path))
+    shown = await asyncio.to_thread(CliRunner().invoke, cli, ["admin", "nvlink-domains"])
+    assert shown.exit_code == 0, shown.output
+    listed = {r["uuid"]: r for r in json.loads(shown.output)}
+    assert listed[str(d0)]["gpus_without_home"] == 4

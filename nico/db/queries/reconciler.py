@@ -241,13 +241,16 @@ async def deleting_partitions_with_nothing_left(session: AsyncSession) -> list[u
     return [lp_id for (lp_id,) in rows.all()]
 
 
-async def record_domain_pass(session: AsyncSession, domain: uuid.UUID, digest: str, settled: bool) -> None:
+async def record_domain_pass(
+    session: AsyncSession, domain: uuid.UUID, digest: str, settled: bool, without_home: int = 0
+) -> None:
     await session.execute(
         text(
             "UPDATE nvlink_domain SET last_pass_at = now(), last_error = NULL, consecutive_failures = 0, "
-            "fabric_digest = :digest, settled = :settled, updated = now() WHERE uuid = :d"
+            "fabric_digest = :digest, settled = :settled, gpus_without_home = :homeless, updated = now() "
+            "WHERE uuid = :d"
         ),
-        {"d": domain, "digest": digest, "settled": settled},
+        {"d": domain, "digest": digest, "settled": settled, "homeless": without_home},
     )
 
 
