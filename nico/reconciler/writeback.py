@@ -120,7 +120,7 @@ async def write_back(
     await queries.record_domain_pass(
         session,
         state.domain,
-        fabric_digest(outcome.observed),
+        fabric_digest(outcome.observed, mode),
         outcome.settled and not report.unsatisfiable,
         report.gpus_without_home,
     )

@@ -176,3 +176,19 @@ async def test_gpus_that_cannot_be_homed_are_counted_in_the_gauge_the_database_a
     assert shown.exit_code == 0, shown.output
     listed = {r["uuid"]: r for r in json.loads(shown.output)}
     assert listed[str(d0)]["gpus_without_home"] == 4
+
+
+async def test_a_switch_of_mode_converges_on_the_next_routine_full_pass(
+    site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
+) -> None:
+    """A domain settled in domain mode has a recorded digest; a routine (not deep) full pass in tray
+    mode must still see work there, and the converted domain is quiet afterwards."""
+    before = make_reconciler(backend)
+    await before.full_pass()
+    assert not (await before.full_pass()).results  # settled: routine passes skip every domain
+    after = make_reconciler(backend, default_partition_mode="tray", deep_pass_every=100)
+    after.full_passes = 1  # a routine pass, not the first (deep) one
+    report = await after.full_pass()
+    assert not report.deep and set(report.results) == set(site.domains)
+    assert all(trays_at_home(site, d) for d in site.domains)
+    assert not (await after.full_pass()).results
