@@ -21,10 +21,11 @@ from nico.fabric.backend import DEFAULT_PARTITION_ID
 from nico.reconciler.homes import tray_partition_name
 from nico.reconciler.planner import Operation, partition_name
 from nico.services.nvlink_events import desired_state_changed
+from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler
 from tests.support import factories as f
-from tests.support.sim_site import SimSite, place
+from tests.support.sim_site import SimSite, place, seed
 
 
 def trays_at_home(site: SimSite, domain: uuid.UUID) -> bool:
@@ -192,3 +193,34 @@ async def test_a_switch_of_mode_converges_on_the_next_routine_full_pass(
     assert not report.deep and set(report.results) == set(site.domains)
     assert all(trays_at_home(site, d) for d in site.domains)
     assert not (await after.full_pass()).results
+
+
+async def test_an_nvl36x2_domain_converts_with_tray_names_that_carry_the_chassis(
+    session: AsyncSession, make_reconciler: MakeReconciler
+) -> None:
+    """Two chassis of 9 trays in one domain: their slots repeat, so each tray partition's name carries
+    its chassis serial; a tenant instance on it is placed and released the same way."""
+    site = await seed(session, SimFabric(racks=0, nvl36x2=1, seed=11))
+    (domain,) = site.domains
+    backend = InProcessBackend(site.fabric, call_timeout=1.0)
+    try:
+        reconciler = make_reconciler(backend, default_partition_mode="tray")
+        assert (await reconciler.reconcile([domain]))[domain].status == "ok"
+        sim = site.fabric.domain(domain)
+        by_name = {p.name: frozenset(p.gpu_uids) for p in site.fabric.partitions(domain)}
+        assert DEFAULT_PARTITION_ID not in site.fabric.members(domain)
+        assert len(by_name) == 18
+        for (serial, _tray), gpus in sim.compute_nodes().items():
+            name = tray_partition_name(gpus[0].slot_id, serial)
+            assert by_name[name] == frozenset(g.gpu_uid for g in gpus)
+        lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+        first, last = site.machines[domain][0], site.machines[domain][-1]
+        assert first.chassis_serial != last.chassis_serial
+        for machine in (first, last):
+            await place(session, site, machine, dict.fromkeys(range(4), lp))
+        await reconciler.reconcile([domain])
+        members = {p.name: p.gpu_uids for p in site.fabric.partitions(domain)}
+        assert len(members[partition_name(lp.id)]) == 8
+        assert reconciler.metrics.snapshot.without_home[domain] == 0
+    finally:
+        await backend.close()
