@@ -224,6 +224,7 @@ def nvlink_domains() -> None:
             {
                 "uuid": str(d.uuid),
                 "consecutive_failures": d.consecutive_failures,
+                "gpus_without_home": d.gpus_without_home,
                 "last_error": d.last_error,
                 "last_error_at": d.last_error_at.isoformat() if d.last_error_at else None,
             }

@@ -114,6 +114,10 @@ class NvLinkConfig(BaseModel):
     # the others compare a digest of each domain's fabric with the one recorded when it last settled.
     deep_pass_every: int = Field(default=10, ge=1)
     retry_backoff_max: PositiveDuration = timedelta(seconds=30)
+    # Where a GPU in no tenant partition lives: "domain" (the domain default 32766, never deleted) or
+    # "tray" (the reference's 2026 model: tray_partition_<slot>; the domain default is deleted).
+    # "domain" by default so an upgrade changes nothing on the fabric; "tray" is opted into.
+    default_partition_mode: Literal["domain", "tray"] = "domain"
 
     @field_validator("nmx_m_endpoint")
     @classmethod

@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
+from nico.config import NvLinkConfig
 from nico.db.queries import reconciler as queries
 from nico.fabric.backend import DomainTarget, FabricBackend, FabricError, FabricPartition
 from nico.reconciler import state as statemod
@@ -55,6 +56,7 @@ class Monitor(Protocol):
     """What a pass needs of the monitor that runs it."""
 
     backend: FabricBackend
+    config: NvLinkConfig
     metrics: MonitorMetrics
     call_timeout: float
     after_call: AfterCall | None
@@ -100,7 +102,8 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
         seen = await _observe(monitor, state)
     except FabricError as exc:
         return await failed(conn, monitor, domain, exc)
-    result = plan(state.desire(), seen.partitions)
+    mode = monitor.config.default_partition_mode
+    result = plan(state.desire(mode), seen.partitions)
     outcomes: list[Outcome] = []
     intent_ids: dict[int, uuid.UUID] = {}
     observed = seen.partitions
@@ -112,8 +115,9 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
             # The calls are made and their intents recorded: the next pass adopts what they did.
             return await failed(conn, monitor, domain, exc, operations=len(outcomes))
     unfinished = [o for o in outcomes if o.status != "completed"]
-    desire = state.desire()
-    again = plan(replace(desire, owned_names=desire.owned_names | _created(outcomes)), observed)
+    desire = state.desire(mode)
+    desire = replace(desire, owned_names=desire.owned_names | _created(outcomes))
+    again = plan(desire, observed)
     outcome = PassOutcome(
         before=seen.partitions,
         observed=observed,
@@ -124,8 +128,9 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
         settled=not again.operations and not again.blocked and not unfinished and not seen.still_running,
     )
     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
-        report = await write_back(session, state, outcome)
+        report = await write_back(session, state, outcome, mode)
         await session.commit()
+    monitor.metrics.gpus_without_home(domain, report.gpus_without_home)
     return _result(monitor, state, outcome, result, again, report, still_running=seen.still_running)
 
 

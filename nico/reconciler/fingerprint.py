@@ -2,7 +2,9 @@
 
 Pure and deterministic across processes (several reconcilers compare digests stored in the
 database): partitions in id order, each by id, name and an order-free summary of its members
-(count, sum and xor of their 64-bit GUIDs).
+(count, sum and xor of their 64-bit GUIDs). The default partition mode is part of it (tray mode only,
+so digests recorded by earlier releases stay valid): a domain settled in one mode is not quiet in the
+other, and a switch of mode converges on the next full pass.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from nico.fabric.backend import FabricPartition
 U64 = 2**64
 
 
-def fabric_digest(partitions: Iterable[FabricPartition]) -> str:
+def fabric_digest(partitions: Iterable[FabricPartition], mode: str = "domain") -> str:
     h = hashlib.blake2b(digest_size=16)
+    if mode != "domain":
+        h.update(f"mode={mode};".encode())
     for p in sorted(partitions, key=lambda p: p.partition_id):
         members = p.gpu_uids
         summary = f"{len(members)}|{sum(members) % U64}|{reduce(xor, members, 0)}"

@@ -47,6 +47,7 @@ class Snapshot:
     errors: dict[uuid.UUID, str] = field(default_factory=dict)
     failures: dict[uuid.UUID, int] = field(default_factory=dict)
     blocked: dict[uuid.UUID, int] = field(default_factory=dict)
+    without_home: dict[uuid.UUID, int] = field(default_factory=dict)
 
 
 class MonitorMetrics(Collector):
@@ -110,10 +111,15 @@ class MonitorMetrics(Collector):
             snap.blocked.pop(domain, None)
         snap.updated_at = time.monotonic()
 
+    def gpus_without_home(self, domain: uuid.UUID, count: int) -> None:
+        """GPUs of ``domain`` in neither a tenant partition nor their home, after its latest pass."""
+        self.snapshot.without_home[domain] = count
+
     def forget_domains(self, keep: set[uuid.UUID]) -> None:
         """Drop figures of domains that no longer exist."""
         snap = self.snapshot
-        for table in (snap.partitions, snap.gpus, snap.errors, snap.failures, snap.blocked):
+        tables = (snap.partitions, snap.gpus, snap.errors, snap.failures, snap.blocked, snap.without_home)
+        for table in tables:
             for domain in [d for d in table if d not in keep]:
                 del table[domain]
 
@@ -189,6 +195,14 @@ class MonitorMetrics(Collector):
         for domain, count in sorted(snap.blocked.items()):
             blocked.add_metric([str(domain)], count)
         yield blocked
+        homeless = GaugeMetricFamily(
+            "nico_nvlink_gpus_without_home",
+            "GPUs in neither a tenant partition nor their home partition after the latest pass",
+            labels=["domain"],
+        )
+        for domain, count in sorted(snap.without_home.items()):
+            homeless.add_metric([str(domain)], count)
+        yield homeless
         yield gauge(
             "nico_nvlink_free_machines", "Ready NVLink machines without an instance", snap.free_machines
         )

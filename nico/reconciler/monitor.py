@@ -43,6 +43,7 @@ from nico.reconciler import state as statemod
 from nico.reconciler.domain_pass import DomainResult, error_label
 from nico.reconciler.executor import AfterCall
 from nico.reconciler.fingerprint import fabric_digest
+from nico.reconciler.homes import Mode
 from nico.reconciler.metrics import MonitorMetrics
 from nico.reconciler.planner import plan
 from nico.reconciler.writeback import finish_deleted_partitions
@@ -313,7 +314,7 @@ class Reconciler:
                 needs_work.append(summary.domain)
                 continue
             self.metrics.snapshot.partitions[summary.domain] = len(partitions)
-            if not summary.quiet_if(fabric_digest(partitions)):
+            if not summary.quiet_if(fabric_digest(partitions, self.config.default_partition_mode)):
                 needs_work.append(summary.domain)
         self.metrics.forget_domains(set(found))
         return needs_work
@@ -338,7 +339,7 @@ class Reconciler:
             if gpus is not None:
                 self.metrics.snapshot.gpus[s.domain] = len(gpus)
                 mismatches += _mismatches(s, gpus)
-            if _has_work(s, partitions):
+            if _has_work(s, partitions, self.config.default_partition_mode):
                 needs_work.append(s.domain)
         self.metrics.snapshot.info_mismatches = mismatches
         self.metrics.forget_domains(set(states))
@@ -372,12 +373,12 @@ class Reconciler:
         snap.updated_at = time.monotonic()
 
 
-def _has_work(s: statemod.DomainState, partitions: list[FabricPartition]) -> bool:
+def _has_work(s: statemod.DomainState, partitions: list[FabricPartition], mode: Mode = "domain") -> bool:
     """Whether a domain needs a locked pass: operations to do, instances to settle, intents to close,
     records or observations that no longer match the fabric."""
     if s.unsettled or s.intents:
         return True
-    if plan(s.desire(), partitions).operations:
+    if plan(s.desire(mode), partitions).operations:
         return True
     by_name = {p.name: p for p in partitions}
     for name, record in s.partitions.items():

@@ -12,21 +12,29 @@ Pure: plain data in, plain data out, no I/O. The rules:
   it; GPUs of machines nico does not know are never touched.
 * Removals come first (take GPUs out, delete partitions left empty), then additions (add to existing
   partitions, create missing ones), merged per partition: a GPU moves between partitions in one pass.
-* The default partition is never deleted (the reference deletes it when every GPU is claimed, after
-  which released GPUs have nowhere to go).
+* Home partitions (:mod:`nico.reconciler.homes`): a GPU in no tenant partition lives in its home —
+  the domain default in ``domain`` mode, its tray's ``tray_partition_<slot>`` in ``tray`` mode (created
+  when missing). In domain mode the default partition is never deleted (the reference deletes it when
+  every GPU is claimed, after which released GPUs have nowhere to go); in tray mode it is deleted once
+  every GPU in it is managed and has a tray home.
+* Wherever home partitions are involved (tray mode, or tray partitions on the fabric) the operations
+  are paired: the removal that frees GPUs comes right before the addition that takes them (split per
+  destination), so a GPU is out of every partition for at most the operations feeding one addition —
+  one, for the moves between homes of a mode switch.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from nico.fabric.backend import FabricPartition
+from nico.reconciler.homes import DEFAULT_HOME, Mode, home_target, is_tray_partition_name
 
 PARTITION_NAME_PREFIX = "nico-"
-Role = Literal["owned", "default", "unknown"]
+Role = Literal["owned", "default", "unknown", "home"]
 
 
 def partition_name(lp: uuid.UUID) -> str:
@@ -48,14 +56,17 @@ def lp_of_name(name: str) -> uuid.UUID | None:
 class DomainDesire:
     """What nico wants of one domain.
 
-    ``gpus`` maps every managed GPU to its logical partition (None: the default partition).
+    ``gpus`` maps every managed GPU to its logical partition (None: its home partition).
     ``owned_names`` are the names of partitions nico owns here: its recorded physical partitions plus
-    open create intents.
+    open create intents. ``mode`` is the default partition mode; ``homes`` maps a GPU to its tray
+    partition's name (GPUs of unknown slot have none).
     """
 
     domain: uuid.UUID
     gpus: Mapping[int, uuid.UUID | None]
     owned_names: frozenset[str] = frozenset()
+    mode: Mode = "domain"
+    homes: Mapping[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -84,7 +95,7 @@ class AddGpus:
 @dataclass(frozen=True)
 class CreatePartition:
     name: str
-    lp: uuid.UUID
+    lp: uuid.UUID | None  # None: a tray's home partition
     gpu_uids: frozenset[int]
 
 
@@ -112,6 +123,7 @@ class Classified:
     owned: dict[uuid.UUID, FabricPartition]  # lp -> nico's partition of it
     unknown: list[FabricPartition]
     location: dict[int, FabricPartition] = field(default_factory=dict)  # gpu_uid -> partition holding it
+    homes: dict[str, FabricPartition] = field(default_factory=dict)  # tray partitions, by name
 
 
 def classify(partitions: Iterable[FabricPartition], owned_names: frozenset[str]) -> Classified:
@@ -119,18 +131,22 @@ def classify(partitions: Iterable[FabricPartition], owned_names: frozenset[str])
     owned: dict[uuid.UUID, FabricPartition] = {}
     unknown: list[FabricPartition] = []
     location: dict[int, FabricPartition] = {}
+    homes: dict[str, FabricPartition] = {}
     for partition in sorted(partitions, key=lambda p: p.partition_id):
         for gpu in partition.gpu_uids:
             location[gpu] = partition
         if partition.is_default:
             default = partition
             continue
+        if is_tray_partition_name(partition.name) and partition.name not in homes:
+            homes[partition.name] = partition
+            continue
         lp = lp_of_name(partition.name) if partition.name in owned_names else None
         if lp is not None and lp not in owned:
             owned[lp] = partition
         else:
             unknown.append(partition)
-    return Classified(default, owned, unknown, location)
+    return Classified(default, owned, unknown, location, homes)
 
 
 @dataclass(frozen=True)
@@ -150,10 +166,10 @@ def plan(desire: DomainDesire, observed: Iterable[FabricPartition]) -> Plan:
     seen = classify(observed, desire.owned_names)
     managed = desire.gpus
     wanted: dict[uuid.UUID, set[int]] = {}
-    to_default: set[int] = set()
+    home_of: dict[int, str | None] = {}  # GPUs in no tenant partition -> their home
     for gpu, lp in managed.items():
         if lp is None:
-            to_default.add(gpu)
+            home_of[gpu] = home_target(gpu, desire.mode, desire.homes, seen.default is not None)
         else:
             wanted.setdefault(lp, set()).add(gpu)
 
@@ -161,7 +177,7 @@ def plan(desire: DomainDesire, observed: Iterable[FabricPartition]) -> Plan:
     additions: list[Operation] = []
     recreate: set[uuid.UUID] = set()
     # GPUs nico no longer manages (force-deleted machines) found in nico's own partitions: nico put
-    # them there, so nico takes them out and returns them to the default partition.
+    # them there, so nico takes them out and returns them to the default partition (if there is one).
     evicted: set[int] = set()
 
     for lp, partition in seen.owned.items():
@@ -174,10 +190,28 @@ def plan(desire: DomainDesire, observed: Iterable[FabricPartition]) -> Plan:
             removals.append(RemoveGpus(partition, frozenset(leaving), "owned", lp))
         evicted.update(g for g in leaving if g not in managed)
 
-    if seen.default is not None:
-        leaving = frozenset(g for g in seen.default.gpu_uids if g in managed and g not in to_default)
-        if leaving:  # the default partition may end empty, but it is never deleted
-            removals.append(RemoveGpus(seen.default, leaving, "default", None))
+    default = seen.default
+    to_default: set[int] = set()
+    if default is not None:
+        to_default = {g for g, home in home_of.items() if home == DEFAULT_HOME} | evicted
+        leaving = frozenset(g for g in default.gpu_uids if g in managed and g not in to_default)
+        everyone_housed = all(g in desire.homes for g in managed)
+        if desire.mode == "tray" and everyone_housed and not to_default and leaving == default.gpu_uids:
+            # Every GPU of the default is nico's, and every GPU nico manages has a tray home: the
+            # domain default goes.
+            removals.append(DeletePartition(default, "default", None))
+            default = None
+        elif leaving:  # in domain mode the default may end empty, but it is never deleted
+            removals.append(RemoveGpus(default, leaving, "default", None))
+
+    for name, partition in seen.homes.items():
+        leaving = frozenset(g for g in partition.gpu_uids if g in managed and home_of.get(g) != name)
+        is_home = any(home == name for home in home_of.values())
+        back = desire.mode == "domain" and seen.default is not None and not is_home
+        if back and leaving == partition.gpu_uids:
+            removals.append(DeletePartition(partition, "home", None))  # back to the domain model
+        elif leaving:
+            removals.append(RemoveGpus(partition, leaving, "home", None))
 
     names_in_use: set[str] = set()
     for partition in seen.unknown:
@@ -206,17 +240,140 @@ def plan(desire: DomainDesire, observed: Iterable[FabricPartition]) -> Plan:
             additions.append(CreatePartition(name, lp, gpus))
         elif missing := gpus - existing.gpu_uids:
             additions.append(AddGpus(existing, missing, "owned", lp))
-    if seen.default is not None and (missing := frozenset((to_default | evicted) - seen.default.gpu_uids)):
-        additions.append(AddGpus(seen.default, missing, "default", None))
+    if default is not None and (missing := frozenset(to_default - default.gpu_uids)):
+        additions.append(AddGpus(default, missing, "default", None))
+    trays: dict[str, set[int]] = {}
+    for gpu, home in sorted(home_of.items()):
+        if home is None or home == DEFAULT_HOME:
+            continue
+        present = seen.homes.get(home)
+        if present is None or gpu not in present.gpu_uids:
+            trays.setdefault(home, set()).add(gpu)
+    for name in sorted(trays):
+        present = seen.homes.get(name)
+        if present is None:
+            additions.append(CreatePartition(name, None, frozenset(trays[name])))
+        else:
+            additions.append(AddGpus(present, frozenset(trays[name]), "home", None))
+    if desire.mode == "tray" or seen.homes:
+        return Plan(_paired(removals, additions), blocked)
     return Plan(removals + additions, blocked)
 
 
-def satisfied(gpu: int, lp: uuid.UUID | None, seen: Classified) -> bool:
+def _paired(removals: list[Operation], additions: list[Operation]) -> list[Operation]:
+    """Removals split per destination, each right before the addition that takes its GPUs; removals
+    of GPUs that go nowhere come first (module docstring)."""
+    consumed: set[int] = set()
+    for addition in additions:
+        consumed |= op_gpus(addition)
+    head: list[Operation] = []
+    pending: list[RemoveGpus | DeletePartition] = []
+    for removal in removals:
+        assert isinstance(removal, RemoveGpus | DeletePartition)
+        gpus = op_gpus(removal)
+        nowhere = gpus - consumed
+        if isinstance(removal, DeletePartition):
+            if nowhere == gpus:
+                head.append(removal)
+                continue
+            if nowhere:
+                head.append(RemoveGpus(removal.partition, nowhere, removal.role, removal.lp))
+                removal = DeletePartition(
+                    replace(removal.partition, gpu_uids=gpus - nowhere), removal.role, removal.lp
+                )
+            pending.append(removal)
+            continue
+        if nowhere:
+            head.append(RemoveGpus(removal.partition, nowhere, removal.role, removal.lp))
+        if gpus - nowhere:
+            pending.append(RemoveGpus(removal.partition, gpus - nowhere, removal.role, removal.lp))
+    # A create that reuses the name of a partition being deleted goes after the additions taking that
+    # partition's GPUs, so they are not kept waiting across the create.
+    deleted = {r.partition.name: op_gpus(r) for r in pending if isinstance(r, DeletePartition)}
+    ordered: list[Operation] = []
+    visiting: list[Operation] = []
+
+    def place(addition: Operation) -> None:
+        if any(addition is o for o in ordered) or any(addition is o for o in visiting):
+            return
+        visiting.append(addition)
+        if isinstance(addition, CreatePartition) and addition.name in deleted:
+            for b in additions:
+                if b is not addition and op_gpus(b) & deleted[addition.name]:
+                    place(b)
+        ordered.append(addition)
+
+    for addition in additions:
+        place(addition)
+    body: list[Operation] = []
+    for addition in ordered:
+        need = op_gpus(addition)
+        name = addition.name if isinstance(addition, CreatePartition) else None
+        left: list[RemoveGpus | DeletePartition] = []
+        feeds: list[tuple[Operation, frozenset[int]]] = []  # a removal, and the GPUs it frees for this
+        for removal in pending:
+            gpus = op_gpus(removal)
+            freed = gpus & need
+            if isinstance(removal, DeletePartition) and name is not None and removal.partition.name == name:
+                feeds.insert(0, (removal, frozenset()))  # the name must be free before the create
+                continue
+            if not freed:
+                left.append(removal)
+                continue
+            rest = gpus - freed
+            if isinstance(removal, DeletePartition):
+                if rest:
+                    feeds.append((RemoveGpus(removal.partition, freed, removal.role, removal.lp), freed))
+                    left.append(
+                        DeletePartition(replace(removal.partition, gpu_uids=rest), removal.role, removal.lp)
+                    )
+                else:
+                    feeds.append((removal, freed))
+            else:
+                feeds.append((RemoveGpus(removal.partition, freed, removal.role, removal.lp), freed))
+                if rest:
+                    left.append(RemoveGpus(removal.partition, rest, removal.role, removal.lp))
+        pending = left
+        if isinstance(addition, AddGpus) and len(feeds) > 1:
+            # One addition per source: each freed GPU is placed by the very next operation.
+            fed = frozenset().union(*(freed for _, freed in feeds))
+            if waiting := need - fed:  # GPUs already out of every partition
+                body.append(replace(addition, gpu_uids=waiting))
+            for removal, freed in feeds:
+                body.append(removal)
+                if freed:
+                    body.append(replace(addition, gpu_uids=freed))
+            continue
+        body.extend(removal for removal, _ in feeds)
+        body.append(addition)
+    return head + body + list(pending)
+
+
+def satisfied(gpu: int, lp: uuid.UUID | None, seen: Classified, desire: DomainDesire | None = None) -> bool:
     """Whether the fabric, as classified, holds ``gpu`` where nico wants it (a GPU of a blocked logical
-    partition is never satisfied)."""
+    partition is never satisfied). ``desire`` gives the home rules (without it: the domain default)."""
     holder = seen.location.get(gpu)
-    if lp is None:
+    if lp is not None:
+        return holder is not None and seen.owned.get(lp) is holder
+    if desire is None:
         # Out of every tenant partition: in the default partition, or in none when there is no
         # default partition to return it to.
         return holder is seen.default if seen.default is not None else holder is None
-    return holder is not None and seen.owned.get(lp) is holder
+    home = home_target(gpu, desire.mode, desire.homes, seen.default is not None)
+    if home is None:
+        return holder is None
+    if home == DEFAULT_HOME:
+        return holder is seen.default
+    return holder is not None and seen.homes.get(home) is holder
+
+
+def without_home(desire: DomainDesire, seen: Classified) -> frozenset[int]:
+    """Managed GPUs in neither a tenant partition of nico's nor their home partition: the invariant
+    "every GPU always has a home" (#6644) counts these (spec/nmx-c-2026.md)."""
+    tenant = {id(p) for p in seen.owned.values()}
+    return frozenset(
+        gpu
+        for gpu in desire.gpus
+        if (holder := seen.location.get(gpu)) is None
+        or (id(holder) not in tenant and not satisfied(gpu, None, seen, desire))
+    )

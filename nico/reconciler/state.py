@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nico.db.enums import InstanceStatus
 from nico.db.queries import reconciler as queries
+from nico.reconciler.homes import Mode, home_names
 from nico.reconciler.planner import DomainDesire
 
 
@@ -30,6 +31,8 @@ class GpuRow:
     wants: uuid.UUID | None  # the logical partition this GPU should be in (None: default partition)
     observed_physical_partition: uuid.UUID | None
     observed_fabric_partition: int | None
+    chassis_serial: str = ""
+    slot_id: int | None = None  # the tray's rack slot, for its home partition in tray mode
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,10 @@ class DomainState:
     def owned_names(self) -> frozenset[str]:
         return frozenset(self.partitions) | {i.name for i in self.intents if i.operation == "create"}
 
-    def desire(self) -> DomainDesire:
-        return DomainDesire(self.domain, {g.gpu_uid: g.wants for g in self.gpus.values()}, self.owned_names())
+    def desire(self, mode: Mode = "domain") -> DomainDesire:
+        homes = home_names((g.gpu_uid, g.chassis_serial, g.slot_id) for g in self.gpus.values())
+        gpus = {g.gpu_uid: g.wants for g in self.gpus.values()}
+        return DomainDesire(self.domain, gpus, self.owned_names(), mode, homes)
 
     def pending_operations(self) -> list[OpenIntent]:
         """NMX-M operations that timed out and may still complete."""
@@ -115,10 +120,13 @@ async def load(
         pp,
         fabric_pid,
         chassis,
+        slot,
     ) in await queries.gpu_wants(conn, domains):
         s = state(domain)
         gpu = int(uid)
-        s.gpus[gpu] = GpuRow(gpu, machine_id, device_id, instance_id, wants, pp, fabric_pid)
+        s.gpus[gpu] = GpuRow(
+            gpu, machine_id, device_id, instance_id, wants, pp, fabric_pid, chassis.strip(), slot
+        )
         s.chassis_serials.add(chassis.strip())
     for pid, lp, domain, fabric_pid, ref, name in await queries.physical_partitions(conn, domains):
         state(domain).partitions[name] = RecordedPartition(pid, lp, fabric_pid, ref, name)

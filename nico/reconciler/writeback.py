@@ -22,15 +22,18 @@ from nico.db.queries import reconciler as queries
 from nico.fabric.backend import FabricPartition
 from nico.reconciler.executor import Outcome
 from nico.reconciler.fingerprint import fabric_digest
+from nico.reconciler.homes import Mode
 from nico.reconciler.planner import (
     Classified,
     CreatePartition,
+    DomainDesire,
     Operation,
     classify,
     lp_of_name,
     metric_operation,
     op_gpus,
     satisfied,
+    without_home,
 )
 from nico.reconciler.state import DomainState
 from nico.services import lifecycle
@@ -45,6 +48,7 @@ class WriteBackReport:
     instances_terminated: int = 0
     unsatisfiable: dict[uuid.UUID, str] = field(default_factory=dict)
     partitions_removed: int = 0
+    gpus_without_home: int = 0
 
 
 async def record_intents(
@@ -94,8 +98,11 @@ class PassOutcome:
     settled: bool = False
 
 
-async def write_back(session: AsyncSession, state: DomainState, outcome: PassOutcome) -> WriteBackReport:
-    """Record the read-back of ``outcome`` for ``state.domain`` (module docstring)."""
+async def write_back(
+    session: AsyncSession, state: DomainState, outcome: PassOutcome, mode: Mode = "domain"
+) -> WriteBackReport:
+    """Record the read-back of ``outcome`` for ``state.domain`` (module docstring); ``mode`` is the
+    default partition mode (where a GPU in no tenant partition belongs)."""
     report = WriteBackReport()
     created = {o.op.name for o in outcome.outcomes if isinstance(o.op, CreatePartition)}
     seen = classify(outcome.observed, state.owned_names() | created)
@@ -105,13 +112,17 @@ async def write_back(session: AsyncSession, state: DomainState, outcome: PassOut
     )
     await _record_gpu_observations(session, state, seen, pp_ids, report)
     # Instances: Ready only on an exact match for the version loaded at the start of the pass.
-    await _settle_instances(session, state, seen, outcome.blocked, report)
+    desire = state.desire(mode)
+    await _settle_instances(session, state, seen, outcome.blocked, report, desire)
     report.partitions_removed = await finish_deleted_partitions(session)
+    # Every GPU always has a home (#6644): checked on every pass, repaired by the next plan.
+    report.gpus_without_home = len(without_home(desire, seen))
     await queries.record_domain_pass(
         session,
         state.domain,
-        fabric_digest(outcome.observed),
+        fabric_digest(outcome.observed, mode),
         outcome.settled and not report.unsatisfiable,
+        report.gpus_without_home,
     )
     return report
 
@@ -191,7 +202,7 @@ async def _close_intents(
     intent_ids: dict[int, uuid.UUID],
     resolved_operations: dict[str, str],
 ) -> None:
-    present = {p.name for p in seen.owned.values()}
+    present = {p.name for p in seen.owned.values()} | set(seen.homes)
     updates: list[dict[str, object]] = []
     for index, outcome in enumerate(outcomes):
         intent_id = intent_ids.get(index)
@@ -231,6 +242,7 @@ async def _settle_instances(
     seen: Classified,
     blocked: dict[uuid.UUID, str],
     report: WriteBackReport,
+    desire: DomainDesire,
 ) -> None:
     owned = {id(p) for p in seen.owned.values()}
     now = datetime.now(UTC)
@@ -247,7 +259,9 @@ async def _settle_instances(
             continue
         if any(lp in blocked for lp in instance.bindings.values()):
             continue
-        if not all(satisfied(g.gpu_uid, instance.bindings.get(device), seen) for device, g in gpus.items()):
+        if not all(
+            satisfied(g.gpu_uid, instance.bindings.get(device), seen, desire) for device, g in gpus.items()
+        ):
             continue
         observation = {device: (state.domain, g.gpu_uid) for device, g in gpus.items()}
         if await lifecycle.apply_nvlink_observation(session, instance.id, instance.version, observation):

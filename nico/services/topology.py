@@ -64,6 +64,7 @@ class DomainView:
     error_at: datetime | None
     consecutive_failures: int
     chassis: list[ChassisView] = field(default_factory=list)
+    gpus_without_home: int = 0  # in neither a tenant partition nor their home after the last pass
 
     @property
     def pending(self) -> int:
@@ -167,6 +168,7 @@ def _domain_view(
         redact(tenant_error_message(domain.last_error), allowed),
         domain.last_error_at if domain.last_error else None,
         domain.consecutive_failures,
+        gpus_without_home=domain.gpus_without_home,
     )
     for serial, trays in chassis.items():
         view.chassis.append(

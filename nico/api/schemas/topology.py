@@ -53,6 +53,11 @@ class TopologyDomain(ResponseModel):
     error_since: datetime | None
     consecutive_failures: int
     pending: int = Field(description="the caller's GPUs whose NVLink interface is Pending")
+    gpus_without_home: int = Field(
+        default=0,
+        description="GPUs of the domain in neither a tenant partition nor their home partition after "
+        "the reconciler's last pass (it puts them back)",
+    )
     chassis: list[TopologyChassis]
 
     @classmethod
@@ -65,6 +70,7 @@ class TopologyDomain(ResponseModel):
             error_since=domain.error_at,
             consecutive_failures=domain.consecutive_failures if domain.error else 0,
             pending=domain.pending,
+            gpus_without_home=domain.gpus_without_home,
             chassis=[
                 TopologyChassis(
                     chassis_serial=c.serial,

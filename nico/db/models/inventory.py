@@ -45,6 +45,8 @@ class NvlinkDomain(Base):
     last_error: Mapped[str | None] = mapped_column(Text)
     last_error_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     consecutive_failures: Mapped[int] = mapped_column(default=0, server_default="0")
+    # GPUs in neither their tenant partition nor their home after the last pass (#6644).
+    gpus_without_home: Mapped[int] = mapped_column(default=0, server_default="0")
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()
 

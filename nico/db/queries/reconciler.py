@@ -41,13 +41,13 @@ async def gpu_wants(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) 
     """One row per GPU with what it wants: the live binding of its instance's GPU, unless the instance
     is terminating (then its GPUs must leave every tenant partition). Columns: domain, gpu_uid (text),
     machine id, device id, instance id, wanted logical partition, physical partition id, fabric
-    partition id, chassis serial."""
+    partition id, chassis serial, slot id."""
     rows = await conn.execute(
         text(
             """
             SELECT m.nvlink_domain_uuid, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
                    CASE WHEN i.status = 'Terminating' THEN NULL ELSE ni.logical_partition_id END,
-                   g.physical_partition_id, g.fabric_partition_id, m.chassis_serial
+                   g.physical_partition_id, g.fabric_partition_id, m.chassis_serial, g.slot_id
             FROM gpu g
             JOIN machine m ON m.id = g.machine_id
             LEFT JOIN instance i ON i.id = m.instance_id
@@ -241,13 +241,16 @@ async def deleting_partitions_with_nothing_left(session: AsyncSession) -> list[u
     return [lp_id for (lp_id,) in rows.all()]
 
 
-async def record_domain_pass(session: AsyncSession, domain: uuid.UUID, digest: str, settled: bool) -> None:
+async def record_domain_pass(
+    session: AsyncSession, domain: uuid.UUID, digest: str, settled: bool, without_home: int = 0
+) -> None:
     await session.execute(
         text(
             "UPDATE nvlink_domain SET last_pass_at = now(), last_error = NULL, consecutive_failures = 0, "
-            "fabric_digest = :digest, settled = :settled, updated = now() WHERE uuid = :d"
+            "fabric_digest = :digest, settled = :settled, gpus_without_home = :homeless, updated = now() "
+            "WHERE uuid = :d"
         ),
-        {"d": domain, "digest": digest, "settled": settled},
+        {"d": domain, "digest": digest, "settled": settled, "homeless": without_home},
     )
 
 

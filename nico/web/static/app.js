@@ -79,12 +79,17 @@ function drawDomain(domain, palette) {
     "data-domain": domain.id,
     "data-error": String(Boolean(domain.error)),
     "data-pending": String(domain.pending),
+    "data-without-home": String(domain.gpusWithoutHome || 0),
   },
   el("h2", {}, "NVLink domain ", el("small", { text: domain.id })),
   facts);
   if (domain.error) {
     section.append(el("p", { class: "problem", role: "alert",
       text: `reconciler error, ${domain.consecutiveFailures} failed pass(es): ${domain.error}` }));
+  }
+  if (domain.gpusWithoutHome) {
+    section.append(el("p", { class: "problem", role: "alert",
+      text: `${domain.gpusWithoutHome} GPU(s) in neither a tenant partition nor their home partition; the reconciler is putting them back` }));
   }
   const row = el("div", { class: "chassis-row" });
   for (const chassis of domain.chassis) {
