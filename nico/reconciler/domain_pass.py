@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from nico.db.queries import reconciler as queries
 from nico.fabric.backend import DomainTarget, FabricBackend, FabricError, FabricPartition
+from nico.reconciler import health
 from nico.reconciler import state as statemod
 from nico.reconciler.executor import AfterCall, Outcome, execute
 from nico.reconciler.metrics import MonitorMetrics
@@ -126,6 +127,7 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
         report = await write_back(session, state, outcome)
         await session.commit()
+    await health.observe(conn, monitor.backend, monitor.metrics.health, domain, seen.target, observed)
     return _result(monitor, state, outcome, result, again, report, still_running=seen.still_running)
 
 

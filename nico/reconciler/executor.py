@@ -104,7 +104,9 @@ async def _call(
     backend: FabricBackend, target: DomainTarget, op: Operation, current: dict[str, FabricPartition]
 ) -> None:
     if isinstance(op, CreatePartition):
-        made = await backend.create_partition(target, op.name, op.gpu_uids)
+        made = await backend.create_partition(
+            target, op.name, op.gpu_uids, multicast_groups_limit=op.multicast_groups_limit
+        )
         current[made.ref] = made
         return
     partition = current.get(op.partition.ref, op.partition)

@@ -56,6 +56,7 @@ class DomainDesire:
     domain: uuid.UUID
     gpus: Mapping[int, uuid.UUID | None]
     owned_names: frozenset[str] = frozenset()
+    multicast_limits: Mapping[uuid.UUID, int] = field(default_factory=dict)  # lp -> multicast groups
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class CreatePartition:
     name: str
     lp: uuid.UUID
     gpu_uids: frozenset[int]
+    multicast_groups_limit: int | None = None  # sent in PartitionAttr (None: the manager's default)
 
 
 Operation = RemoveGpus | DeletePartition | AddGpus | CreatePartition
@@ -203,7 +205,7 @@ def plan(desire: DomainDesire, observed: Iterable[FabricPartition]) -> Plan:
                     "of machines nico does not manage"
                 )
                 continue
-            additions.append(CreatePartition(name, lp, gpus))
+            additions.append(CreatePartition(name, lp, gpus, desire.multicast_limits.get(lp)))
         elif missing := gpus - existing.gpu_uids:
             additions.append(AddGpus(existing, missing, "owned", lp))
     if seen.default is not None and (missing := frozenset((to_default | evicted) - seen.default.gpu_uids)):
