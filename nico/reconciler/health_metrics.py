@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
@@ -37,12 +37,12 @@ class DomainFigures:
     multicast_available: int | None = None
 
 
-@dataclass
 class HealthMetrics(Collector):
     """The health gauges of every domain, as of each domain's last pass."""
 
-    hold_seconds: float
-    domains: dict[uuid.UUID, DomainFigures] = field(default_factory=dict)
+    def __init__(self, hold_seconds: float) -> None:
+        self.hold_seconds = hold_seconds
+        self.domains: dict[uuid.UUID, DomainFigures] = {}
 
     def register(self, registry: CollectorRegistry) -> HealthMetrics:
         registry.register(self)

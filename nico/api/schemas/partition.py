@@ -62,7 +62,8 @@ class NVLinkLogicalPartition(ResponseModel):
     nv_link_interfaces: list[NVLinkInterfaceSummary] | None = Field(default=None, exclude_if=omit_if_empty)
     nv_link_logical_partition_stats: NVLinkLogicalPartitionStats | None = None  # always present
     multicast_groups_limit: int  # nico extension
-    nv_link_health: str | None = None  # nico extension: worst health of its physical partitions
+    # nico extension: the worst health of its physical partitions; absent until observed.
+    nv_link_health: str | None = Field(default=None, exclude_if=omit_if_none)
     status: str
     status_history: list[StatusDetail]
     created: datetime

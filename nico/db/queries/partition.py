@@ -229,4 +229,4 @@ async def physical_partition_healths(
             PhysicalPartition.logical_partition_id.in_(partition_ids), PhysicalPartition.health.is_not(None)
         )
     )
-    return [(lp, health) for lp, health in rows.tuples() if health is not None]
+    return [(lp, health) for lp, health in rows.all() if health is not None]
