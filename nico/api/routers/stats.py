@@ -19,7 +19,7 @@ from nico.api.schemas.stats import (
     MachineGpuStats,
     MachineInstanceTypeStats,
     MachineInstanceTypeSummary,
-    MachineStats,
+    MachineStatusStats,
     TenantInstanceTypeStats,
 )
 from nico.services import stats
@@ -73,7 +73,7 @@ async def instance_type_summary(
 ) -> Response:
     assigned, unassigned = await stats.instance_type_summary(session, org, site_param(request))
     body = MachineInstanceTypeSummary(
-        assigned=MachineStats.of(assigned), unassigned=MachineStats.of(unassigned)
+        assigned=MachineStatusStats.of(assigned), unassigned=MachineStatusStats.of(unassigned)
     )
     return json_response(body)
 

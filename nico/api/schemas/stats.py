@@ -9,7 +9,7 @@ from nico.api.schemas.common import ResponseModel
 from nico.services.stats import GpuStat, InstanceTypeStat, MachineCounts, TenantStat, TenantTypeStat
 
 
-class MachineStats(ResponseModel):
+class MachineStatusStats(ResponseModel):
     total: int
     initializing: int
     ready: int
@@ -19,7 +19,7 @@ class MachineStats(ResponseModel):
     unknown: int
 
     @classmethod
-    def of(cls, counts: MachineCounts) -> MachineStats:
+    def of(cls, counts: MachineCounts) -> MachineStatusStats:
         c = counts.counts
         return cls(
             total=counts.total,
@@ -51,7 +51,7 @@ class TenantInstanceTypeShare(ResponseModel):
     instance_type_id: uuid.UUID
     instance_type_name: str
     allocated: int
-    used_machine_stats: MachineStats
+    used_machine_stats: MachineStatusStats
 
     @classmethod
     def of(cls, share: TenantTypeStat) -> TenantInstanceTypeShare:
@@ -62,17 +62,17 @@ class TenantInstanceTypeShare(ResponseModel):
             instance_type_id=share.instance_type_id,
             instance_type_name=share.instance_type_name,
             allocated=share.allocated,
-            used_machine_stats=MachineStats.of(share.used),
+            used_machine_stats=MachineStatusStats.of(share.used),
         )
 
 
 class MachineInstanceTypeStats(ResponseModel):
     id: uuid.UUID
     name: str
-    assigned_machine_stats: MachineStats
+    assigned_machine_stats: MachineStatusStats
     allocated: int
     max_allocatable: int
-    used_machine_stats: MachineStats
+    used_machine_stats: MachineStatusStats
     tenants: list[TenantInstanceTypeShare]
 
     @classmethod
@@ -80,17 +80,17 @@ class MachineInstanceTypeStats(ResponseModel):
         return cls(
             id=stat.id,
             name=stat.name,
-            assigned_machine_stats=MachineStats.of(stat.assigned),
+            assigned_machine_stats=MachineStatusStats.of(stat.assigned),
             allocated=stat.allocated,
             max_allocatable=stat.max_allocatable,
-            used_machine_stats=MachineStats.of(stat.used),
+            used_machine_stats=MachineStatusStats.of(stat.used),
             tenants=[TenantInstanceTypeShare.of(t) for t in stat.tenants],
         )
 
 
 class MachineInstanceTypeSummary(ResponseModel):
-    assigned: MachineStats
-    unassigned: MachineStats
+    assigned: MachineStatusStats
+    unassigned: MachineStatusStats
 
 
 class TenantInstanceTypeStats(ResponseModel):
