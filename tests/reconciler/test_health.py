@@ -73,7 +73,7 @@ async def test_an_unhealthy_gpu_is_stored_shown_and_counted(
         .where(Gpu.machine_id == machine.id)
         .execution_options(populate_existing=True)
     )
-    healths = {uid: health for uid, health in rows.all()}
+    healths = {row[0]: row[1] for row in rows.all()}
     assert healths[sick] == "NO_NVLINK" and {h for u, h in healths.items() if u != sick} == {"HEALTHY"}
     pp_health = await session.scalar(
         select(PhysicalPartition.health)
