@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 from nico.config import NvLinkConfig
 from nico.db.queries import reconciler as queries
 from nico.fabric.backend import DomainTarget, FabricBackend, FabricError, FabricPartition
+from nico.reconciler import health
 from nico.reconciler import state as statemod
 from nico.reconciler.executor import AfterCall, Outcome, execute
 from nico.reconciler.metrics import MonitorMetrics
@@ -131,6 +132,7 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
         report = await write_back(session, state, outcome, mode)
         await session.commit()
     monitor.metrics.gpus_without_home(domain, report.gpus_without_home)
+    await health.observe(conn, monitor.backend, monitor.metrics.health, domain, seen.target, observed)
     return _result(monitor, state, outcome, result, again, report, still_running=seen.still_running)
 
 

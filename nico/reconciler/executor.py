@@ -21,6 +21,7 @@ from nico.fabric.backend import (
     FabricError,
     FabricPartition,
     FabricTimeout,
+    FabricTopology,
     FabricUnavailable,
     OperationPending,
 )
@@ -104,7 +105,10 @@ async def _call(
     backend: FabricBackend, target: DomainTarget, op: Operation, current: dict[str, FabricPartition]
 ) -> None:
     if isinstance(op, CreatePartition):
-        made = await backend.create_partition(target, op.name, op.gpu_uids)
+        # Only managers with a multicast budget (NMX-C GetDomainProperties) take the limit; NMX-M
+        # partitions have no attributes and refuse one.
+        limit = op.multicast_groups_limit if isinstance(backend, FabricTopology) else None
+        made = await backend.create_partition(target, op.name, op.gpu_uids, multicast_groups_limit=limit)
         current[made.ref] = made
         return
     partition = current.get(op.partition.ref, op.partition)

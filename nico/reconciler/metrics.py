@@ -20,6 +20,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from nico.reconciler.health_metrics import HealthMetrics
+
 PREFIX = "nico_nvlink_partition_monitor_"
 BUCKETS = (0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000)
 OPERATIONS = ("create", "update", "remove", "remove_default_partition")
@@ -88,6 +90,7 @@ class MonitorMetrics(Collector):
             for status in statuses:
                 self.changes.labels(operation, status)
         registry.register(self)
+        self.health = HealthMetrics(hold_seconds).register(registry)  # nico.reconciler.health_metrics
 
     def operation_done(self, operation: str, status: str, seconds: float) -> None:
         self.changes.labels(operation, status).inc()
@@ -117,6 +120,7 @@ class MonitorMetrics(Collector):
 
     def forget_domains(self, keep: set[uuid.UUID]) -> None:
         """Drop figures of domains that no longer exist."""
+        self.health.forget_domains(keep)
         snap = self.snapshot
         tables = (snap.partitions, snap.gpus, snap.errors, snap.failures, snap.blocked, snap.without_home)
         for table in tables:

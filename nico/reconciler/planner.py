@@ -67,6 +67,7 @@ class DomainDesire:
     owned_names: frozenset[str] = frozenset()
     mode: Mode = "domain"
     homes: Mapping[int, str] = field(default_factory=dict)
+    multicast_limits: Mapping[uuid.UUID, int] = field(default_factory=dict)  # lp -> multicast groups
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class CreatePartition:
     name: str
     lp: uuid.UUID | None  # None: a tray's home partition
     gpu_uids: frozenset[int]
+    multicast_groups_limit: int | None = None  # sent in PartitionAttr (None: the manager's default)
 
 
 Operation = RemoveGpus | DeletePartition | AddGpus | CreatePartition
@@ -237,7 +239,7 @@ def plan(desire: DomainDesire, observed: Iterable[FabricPartition]) -> Plan:
                     "of machines nico does not manage"
                 )
                 continue
-            additions.append(CreatePartition(name, lp, gpus))
+            additions.append(CreatePartition(name, lp, gpus, desire.multicast_limits.get(lp)))
         elif missing := gpus - existing.gpu_uids:
             additions.append(AddGpus(existing, missing, "owned", lp))
     if default is not None and (missing := frozenset(to_default - default.gpu_uids)):

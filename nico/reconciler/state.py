@@ -78,6 +78,7 @@ class DomainState:
     partitions: dict[str, RecordedPartition] = field(default_factory=dict)  # by fabric name
     intents: list[OpenIntent] = field(default_factory=list)
     unsettled: dict[uuid.UUID, UnsettledInstance] = field(default_factory=dict)
+    multicast_limits: dict[uuid.UUID, int] = field(default_factory=dict)  # wanted lp -> its limit
 
     def owned_names(self) -> frozenset[str]:
         return frozenset(self.partitions) | {i.name for i in self.intents if i.operation == "create"}
@@ -85,7 +86,9 @@ class DomainState:
     def desire(self, mode: Mode = "domain") -> DomainDesire:
         homes = home_names((g.gpu_uid, g.chassis_serial, g.slot_id) for g in self.gpus.values())
         gpus = {g.gpu_uid: g.wants for g in self.gpus.values()}
-        return DomainDesire(self.domain, gpus, self.owned_names(), mode, homes)
+        return DomainDesire(
+            self.domain, gpus, self.owned_names(), mode, homes, multicast_limits=self.multicast_limits
+        )
 
     def pending_operations(self) -> list[OpenIntent]:
         """NMX-M operations that timed out and may still complete."""
@@ -143,6 +146,13 @@ async def load(
             machine_id,
             {int(device): uuid.UUID(lp) for device, lp in bindings.items()},
         )
+    wanted = {g.wants for s in states.values() for g in s.gpus.values() if g.wants is not None}
+    if wanted:
+        limits = dict(await queries.multicast_limits(conn, sorted(wanted)))
+        for s in states.values():
+            for g in s.gpus.values():
+                if g.wants is not None and g.wants in limits:
+                    s.multicast_limits[g.wants] = limits[g.wants]
     return states
 
 

@@ -17,7 +17,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.queries import assignment as queries
 from nico.db.raw import driver_connection
-from nico.services.placement import Ask, plan_counts
+from nico.services.errors import conflict
+from nico.services.placement import Ask, NoCapacity, plan_counts
 
 
 async def partition_domains(
@@ -57,7 +58,8 @@ async def claim(
     is really left, so a request fails only when capacity is really gone (:class:`NoCapacity`). At
     the driver level: on a 200-rack site this is the request's hot spot.
     """
-    lp_domains = await partition_domains(session, set(partition_ids))
+    wanted_lps = set(partition_ids)
+    lp_domains = await partition_domains(session, wanted_lps)
     ask = Ask(
         instance_type_id=ask.instance_type_id,
         count=ask.count,
@@ -76,9 +78,10 @@ async def claim(
             loose = available
         else:
             free[domain], used[domain] = available, assigned
+    over = await _over_budget(conn, site_id, wanted_lps) if ask.needs_nvlink else {}
     rng = random.Random(seed)
     while True:  # ends: every short pick lowers a free count, until placement gives up
-        plan = plan_counts(free, loose, ask, rng, used)
+        plan = _plan_within_budgets(free, loose, ask, rng, used, over)
         await queries.savepoint(conn)
         locked: list[Claimed] = []
         short = False
@@ -95,3 +98,48 @@ async def claim(
             await queries.release_savepoint(conn)  # the locks now belong to the request
             return locked
         await queries.rollback_to_savepoint(conn)  # releases the partial pick for others
+
+
+async def _over_budget(
+    conn: queries.Connection, site_id: uuid.UUID, partition_ids: Collection[uuid.UUID]
+) -> dict[uuid.UUID, str]:
+    """Domains that cannot take the logical partitions: each not yet present there would draw its
+    multicast groups limit from the domain's budget (``max_multicast_groups``), and the sum does not
+    fit. Domain -> why (the 409's words)."""
+    wanted = set(partition_ids)
+    if not wanted:
+        return {}
+    limits = await queries.multicast_limits(conn, wanted)
+    over: dict[uuid.UUID, str] = {}
+    for domain, budget, in_use, present in await queries.multicast_budgets(conn, site_id):
+        need = sum(limit for lp, limit in limits.items() if lp not in present)
+        if need and in_use + need > budget:
+            over[domain] = (
+                f"NVLink domain {domain} has {budget - in_use} of its {budget} multicast groups "
+                f"(max_multicast_groups) left; the logical partition needs {need} (multicastGroupsLimit)"
+            )
+    return over
+
+
+def _plan_within_budgets(
+    free: dict[uuid.UUID, int],
+    loose: int,
+    ask: Ask,
+    rng: random.Random,
+    used: dict[uuid.UUID, int],
+    over: dict[uuid.UUID, str],
+) -> list[tuple[uuid.UUID | None, int]]:
+    """Placement over the domains whose multicast budget can take the request; when only the budget
+    stands in the way, a 409 naming it rather than a failure on the fabric later."""
+    if not over:
+        return plan_counts(free, loose, ask, rng, used)
+    within = {domain: (0 if domain in over else n) for domain, n in free.items()}
+    try:
+        return plan_counts(within, loose, ask, rng, used)
+    except NoCapacity:
+        try:
+            plan_counts(free, loose, ask, random.Random(0), used)
+        except NoCapacity:
+            raise  # machines are short anyway: the usual answer
+        reason = next(iter(over[d] for d in free if d in over and free[d]), next(iter(over.values())))
+        raise conflict(f"Multicast group budget exceeded: {reason}") from None

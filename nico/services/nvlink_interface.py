@@ -154,6 +154,7 @@ class InterfaceView:
     provider_id: uuid.UUID | None = None
     partition: LogicalPartition | None = None
     clique_id: str | None = None  # <ClusterUUID>.<CliqueId> once Ready (nico extension)
+    health: str | None = None  # the GPU's health as the fabric last reported it (nico extension)
 
 
 async def list_interfaces(
@@ -204,6 +205,7 @@ async def list_interfaces(
     rows, total = await fetch_page(session, stmt, page, queries.BINDING_ORDER, NvlinkInterface.id)
     views = [InterfaceView(row) for row in rows]
     await attach_cliques(session, views)
+    await attach_health(session, views)
     if views and "Instance" in relations:
         instances = await queries.instances_with_provider(session, {v.interface.instance_id for v in views})
         for view in views:
@@ -215,6 +217,15 @@ async def list_interfaces(
         for view in views:
             view.partition = partitions[view.interface.logical_partition_id]
     return views, total
+
+
+async def attach_health(session: AsyncSession, views: Sequence[InterfaceView]) -> None:
+    """Fill each view's GPU health, in one query."""
+    if not views:
+        return
+    healths = await queries.health_by_interface(session, [v.interface.id for v in views])
+    for view in views:
+        view.health = healths.get(view.interface.id)
 
 
 async def attach_cliques(session: AsyncSession, views: Sequence[InterfaceView]) -> None:

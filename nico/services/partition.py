@@ -39,6 +39,13 @@ NOT_OWNED = "NVLink Logical Partition is not owned by current org's Tenant"
 NAME_TAKEN = "Another NVLink Logical Partition with specified name already exists for Tenant"
 FULL_HISTORY = 100
 BAD_SITE = "Failed to retrieve Site specified in query param, invalid ID or DB error"
+# Multicast groups (NMX PartitionAttr.multicast_groups_limit): a multiple of 4, set when the fabric
+# creates a physical partition, drawn from its domain's budget (max_multicast_groups, 1024 on NVL72).
+# The default, 16, is the value the reference validated (#1558): NCCL's NVLS needs a few groups per
+# communicator, and 1024 / 16 = 64 partitions per rack, more than the 18 trays an NVL72 can be split
+# into, so the default never makes the budget the binding constraint.
+DEFAULT_MULTICAST_GROUPS_LIMIT = 16
+MAX_MULTICAST_GROUPS_LIMIT = 1024
 
 
 @dataclass
@@ -52,6 +59,7 @@ class PartitionView:
     vpcs: list[Vpc] = field(default_factory=list)
     interfaces: list[NvlinkInterface] = field(default_factory=list)
     stats: tuple[int, int] | None = None
+    health: str | None = None  # worst fabric health of its physical partitions (None: not observed)
 
 
 @dataclass(frozen=True)
@@ -72,8 +80,10 @@ async def create(
     description: str | None,
     site_id: uuid.UUID,
     created_by: str | None,
+    multicast_groups_limit: int | None = None,
 ) -> PartitionView:
-    """Create a Ready logical partition (the reference's check order, spec §3.2)."""
+    """Create a Ready logical partition (the reference's check order, spec §3.2); a multicast limit
+    no domain of the site could hold even empty is a 409 naming the budget."""
     prefix = "Failed to create NVLink Logical Partition"
     found = await queries.creation_checks(conn, org, site_id)
     if found is None:
@@ -90,13 +100,26 @@ async def create(
             f"Site: {site_id} specified in request data must have NVLink Logical Partition enabled in "
             "order to create NVLink Logical Partition"
         )
+    limit = DEFAULT_MULTICAST_GROUPS_LIMIT if multicast_groups_limit is None else multicast_groups_limit
+    largest = await queries.largest_multicast_budget(conn, site_id)
+    if largest is not None and limit > largest:
+        raise conflict(
+            f"{prefix}, multicastGroupsLimit {limit} exceeds the multicast budget of every NVLink domain "
+            f"at Site (max_multicast_groups: {largest})"
+        )
     row = await queries.insert_ready_partition(
-        conn, tenant_id=tenant_id, site_id=site_id, name=name, description=description, created_by=created_by
+        conn,
+        tenant_id=tenant_id,
+        site_id=site_id,
+        name=name,
+        description=description,
+        created_by=created_by,
+        multicast_groups_limit=limit,
     )
     if row is None:
         existing = await queries.partition_id_by_name(conn, tenant_id, name)
         raise conflict(NAME_TAKEN, {"id": str(existing) if existing else None})
-    pid, tenant, site, lp_name, lp_description, lp_status, by, created, updated, entries = row
+    pid, tenant, site, lp_name, lp_description, lp_status, by, created, updated, mc_limit, entries = row
     partition = LogicalPartition(
         id=pid,
         tenant_id=tenant,
@@ -105,6 +128,7 @@ async def create(
         description=lp_description,
         status=lp_status,
         created_by=by,
+        multicast_groups_limit=mc_limit,
         created=created,
         updated=updated,
     )
@@ -271,4 +295,29 @@ async def views(
                 view.interfaces = found
             if include.stats:
                 view.stats = (len(found), len({b.instance_id for b in found}))
+    healths: dict[uuid.UUID, list[str]] = defaultdict(list)
+    for lp_id, health in await queries.physical_partition_healths(session, ids):
+        healths[lp_id].append(health)
+    for view in out:
+        view.health = worst_health(healths.get(view.partition.id, []))
     return out
+
+
+# Fabric health words, best first (NMX partition and GPU health); anything else ranks as UNKNOWN.
+HEALTH_ORDER = (
+    "HEALTHY",
+    "UNKNOWN",
+    "DEGRADED_BANDWIDTH",
+    "DEGRADED_BW",
+    "DEGRADED",
+    "NO_NVLINK",
+    "UNHEALTHY",
+)
+
+
+def worst_health(values: Sequence[str]) -> str | None:
+    """The worst of the fabric's health words (None when nothing was observed)."""
+    if not values:
+        return None
+    rank = {word: n for n, word in enumerate(HEALTH_ORDER)}
+    return max(values, key=lambda v: rank.get(v, rank["UNKNOWN"]))

@@ -41,6 +41,7 @@ class GpuView:
     partition_name: str | None = None
     status: str | None = None  # the binding's: Pending, Ready, Deleting
     observed: bool = False  # the fabric was last seen holding this GPU in the partition
+    health: str | None = None  # the fabric's word (free and the tenant's GPUs only)
 
 
 @dataclass
@@ -133,7 +134,8 @@ def _gpu_views(rows: list[queries.TopologyGpuRow]) -> tuple[_Gpus, dict[uuid.UUI
         if index in tray_gpus:
             continue  # a Deleting binding behind the live one
         if row.instance_id is None:
-            gpu = GpuView(index, "other" if row.holder is not None else "free")
+            held = row.holder is not None
+            gpu = GpuView(index, "other" if held else "free", health=None if held else row.health)
         else:
             gpu = GpuView(
                 index,
@@ -144,6 +146,7 @@ def _gpu_views(rows: list[queries.TopologyGpuRow]) -> tuple[_Gpus, dict[uuid.UUI
                 partition_name=row.partition_name,
                 status=row.binding_status,
                 observed=row.partition_id is not None and row.observed_partition_id == row.partition_id,
+                health=row.health,
             )
             if row.partition_id is not None:
                 assert row.partition_name is not None and row.partition_status is not None  # joined

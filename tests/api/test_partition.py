@@ -52,11 +52,13 @@ async def test_create_is_ready_with_pending_then_ready_history(
         "siteId",
         "tenantId",
         "nvLinkLogicalPartitionStats",
+        "multicastGroupsLimit",  # nico extension (compatibility row 76)
         "status",
         "statusHistory",
         "created",
         "updated",
     }
+    assert body["multicastGroupsLimit"] == 16 and "nvLinkHealth" not in body  # not observed yet
     assert body["tenantId"] == str(world.tenant.id) and body["siteId"] == str(world.site.id)
     assert body["created"].endswith("Z") or body["created"].endswith("+00:00")
     got = await client.get(f"{PATH}/{body['id']}", headers=headers)

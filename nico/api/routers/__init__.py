@@ -14,10 +14,12 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     # that ``/instance/type`` is not taken for an instance id.
     "instance_type",
     "instance",
+    "instance_reads",
     "partition",
     "nvlink_interface",
     "vpc",
     "subnet",
+    "stats",  # before machine: /machine/gpu/stats is not a machine id
     "machine",
     "site",
     "allocation",

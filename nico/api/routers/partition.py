@@ -70,6 +70,7 @@ async def create_partition(org: str, principal: TenantAdmin, body: CreateBody, c
             description=body.description,
             site_id=site_id,
             created_by=principal.subject or None,
+            multicast_groups_limit=body.multicast_groups_limit,
         )
     return json_response(NVLinkLogicalPartition.of(view), 201)
 

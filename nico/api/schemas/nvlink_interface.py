@@ -91,6 +91,9 @@ class NVLinkInterface(ResponseModel):
     status: str
     # nico extension: <ClusterUUID>.<CliqueId> as the GPU driver will report it, null until Ready.
     nv_link_clique_id: str | None = None
+    # nico extension: the GPU's NVLink health as the fabric last reported it (HEALTHY, DEGRADED,
+    # NO_NVLINK, DEGRADED_BW, ...); absent until observed.
+    nv_link_health: str | None = Field(default=None, exclude_if=omit_if_none)
     created: datetime
     updated: datetime
 
@@ -122,6 +125,7 @@ class NVLinkInterface(ResponseModel):
             gpu_guid=str(row.gpu_guid) if row.gpu_guid is not None else None,
             status=row.status,
             nv_link_clique_id=view.clique_id,
+            nv_link_health=view.health,
             created=row.created,
             updated=row.updated,
         )

@@ -13,17 +13,28 @@ from nico.api.schemas.nvlink_interface import NVLinkInterfaceSummary
 from nico.api.schemas.org import TenantSummary
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import VpcSummary
-from nico.services.partition import PartitionView
+from nico.services.partition import MAX_MULTICAST_GROUPS_LIMIT, PartitionView
 
 
 class LogicalPartitionCreateRequest(RequestModel):
     name: str | None = None
     description: str | None = None  # no length limit on partitions
     site_id: str | None = None
+    # nico extension: multicast groups each physical partition asks the fabric for (default 16)
+    multicast_groups_limit: int | None = None
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name))
         errors.add("siteId", uuid_problem(self.site_id))
+        errors.add("multicastGroupsLimit", multicast_limit_problem(self.multicast_groups_limit))
+
+
+def multicast_limit_problem(value: int | None) -> str | None:
+    if value is None:
+        return None
+    if not 0 <= value <= MAX_MULTICAST_GROUPS_LIMIT or value % 4:
+        return f"must be a multiple of 4 between 0 and {MAX_MULTICAST_GROUPS_LIMIT}"
+    return None
 
 
 class LogicalPartitionUpdateRequest(RequestModel):
@@ -50,6 +61,9 @@ class NVLinkLogicalPartition(ResponseModel):
     vpcs: list[VpcSummary] | None = Field(default=None, exclude_if=omit_if_empty)
     nv_link_interfaces: list[NVLinkInterfaceSummary] | None = Field(default=None, exclude_if=omit_if_empty)
     nv_link_logical_partition_stats: NVLinkLogicalPartitionStats | None = None  # always present
+    multicast_groups_limit: int  # nico extension
+    # nico extension: the worst health of its physical partitions; absent until observed.
+    nv_link_health: str | None = Field(default=None, exclude_if=omit_if_none)
     status: str
     status_history: list[StatusDetail]
     created: datetime
@@ -74,6 +88,8 @@ class NVLinkLogicalPartition(ResponseModel):
                 if stats is not None
                 else None
             ),
+            multicast_groups_limit=row.multicast_groups_limit,
+            nv_link_health=view.health,
             status=row.status,
             status_history=[StatusDetail.model_validate(d, from_attributes=True) for d in view.history],
             created=row.created,

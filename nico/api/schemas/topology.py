@@ -7,7 +7,7 @@ from datetime import datetime
 
 from pydantic import Field
 
-from nico.api.schemas.common import ResponseModel
+from nico.api.schemas.common import ResponseModel, omit_if_none
 from nico.services.topology import DomainView, GpuState, GpuView, PartitionLegend, TopologyView
 
 
@@ -20,6 +20,11 @@ class TopologyGpu(ResponseModel):
     nv_link_logical_partition_name: str | None = None
     status: str | None = Field(None, description="the NVLink interface's status: Pending, Ready, Deleting")
     observed: bool = Field(False, description="the fabric was last seen holding the GPU in the partition")
+    health: str | None = Field(
+        None,
+        description="the GPU's NVLink health as the fabric last reported it (free and own GPUs)",
+        exclude_if=omit_if_none,
+    )
 
     @classmethod
     def of(cls, gpu: GpuView) -> TopologyGpu:
@@ -32,6 +37,7 @@ class TopologyGpu(ResponseModel):
             nv_link_logical_partition_name=gpu.partition_name,
             status=gpu.status,
             observed=gpu.observed,
+            health=gpu.health,
         )
 
 

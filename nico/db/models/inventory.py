@@ -47,6 +47,8 @@ class NvlinkDomain(Base):
     consecutive_failures: Mapped[int] = mapped_column(default=0, server_default="0")
     # GPUs in neither their tenant partition nor their home after the last pass (#6644).
     gpus_without_home: Mapped[int] = mapped_column(default=0, server_default="0")
+    # The domain's multicast budget (NMX-C GetDomainProperties max_multicast_groups), once read.
+    max_multicast_groups: Mapped[int | None]
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()
 
@@ -169,6 +171,7 @@ class Gpu(Base):
         ForeignKey("physical_partition.id", ondelete="SET NULL"), index=True
     )
     fabric_partition_id: Mapped[int | None] = mapped_column(BigInteger)
+    health: Mapped[str | None] = mapped_column(String(32))  # as the fabric last reported it
     observed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()

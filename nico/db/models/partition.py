@@ -20,6 +20,9 @@ class LogicalPartition(Base):
     __table_args__ = (
         UniqueConstraint("tenant_id", "name"),
         CheckConstraint(check_in("status", LogicalPartitionStatus), name="status"),
+        CheckConstraint(
+            "multicast_groups_limit >= 0 AND multicast_groups_limit % 4 = 0", name="multicast_groups_limit"
+        ),
     )
 
     id: Mapped[uuid.UUID] = uuid_pk()
@@ -29,6 +32,9 @@ class LogicalPartition(Base):
     description: Mapped[str | None] = mapped_column(Text)
     status: Mapped[str] = mapped_column(String(32), default=LogicalPartitionStatus.PENDING)
     created_by: Mapped[str | None] = mapped_column(String(256))
+    # Multicast groups each of its physical partitions asks the fabric for (NMX PartitionAttr), drawn
+    # from the domain's budget (NvlinkDomain.max_multicast_groups).
+    multicast_groups_limit: Mapped[int] = mapped_column(default=16, server_default="16")
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()
 
@@ -58,5 +64,6 @@ class PhysicalPartition(Base):
     fabric_partition_id: Mapped[int] = mapped_column(BigInteger)
     fabric_ref: Mapped[str] = mapped_column(String(64))
     name: Mapped[str] = mapped_column(String(256))
+    health: Mapped[str | None] = mapped_column(String(32))  # as the fabric last reported it
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()

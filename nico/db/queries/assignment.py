@@ -39,7 +39,44 @@ LIMIT %(n)s
 FOR UPDATE SKIP LOCKED
 """
 
+# Each domain's multicast budget and what the logical partitions present there (a physical partition,
+# or an unsettled binding the reconciler has not built yet) already draw from it.
+_BUDGETS = """
+SELECT d.uuid, d.max_multicast_groups, COALESCE(sum(lp.multicast_groups_limit), 0),
+       COALESCE(array_agg(lp.id) FILTER (WHERE lp.id IS NOT NULL), '{}')
+FROM nvlink_domain d
+LEFT JOIN LATERAL (
+    SELECT p.logical_partition_id AS lp_id FROM physical_partition p WHERE p.domain_uuid = d.uuid
+    UNION
+    SELECT n.logical_partition_id FROM machine m JOIN nvlink_interface n ON n.instance_id = m.instance_id
+    WHERE m.nvlink_domain_uuid = d.uuid AND n.status IN ('Pending', 'Provisioning', 'Error')
+) present ON true
+LEFT JOIN logical_partition lp ON lp.id = present.lp_id
+WHERE d.site_id = %(site)s AND d.max_multicast_groups IS NOT NULL
+GROUP BY d.uuid, d.max_multicast_groups
+"""
+
 Connection = psycopg.AsyncConnection[Any]
+
+
+async def multicast_budgets(
+    conn: Connection, site_id: uuid.UUID
+) -> list[tuple[uuid.UUID, int, int, frozenset[uuid.UUID]]]:
+    """(domain, budget, groups in use, logical partitions present) of the site's domains whose
+    budget is known."""
+    rows = await (await conn.execute(_BUDGETS, {"site": site_id})).fetchall()
+    return [(domain, budget, int(used), frozenset(present)) for domain, budget, used, present in rows]
+
+
+async def multicast_limits(conn: Connection, partition_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, int]:
+    """Logical partition -> its multicast groups limit."""
+    rows = await (
+        await conn.execute(
+            "SELECT id, multicast_groups_limit FROM logical_partition WHERE id = ANY(%(ids)s)",
+            {"ids": list(partition_ids)},
+        )
+    ).fetchall()
+    return {lp: int(limit) for lp, limit in rows}
 
 
 async def partition_domains(

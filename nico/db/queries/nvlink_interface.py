@@ -114,3 +114,15 @@ async def cliques_by_interface(session: AsyncSession, ids: Sequence[uuid.UUID]) 
     """The clique id (``<ClusterUUID>.<CliqueId>``) of each given interface that has one."""
     rows = await session.execute(text(CLIQUES_BY_INTERFACE), {"ids": list(ids)})
     return {row.id: row.clique_id for row in rows}
+
+
+_HEALTH_BY_INTERFACE = """
+SELECT n.id, g.health FROM nvlink_interface n JOIN gpu g ON g.gpu_uid = n.gpu_guid
+WHERE n.id = ANY(:ids) AND g.health IS NOT NULL
+"""
+
+
+async def health_by_interface(session: AsyncSession, ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The fabric's last word on the health of each given interface's GPU (those observed)."""
+    rows = await session.execute(text(_HEALTH_BY_INTERFACE), {"ids": list(ids)})
+    return {row.id: row.health for row in rows}

@@ -27,8 +27,10 @@ WHERE t.org = %(org)s
 _CREATE_INSERT = """
 WITH lp AS (
     INSERT INTO logical_partition
-        (id, tenant_id, site_id, name, description, status, created_by, created, updated)
-    VALUES (gen_random_uuid(), %(tenant)s, %(site)s, %(name)s, %(description)s, 'Ready', %(by)s, now(), now())
+        (id, tenant_id, site_id, name, description, status, created_by, created, updated,
+         multicast_groups_limit)
+    VALUES (gen_random_uuid(), %(tenant)s, %(site)s, %(name)s, %(description)s, 'Ready', %(by)s, now(), now(),
+            %(mc_limit)s)
     ON CONFLICT (tenant_id, name) DO NOTHING
     RETURNING *
 ), history AS (
@@ -40,7 +42,7 @@ WITH lp AS (
     RETURNING id, status, message, created, updated
 )
 SELECT lp.id, lp.tenant_id, lp.site_id, lp.name, lp.description, lp.status, lp.created_by, lp.created,
-       lp.updated,
+       lp.updated, lp.multicast_groups_limit,
        (SELECT array_agg(ARRAY[h.status, h.message, h.created::text, h.updated::text] ORDER BY h.id)
         FROM history h)
 FROM lp
@@ -61,6 +63,7 @@ async def insert_ready_partition(
     name: str,
     description: str | None,
     created_by: str | None,
+    multicast_groups_limit: int,
 ) -> Any:
     """Insert a Ready partition with its two history entries; the row (partition columns, then the
     history as text arrays), or None when the tenant has a partition of that name."""
@@ -70,8 +73,19 @@ async def insert_ready_partition(
         "name": name,
         "description": description,
         "by": created_by,
+        "mc_limit": multicast_groups_limit,
     }
     return await (await conn.execute(_CREATE_INSERT, params)).fetchone()
+
+
+async def largest_multicast_budget(conn: Connection, site_id: uuid.UUID) -> int | None:
+    """The largest multicast budget of the site's NVLink domains (None: no domain's budget known)."""
+    row = await (
+        await conn.execute(
+            "SELECT max(max_multicast_groups) FROM nvlink_domain WHERE site_id = %s", (site_id,)
+        )
+    ).fetchone()
+    return None if row is None else row[0]
 
 
 async def partition_id_by_name(conn: Connection, tenant_id: uuid.UUID, name: str) -> uuid.UUID | None:
@@ -199,3 +213,15 @@ async def bindings_to(session: AsyncSession, partition_ids: list[uuid.UUID]) -> 
         .order_by(NvlinkInterface.created, NvlinkInterface.id)
     )
     return list(rows)
+
+
+async def physical_partition_healths(
+    session: AsyncSession, partition_ids: list[uuid.UUID]
+) -> list[tuple[uuid.UUID, str]]:
+    """(logical partition, health) of each observed physical partition of the partitions."""
+    rows = await session.execute(
+        select(PhysicalPartition.logical_partition_id, PhysicalPartition.health).where(
+            PhysicalPartition.logical_partition_id.in_(partition_ids), PhysicalPartition.health.is_not(None)
+        )
+    )
+    return [(lp, health) for lp, health in rows.all() if health is not None]

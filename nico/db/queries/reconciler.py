@@ -301,3 +301,53 @@ async def global_figures(conn: AsyncConnection) -> Any:
             )
         )
     ).one()
+
+
+async def multicast_limits(conn: AsyncConnection, partition_ids: Sequence[uuid.UUID]) -> Sequence[Any]:
+    """(logical partition, multicast groups limit) of ``partition_ids``."""
+    rows = await conn.execute(
+        text("SELECT id, multicast_groups_limit FROM logical_partition WHERE id = ANY(:ids)"),
+        {"ids": list(partition_ids)},
+    )
+    return rows.all()
+
+
+async def domain_multicast_budget(conn: AsyncConnection, domain: uuid.UUID) -> int | None:
+    """The domain's multicast budget as last read from the fabric (None: never read)."""
+    rows = await conn.execute(
+        text("SELECT max_multicast_groups FROM nvlink_domain WHERE uuid = :d"), {"d": domain}
+    )
+    return rows.scalar()
+
+
+async def record_multicast_budget(conn: AsyncConnection, domain: uuid.UUID, budget: int) -> None:
+    await conn.execute(
+        text("UPDATE nvlink_domain SET max_multicast_groups = :b WHERE uuid = :d"), {"b": budget, "d": domain}
+    )
+
+
+async def record_gpu_health(conn: AsyncConnection, healths: dict[int, str]) -> None:
+    """Store the fabric's word for each GPU's health (GPUs nico does not know are ignored)."""
+    if not healths:
+        return
+    await conn.execute(
+        text(
+            "UPDATE gpu SET health = h.health FROM unnest(CAST(:uids AS numeric[]), CAST(:hs AS text[])) "
+            "AS h(uid, health) WHERE gpu.gpu_uid = h.uid AND gpu.health IS DISTINCT FROM h.health"
+        ),
+        {"uids": [str(u) for u in healths], "hs": list(healths.values())},
+    )
+
+
+async def record_partition_health(conn: AsyncConnection, domain: uuid.UUID, healths: dict[str, str]) -> None:
+    """Store each physical partition's health, by its fabric name in the domain."""
+    if not healths:
+        return
+    await conn.execute(
+        text(
+            "UPDATE physical_partition p SET health = h.health "
+            "FROM unnest(CAST(:names AS text[]), CAST(:hs AS text[])) AS h(name, health) "
+            "WHERE p.domain_uuid = :d AND p.name = h.name AND p.health IS DISTINCT FROM h.health"
+        ),
+        {"d": domain, "names": list(healths), "hs": list(healths.values())},
+    )

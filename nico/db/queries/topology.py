@@ -50,6 +50,7 @@ class TopologyGpuRow(NamedTuple):
     partition_name: str | None
     partition_status: str | None
     observed_partition_id: uuid.UUID | None  # the logical partition the fabric holds the GPU in
+    health: str | None = None  # the GPU's health as the fabric last reported it
 
 
 async def topology_gpus(
@@ -72,6 +73,7 @@ async def topology_gpus(
             LogicalPartition.name,
             LogicalPartition.status,
             PhysicalPartition.logical_partition_id,
+            Gpu.health,
         )
         .join(Gpu, Gpu.machine_id == Machine.id)
         .outerjoin(Instance, mine)

@@ -1,7 +1,7 @@
 // The NVLink topology page: reads org and token from the URL fragment (#org=...&token=..., which never
 // reaches a server log) or the form, polls GET <api>/nvlink-topology every 2 s and draws each NVLink
 // domain as its chassis of trays of GPUs. Stable data-* attributes (data-domain, data-state,
-// data-partition, data-status, data-observed, data-error, data-pending) say what is drawn.
+// data-partition, data-status, data-observed, data-health, data-error, data-pending) say what is drawn.
 "use strict";
 
 const POLL_MS = 2000;
@@ -42,7 +42,8 @@ function status(text, problem = false) {
 }
 
 function gpuTitle(serial, tray, gpu) {
-  const where = `${serial} tray ${tray.trayIndex} GPU ${gpu.deviceInstance}`;
+  const sick = gpu.health && gpu.health !== "HEALTHY" ? ` · NVLink ${gpu.health}` : "";
+  const where = `${serial} tray ${tray.trayIndex} GPU ${gpu.deviceInstance}${sick}`;
   if (gpu.state === "free") return `${where}: free`;
   if (gpu.state === "other") return `${where}: in use by another tenant`;
   const parts = [where, `instance ${gpu.instanceName}`];
@@ -64,6 +65,7 @@ function drawGpu(serial, tray, gpu, palette) {
     "data-status": gpu.status,
     "data-observed": gpu.state === "mine" && gpu.nvLinkLogicalPartitionId ? String(gpu.observed) : null,
     "data-device": String(gpu.deviceInstance),
+    "data-health": gpu.health && gpu.health !== "HEALTHY" ? gpu.health : null,
     style: color ? `--color: ${color}` : null,
     title: gpuTitle(serial, tray, gpu),
   });

@@ -1,0 +1,78 @@
+"""Reading a domain's health (and multicast budget) from the fabric on each pass: stored where
+tenants can read it (``gpu.health``, ``physical_partition.health``, ``nvlink_domain.
+max_multicast_groups``) and exported as gauges (:mod:`nico.reconciler.health_metrics`).
+
+A health read that fails never fails the pass: partitions matter more than their health, and the
+next pass reads again.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from nico.db.queries import reconciler as queries
+from nico.fabric.backend import (
+    DomainHealth,
+    DomainTarget,
+    FabricBackend,
+    FabricError,
+    FabricHealth,
+    FabricPartition,
+    FabricTopology,
+    health_counts,
+)
+from nico.reconciler.health_metrics import HealthMetrics
+
+log = logging.getLogger(__name__)
+
+
+async def observe(
+    conn: AsyncConnection,
+    backend: FabricBackend,
+    metrics: HealthMetrics | None,
+    domain: uuid.UUID,
+    target: DomainTarget,
+    partitions: Sequence[FabricPartition],
+) -> DomainHealth | None:
+    """Read, store and export the domain's health; None when the fabric could not say."""
+    try:
+        gpus = await backend.list_gpus(target)
+        summary = await backend.domain_health(target) if isinstance(backend, FabricHealth) else None
+        budget = await queries.domain_multicast_budget(conn, domain)
+        if budget is None and isinstance(backend, FabricTopology):
+            budget = (await backend.domain_limits(target)).max_multicast_groups
+            await queries.record_multicast_budget(conn, domain, budget)
+    except FabricError as exc:
+        log.info("domain %s: health not read: %s", domain, exc.message)
+        await conn.rollback()
+        return None
+    if summary is None:
+        summary = DomainHealth(
+            domain,
+            gpus=health_counts(g.health for g in gpus),
+            compute_nodes={},
+            switch_nodes={},
+            partitions=health_counts(p.health for p in partitions),
+        )
+    await queries.record_gpu_health(conn, {g.gpu_uid: g.health for g in gpus})
+    await queries.record_partition_health(conn, domain, {p.name: p.health for p in partitions})
+    await conn.commit()
+    if metrics is not None:
+        available = summary.available_multicast_groups
+        if available is None and budget is not None:
+            reserved = sum(p.multicast_groups_limit or 0 for p in partitions)
+            available = max(budget - reserved, 0)
+        metrics.record(
+            domain,
+            gpus=summary.gpus,
+            compute_nodes=summary.compute_nodes,
+            switch_nodes=summary.switch_nodes,
+            partitions=summary.partitions,
+            multicast_budget=budget,
+            multicast_available=available,
+        )
+    return summary
