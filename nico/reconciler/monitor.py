@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 
 BUSY_RETRY_SECONDS = 1.0
 WAITING_RETRY_SECONDS = 0.25
+PARTITION_COUNT_EVERY = 0.25
 
 
 @dataclass
@@ -88,6 +89,8 @@ class Reconciler:
         self.verified: dict[str, uuid.UUID] = {}  # endpoint -> domain its Hello named
         self._subscriptions: dict[uuid.UUID, tuple[str | None, asyncio.Task[None]]] = {}
         self.full_passes = 0
+        self._partitions_asked = False
+        self._partitions_counted_at = -math.inf
 
     # ---- wake-ups -------------------------------------------------------------------------------
 
@@ -147,7 +150,13 @@ class Reconciler:
                     self.request(ready, delay=1.0)
                 self.metrics.iteration_latency.observe((time.monotonic() - started) * 1000.0)
                 continue
-            timeout = min([next_full, *self.due.values()]) - now
+            count_at = self._partitions_counted_at + PARTITION_COUNT_EVERY
+            if self._partitions_asked and now >= count_at:
+                await self._count_partitions()
+                continue
+            timeout = (
+                min([next_full, *self.due.values(), *([count_at] if self._partitions_asked else [])]) - now
+            )
             self.wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=max(timeout, 0.0))
@@ -199,17 +208,36 @@ class Reconciler:
         return {r.domain: r for r in results}
 
     async def _domain_figures(self, domains: list[uuid.UUID]) -> None:
-        """The gauges follow a targeted pass at once: the touched domains' figures (read through
-        their indexes) and the logical-partition count, on one connection. A failure leaves the old
-        figures; the next pass or full pass refreshes them."""
+        """The gauges follow a targeted pass at once: the touched domains' figures, read through
+        their indexes (the cost does not grow with the site). A failure leaves the old figures; the
+        next pass or full pass refreshes them. The logical-partition count follows shortly after."""
         try:
             async with self.engine.connect() as conn:
                 rows = await queries.domain_figures(conn, domains)
-                logical = await queries.logical_partition_count(conn)
         except Exception as exc:
             log.warning("gauge figures of %d domains not refreshed: %s", len(domains), exc)
+        else:
+            self.metrics.domain_figures(_figures(rows), asked=set(domains))
+        await self._count_partitions_soon()
+
+    async def _count_partitions_soon(self) -> None:
+        """The logical-partition count is the one figure that grows with the site (partitions span
+        domains): read it now if it was last read ``PARTITION_COUNT_EVERY`` seconds ago or more,
+        otherwise that long after the last read (the loop wakes up for it), however many passes ask."""
+        self._partitions_asked = True
+        if time.monotonic() >= self._partitions_counted_at + PARTITION_COUNT_EVERY:
+            await self._count_partitions()
+
+    async def _count_partitions(self) -> None:
+        self._partitions_asked = False
+        self._partitions_counted_at = time.monotonic()
+        try:
+            async with self.engine.connect() as conn:
+                count = await queries.logical_partition_count(conn)
+        except Exception as exc:
+            log.warning("logical partitions not counted: %s", exc)
             return
-        self.metrics.domain_figures(_figures(rows), asked=set(domains), logical_partitions=logical)
+        self.metrics.snapshot.logical_partitions = count
 
     def _schedule_after(self, result: DomainResult) -> None:
         if result.status == "busy":
@@ -387,6 +415,7 @@ class Reconciler:
         async with self.engine.connect() as conn:
             rows = await queries.domain_figures(conn, None)
             logical = await queries.logical_partition_count(conn)
+        self._partitions_asked, self._partitions_counted_at = False, time.monotonic()
         self.metrics.all_figures(_figures(rows), logical_partitions=logical)
 
 

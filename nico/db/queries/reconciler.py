@@ -306,6 +306,6 @@ async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | N
 
 
 async def logical_partition_count(conn: AsyncConnection) -> int:
-    """Logical partitions in the database (Deleting ones included): an index-only count of the
-    primary key, the one gauge figure that is not per domain."""
+    """Logical partitions in the database (Deleting ones included): a count over the primary key,
+    the one gauge figure that is not per domain (the monitor reads it at a bounded rate)."""
     return int((await conn.execute(text("SELECT count(*) FROM logical_partition"))).scalar_one())
