@@ -5,6 +5,11 @@ pending instances, per-domain errors, stranded free capacity.
 Counters and histograms are cumulative. Gauges describe the latest passes and, as in the reference,
 disappear when no pass has finished for ``monitor_run_interval + 60 s`` — a stuck reconciler shows
 as missing series, never as stale numbers.
+
+The database figures (physical partitions, pending instances, free and stranded machines) are kept
+per domain: every pass refreshes the domains it touched (:meth:`MonitorMetrics.domain_figures`) and
+the totals move by the difference, so a targeted pass keeps every gauge current at a cost that does
+not grow with the site; the full pass replaces them all (:meth:`MonitorMetrics.all_figures`).
 """
 
 from __future__ import annotations
@@ -30,10 +35,21 @@ ERROR_LABEL_LENGTH = 32
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # the reference has no *_created
 
 
+@dataclass(frozen=True)
+class DomainFigures:
+    """One domain's share of the database gauges."""
+
+    physical_partitions: int = 0
+    pending_instances: int = 0
+    free_machines: int = 0
+    stranded_free_machines: int = 0  # its free machines when it also has used or unready ones, else 0
+
+
 @dataclass
 class Snapshot:
-    """What the gauges show: global figures from the last full pass, per-domain figures from the last
-    pass over each domain."""
+    """What the gauges show: per-domain figures from the last pass over each domain, their totals, and
+    the global ones (logical partitions from the latest pass; GPU inventory audits from the last deep
+    pass)."""
 
     updated_at: float = 0.0
     machine_status_updates: int = 0
@@ -50,6 +66,18 @@ class Snapshot:
     failures: dict[uuid.UUID, int] = field(default_factory=dict)
     blocked: dict[uuid.UUID, int] = field(default_factory=dict)
     without_home: dict[uuid.UUID, int] = field(default_factory=dict)
+    figures: dict[uuid.UUID, DomainFigures] = field(default_factory=dict)
+
+    def set_figures(self, domain: uuid.UUID, figures: DomainFigures | None) -> None:
+        """Replace (None: drop) one domain's figures; the totals move by the difference."""
+        old = self.figures.pop(domain, DomainFigures())
+        new = figures or DomainFigures()
+        if figures is not None:
+            self.figures[domain] = figures
+        self.physical_partitions += new.physical_partitions - old.physical_partitions
+        self.pending_instances += new.pending_instances - old.pending_instances
+        self.free_machines += new.free_machines - old.free_machines
+        self.stranded_free_machines += new.stranded_free_machines - old.stranded_free_machines
 
 
 class MonitorMetrics(Collector):
@@ -118,6 +146,27 @@ class MonitorMetrics(Collector):
         """GPUs of ``domain`` in neither a tenant partition nor their home, after its latest pass."""
         self.snapshot.without_home[domain] = count
 
+    def domain_figures(
+        self,
+        figures: dict[uuid.UUID, DomainFigures],
+        *,
+        asked: set[uuid.UUID],
+        logical_partitions: int | None = None,
+    ) -> None:
+        """Fresh figures of the ``asked`` domains (one without figures no longer exists)."""
+        snap = self.snapshot
+        for domain in asked:
+            snap.set_figures(domain, figures.get(domain))
+        if logical_partitions is not None:
+            snap.logical_partitions = logical_partitions
+        snap.updated_at = time.monotonic()
+
+    def all_figures(self, figures: dict[uuid.UUID, DomainFigures], *, logical_partitions: int) -> None:
+        """Figures of every domain (a full pass): domains not listed are gone."""
+        self.domain_figures(
+            figures, asked=set(figures) | set(self.snapshot.figures), logical_partitions=logical_partitions
+        )
+
     def forget_domains(self, keep: set[uuid.UUID]) -> None:
         """Drop figures of domains that no longer exist."""
         self.health.forget_domains(keep)
@@ -126,6 +175,8 @@ class MonitorMetrics(Collector):
         for table in tables:
             for domain in [d for d in table if d not in keep]:
                 del table[domain]
+        for domain in [d for d in snap.figures if d not in keep]:
+            snap.set_figures(domain, None)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         snap = self.snapshot

@@ -21,6 +21,7 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -44,7 +45,7 @@ from nico.reconciler.domain_pass import DomainResult, error_label
 from nico.reconciler.executor import AfterCall
 from nico.reconciler.fingerprint import fabric_digest
 from nico.reconciler.homes import Mode
-from nico.reconciler.metrics import MonitorMetrics
+from nico.reconciler.metrics import DomainFigures, MonitorMetrics
 from nico.reconciler.planner import plan
 from nico.reconciler.writeback import finish_deleted_partitions
 from nico.services.nvlink_events import CHANNEL, parse_payload
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 
 BUSY_RETRY_SECONDS = 1.0
 WAITING_RETRY_SECONDS = 0.25
+PARTITION_COUNT_EVERY = 0.25
 
 
 @dataclass
@@ -88,6 +90,8 @@ class Reconciler:
         self.verified: dict[str, uuid.UUID] = {}  # endpoint -> domain its Hello named
         self._subscriptions: dict[uuid.UUID, tuple[str | None, asyncio.Task[None]]] = {}
         self.full_passes = 0
+        self._partitions_asked = False
+        self._partitions_counted_at = -math.inf
 
     # ---- wake-ups -------------------------------------------------------------------------------
 
@@ -147,7 +151,13 @@ class Reconciler:
                     self.request(ready, delay=1.0)
                 self.metrics.iteration_latency.observe((time.monotonic() - started) * 1000.0)
                 continue
-            timeout = min([next_full, *self.due.values()]) - now
+            count_at = self._partitions_counted_at + PARTITION_COUNT_EVERY
+            if self._partitions_asked and now >= count_at:
+                await self._count_partitions()
+                continue
+            timeout = (
+                min([next_full, *self.due.values(), *([count_at] if self._partitions_asked else [])]) - now
+            )
             self.wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=max(timeout, 0.0))
@@ -181,16 +191,54 @@ class Reconciler:
 
     # ---- passes ---------------------------------------------------------------------------------
 
-    async def reconcile(self, domains: Iterable[uuid.UUID]) -> dict[uuid.UUID, DomainResult]:
-        """Reconcile the given domains now (bounded concurrency); schedule retries as needed."""
-        results = await asyncio.gather(*(self._guarded(d) for d in dict.fromkeys(domains)))
+    async def reconcile(
+        self, domains: Iterable[uuid.UUID], *, figures: bool = True
+    ) -> dict[uuid.UUID, DomainResult]:
+        """Reconcile the given domains now (bounded concurrency); schedule retries as needed; then
+        refresh those domains' gauge figures (``figures``; the full pass refreshes every domain's)."""
+        wanted = list(dict.fromkeys(domains))
+        results = await asyncio.gather(*(self._guarded(d) for d in wanted))
         for result in results:
             self._schedule_after(result)
         reports = [r.report for r in results if r.report is not None]
         snap = self.metrics.snapshot
         snap.machine_status_updates = sum(r.machines_updated for r in reports)
         snap.stale_partitions_deleted = sum(r.stale_partitions_deleted for r in reports)
+        if figures and wanted:
+            await self._domain_figures(wanted)
         return {r.domain: r for r in results}
+
+    async def _domain_figures(self, domains: list[uuid.UUID]) -> None:
+        """The gauges follow a targeted pass at once: the touched domains' figures, read through
+        their indexes (the cost does not grow with the site). A failure leaves the old figures; the
+        next pass or full pass refreshes them. The logical-partition count follows shortly after."""
+        try:
+            async with self.engine.connect() as conn:
+                rows = await queries.domain_figures(conn, domains)
+        except Exception as exc:
+            log.warning("gauge figures of %d domains not refreshed: %s", len(domains), exc)
+        else:
+            self.metrics.domain_figures(_figures(rows), asked=set(domains))
+        await self._count_partitions_soon()
+
+    async def _count_partitions_soon(self) -> None:
+        """The logical-partition count is the one figure that grows with the site (partitions span
+        domains): read it now if it was last read ``PARTITION_COUNT_EVERY`` seconds ago or more,
+        otherwise that long after the last read (the loop wakes up for it), however many passes ask."""
+        self._partitions_asked = True
+        if time.monotonic() >= self._partitions_counted_at + PARTITION_COUNT_EVERY:
+            await self._count_partitions()
+
+    async def _count_partitions(self) -> None:
+        self._partitions_asked = False
+        self._partitions_counted_at = time.monotonic()
+        try:
+            async with self.engine.connect() as conn:
+                count = await queries.logical_partition_count(conn)
+        except Exception as exc:
+            log.warning("logical partitions not counted: %s", exc)
+            return
+        self.metrics.snapshot.logical_partitions = count
 
     def _schedule_after(self, result: DomainResult) -> None:
         if result.status == "busy":
@@ -289,7 +337,7 @@ class Reconciler:
         report.deep = self.full_passes % self.config.deep_pass_every == 0
         needs_work = await (self._deep_scan(report) if report.deep else self._quick_scan(report))
         if needs_work:
-            results = await self.reconcile(needs_work)
+            results = await self.reconcile(needs_work, figures=False)
             report.results = results
             report.reconciled = sum(1 for r in results.values() if r.status == "ok")
         await self._finish_deleted_partitions()
@@ -366,11 +414,18 @@ class Reconciler:
 
     async def _global_figures(self) -> None:
         async with self.engine.connect() as conn:
-            row = await queries.global_figures(conn)
-        snap = self.metrics.snapshot
-        snap.logical_partitions, snap.physical_partitions, snap.pending_instances = row[0], row[1], row[2]
-        snap.free_machines, snap.stranded_free_machines = row[3], row[4]
-        snap.updated_at = time.monotonic()
+            rows = await queries.domain_figures(conn, None)
+            logical = await queries.logical_partition_count(conn)
+        self._partitions_asked, self._partitions_counted_at = False, time.monotonic()
+        self.metrics.all_figures(_figures(rows), logical_partitions=logical)
+
+
+def _figures(rows: Iterable[Any]) -> dict[uuid.UUID, DomainFigures]:
+    """Gauge figures by domain from :func:`queries.domain_figures` rows."""
+    found = {}
+    for domain, physical, pending, free, used in rows:
+        found[domain] = DomainFigures(physical, pending, free, free if used else 0)
+    return found
 
 
 def _has_work(s: statemod.DomainState, partitions: list[FabricPartition], mode: Mode = "domain") -> bool:

@@ -186,8 +186,9 @@ async def delete_instance(
     repair_tenant: bool = False,
     health_issue: str | None = None,
 ) -> None:
-    """Terminate: the instance stays Terminating until its GPUs are out of their partitions; one that
-    never had NVLink bindings (or has none left) is removed at once."""
+    """Terminate: the instance stays Terminating, its NVLink interfaces Deleting, until its GPUs are
+    out of their partitions; one that never had NVLink bindings (or has none left) is removed at
+    once."""
     row, owner = await _locked_for_change(
         session,
         org,
@@ -206,6 +207,9 @@ async def delete_instance(
         await queries.delete_instance(session, row.id)
         return
     row.status = InstanceStatus.TERMINATING
+    # From acceptance on, the GPUs are on their way out of their partitions: the interfaces say so
+    # (the reference's status for replaced rows) instead of Ready until the instance is gone.
+    await queries.mark_bindings_deleting(session, row.id)
     await status.record(
         session,
         "instance_id",

@@ -11,9 +11,10 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from sqlalchemy import Select, delete, exists, select
+from sqlalchemy import Select, delete, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.db.enums import NvLinkInterfaceStatus
 from nico.db.models import Instance, InstanceType, Machine, MachineCapability, NvlinkInterface, Vpc
 from nico.db.queries.common import columns, sites_of_provider, text_search
 from nico.db.queries.placement_events import CLIQUE_OF_INTERFACE
@@ -355,6 +356,20 @@ async def bindings_of_instance(session: AsyncSession, instance_id: uuid.UUID) ->
     return list(
         await session.scalars(select(NvlinkInterface).where(NvlinkInterface.instance_id == instance_id))
     )
+
+
+async def mark_bindings_deleting(session: AsyncSession, instance_id: uuid.UUID) -> int:
+    """Every live NVLink binding of the instance becomes Deleting (its GPUs are about to leave their
+    partitions: from now on no answer may call them Ready); returns how many changed."""
+    result = await session.execute(
+        update(NvlinkInterface)
+        .where(
+            NvlinkInterface.instance_id == instance_id,
+            NvlinkInterface.status != NvLinkInterfaceStatus.DELETING,
+        )
+        .values(status=NvLinkInterfaceStatus.DELETING, updated=func.now())
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
 async def has_bindings(session: AsyncSession, instance_id: uuid.UUID) -> bool:

@@ -276,31 +276,36 @@ async def record_domain_error(session: AsyncSession, domain: uuid.UUID, error: s
 
 
 # ---- gauges -------------------------------------------------------------------------------------
+#
+# The gauges are kept per domain (a pass refreshes only the domains it touched, at a cost independent
+# of the site's size) plus one global figure, the logical partitions (they span domains).
 
 
-async def global_figures(conn: AsyncConnection) -> Any:
-    """(logical partitions, physical partitions, instances pending on the fabric, free machines on a
-    domain, free machines stranded on a domain that also has used or unready machines)."""
-    return (
-        await conn.execute(
-            text(
-                """
-                SELECT (SELECT count(*) FROM logical_partition),
-                       (SELECT count(*) FROM physical_partition),
-                       (SELECT count(*) FROM instance i JOIN machine m ON m.instance_id = i.id
-                         WHERE m.nvlink_domain_uuid IS NOT NULL AND i.status <> 'Terminating'
-                           AND i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version),
-                       (SELECT count(*) FROM machine WHERE nvlink_domain_uuid IS NOT NULL
-                         AND instance_id IS NULL AND status = 'Ready'),
-                       (SELECT count(*) FROM machine m WHERE m.nvlink_domain_uuid IS NOT NULL
-                         AND m.instance_id IS NULL AND m.status = 'Ready'
-                         AND EXISTS (SELECT 1 FROM machine o
-                                     WHERE o.nvlink_domain_uuid = m.nvlink_domain_uuid
-                                       AND (o.instance_id IS NOT NULL OR o.status <> 'Ready')))
-                """
-            )
-        )
-    ).one()
+async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
+    """Per domain of ``domains`` (all when None): (domain, physical partitions recorded, instances
+    pending on the fabric (not terminating, applied version behind the desired one), Ready machines
+    without an instance, machines with an instance or not Ready). Each figure is read through the
+    domain's indexes (``machine.nvlink_domain_uuid``, ``physical_partition (domain_uuid, ...)``), so a
+    domain costs the same on a site of any size; a domain that no longer exists has no row."""
+    rows = await conn.execute(
+        text(
+            """
+            SELECT d.uuid,
+                   (SELECT count(*) FROM physical_partition p WHERE p.domain_uuid = d.uuid),
+                   (SELECT count(*) FROM machine m JOIN instance i ON i.id = m.instance_id
+                     WHERE m.nvlink_domain_uuid = d.uuid AND i.status <> 'Terminating'
+                       AND i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version),
+                   (SELECT count(*) FROM machine m WHERE m.nvlink_domain_uuid = d.uuid
+                     AND m.instance_id IS NULL AND m.status = 'Ready'),
+                   (SELECT count(*) FROM machine m WHERE m.nvlink_domain_uuid = d.uuid
+                     AND (m.instance_id IS NOT NULL OR m.status <> 'Ready'))
+            FROM nvlink_domain d WHERE true
+            """
+            + _domain_filter("d.uuid", domains)
+        ),
+        _params(domains),
+    )
+    return rows.all()
 
 
 async def multicast_limits(conn: AsyncConnection, partition_ids: Sequence[uuid.UUID]) -> Sequence[Any]:
@@ -351,3 +356,9 @@ async def record_partition_health(conn: AsyncConnection, domain: uuid.UUID, heal
         ),
         {"d": domain, "names": list(healths), "hs": list(healths.values())},
     )
+
+
+async def logical_partition_count(conn: AsyncConnection) -> int:
+    """Logical partitions in the database (Deleting ones included): a count over the primary key,
+    the one gauge figure that is not per domain (the monitor reads it at a bounded rate)."""
+    return int((await conn.execute(text("SELECT count(*) FROM logical_partition"))).scalar_one())
