@@ -42,7 +42,7 @@ from nico.sim.nmxc_server import NmxcSimulator
 from nico.sim.nmxm_app import NmxmSimulator
 
 SECRET = "convergence-bench-secret-0123456789abcdef"
-POLL = 0.01  # seconds between polls of an instance
+POLL = 0.01  # seconds between polls of an instance (--poll)
 
 
 def free_port() -> int:
@@ -286,6 +286,7 @@ async def run(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    global POLL
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--racks", type=int, default=16)
     parser.add_argument(
@@ -293,11 +294,14 @@ def main() -> None:
     )
     parser.add_argument("--per-tenant", type=int, default=7, help="instances each tenant creates")
     parser.add_argument("--baseline-instances", type=int, default=30, help="instances of the first phase")
+    parser.add_argument("--poll", type=float, default=0.01, help="seconds between polls of an instance")
     parser.add_argument("--backend", choices=["nmxc", "nmxm"], default="nmxc")
     parser.add_argument(
         "--fabric-latency", "--latency", type=float, default=0.02, help="seconds per fabric call"
     )
-    asyncio.run(run(parser.parse_args()))
+    args = parser.parse_args()
+    POLL = args.poll
+    asyncio.run(run(args))
 
 
 if __name__ == "__main__":
