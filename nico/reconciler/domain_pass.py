@@ -180,11 +180,12 @@ async def _load(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID) -> s
 
 async def refresh_registry(conn: AsyncConnection, monitor: Monitor) -> None:
     """Where the managers are and how to sign in, as stored now: NMX-C endpoints and NMX-M
-    credentials added or changed while the reconciler runs are used from the next pass on."""
+    credentials added or changed while the reconciler runs are used from the next pass on (with none
+    stored, the backend keeps the credentials it was built with)."""
     monitor.registry = await statemod.endpoints(conn)
     use_credentials = getattr(monitor.backend, "use_credentials", None)
-    if use_credentials is not None:
-        use_credentials(await queries.nmxm_credentials(conn))
+    if use_credentials is not None and (stored := await queries.nmxm_credentials(conn)) is not None:
+        use_credentials(stored)
 
 
 async def _observe(monitor: Monitor, state: statemod.DomainState, reads: ReadBacks | None) -> _Observed:

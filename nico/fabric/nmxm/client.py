@@ -117,13 +117,12 @@ class NmxmBackend:
             verify=not config.allow_insecure,
         )
 
-    def use_credentials(self, credentials: tuple[str, str] | None) -> None:
-        """Sign in with ``(username, password)`` from the next request on (None: no authentication);
-        the reconciler passes what is stored at the start of every pass."""
-        auth = httpx.BasicAuth(*credentials) if credentials is not None else httpx.Auth()
+    def use_credentials(self, credentials: tuple[str, str]) -> None:
+        """Sign in with ``(username, password)`` from the next request on; the reconciler passes what
+        is stored at the start of every pass."""
         if credentials != self._credentials:
             self._credentials = credentials
-            self._http.auth = auth
+            self._http.auth = httpx.BasicAuth(*credentials)
 
     async def close(self) -> None:
         await self._http.aclose()
