@@ -17,6 +17,7 @@ little of the machine's CPU.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import socket
@@ -42,14 +43,14 @@ _WRK_SCRIPT = """
 local threads = {}
 function setup(thread) table.insert(threads, thread); thread:set("tid", #threads) end
 function init(args)
-  n = 0; seen = 0; codes = {}; limit = tonumber(args[1]) or 0
+  n = 0; seen = 0; codes = {}; limit = tonumber(args[1]) or 0; tag = args[2] or ""
   wrk.method = METHOD; wrk.headers["Authorization"] = TOKEN
   if BODY then wrk.headers["Content-Type"] = "application/json" end
 end
 function request()
   n = n + 1
   local body = nil
-  if BODY then body = BODY:gsub("{n}", tid .. "-" .. n) end
+  if BODY then body = BODY:gsub("{n}", tag .. tid .. "-" .. n) end
   return wrk.format(nil, nil, nil, body)
 end
 function response(status, headers, body)
@@ -71,6 +72,9 @@ function done(summary, latency, requests)
     table.concat(parts, ", ")))
 end
 """
+
+
+_RUNS = itertools.count()  # numbers each wrk run, so bodies stay unique across runs (names must be)
 
 
 def _lua_string(value: str) -> str:
@@ -109,6 +113,7 @@ def run_wrk(
                 url,
                 "--",
                 str(limit),
+                f"r{next(_RUNS)}-",
             ],
             capture_output=True,
             text=True,
