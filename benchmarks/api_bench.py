@@ -1,21 +1,25 @@
 """Tenant API benchmark: ``nico serve`` on embedded PostgreSQL, loaded by a separate process.
 
-Measures, with one server and the same settings, at 16 concurrent keep-alive clients:
-(a) ``GET /healthz`` (bare FastAPI), (b) ``GET /instance/{id}``, (c) ``POST /nvlink-logical-partition``,
+Measures, with one server and the same settings, at 1 and at 16 concurrent keep-alive clients:
+(a) ``GET /healthz``, (b) ``GET /instance/{id}`` beside its baseline (b0), the same SQL on the same
+pool served by a bare FastAPI app (``bare_instance_app.py``), (c) ``POST /nvlink-logical-partition``,
 (d) ``POST /instance/batch`` (count 18, topologyOptimized) on a site of 200 racks of 18 machines with
-4 GPUs each. Prints requests/s, p50 and p99 per scenario and the ratio (b)/(a).
+4 GPUs each. Every scenario runs ``--rounds`` times (a figure and its baseline back to back in each
+round: the machine is shared, figures drift); prints the range of requests/s, p50 and p99, CPU per
+request of the server and of PostgreSQL, and (b)/(b0) per round.
 
-    python benchmarks/api_bench.py [--racks 200] [--seconds 5]
+    python benchmarks/api_bench.py [--racks 200] [--seconds 5] [--rounds 2] [--scenarios abcd]
 
-The load generator is a small asyncio HTTP/1.1 client (one connection per simulated client) run in
-its own process (``--loadgen``), so the client's cost is not charged to the server.
+The load comes from ``wrk`` (C, one thread; Debian package ``wrk``), so the client costs the server
+little of the machine's CPU.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import itertools
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -32,63 +36,97 @@ ORG = "bench-org"
 SECRET = "bench-secret-0123456789abcdef-0123456789"
 
 
-# ---------------------------------------------------------------- load generator (child process)
+# ---------------------------------------------------------------- load generator: wrk
+
+# wrk (Debian package ``wrk``) is the load generator: a C client on one thread, so the load costs the
+# server little of the two cores it shares. The script numbers request bodies (``{n}``), counts status
+# codes, stops after ``limit`` responses when given, and prints one JSON line with the figures.
+_WRK_SCRIPT = """
+local threads = {}
+function setup(thread) table.insert(threads, thread); thread:set("tid", #threads) end
+function init(args)
+  n = 0; seen = 0; codes = {}; limit = tonumber(args[1]) or 0; tag = args[2] or ""
+  wrk.method = METHOD; wrk.headers["Authorization"] = TOKEN
+  if BODY then wrk.headers["Content-Type"] = "application/json" end
+end
+function request()
+  n = n + 1
+  local body = nil
+  if BODY then body = BODY:gsub("{n}", tag .. tid .. "-" .. n) end
+  return wrk.format(nil, nil, nil, body)
+end
+function response(status, headers, body)
+  codes[tostring(status)] = (codes[tostring(status)] or 0) + 1
+  seen = seen + 1
+  if limit > 0 and seen >= limit then wrk.thread:stop() end
+end
+function done(summary, latency, requests)
+  local parts = {}
+  local all = {}
+  for _, t in ipairs(threads) do
+    for k, v in pairs(t:get("codes")) do all[k] = (all[k] or 0) + v end
+  end
+  for k, v in pairs(all) do table.insert(parts, string.format('"%s": %d', k, v)) end
+  io.write(string.format(
+    'WRK {"requests": %d, "seconds": %f, "p50": %f, "p99": %f, "errors": %d, "codes": {%s}}\\n',
+    summary.requests, summary.duration / 1e6, latency:percentile(50) / 1000, latency:percentile(99) / 1000,
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout,
+    table.concat(parts, ", ")))
+end
+"""
 
 
-async def _client(spec: dict[str, Any], counter: list[int], out: list[float], codes: dict[int, int]) -> None:
-    reader, writer = await asyncio.open_connection(spec["host"], spec["port"])
-    head = f"Host: bench\r\nAuthorization: Bearer {spec['token']}\r\n"
-    deadline = time.perf_counter() + spec["seconds"]
-    try:
-        while counter[0] < spec["requests"] and time.perf_counter() < deadline:
-            n = counter[0]
-            counter[0] += 1
-            body = spec["body"].replace("{n}", str(n)).encode() if spec["body"] is not None else b""
-            request = f"{spec['method']} {spec['path']} HTTP/1.1\r\n{head}"
-            if spec["body"] is not None:
-                request += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
-            started = time.perf_counter()
-            writer.write(request.encode() + b"\r\n" + body)
-            status = int((await reader.readline()).split()[1])
-            length = 0
-            while (line := await reader.readline()) not in (b"\r\n", b""):
-                name, _, value = line.partition(b":")
-                if name.lower() == b"content-length":
-                    length = int(value)
-            await reader.readexactly(length)
-            out.append(time.perf_counter() - started)
-            codes[status] = codes.get(status, 0) + 1
-    finally:
-        writer.close()
+_RUNS = itertools.count()  # numbers each wrk run, so bodies stay unique across runs (names must be)
 
 
-async def _load(spec: dict[str, Any]) -> dict[str, Any]:
-    counter = [0]
-    latencies: list[float] = []
-    codes: dict[int, int] = {}
-    started = time.perf_counter()
-    await asyncio.gather(*(_client(spec, counter, latencies, codes) for _ in range(CLIENTS)))
-    elapsed = time.perf_counter() - started
-    latencies.sort()
-
-    def pct(p: float) -> float:
-        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000 if latencies else 0.0
-
-    return {
-        "requests": len(latencies),
-        "rps": len(latencies) / elapsed,
-        "p50": pct(0.50),
-        "p99": pct(0.99),
-        "codes": codes,
-    }
+def _lua_string(value: str) -> str:
+    return "[==[" + value + "]==]"
 
 
-def run_load(spec: dict[str, Any]) -> dict[str, Any]:
-    """Run one scenario in a child process and return its figures."""
-    done = subprocess.run(
-        [sys.executable, __file__, "--loadgen", json.dumps(spec)], capture_output=True, text=True, check=True
+def run_wrk(
+    url: str,
+    token: str,
+    *,
+    connections: int,
+    seconds: float,
+    method: str = "GET",
+    body: str | None = None,
+    limit: int = 0,
+) -> dict[str, Any]:
+    """Load ``url`` from wrk with ``connections`` keep-alive connections for ``seconds`` (or until
+    ``limit`` responses); requests/s, p50 and p99 in ms, status codes."""
+    header = (
+        f"METHOD = {_lua_string(method)}\nTOKEN = {_lua_string('Bearer ' + token)}\n"
+        f"BODY = {_lua_string(body) if body is not None else 'nil'}\n"
     )
-    result: dict[str, Any] = json.loads(done.stdout)
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(header + _WRK_SCRIPT)
+    try:
+        done = subprocess.run(
+            [
+                "wrk",
+                "-t1",
+                f"-c{connections}",
+                f"-d{max(1, round(seconds))}s",
+                "--timeout",
+                "30s",
+                "-s",
+                script.name,
+                url,
+                "--",
+                str(limit),
+                f"r{next(_RUNS)}-",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    finally:
+        os.unlink(script.name)
+    line = next(x for x in done.stdout.splitlines() if x.startswith("WRK "))
+    result: dict[str, Any] = json.loads(line[4:])
+    result["rps"] = result["requests"] / result["seconds"]
+    result["codes"] = {int(k): v for k, v in result["codes"].items()}
     return result
 
 
@@ -261,6 +299,22 @@ def wait_ready(port: int, process: subprocess.Popen[bytes], timeout: float = 120
     raise SystemExit("nico serve did not become ready")
 
 
+def wait_ready_path(port: int, process: subprocess.Popen[bytes], path: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"exited with {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+                conn.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+                if conn.recv(64).startswith(b"HTTP/1.1 200"):
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("the bare app did not become ready")
+
+
 def http(port: int, method: str, path: str, token: str, body: dict[str, Any] | None = None) -> Any:
     import httpx
 
@@ -276,6 +330,7 @@ def main() -> None:
     parser.add_argument("--racks", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--scenarios", default="abcd", help="which scenarios to run, e.g. ab")
+    parser.add_argument("--rounds", type=int, default=2, help="repeat every scenario, baselines alongside")
     args = parser.parse_args()
 
     from nico.api.auth import issue_dev_token
@@ -312,90 +367,146 @@ def main() -> None:
                     "interfaces": [{"subnetId": ids["subnet"]}],
                 },
             )
-            common = {"host": "127.0.0.1", "port": port, "token": token, "seconds": args.seconds}
-            batch = json.dumps(
-                {
-                    "namePrefix": "b{n}",
-                    "count": 18,
-                    "instanceTypeId": ids["type"],
-                    "vpcId": ids["vpc"],
-                    "ipxeScript": "x",
-                    "interfaces": [{"subnetId": ids["subnet"]}],
-                    "topologyOptimized": True,
-                }
+            bare_port = free_port()
+            bare = subprocess.Popen(
+                [
+                    str(Path(sys.executable).with_name("uvicorn")),
+                    "--app-dir",
+                    str(Path(__file__).parent),
+                    "bare_instance_app:app",
+                    "--port",
+                    str(bare_port),
+                    "--log-level",
+                    "warning",
+                ],
+                env=env,
             )
-            scenarios = [
-                ("(a) GET /healthz", {"method": "GET", "path": "/healthz", "body": None, "requests": 10**6}),
-                (
-                    "(b) GET /instance/{id}",
-                    {
-                        "method": "GET",
-                        "path": f"{base}/instance/{instance['id']}",
-                        "body": None,
-                        "requests": 10**6,
-                    },
-                ),
-                (
-                    "(c) POST /nvlink-logical-partition",
-                    {
-                        "method": "POST",
-                        "path": f"{base}/nvlink-logical-partition",
-                        "body": json.dumps({"name": "lp-{n}", "siteId": ids["site"]}),
-                        "requests": 10**6,
-                    },
-                ),
-                (
-                    "(d) POST /instance/batch x18",
-                    # Each batch takes a whole rack: stay within the racks left after warm-up.
-                    {
-                        "method": "POST",
-                        "path": f"{base}/instance/batch",
-                        "body": batch,
-                        "requests": max(args.racks - 2 * CLIENTS - 1, CLIENTS),
-                    },
-                ),
-            ]
-            results = {}
-            for name, scenario in scenarios:
-                if name[1] not in args.scenarios:
-                    continue
-                spec = {**common, **scenario}
-                warm = {**spec, "requests": CLIENTS, "seconds": 10}
-                if "{n}" in (spec["body"] or ""):
-                    warm["body"] = spec["body"].replace("{n}", "warm-{n}")
-                run_load(warm)
-                before = cpu_seconds(server.pid)
-                results[name] = run_load(spec)
-                after = cpu_seconds(server.pid)
-                results[name]["cpu_ms"] = {
-                    who: (after[who] - before[who]) * 1000 / max(results[name]["requests"], 1)
-                    for who in after
-                }
+            try:
+                wait_ready_path(bare_port, bare, f"{base}/instance/{instance['id']}")
+                results = run_scenarios(
+                    args, port, bare_port, server.pid, bare.pid, token, base, ids, instance
+                )
+            finally:
+                bare.terminate()
+                bare.wait(timeout=30)
         finally:
             server.terminate()
             server.wait(timeout=30)
+    report(results)
 
-    print(
-        f"{'scenario':36} {'requests':>9} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8}"
-        f"  {'CPU ms/request: server postgres':>32}  status codes"
+
+def run_scenarios(
+    args: argparse.Namespace,
+    port: int,
+    bare_port: int,
+    server_pid: int,
+    bare_pid: int,
+    token: str,
+    base: str,
+    ids: dict[str, str],
+    instance: dict[str, Any],
+) -> dict[str, list[dict[str, Any]]]:
+    """Every scenario ``--rounds`` times, a figure and its baseline back to back in each round."""
+    nico_url, bare_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{bare_port}"
+    get_path = f"{base}/instance/{instance['id']}"
+    batch = json.dumps(
+        {
+            "namePrefix": "b{n}",
+            "count": 18,
+            "instanceTypeId": ids["type"],
+            "vpcId": ids["vpc"],
+            "ipxeScript": "x",
+            "interfaces": [{"subnetId": ids["subnet"]}],
+            "topologyOptimized": True,
+        }
     )
-    for name, r in results.items():
-        cpu = r["cpu_ms"]
-        print(
-            f"{name:36} {r['requests']:>9} {r['rps']:>9.1f} {r['p50']:>8.2f} {r['p99']:>8.2f}"
-            f"  {cpu['server']:>23.2f} {cpu['postgres']:>8.2f}  {r['codes']}"
+    lp = json.dumps({"name": "lp-{n}", "siteId": ids["site"]})
+    results: dict[str, list[dict[str, Any]]] = {}
+    racks_left = args.racks - 1
+
+    def measure(name: str, url: str, pid: int, clients: int, **kw: Any) -> None:
+        run_wrk(
+            url, token, connections=clients, seconds=1, **{**kw, "limit": clients} if "body" in kw else kw
         )
-    a, b = results.get("(a) GET /healthz"), results.get("(b) GET /instance/{id}")
-    if a and b:
-        print(f"ratio (b)/(a) requests/s: {b['rps'] / a['rps']:.2f}   (aim >= 0.4)")
-    if c := results.get("(c) POST /nvlink-logical-partition"):
-        print(f"(c) p99: {c['p99']:.1f} ms   (aim < 50 ms)")
-    if d := results.get("(d) POST /instance/batch x18"):
-        print(f"(d) p50: {d['p50']:.1f} ms   (aim < 100 ms)")
+        before = cpu_seconds(pid)
+        r = run_wrk(url, token, connections=clients, seconds=args.seconds, **kw)
+        after = cpu_seconds(pid)
+        r["cpu_ms"] = {w: (after[w] - before[w]) * 1000 / max(r["requests"], 1) for w in after}
+        results.setdefault(name, []).append(r)
+
+    for _ in range(args.rounds):
+        for clients in (1, CLIENTS):
+            if "a" in args.scenarios:
+                measure(f"(a) GET /healthz, {clients} cl", nico_url + "/healthz", server_pid, clients)
+            if "b" in args.scenarios:
+                measure(f"(b0) bare app GET, {clients} cl", bare_url + get_path, bare_pid, clients)
+                measure(f"(b) GET /instance/{{id}}, {clients} cl", nico_url + get_path, server_pid, clients)
+        if "c" in args.scenarios:
+            for clients in (1, CLIENTS):
+                measure(
+                    f"(c) POST LP, {clients} cl",
+                    nico_url + f"{base}/nvlink-logical-partition",
+                    server_pid,
+                    clients,
+                    method="POST",
+                    body=lp,
+                )
+        if "d" in args.scenarios:
+            # Each batch takes a whole rack: a limit keeps every round within the racks left.
+            per_round = racks_left // args.rounds
+            one = min(per_round // 4, 40)
+            for clients, limit in ((1, one), (CLIENTS, per_round - one - 2 * CLIENTS - 2)):
+                if limit <= 0:
+                    continue
+                measure(
+                    f"(d) POST batch x18, {clients} cl",
+                    nico_url + f"{base}/instance/batch",
+                    server_pid,
+                    clients,
+                    method="POST",
+                    body=batch,
+                    limit=limit,
+                )
+    return results
+
+
+def _range(values: list[float], fmt: str) -> str:
+    lo, hi = min(values), max(values)
+    return format(lo, fmt) if len(values) == 1 or f"{lo:{fmt}}" == f"{hi:{fmt}}" else f"{lo:{fmt}}-{hi:{fmt}}"
+
+
+def report(results: dict[str, list[dict[str, Any]]]) -> None:
+    print(
+        f"{'scenario (wrk, ranges over rounds)':34} {'req/s':>13} {'p50 ms':>13} {'p99 ms':>13}"
+        f"  {'CPU ms/req server':>17} {'postgres':>9}  status codes"
+    )
+    for name, runs in results.items():
+        codes: dict[int, int] = {}
+        for r in runs:
+            for code, n in r["codes"].items():
+                codes[code] = codes.get(code, 0) + n
+        print(
+            f"{name:34} {_range([r['rps'] for r in runs], '.0f'):>13}"
+            f" {_range([r['p50'] for r in runs], '.2f'):>13}"
+            f" {_range([r['p99'] for r in runs], '.2f'):>13}"
+            f"  {_range([r['cpu_ms']['server'] for r in runs], '.2f'):>17}"
+            f" {_range([r['cpu_ms']['postgres'] for r in runs], '.2f'):>9}  {codes}"
+        )
+    for clients in (1, CLIENTS):
+        b, b0 = (
+            results.get(f"(b) GET /instance/{{id}}, {clients} cl"),
+            results.get(f"(b0) bare app GET, {clients} cl"),
+        )
+        if b and b0:
+            ratios = [x["rps"] / y["rps"] for x, y in zip(b, b0, strict=True)]
+            print(f"(b)/(b0) req/s, {clients} client(s): {_range(ratios, '.2f')} per round   (aim >= 0.9)")
+    for clients in (1, CLIENTS):
+        if d := results.get(f"(d) POST batch x18, {clients} cl"):
+            print(
+                f"(d) p50, {clients} client(s): {_range([r['p50'] for r in d], '.1f')} ms"
+                "   (aim <= 100 ms at 16)"
+            )
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--loadgen":
-        print(json.dumps(asyncio.run(_load(json.loads(sys.argv[2])))))
-    else:
-        main()
+    main()

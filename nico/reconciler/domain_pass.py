@@ -8,6 +8,7 @@ the domain's intents and results (:mod:`nico.reconciler.monitor` decides when a 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -53,6 +54,35 @@ class DomainResult:
     report: WriteBackReport | None = None
 
 
+# How long a domain's last read-back stands in for the listing before a change. Only ever used to plan
+# a change: the read-back after the change (and a pass with nothing to do) always lists the fabric, so
+# Ready still means seen on the fabric; a stale copy costs a failed or useless call and another pass.
+FRESH_SECONDS = 5.0
+
+
+class ReadBacks:
+    """The last read-back of each domain, to skip the list before a change while it is fresh.
+
+    Forgotten when the fabric says it changed (an NMX-C partition event), when a call fails, and when
+    the domain's target moves to another endpoint."""
+
+    def __init__(self, max_age: float = FRESH_SECONDS) -> None:
+        self.max_age = max_age
+        self._seen: dict[uuid.UUID, tuple[float, str | None, list[FabricPartition]]] = {}
+
+    def fresh(self, target: DomainTarget) -> list[FabricPartition] | None:
+        found = self._seen.get(target.domain_uuid)
+        if found is None or found[1] != target.endpoint or time.monotonic() - found[0] > self.max_age:
+            return None
+        return found[2]
+
+    def store(self, target: DomainTarget, partitions: list[FabricPartition], read_at: float) -> None:
+        self._seen[target.domain_uuid] = (read_at, target.endpoint, partitions)
+
+    def forget(self, domain: uuid.UUID) -> None:
+        self._seen.pop(domain, None)
+
+
 class Monitor(Protocol):
     """What a pass needs of the monitor that runs it."""
 
@@ -93,26 +123,38 @@ class _Observed:
     resolved: dict[str, str]  # NMX-M operation id -> terminal state
     still_running: bool
     partitions: list[FabricPartition]
+    cached: bool = False  # ``partitions`` is the last pass's read-back, not a listing made now
 
 
 async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID) -> DomainResult:
     state = await _load(conn, monitor, domain)
     if state is None:
         return DomainResult(domain, "gone")
-    try:
-        seen = await _observe(monitor, state)
-    except FabricError as exc:
-        return await failed(conn, monitor, domain, exc)
+    reads: ReadBacks | None = getattr(monitor, "read_backs", None)
     mode = monitor.config.default_partition_mode
-    result = plan(state.desire(mode), seen.partitions)
+    try:
+        seen = await _observe(monitor, state, reads)
+        result = plan(state.desire(mode), seen.partitions)
+        if seen.cached and not result.operations:
+            # Nothing to change by the last read-back: only a listing now may say what is Ready.
+            seen = replace(seen, partitions=await _list(monitor, seen.target, reads), cached=False)
+            result = plan(state.desire(mode), seen.partitions)
+    except FabricError as exc:
+        if reads is not None:
+            reads.forget(domain)
+        return await failed(conn, monitor, domain, exc)
     outcomes: list[Outcome] = []
     intent_ids: dict[int, uuid.UUID] = {}
     observed = seen.partitions
     if result.operations and not seen.still_running:
         intent_ids, outcomes = await _apply(conn, monitor, domain, seen.target, result)
+        if reads is not None and any(o.status != "completed" for o in outcomes):
+            reads.forget(domain)
         try:
-            observed = await monitor.backend.list_partitions(seen.target)
+            observed = await _list(monitor, seen.target, reads)
         except FabricError as exc:
+            if reads is not None:
+                reads.forget(domain)
             # The calls are made and their intents recorded: the next pass adopts what they did.
             return await failed(conn, monitor, domain, exc, operations=len(outcomes))
     unfinished = [o for o in outcomes if o.status != "completed"]
@@ -138,16 +180,38 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
 
 async def _load(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID) -> statemod.DomainState | None:
     states = await statemod.load(conn, [domain])
-    monitor.registry = await statemod.endpoints(conn)
+    await refresh_registry(conn, monitor)
     await conn.commit()
     return states.get(domain)
 
 
-async def _observe(monitor: Monitor, state: statemod.DomainState) -> _Observed:
+async def refresh_registry(conn: AsyncConnection, monitor: Monitor) -> None:
+    """Where the managers are and how to sign in, as stored now: NMX-C endpoints and NMX-M
+    credentials added or changed while the reconciler runs are used from the next pass on (with none
+    stored, the backend keeps the credentials it was built with)."""
+    monitor.registry = await statemod.endpoints(conn)
+    use_credentials = getattr(monitor.backend, "use_credentials", None)
+    if use_credentials is not None and (stored := await queries.nmxm_credentials(conn)) is not None:
+        use_credentials(stored)
+
+
+async def _observe(monitor: Monitor, state: statemod.DomainState, reads: ReadBacks | None) -> _Observed:
     target = await monitor.target(state.domain, state.chassis_serials)
     resolved, still_running = await monitor.check_operations(state)
-    partitions = await monitor.backend.list_partitions(target)
+    cached = reads.fresh(target) if reads is not None and not state.pending_operations() else None
+    if cached is not None:
+        return _Observed(target, resolved, still_running, cached, cached=True)
+    partitions = await _list(monitor, target, reads)
     return _Observed(target, resolved, still_running, partitions)
+
+
+async def _list(monitor: Monitor, target: DomainTarget, reads: ReadBacks | None) -> list[FabricPartition]:
+    """List the domain's partitions, and keep the listing as the domain's latest read-back."""
+    read_at = time.monotonic()
+    partitions = await monitor.backend.list_partitions(target)
+    if reads is not None:
+        reads.store(target, partitions, read_at)
+    return partitions
 
 
 async def _apply(

@@ -1,4 +1,5 @@
-"""The executor: carries out one domain's planned operations against the fabric, in order.
+"""The executor: carries out one domain's planned operations against the fabric (removals in order, then
+the additions at once).
 
 Every call has a deadline (the backend's, and a safety net here). A failed removal blocks the
 additions that need its GPUs; an unreachable or hanging manager stops the domain at once (further
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from nico.fabric.backend import (
@@ -58,29 +59,77 @@ async def execute(
     call_timeout: float,
     after_call: AfterCall | None = None,
 ) -> list[Outcome]:
-    """Run ``operations`` in order and say what became of each. ``after_call`` runs after every
-    successful call (tests use it to stop the reconciler between a call and its write-back)."""
-    current: dict[str, FabricPartition] = {}  # membership as changed by this run, by partition ref
-    blocked: set[int] = set()
-    outcomes: list[Outcome] = []
+    """Carry out ``operations`` and say what became of each (in their order). Removals run one by one,
+    in order; the additions after them (each on its own partition, with GPUs no other touches) run at
+    once, at most ``PARALLEL_ADDITIONS`` at a time, so a pass waits about one call for all of them.
+    ``after_call`` runs after every successful call (tests use it to stop the reconciler between a call
+    and its write-back; with it the calls run one by one)."""
+    run = _Run(backend, target, metrics, call_timeout, after_call)
+    outcomes: list[Outcome | None] = [None] * len(operations)
+    first_addition = next(
+        (i for i, op in enumerate(operations) if isinstance(op, AddGpus | CreatePartition)), len(operations)
+    )
+    additions = operations[first_addition:]
+    at_once = after_call is None and _independent(additions)
+    for i, op in enumerate(operations if not at_once else operations[:first_addition]):
+        outcomes[i] = await run.one(op)
+    if at_once and additions:
+        gate = asyncio.Semaphore(PARALLEL_ADDITIONS)
+
+        async def addition(i: int) -> None:
+            async with gate:
+                outcomes[i] = await run.one(operations[i])
+
+        await asyncio.gather(*(addition(i) for i in range(first_addition, len(operations))))
+    return [o for o in outcomes if o is not None]
+
+
+PARALLEL_ADDITIONS = 8
+
+
+def _independent(additions: list[Operation]) -> bool:
+    """Only additions, each on a partition of its own, no GPU in two of them."""
+    keys: set[str] = set()
+    gpus: set[int] = set()
+    for op in additions:
+        if not isinstance(op, AddGpus | CreatePartition):
+            return False
+        key = "name:" + op.name if isinstance(op, CreatePartition) else "ref:" + op.partition.ref
+        uids = op_gpus(op)
+        if key in keys or uids & gpus:
+            return False
+        keys.add(key)
+        gpus |= uids
+    return True
+
+
+@dataclass
+class _Run:
+    """One execution's shared state: membership as changed by it, GPUs a failed removal left in
+    place, and why the remaining calls are skipped."""
+
+    backend: FabricBackend
+    target: DomainTarget
+    metrics: MonitorMetrics | None
+    call_timeout: float
+    after_call: AfterCall | None
+    current: dict[str, FabricPartition] = field(default_factory=dict)  # by partition ref
+    blocked: set[int] = field(default_factory=set)
     stop: str | None = None
-    for op in operations:
-        if stop is not None:
-            outcomes.append(Outcome(op, "skipped", stop, retryable=True))
-            continue
+
+    async def one(self, op: Operation) -> Outcome:
+        if self.stop is not None:
+            return Outcome(op, "skipped", self.stop, retryable=True)
         adds = isinstance(op, AddGpus | CreatePartition)
-        if adds and op_gpus(op) & blocked:
-            outcomes.append(
-                Outcome(op, "skipped", "needs GPUs a failed removal left in place", retryable=True)
-            )
-            continue
+        if adds and op_gpus(op) & self.blocked:
+            return Outcome(op, "skipped", "needs GPUs a failed removal left in place", retryable=True)
         started = time.monotonic()
         try:
-            async with asyncio.timeout(call_timeout * 2 + 1):
-                await _call(backend, target, op, current)
+            async with asyncio.timeout(self.call_timeout * 2 + 1):
+                await _call(self.backend, self.target, op, self.current)
         except OperationPending as exc:
             outcome = Outcome(op, "timedout", exc.message, exc.operation_id, retryable=True)
-            stop = "an earlier operation is still running on the manager"
+            self.stop = "an earlier operation is still running on the manager"
         except (TimeoutError, FabricError) as exc:
             error = exc if isinstance(exc, FabricError) else FabricTimeout("call exceeded its deadline")
             status: Status = "timedout" if isinstance(error, FabricTimeout) else "failed"
@@ -88,17 +137,16 @@ async def execute(
                 op, status, f"{type(error).__name__}: {error.message}", retryable=error.retryable
             )
             if isinstance(error, FabricUnavailable | FabricTimeout):
-                stop = f"manager unreachable: {error.message}"
+                self.stop = f"manager unreachable: {error.message}"
             if not adds:
-                blocked |= op_gpus(op)
+                self.blocked |= op_gpus(op)
         else:
             outcome = Outcome(op, "completed")
-        if metrics is not None:
-            metrics.operation_done(metric_operation(op), outcome.status, time.monotonic() - started)
-        outcomes.append(outcome)
-        if outcome.status == "completed" and after_call is not None:
-            await after_call(op)
-    return outcomes
+        if self.metrics is not None:
+            self.metrics.operation_done(metric_operation(op), outcome.status, time.monotonic() - started)
+        if outcome.status == "completed" and self.after_call is not None:
+            await self.after_call(op)
+        return outcome
 
 
 async def _call(

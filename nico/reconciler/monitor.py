@@ -92,6 +92,10 @@ class Reconciler:
         self.full_passes = 0
         self._partitions_asked = False
         self._partitions_counted_at = -math.inf
+        self.read_backs = domain_pass.ReadBacks()
+        # Domains with a pass under way (run by _loop, each its own task within ``limit``): a request
+        # for one of them waits in ``due`` and becomes one more pass when this one ends (coalesced).
+        self._running: dict[uuid.UUID, asyncio.Task[None]] = {}
 
     # ---- wake-ups -------------------------------------------------------------------------------
 
@@ -115,8 +119,9 @@ class Reconciler:
 
     async def close(self) -> None:
         """Stop watching partition events (the backend is closed by its owner)."""
-        tasks = [task for _, task in self._subscriptions.values()]
+        tasks = [task for _, task in self._subscriptions.values()] + list(self._running.values())
         self._subscriptions.clear()
+        self._running.clear()
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -136,31 +141,40 @@ class Reconciler:
                     log.exception("full reconcile pass failed")
                 next_full = time.monotonic() + interval
                 continue
-            if any(at <= now for at in self.due.values()):
+            if any(at <= now and d not in self._running for d, at in self.due.items()):
                 if debounce > 0:
                     await asyncio.sleep(debounce)  # let a burst of commits arrive as one wake-up
                 now = time.monotonic()
-                ready = [d for d, at in self.due.items() if at <= now]
-                for domain in ready:
+                for domain in [d for d, at in self.due.items() if at <= now and d not in self._running]:
                     del self.due[domain]
-                started = time.monotonic()
-                try:
-                    await self.reconcile(ready)
-                except Exception:
-                    log.exception("reconcile of %d domains failed", len(ready))
-                    self.request(ready, delay=1.0)
-                self.metrics.iteration_latency.observe((time.monotonic() - started) * 1000.0)
+                    # Each domain's pass is its own task: a slow domain holds up no other.
+                    self._running[domain] = asyncio.create_task(
+                        self._pass(domain), name=f"nvlink-pass-{domain}"
+                    )
                 continue
             count_at = self._partitions_counted_at + PARTITION_COUNT_EVERY
             if self._partitions_asked and now >= count_at:
                 await self._count_partitions()
                 continue
-            timeout = (
-                min([next_full, *self.due.values(), *([count_at] if self._partitions_asked else [])]) - now
-            )
+            waiting = [at for d, at in self.due.items() if d not in self._running]
+            counting = [count_at] if self._partitions_asked else []
+            timeout = min([next_full, *waiting, *counting]) - now
             self.wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=max(timeout, 0.0))
+
+    async def _pass(self, domain: uuid.UUID) -> None:
+        """One domain's pass started by :meth:`_loop`; then what comes next for it."""
+        started = time.monotonic()
+        try:
+            await self.reconcile([domain])
+        except Exception:
+            log.exception("reconcile of domain %s failed", domain)
+            self.request([domain], delay=1.0)
+        finally:
+            self.metrics.iteration_latency.observe((time.monotonic() - started) * 1000.0)
+            self._running.pop(domain, None)
+            self.wake.set()
 
     async def _listen(self) -> None:
         """LISTEN for commits that changed desired NVLink state; reconnect if the connection drops."""
@@ -320,6 +334,7 @@ class Reconciler:
             try:
                 async for event in self.backend.partition_events(target):
                     backoff = 1.0
+                    self.read_backs.forget(event.domain_uuid)
                     self.request([event.domain_uuid], self.config.notify_debounce.total_seconds())
             except asyncio.CancelledError:
                 raise
@@ -350,7 +365,7 @@ class Reconciler:
     async def _quick_scan(self, report: FullPassReport) -> list[uuid.UUID]:
         async with self.engine.connect() as conn:
             found = await statemod.summaries(conn)
-            self.registry = await statemod.endpoints(conn)
+            await domain_pass.refresh_registry(conn, self)
         report.domains = len(found)
         listed = await asyncio.gather(
             *(self._observe(s.domain, s.chassis_serials, gpus=False) for s in found.values())
@@ -370,7 +385,7 @@ class Reconciler:
     async def _deep_scan(self, report: FullPassReport) -> list[uuid.UUID]:
         async with self.engine.connect() as conn:
             states = await statemod.load(conn)
-            self.registry = await statemod.endpoints(conn)
+            await domain_pass.refresh_registry(conn, self)
             await conn.commit()
         report.domains = len(states)
         observed = await asyncio.gather(

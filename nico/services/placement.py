@@ -1,4 +1,5 @@
-"""Which free machines new instances go to. Pure: plain data in, plain data out (no I/O, no ORM).
+"""How many of the free machines new instances take from which NVLink domain. Pure: counts in,
+counts out (no I/O, no ORM); ``queries.assignment`` counts the free machines and locks that many.
 
 Policy, in order of preference, for the NVLink domains that can take the whole request:
 
@@ -15,20 +16,9 @@ Requests without NVLink interfaces take machines without a domain first: they ca
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 from uuid import UUID
-
-
-class MachineSlot(NamedTuple):
-    """What placement knows of a machine (a tuple: sites have thousands)."""
-
-    id: str
-    domain: UUID | None
-    instance_type_id: UUID | None
-    ready: bool
-    assigned: bool
 
 
 @dataclass(frozen=True)
@@ -63,75 +53,10 @@ class _Domain:
     used: int = 0
 
 
-def eligible(slot: MachineSlot, ask: Ask) -> bool:
-    """A machine may take a new instance: right type, Ready, unassigned."""
-    return slot.instance_type_id == ask.instance_type_id and slot.ready and not slot.assigned
-
-
-def _group(
-    slots: Iterable[MachineSlot], ask: Ask, used: Mapping[UUID, int]
-) -> tuple[dict[UUID, list[str]], list[str], dict[UUID, int]]:
-    """Free machines by domain (every domain that has machines of the type), the free machines
-    without a domain, and assigned machines per domain (``used`` adds those not given as slots)."""
-    free: dict[UUID, list[str]] = {d: [] for d in used}
-    assigned_count: dict[UUID, int] = dict(used)
-    loose: list[str] = []
-    for slot in slots:
-        if slot.instance_type_id != ask.instance_type_id:
-            continue
-        is_free = eligible(slot, ask)
-        if slot.domain is None:
-            if is_free:
-                loose.append(slot.id)
-            continue
-        free.setdefault(slot.domain, [])
-        if is_free:
-            free[slot.domain].append(slot.id)
-        elif slot.assigned:
-            assigned_count[slot.domain] = assigned_count.get(slot.domain, 0) + 1
-    return free, loose, assigned_count
-
-
 def _rank(domains: Sequence[_Domain], ask: Ask, rng: random.Random) -> list[_Domain]:
     """Domains in order of preference (module docstring)."""
     keys = {d.uuid: (d.uuid not in ask.lp_domains, d.used == 0, d.free, rng.random()) for d in domains}
     return sorted(domains, key=lambda d: keys[d.uuid])
-
-
-def _take(machines: list[str], count: int, rng: random.Random) -> list[str]:
-    return rng.sample(sorted(machines), count)
-
-
-def place(
-    slots: Collection[MachineSlot], ask: Ask, seed: int | None = None, used: Mapping[UUID, int] | None = None
-) -> list[str]:
-    """Exactly ``ask.count`` eligible machine ids, or :class:`NoCapacity`.
-
-    ``topology_optimized``: all in one domain (machines without a domain are not candidates).
-    Otherwise one domain if one fits, else filled from the fullest domains first. ``used`` counts
-    assigned machines per domain that the caller did not list as slots (a big site lists only its
-    free machines).
-    """
-    free, loose, assigned = _group(slots, ask, used or {})
-    return place_grouped(free, loose, ask, seed, assigned)
-
-
-def place_grouped(
-    free: Mapping[UUID, Sequence[str]],
-    loose: Sequence[str],
-    ask: Ask,
-    seed: int | None = None,
-    used: Mapping[UUID, int] | None = None,
-) -> list[str]:
-    """:func:`place` for a caller that already grouped the free machines of the type: ``free`` by
-    domain (every domain that has machines of the type, even with none free), ``loose`` without a
-    domain, ``used`` the assigned machines per domain."""
-    rng = random.Random(seed)
-    counts = {domain: len(ids) for domain, ids in free.items()}
-    chosen: list[str] = []
-    for domain, n in plan_counts(counts, len(loose), ask, rng, used):
-        chosen.extend(_take(list(loose if domain is None else free[domain]), n, rng))
-    return chosen
 
 
 def plan_counts(

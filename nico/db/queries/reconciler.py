@@ -116,6 +116,14 @@ async def nmxc_endpoints(conn: AsyncConnection) -> Sequence[Any]:
     return (await conn.execute(text("SELECT chassis_serial, endpoint FROM nvlink_nmxc_endpoint"))).all()
 
 
+async def nmxm_credentials(conn: AsyncConnection) -> tuple[str, str] | None:
+    """The stored NMX-M basic-auth credentials (name ``services.fabric_registry.NMXM_CREDENTIAL``)."""
+    row = (
+        await conn.execute(text("SELECT username, password FROM fabric_credential WHERE name = 'nmx-m'"))
+    ).first()
+    return (str(row[0]), str(row[1])) if row is not None else None
+
+
 async def domain_summaries(conn: AsyncConnection) -> Sequence[Any]:
     """(domain, fabric digest, settled, chassis serials, busy) per domain, computed in the database."""
     rows = await conn.execute(

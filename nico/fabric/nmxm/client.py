@@ -99,6 +99,7 @@ class NmxmBackend:
             headers={"Accept": "application/json", "User-Agent": "nico"},
             transport=transport,
         )
+        self._credentials = (username, password or "") if username else None
         self._by_id: dict[str, _Gpu] = {}
         self._by_uid: dict[int, _Gpu] = {}
         self._partition_domain: dict[str, uuid.UUID] = {}
@@ -115,6 +116,13 @@ class NmxmBackend:
             call_timeout=config.fabric_call_timeout.total_seconds(),
             verify=not config.allow_insecure,
         )
+
+    def use_credentials(self, credentials: tuple[str, str]) -> None:
+        """Sign in with ``(username, password)`` from the next request on; the reconciler passes what
+        is stored at the start of every pass."""
+        if credentials != self._credentials:
+            self._credentials = credentials
+            self._http.auth = httpx.BasicAuth(*credentials)
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -358,7 +366,10 @@ class NmxmBackend:
                 endpoint=self.base_url,
             )
         members = await self._entity_ids(target, gpu_uids)
-        await self._run("POST", "/partitions", {"Name": name, "Members": members})
+        done = await self._run("POST", "/partitions", {"Name": name, "Members": members})
+        made = self._made_partition(target, name, done)
+        if made is not None:  # the operation's result names it: no listing needed
+            return made
         for partition in await self.list_partitions(target):
             if partition.name == name:
                 self._partition_domain[partition.ref] = target.domain_uuid
@@ -368,6 +379,30 @@ class NmxmBackend:
             code="NOT_LISTED",
             endpoint=self.base_url,
         )
+
+    def _made_partition(
+        self, target: DomainTarget, name: str, operation: dict[str, Any]
+    ) -> FabricPartition | None:
+        """The partition a completed create reports in ``Result.Data``, when it reports one by this
+        name whose members are all known GPUs of the target's domain (else None: list instead)."""
+        data = (operation.get("Result") or {}).get("Data")
+        if not isinstance(data, dict) or data.get("Name") != name:
+            return None
+        with contextlib.suppress(KeyError, TypeError, ValueError):
+            ids = _member_ids(data.get("Members"))
+            gpus = [self._by_id.get(m) for m in ids]
+            if not gpus or any(g is None or g.domain_uuid != target.domain_uuid for g in gpus):
+                return None
+            entity_id = str(data["ID"])
+            self._partition_domain[entity_id] = target.domain_uuid
+            return FabricPartition(
+                partition_id=int(data["PartitionID"]),
+                ref=entity_id,
+                name=name,
+                gpu_uids=frozenset(g.gpu_uid for g in gpus if g is not None),
+                health=str(data.get("Health") or "UNKNOWN"),
+            )
+        return None
 
     async def add_gpus(
         self, target: DomainTarget, partition: FabricPartition, gpu_uids: frozenset[int]
