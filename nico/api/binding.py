@@ -32,6 +32,13 @@ INVALID_UUID = "must be a valid UUID"
 NAME_LENGTH = "must be at least 2 characters and maximum 256 characters"
 DESCRIPTION_LENGTH = "maximum 1024 characters are allowed in description"
 INVALID_HOSTNAME = "invalid hostname"
+# Limits the reference does not state, documented in docs/compatibility.md ("Input limits").
+DESCRIPTION_MAX = 1024
+USER_DATA_MAX = 16384
+USER_DATA_LENGTH = f"maximum {USER_DATA_MAX} characters are allowed in userData"
+NUL_TEXT = "must not contain NUL characters"
+SURROGATE_TEXT = "must not contain unpaired UTF-16 surrogates"
+TOO_DEEP = "JSON nesting is too deep"
 
 _HOSTNAME_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
@@ -48,12 +55,43 @@ async def read_body(request: Request, model: type[M]) -> M:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             raise bad_request(PARSE_ERROR) from None
+        except RecursionError:  # thousands of nested arrays or objects
+            raise bad_request(PARSE_ERROR, {"__all__": TOO_DEEP}) from None
+        if b"\\u" in raw or b"\xed" in raw:  # an escape, or UTF-8 bytes of a surrogate (json decodes
+            # bytes with "surrogatepass"): the only ways NUL or a lone surrogate reach a JSON string
+            problem = text_problem(data)
+            if problem is not None:
+                raise bad_request(PARSE_ERROR, dict([problem]))
     if not isinstance(data, dict):
         raise bad_request(PARSE_ERROR)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise bad_request(PARSE_ERROR, field_map(list(exc.errors()))) from None
+
+
+def text_problem(value: Any, path: str = "") -> tuple[str, str] | None:
+    """The first string (key or value) in ``value`` that PostgreSQL cannot store: ``(field, reason)``."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return path or "__all__", NUL_TEXT
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return path or "__all__", SURROGATE_TEXT
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            field = f"{path}.{key}" if path else key
+            problem = text_problem(key, field) or text_problem(item, field)
+            if problem is not None:
+                return problem
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            problem = text_problem(item, f"{path}[{index}]" if path else f"[{index}]")
+            if problem is not None:
+                return problem
+    return None
 
 
 class Checked(Protocol):
@@ -180,8 +218,14 @@ def name_problem(
 
 
 def description_problem(value: str | None) -> str | None:
-    if value is not None and len(value) > 1024:
+    if value is not None and len(value) > DESCRIPTION_MAX:
         return DESCRIPTION_LENGTH
+    return None
+
+
+def user_data_problem(value: str | None) -> str | None:
+    if value is not None and len(value) > USER_DATA_MAX:
+        return USER_DATA_LENGTH
     return None
 
 

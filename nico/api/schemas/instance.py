@@ -15,6 +15,7 @@ from nico.api.binding import (
     description_problem,
     labels_problem,
     name_problem,
+    user_data_problem,
     uuid_problem,
 )
 from nico.api.schemas.common import (
@@ -92,6 +93,7 @@ class InstanceFields(RequestModel):
 
     def check_shared(self, errors: FieldErrors, *, batch: bool) -> None:
         errors.add("description", description_problem(self.description))
+        errors.add("userData", user_data_problem(self.user_data))
         errors.add("tenantId", uuid_problem(self.tenant_id, required=False))
         errors.add("vpcId", uuid_problem(self.vpc_id))
         check_interfaces(self.interfaces, errors, batch=batch)
@@ -175,6 +177,7 @@ class InstanceUpdateRequest(RequestModel):
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name, required=False))
         errors.add("description", description_problem(self.description))
+        errors.add("userData", user_data_problem(self.user_data))
         errors.add("labels", labels_problem(self.labels))
         updating = any(
             getattr(self, field) is not None

@@ -15,6 +15,14 @@ from nico.db.models import NvlinkInterface as NvlinkInterfaceRow
 from nico.services.nvlink_interface import Binding, InterfaceView
 
 DEVICE_INSTANCE_MAX = 3  # the reference caps deviceInstance before any capability check
+DEPRECATED_PARTITION_KEY = "nvLinklogicalPartitionId"
+
+
+class WireKeys:
+    """Whether responses also carry the deprecated ``nvLinklogicalPartitionId`` (setting
+    ``api.emit_deprecated_partition_key``, applied by the app factory)."""
+
+    emit_deprecated_partition_key = True
 
 
 class NVLinkInterfaceRequest(RequestModel):
@@ -76,12 +84,20 @@ class NVLinkInterfaceSummary(ResponseModel):
 
 
 class NVLinkInterface(ResponseModel):
-    """The full object. The reference emits ``nvLinklogicalPartitionId`` with a lower-case l."""
+    """The full object. NICo's current docs name the partition key ``nvLinkLogicalPartitionId``; the
+    reference's Go tag ``nvLinklogicalPartitionId`` (lower-case l, removed after 2026-07-09) is emitted
+    too while the setting says so."""
 
     id: uuid.UUID
     instance_id: uuid.UUID
     instance: InstanceSummary | None = Field(default=None, exclude_if=omit_if_none)
-    nv_link_logical_partition_id: uuid.UUID = Field(serialization_alias="nvLinklogicalPartitionId")
+    nv_link_logical_partition_id: uuid.UUID
+    nv_link_logical_partition_id_deprecated: uuid.UUID | None = Field(
+        default=None,
+        serialization_alias=DEPRECATED_PARTITION_KEY,
+        exclude_if=omit_if_none,
+        deprecated="Use nvLinkLogicalPartitionId; removed after 2026-07-09.",
+    )
     nv_link_logical_partition: NVLinkLogicalPartitionSummary | None = Field(
         default=None, exclude_if=omit_if_none
     )
@@ -93,6 +109,10 @@ class NVLinkInterface(ResponseModel):
     nv_link_clique_id: str | None = None
     created: datetime
     updated: datetime
+
+    def model_post_init(self, context: object, /) -> None:
+        if WireKeys.emit_deprecated_partition_key:
+            self.__dict__["nv_link_logical_partition_id_deprecated"] = self.nv_link_logical_partition_id
 
     @classmethod
     def of(cls, view: InterfaceView) -> NVLinkInterface:

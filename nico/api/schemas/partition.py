@@ -7,7 +7,7 @@ from datetime import datetime
 
 from pydantic import Field
 
-from nico.api.binding import FieldErrors, name_problem, uuid_problem
+from nico.api.binding import FieldErrors, description_problem, name_problem, uuid_problem
 from nico.api.schemas.common import RequestModel, ResponseModel, StatusDetail, omit_if_empty, omit_if_none
 from nico.api.schemas.nvlink_interface import NVLinkInterfaceSummary
 from nico.api.schemas.org import TenantSummary
@@ -18,11 +18,12 @@ from nico.services.partition import PartitionView
 
 class LogicalPartitionCreateRequest(RequestModel):
     name: str | None = None
-    description: str | None = None  # no length limit on partitions
+    description: str | None = None  # the reference sets no limit; nico's is every other resource's
     site_id: str | None = None
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name))
+        errors.add("description", description_problem(self.description))
         errors.add("siteId", uuid_problem(self.site_id))
 
 
@@ -32,6 +33,7 @@ class LogicalPartitionUpdateRequest(RequestModel):
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name, required=False))
+        errors.add("description", description_problem(self.description))
 
 
 class NVLinkLogicalPartitionStats(ResponseModel):
