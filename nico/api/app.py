@@ -87,11 +87,13 @@ class TextGuard:
                 )
                 return
             if b"%00" in query or b"\x00" in query:
-                for key, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True, errors="replace"):
+                pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True, errors="replace")
+                for key, value in pairs:
                     if "\x00" in key or "\x00" in value:
                         name = key.replace("\x00", "") or "query"
                         message = f"Invalid value specified for `{name}` query param"
-                        await error_response(self.source, 400, message, {name: NUL_TEXT})(scope, receive, send)
+                        answer = error_response(self.source, 400, message, {name: NUL_TEXT})
+                        await answer(scope, receive, send)
                         return
         await self.app(scope, receive, send)
 

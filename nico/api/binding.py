@@ -12,13 +12,13 @@ import json
 import re
 import uuid
 from collections.abc import Iterable
-from typing import Any, Protocol, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
-from fastapi import Depends, Request
-from pydantic import BaseModel, ValidationError
+from fastapi import Depends, Query, Request
+from pydantic import BaseModel, ValidationError, WithJsonSchema
 
 from nico.api.errors import PARSE_ERROR, field_map
-from nico.api.pagination import Page, parse_page
+from nico.api.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_NUMBER, MAX_PAGE_SIZE, Page, page_of
 from nico.services.errors import ServiceError, bad_request
 
 M = TypeVar("M", bound=BaseModel)
@@ -150,13 +150,49 @@ def path_id(name: str, invalid: str) -> Any:
 
 
 def paging(order_fields: Iterable[str]) -> Any:
-    """A dependency that answers the page the query asks for (``orderBy`` one of ``order_fields``)."""
+    """A dependency that answers the page the query asks for (``orderBy`` one of ``order_fields``).
+
+    It declares ``pageNumber``, ``pageSize`` and ``orderBy`` with their ranges and the ``orderBy`` values
+    (the OpenAPI document's parameters), and parses them itself, in the reference's order and with its
+    messages (spec §1.4)."""
     allowed = frozenset(order_fields)
+    orders = sorted(f"{field.upper()}_{way}" for field in allowed for way in ("ASC", "DESC"))
 
-    async def page(request: Request) -> Page:
-        return parse_page(request, allowed)
+    declared = {
+        "page_number": Annotated[
+            str | None,
+            Query(alias="pageNumber", description="1 and up; 0 or absent: 1"),
+            WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_PAGE_NUMBER}),
+        ],
+        "page_size": Annotated[
+            str | None,
+            Query(alias="pageSize", description=f"1..{MAX_PAGE_SIZE}; 0 or absent: {DEFAULT_PAGE_SIZE}"),
+            WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_PAGE_SIZE}),
+        ],
+        "order_by": Annotated[
+            str | None,
+            Query(alias="orderBy", description="<FIELD>_ASC or <FIELD>_DESC"),
+            WithJsonSchema({"type": "string", "enum": orders}),
+        ],
+    }
 
+    async def page(
+        page_number: str | None = None, page_size: str | None = None, order_by: str | None = None
+    ) -> Page:
+        return page_of(page_number, page_size, order_by, allowed)
+
+    page.__signature__ = _signature(declared, Page)  # type: ignore[attr-defined]
     return Depends(page)
+
+
+def _signature(declared: dict[str, Any], returns: Any) -> inspect.Signature:
+    """Keyword parameters (default None) whose annotations are objects, not the strings that
+    ``from __future__ import annotations`` would leave (FastAPI reads a dependency's signature)."""
+    parameters = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=None)
+        for name, annotation in declared.items()
+    ]
+    return inspect.Signature(parameters, return_annotation=returns)
 
 
 def path_text(name: str) -> Any:
@@ -173,12 +209,20 @@ def path_text(name: str) -> Any:
 
 
 def relations(allowed: Iterable[str]) -> Any:
-    """A dependency that answers the ``includeRelation`` values, each one of ``allowed``."""
+    """A dependency that answers the ``includeRelation`` values, each one of ``allowed`` (declared as
+    the parameter's enum)."""
     allowed_set = frozenset(allowed)
+    schema = {"type": "array", "items": {"type": "string", "enum": sorted(allowed_set)}}
 
-    async def included(request: Request) -> frozenset[str]:
-        return frozenset(include_relations(request, allowed_set))
+    declared = {"values": Annotated[list[str] | None, Query(alias="includeRelation"), WithJsonSchema(schema)]}
 
+    async def included(values: list[str] | None = None) -> frozenset[str]:
+        for value in values or ():
+            if value not in allowed_set:
+                raise bad_request(f"Invalid includeRelation value in query: {value}")
+        return frozenset(values or ())
+
+    included.__signature__ = _signature(declared, frozenset)  # type: ignore[attr-defined]
     return Depends(included)
 
 

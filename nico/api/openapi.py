@@ -60,6 +60,8 @@ def declare_errors(schema: dict[str, Any], tenant_prefix: str) -> None:
         components.pop(name, None)
     for path, item in schema["paths"].items():
         for method, operation in item.items():
+            if not path.startswith(tenant_prefix):
+                operation["security"] = []  # health, readiness and metrics need no token
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
             for status in error_statuses(path, method, operation, tenant_prefix):

@@ -42,7 +42,16 @@ class Page:
 
 def parse_page(request: Request, allowed_fields: frozenset[str] | set[str]) -> Page:
     params = request.query_params
-    raw_number, raw_size, raw_order = params.get("pageNumber"), params.get("pageSize"), params.get("orderBy")
+    return page_of(params.get("pageNumber"), params.get("pageSize"), params.get("orderBy"), allowed_fields)
+
+
+def page_of(
+    raw_number: str | None,
+    raw_size: str | None,
+    raw_order: str | None,
+    allowed_fields: frozenset[str] | set[str],
+) -> Page:
+    """The page the raw query values ask for, checked like the reference (spec §1.4)."""
     try:
         number = _integer(raw_number)
         size = _integer(raw_size)
