@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from nico.api.binding import FieldErrors, uuid_problem
-from nico.api.schemas.common import RequestModel, ResponseModel, omit_if_none
+from nico.api.schemas.common import UUID_SCHEMA, RequestModel, ResponseModel, declared, omit_if_none
 from nico.db.models import LogicalPartition
 from nico.db.models import NvlinkInterface as NvlinkInterfaceRow
 from nico.services.nvlink_interface import Binding, InterfaceView
@@ -28,8 +29,12 @@ class WireKeys:
 class NVLinkInterfaceRequest(RequestModel):
     """One item of ``nvLinkInterfaces`` in instance create, batch and update (any key casing)."""
 
-    nv_link_logical_partition_id: str | None = None
-    device_instance: int | None = None
+    model_config = ConfigDict(json_schema_extra={"required": ["nvLinkLogicalPartitionId"]})
+
+    nv_link_logical_partition_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    device_instance: Annotated[
+        int | None, declared({"type": "integer", "minimum": 0, "maximum": DEVICE_INSTANCE_MAX})
+    ] = None
 
     def check(self, errors: FieldErrors) -> None:
         """Layer A of the reference: flat field messages, not indexed by item."""
