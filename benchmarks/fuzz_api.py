@@ -61,8 +61,8 @@ def main() -> int:
                         failed = outcome.failures.get(name, 0)
                         failures += failed
                         print(f"  {name:32} {outcome.checks[name]:>7} {failed:>7}")
-                    for message in outcome.messages[:20]:
-                        print("  -", message[:400])
+                    for message in outcome.messages:
+                        print("  -", message)
             print(f"\ntotal: {total_cases} cases, {failures} failing checks")
             return 0 if failures == 0 else 1
     finally:

@@ -9,6 +9,8 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, Field
 
+from nico.api.rendering import DELETION_ACCEPTED
+
 _BODY_MODELS: dict[str, type[BaseModel]] = {}
 
 
@@ -65,13 +67,15 @@ def declare_errors(schema: dict[str, Any], tenant_prefix: str) -> None:
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
             for status in error_statuses(path, method, operation, tenant_prefix):
-                responses.setdefault(
-                    status,
-                    {
-                        "description": ERROR_TEXTS[status],
-                        "content": {"application/json": {"schema": ENVELOPE_REF}},
-                    },
-                )
+                responses.setdefault(status, {"description": ERROR_TEXTS[status]})
+            for status, response in responses.items():
+                if status >= "400":  # a route's own extra statuses (412, say) carry the envelope too
+                    response["content"] = {"application/json": {"schema": ENVELOPE_REF}}
+            accepted = responses.get("202")
+            if method == "delete" and accepted is not None:  # rendering.deletion_accepted: plain text
+                accepted["content"] = {
+                    "text/plain": {"schema": {"type": "string", "const": DELETION_ACCEPTED}}
+                }
 
 
 def json_body(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:

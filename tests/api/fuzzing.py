@@ -85,8 +85,8 @@ def run(
             f"--report-ndjson-path={events}",
             "--no-color",
         ]
-        done = subprocess.run(
-            command, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, check=False
+        done = subprocess.run(  # in the temporary directory: schemathesis keeps a cache in its cwd
+            command, capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"}, check=False, cwd=tmp
         )
         outcome = parse_events(events) if events.exists() else Outcome()
         outcome.exit_code = done.returncode
@@ -111,7 +111,7 @@ def parse_events(path: Path) -> Outcome:
                     if str(check.get("status", "")).lower() == "failure":
                         outcome.failures[name] = outcome.failures.get(name, 0) + 1
                         failure = check.get("failure_info") or {}
-                        text = json.dumps(failure)[:300]
-                        if len(outcome.messages) < 50:
+                        text = json.dumps(failure)[:600]
+                        if sum(m.startswith(f"{name}:") for m in outcome.messages) < 5:  # a few per check
                             outcome.messages.append(f"{name}: {text}")
     return outcome

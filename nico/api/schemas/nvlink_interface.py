@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from pydantic import ConfigDict, Field
 
 from nico.api.binding import FieldErrors, uuid_problem
 from nico.api.schemas.common import UUID_SCHEMA, RequestModel, ResponseModel, declared, omit_if_none
-from nico.db.models import LogicalPartition
-from nico.db.models import NvlinkInterface as NvlinkInterfaceRow
 from nico.services.nvlink_interface import Binding, InterfaceView
 
 DEVICE_INSTANCE_MAX = 3  # the reference caps deviceInstance before any capability check
@@ -47,6 +45,41 @@ class NVLinkInterfaceRequest(RequestModel):
         return Binding(uuid.UUID(self.nv_link_logical_partition_id), self.device_instance or 0)
 
 
+class PartitionRow(Protocol):
+    """What a partition summary reads of a partition (a row or a view)."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def site_id(self) -> uuid.UUID: ...
+
+    @property
+    def status(self) -> str: ...
+
+
+class InterfaceRow(Protocol):
+    """What an interface summary reads of an NVLink interface."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def instance_id(self) -> uuid.UUID: ...
+
+    @property
+    def logical_partition_id(self) -> uuid.UUID: ...
+
+    @property
+    def device_instance(self) -> int: ...
+
+    @property
+    def status(self) -> str: ...
+
+
 class NVLinkLogicalPartitionSummary(ResponseModel):
     id: uuid.UUID
     name: str
@@ -54,7 +87,7 @@ class NVLinkLogicalPartitionSummary(ResponseModel):
     status: str
 
     @classmethod
-    def of(cls, row: LogicalPartition) -> NVLinkLogicalPartitionSummary:
+    def of(cls, row: PartitionRow) -> NVLinkLogicalPartitionSummary:
         return cls(id=row.id, name=row.name, site_id=row.site_id, status=row.status)
 
 
@@ -78,7 +111,7 @@ class NVLinkInterfaceSummary(ResponseModel):
     status: str
 
     @classmethod
-    def of(cls, row: NvlinkInterfaceRow) -> NVLinkInterfaceSummary:
+    def of(cls, row: InterfaceRow) -> NVLinkInterfaceSummary:
         return cls(
             id=row.id,
             instance_id=row.instance_id,
