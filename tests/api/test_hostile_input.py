@@ -124,3 +124,12 @@ async def test_page_size_zero_is_the_default_and_negative_is_refused(
     assert ok.status_code == 200 and '"pageSize":20' in ok.headers["X-Pagination"]
     refused = await client.get(PARTITION, params={"pageSize": "-1"}, headers=headers)
     assert refused.status_code == 400 and refused.json()["data"] == {"pageSize": "must be greater than 0"}
+
+
+async def test_a_405_names_every_method_of_the_path(
+    client: httpx.AsyncClient, headers: dict[str, str]
+) -> None:
+    """Not only the methods of the first route that matched the path (POST, for ``/allocation``)."""
+    response = await client.put(f"{BASE}/allocation", headers=headers)
+    assert response.status_code == 405 and response.headers["Allow"] == "GET, POST"
+    assert response.json()["message"] == "Method Not Allowed"
