@@ -74,7 +74,9 @@ async def test_every_data_endpoint_answers_503_in_the_envelope_while_the_databas
             body = response.json()
             assert body == {"source": "nico", "message": DB_UNAVAILABLE, "data": None}
     reads = [k for k, status in answers.items() if k.startswith(("GET", "DELETE"))]
-    assert reads and all(answers[k] == 503 for k in reads), {k: answers[k] for k in reads if answers[k] != 503}
+    assert reads and all(answers[k] == 503 for k in reads), {
+        k: answers[k] for k in reads if answers[k] != 503
+    }
 
 
 async def test_readyz_says_503_without_the_exception_text(
