@@ -144,6 +144,7 @@ class ApiConfig(BaseModel):
     route_version: str = Field(default="v2", pattern=r"^v[0-9]+$")
     placement_event_retention_seconds: int = Field(default=86400, ge=60)
     placement_event_heartbeat_seconds: float = Field(default=15.0, gt=0, le=300)
+    emit_deprecated_partition_key: bool = True
 
 
 def _default_algorithms() -> list[Literal["HS256", "RS256", "ES256"]]:

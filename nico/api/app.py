@@ -9,6 +9,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from importlib.resources import files
 from typing import Any
+from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -20,10 +21,12 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 import nico
 from nico.api.auth import TokenVerifier
+from nico.api.binding import NUL_TEXT
 from nico.api.context import AppContext
 from nico.api.errors import database_unavailable, error_response, install_error_handlers, unavailable_response
 from nico.api.openapi import build_openapi
 from nico.api.routers import health, tenant_routers, web
+from nico.api.schemas.nvlink_interface import WireKeys
 from nico.config import Settings
 from nico.db.engine import make_engine, make_session_factory, resolve_database_url
 
@@ -66,6 +69,33 @@ class BodyLimit:
 
 class _TooLarge(Exception):
     pass
+
+
+class TextGuard:
+    """Rejects a NUL character in the path or a query parameter (PostgreSQL cannot store one) with 400
+    naming the parameter, before any handler could pass it to a statement."""
+
+    def __init__(self, app: ASGIApp, source: str) -> None:
+        self.app, self.source = app, source
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            query: bytes = scope.get("query_string", b"")
+            if "\x00" in scope["path"]:
+                await error_response(self.source, 400, "Invalid value in request path", {"path": NUL_TEXT})(
+                    scope, receive, send
+                )
+                return
+            if b"%00" in query or b"\x00" in query:
+                pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True, errors="replace")
+                for key, value in pairs:
+                    if "\x00" in key or "\x00" in value:
+                        name = key.replace("\x00", "") or "query"
+                        message = f"Invalid value specified for `{name}` query param"
+                        answer = error_response(self.source, 400, message, {name: NUL_TEXT})
+                        await answer(scope, receive, send)
+                        return
+        await self.app(scope, receive, send)
 
 
 def _report_crash(task: asyncio.Task[None]) -> None:
@@ -155,6 +185,7 @@ def create_app(
         openapi_url="/openapi.json",
     )
     app.state.ctx = ctx
+    WireKeys.emit_deprecated_partition_key = settings.api.emit_deprecated_partition_key
     install_error_handlers(app, source)
 
     async def integrity_error(_: Request, exc: Exception) -> Any:
@@ -168,17 +199,22 @@ def create_app(
         sqlstate = getattr(exc.orig, "sqlstate", None)
         if sqlstate in ("40001", "40P01"):  # serialization failure, deadlock
             return await integrity_error(_, exc)
+        if sqlstate is not None and sqlstate.startswith("22"):  # data exception: a value the column refuses
+            log.warning("value refused by the database: %s", str(exc).splitlines()[0])
+            return error_response(source, 400, "Invalid value in request", {"__all__": "value out of range"})
         log.error("database error: %s", str(exc).splitlines()[0])
         return error_response(source, 500, "An unexpected error occurred while processing the request")
 
     app.add_exception_handler(IntegrityError, integrity_error)
     app.add_exception_handler(DBAPIError, db_error)
+    app.add_middleware(TextGuard, source=source)
     app.add_middleware(BodyLimit, source=source)
 
     install_docs(app)
     app.include_router(health.router)
     app.include_router(web.router)
     prefix = f"/{settings.api.route_version}/org/{{org}}/{source}"
+    app.state.tenant_prefix = prefix
     for router in tenant_routers():
         app.include_router(router, prefix=prefix)
 

@@ -12,13 +12,13 @@ import json
 import re
 import uuid
 from collections.abc import Iterable
-from typing import Any, Protocol, TypeVar
+from typing import Annotated, Any, Protocol, TypeVar
 
-from fastapi import Depends, Request
-from pydantic import BaseModel, ValidationError
+from fastapi import Depends, Query, Request
+from pydantic import BaseModel, ValidationError, WithJsonSchema
 
 from nico.api.errors import PARSE_ERROR, field_map
-from nico.api.pagination import Page, parse_page
+from nico.api.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_NUMBER, MAX_PAGE_SIZE, Page, page_of
 from nico.services.errors import ServiceError, bad_request
 
 M = TypeVar("M", bound=BaseModel)
@@ -32,6 +32,13 @@ INVALID_UUID = "must be a valid UUID"
 NAME_LENGTH = "must be at least 2 characters and maximum 256 characters"
 DESCRIPTION_LENGTH = "maximum 1024 characters are allowed in description"
 INVALID_HOSTNAME = "invalid hostname"
+# Limits the reference does not state, documented in docs/compatibility.md ("Input limits").
+DESCRIPTION_MAX = 1024
+USER_DATA_MAX = 16384
+USER_DATA_LENGTH = f"maximum {USER_DATA_MAX} characters are allowed in userData"
+NUL_TEXT = "must not contain NUL characters"
+SURROGATE_TEXT = "must not contain unpaired UTF-16 surrogates"
+TOO_DEEP = "JSON nesting is too deep"
 
 _HOSTNAME_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
@@ -48,12 +55,43 @@ async def read_body(request: Request, model: type[M]) -> M:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             raise bad_request(PARSE_ERROR) from None
+        except RecursionError:  # thousands of nested arrays or objects
+            raise bad_request(PARSE_ERROR, {"__all__": TOO_DEEP}) from None
+        if b"\\u" in raw or b"\xed" in raw:  # an escape, or UTF-8 bytes of a surrogate (json decodes
+            # bytes with "surrogatepass"): the only ways NUL or a lone surrogate reach a JSON string
+            problem = text_problem(data)
+            if problem is not None:
+                raise bad_request(PARSE_ERROR, dict([problem]))
     if not isinstance(data, dict):
         raise bad_request(PARSE_ERROR)
     try:
         return model.model_validate(data)
     except ValidationError as exc:
         raise bad_request(PARSE_ERROR, field_map(list(exc.errors()))) from None
+
+
+def text_problem(value: Any, path: str = "") -> tuple[str, str] | None:
+    """The first string (key or value) in ``value`` that PostgreSQL cannot store: ``(field, reason)``."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            return path or "__all__", NUL_TEXT
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return path or "__all__", SURROGATE_TEXT
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            field = f"{path}.{key}" if path else key
+            problem = text_problem(key, field) or text_problem(item, field)
+            if problem is not None:
+                return problem
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            problem = text_problem(item, f"{path}[{index}]" if path else f"[{index}]")
+            if problem is not None:
+                return problem
+    return None
 
 
 class Checked(Protocol):
@@ -112,13 +150,49 @@ def path_id(name: str, invalid: str) -> Any:
 
 
 def paging(order_fields: Iterable[str]) -> Any:
-    """A dependency that answers the page the query asks for (``orderBy`` one of ``order_fields``)."""
+    """A dependency that answers the page the query asks for (``orderBy`` one of ``order_fields``).
+
+    It declares ``pageNumber``, ``pageSize`` and ``orderBy`` with their ranges and the ``orderBy`` values
+    (the OpenAPI document's parameters), and parses them itself, in the reference's order and with its
+    messages (spec §1.4)."""
     allowed = frozenset(order_fields)
+    orders = sorted(f"{field.upper()}_{way}" for field in allowed for way in ("ASC", "DESC"))
 
-    async def page(request: Request) -> Page:
-        return parse_page(request, allowed)
+    declared = {
+        "page_number": Annotated[
+            str | None,
+            Query(alias="pageNumber", description="1 and up; 0 or absent: 1"),
+            WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_PAGE_NUMBER}),
+        ],
+        "page_size": Annotated[
+            str | None,
+            Query(alias="pageSize", description=f"1..{MAX_PAGE_SIZE}; 0 or absent: {DEFAULT_PAGE_SIZE}"),
+            WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_PAGE_SIZE}),
+        ],
+        "order_by": Annotated[
+            str | None,
+            Query(alias="orderBy", description="<FIELD>_ASC or <FIELD>_DESC"),
+            WithJsonSchema({"type": "string", "enum": orders}),
+        ],
+    }
 
+    async def page(
+        page_number: str | None = None, page_size: str | None = None, order_by: str | None = None
+    ) -> Page:
+        return page_of(page_number, page_size, order_by, allowed)
+
+    page.__signature__ = _signature(declared, Page)  # type: ignore[attr-defined]
     return Depends(page)
+
+
+def _signature(declared: dict[str, Any], returns: Any) -> inspect.Signature:
+    """Keyword parameters (default None) whose annotations are objects, not the strings that
+    ``from __future__ import annotations`` would leave (FastAPI reads a dependency's signature)."""
+    parameters = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=None)
+        for name, annotation in declared.items()
+    ]
+    return inspect.Signature(parameters, return_annotation=returns)
 
 
 def path_text(name: str) -> Any:
@@ -135,12 +209,20 @@ def path_text(name: str) -> Any:
 
 
 def relations(allowed: Iterable[str]) -> Any:
-    """A dependency that answers the ``includeRelation`` values, each one of ``allowed``."""
+    """A dependency that answers the ``includeRelation`` values, each one of ``allowed`` (declared as
+    the parameter's enum)."""
     allowed_set = frozenset(allowed)
+    schema = {"type": "array", "items": {"type": "string", "enum": sorted(allowed_set)}}
 
-    async def included(request: Request) -> frozenset[str]:
-        return frozenset(include_relations(request, allowed_set))
+    declared = {"values": Annotated[list[str] | None, Query(alias="includeRelation"), WithJsonSchema(schema)]}
 
+    async def included(values: list[str] | None = None) -> frozenset[str]:
+        for value in values or ():
+            if value not in allowed_set:
+                raise bad_request(f"Invalid includeRelation value in query: {value}")
+        return frozenset(values or ())
+
+    included.__signature__ = _signature(declared, frozenset)  # type: ignore[attr-defined]
     return Depends(included)
 
 
@@ -180,8 +262,14 @@ def name_problem(
 
 
 def description_problem(value: str | None) -> str | None:
-    if value is not None and len(value) > 1024:
+    if value is not None and len(value) > DESCRIPTION_MAX:
         return DESCRIPTION_LENGTH
+    return None
+
+
+def user_data_problem(value: str | None) -> str | None:
+    if value is not None and len(value) > USER_DATA_MAX:
+        return USER_DATA_LENGTH
     return None
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Any
 
 import psycopg
@@ -62,6 +63,21 @@ def field_map(errors: list[Any]) -> dict[str, str]:
     return out
 
 
+def allowed_methods(app: FastAPI, path: str) -> list[str]:
+    """The methods the OpenAPI document declares for the template ``path`` matches."""
+    patterns: list[tuple[re.Pattern[str], list[str]]] | None = getattr(app.state, "allow_patterns", None)
+    if patterns is None:
+        patterns = []
+        for template, item in app.openapi()["paths"].items():
+            regex = "^" + re.sub(r"\\\{[^/]+?\\\}", "[^/]+", re.escape(template)) + "$"
+            patterns.append((re.compile(regex), sorted(m.upper() for m in item)))
+        app.state.allow_patterns = patterns
+    for pattern, methods in patterns:
+        if pattern.match(path):
+            return methods
+    return []
+
+
 def install_error_handlers(app: FastAPI, source: str) -> None:
     async def service_error(_: Request, exc: Exception) -> Response:
         assert isinstance(exc, ServiceError)
@@ -71,7 +87,7 @@ def install_error_handlers(app: FastAPI, source: str) -> None:
         assert isinstance(exc, RequestValidationError)
         return error_response(source, 400, PARSE_ERROR, field_map(list(exc.errors())) or None)
 
-    async def http_error(_: Request, exc: Exception) -> Response:
+    async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         if exc.status_code == 404:
             message = NOT_FOUND_PATH
@@ -82,6 +98,10 @@ def install_error_handlers(app: FastAPI, source: str) -> None:
         response = error_response(source, exc.status_code, message)
         if exc.headers:
             response.headers.update(exc.headers)
+        if exc.status_code == 405:  # every method of the path, not only the first route's that matched
+            allowed = allowed_methods(app, request.url.path)
+            if allowed:
+                response.headers["Allow"] = ", ".join(allowed)
         return response
 
     async def unexpected(request: Request, exc: Exception) -> Response:

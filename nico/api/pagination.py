@@ -15,6 +15,10 @@ from nico.services.errors import bad_request
 ORDER_BY = re.compile(r"^[A-Z0-9_]+_(ASC|DESC)$")
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
+# The reference states no upper bound; Go's int would overflow the SQL offset (bigint) far below 2**63.
+# nico's bound is documented in docs/compatibility.md ("Input limits").
+MAX_PAGE_NUMBER = 2**31 - 1
+INTEGER = re.compile(r"^[+-]?[0-9]+$")  # strconv.Atoi's spellings: no spaces, no underscores
 
 
 @dataclass(frozen=True)
@@ -38,15 +42,26 @@ class Page:
 
 def parse_page(request: Request, allowed_fields: frozenset[str] | set[str]) -> Page:
     params = request.query_params
-    raw_number, raw_size, raw_order = params.get("pageNumber"), params.get("pageSize"), params.get("orderBy")
+    return page_of(params.get("pageNumber"), params.get("pageSize"), params.get("orderBy"), allowed_fields)
+
+
+def page_of(
+    raw_number: str | None,
+    raw_size: str | None,
+    raw_order: str | None,
+    allowed_fields: frozenset[str] | set[str],
+) -> Page:
+    """The page the raw query values ask for, checked like the reference (spec §1.4)."""
     try:
-        number = int(raw_number) if raw_number not in (None, "") else 0
-        size = int(raw_size) if raw_size not in (None, "") else 0
+        number = _integer(raw_number)
+        size = _integer(raw_size)
     except ValueError:
         raise bad_request("Failed to parse request pagination data") from None
     errors: dict[str, str] = {}
     if number < 0:
         errors["pageNumber"] = "must be greater than 0"
+    elif number > MAX_PAGE_NUMBER:
+        errors["pageNumber"] = f"must be less than or equal to: {MAX_PAGE_NUMBER}"
     if size < 0:
         errors["pageSize"] = "must be greater than 0"
     elif size > MAX_PAGE_SIZE:
@@ -70,6 +85,14 @@ def parse_page(request: Request, allowed_fields: frozenset[str] | set[str]) -> P
         descending=descending,
         order_by_raw=raw_order,
     )
+
+
+def _integer(raw: str | None) -> int:
+    if raw is None or raw == "":
+        return 0
+    if len(raw) > 20 or not INTEGER.match(raw):
+        raise ValueError(raw)
+    return int(raw)
 
 
 def page_response(

@@ -117,7 +117,8 @@ async def test_create_wire_format(
     assert set(bindings[0]) == {
         "id",
         "instanceId",
-        "nvLinklogicalPartitionId",
+        "nvLinkLogicalPartitionId",
+        "nvLinklogicalPartitionId",  # deprecated spelling, emitted while the setting says so
         "nvLinkDomainId",
         "deviceInstance",
         "gpuGuid",

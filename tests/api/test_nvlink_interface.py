@@ -56,7 +56,8 @@ async def test_list_filters_relations_and_no_truncation(
     assert set(everything[0]) == {
         "id",
         "instanceId",
-        "nvLinklogicalPartitionId",
+        "nvLinkLogicalPartitionId",
+        "nvLinklogicalPartitionId",  # deprecated spelling, emitted while the setting says so
         "nvLinkDomainId",
         "deviceInstance",
         "gpuGuid",

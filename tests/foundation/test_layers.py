@@ -17,7 +17,6 @@ WIRING = {"app.py", "context.py", "openapi.py"}
 SCHEMAS_NOT_YET_ON_VIEWS = {
     "schemas/instance_type.py",
     "schemas/machine.py",
-    "schemas/nvlink_interface.py",
     "schemas/site.py",
     "schemas/vpc.py",
 }

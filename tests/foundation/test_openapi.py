@@ -38,3 +38,43 @@ def test_every_route_has_an_operation_id_and_every_reference_resolves() -> None:
             continue
         for method, operation in operations.items():
             assert operation.get("operationId"), (method, path)
+
+
+def test_every_operation_declares_its_error_statuses_with_the_envelope_and_none_advertises_422() -> None:
+    """What each operation can answer (derived from what it declares: every tenant route authenticates,
+    reads an org and ids and the database; writes can conflict; bodies can be too large) is declared,
+    each error with the ``ErrorEnvelope`` schema; FastAPI's 422 (never answered) appears nowhere."""
+    document = yaml.safe_load(COMMITTED.read_text())
+    assert "HTTPValidationError" not in document["components"]["schemas"]
+    envelope = document["components"]["schemas"]["ErrorEnvelope"]
+    assert envelope["required"] == ["source", "message"] and set(envelope["properties"]) == {
+        "source",
+        "message",
+        "data",
+    }
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            responses = operation["responses"]
+            assert "422" not in responses, (method, path)
+            if not path.startswith("/v2/"):
+                assert operation["security"] == [], (method, path)
+                continue
+            wanted = {"400", "401", "403", "404", "500", "503"}
+            if method in ("post", "patch", "put", "delete"):
+                wanted.add("409")
+            if "requestBody" in operation:
+                wanted.add("413")
+            assert wanted <= set(responses), (method, path, wanted - set(responses))
+            for status in wanted:
+                schema = responses[status]["content"]["application/json"]["schema"]
+                assert schema == {"$ref": "#/components/schemas/ErrorEnvelope"}, (method, path, status)
+
+
+def test_list_operations_declare_their_paging_parameters() -> None:
+    document = yaml.safe_load(COMMITTED.read_text())
+    for path in ("/v2/org/{org}/nico/nvlink-logical-partition", "/v2/org/{org}/nico/instance"):
+        parameters = {p["name"]: p["schema"] for p in document["paths"][path]["get"]["parameters"]}
+        assert parameters["pageSize"].items() >= {"type": "integer", "minimum": 0, "maximum": 100}.items()
+        assert parameters["pageNumber"]["maximum"] == 2**31 - 1
+        assert "NAME_ASC" in parameters["orderBy"]["enum"]
+        assert parameters["includeRelation"]["items"]["enum"]

@@ -25,6 +25,11 @@ async def readyz(ctx: CtxDep) -> Response:
     return JSONResponse({"status": "ready"})
 
 
-@router.get("/metrics", summary="Prometheus metrics")
+@router.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    response_class=Response,
+    responses={200: {"content": {CONTENT_TYPE_LATEST.split(";")[0]: {"schema": {"type": "string"}}}}},
+)
 async def metrics(ctx: CtxDep) -> Response:
     return Response(generate_latest(ctx.registry), media_type=CONTENT_TYPE_LATEST)

@@ -14,6 +14,7 @@ from nico.api.auth import Principal
 from nico.api.binding import (
     checked_body,
     list_param,
+    paging,
     parse_uuid,
     path_id,
     relations,
@@ -22,7 +23,7 @@ from nico.api.binding import (
 )
 from nico.api.deps import CtxDep, ReadSessionDep, SessionDep, TenantAdmin
 from nico.api.openapi import json_body
-from nico.api.pagination import parse_page
+from nico.api.pagination import Page
 from nico.api.rendering import deletion_accepted, json_response, list_response, paged_response
 from nico.api.schemas.instance import (
     BatchInstanceCreateRequest,
@@ -138,9 +139,13 @@ async def create_instance(
 
 @router.get(PATH, operation_id="get-all-instance", response_model=list[Instance], summary="List instances")
 async def list_instances(
-    org: str, _: TenantAdmin, included: Relations, request: Request, session: ReadSessionDep
+    org: str,
+    _: TenantAdmin,
+    included: Relations,
+    page: Annotated[Page, paging(instance.ORDER_FIELDS)],
+    request: Request,
+    session: ReadSessionDep,
 ) -> Response:
-    page = parse_page(request, instance.ORDER_FIELDS)
     raw_provider = single_param(request, "infrastructureProviderId")
     provider_id = parse_uuid(raw_provider) if raw_provider is not None else None
     if raw_provider is not None and provider_id is None:

@@ -178,6 +178,7 @@ async def get_instance_type(
     response_model=InstanceType,
     summary="Update an instance type (capabilities only while no machine is associated)",
     openapi_extra=json_body(InstanceTypeUpdateRequest),
+    responses={412: {"description": "Capabilities changed while machines are associated"}},
 )
 async def update_instance_type(
     _: ProviderAdmin, row: Owned, body: UpdateBody, session: SessionDep

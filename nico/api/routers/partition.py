@@ -9,10 +9,10 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from nico.api import messages
-from nico.api.binding import bool_param, checked_body, include_relations, parse_uuid, path_id, single_param
+from nico.api.binding import bool_param, checked_body, paging, parse_uuid, path_id, relations, single_param
 from nico.api.deps import CtxDep, ReadSessionDep, SessionDep, TenantAdmin
 from nico.api.openapi import json_body
-from nico.api.pagination import parse_page
+from nico.api.pagination import Page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.partition import (
     LogicalPartitionCreateRequest,
@@ -29,10 +29,11 @@ ITEM = PATH + "/{nvLinkLogicalPartitionId}"
 RELATIONS = ("Site", "Tenant")
 
 
-async def includes(request: Request) -> partition.Include:
-    relations = include_relations(request, RELATIONS)
+async def includes(
+    included: Annotated[frozenset[str], relations(RELATIONS)], request: Request
+) -> partition.Include:
     return partition.Include(
-        relations=frozenset(relations),
+        relations=included,
         interfaces=bool_param(request, "includeInterfaces"),
         vpcs=bool_param(request, "includeVpcs"),
         stats=bool_param(request, "includeStats"),
@@ -82,9 +83,13 @@ async def create_partition(org: str, principal: TenantAdmin, body: CreateBody, c
     summary="List NVLink logical partitions",
 )
 async def list_partitions(
-    org: str, _: TenantAdmin, include: Includes, request: Request, session: ReadSessionDep
+    org: str,
+    _: TenantAdmin,
+    include: Includes,
+    page: Annotated[Page, paging(partition.ORDER_FIELDS)],
+    request: Request,
+    session: ReadSessionDep,
 ) -> Response:
-    page = parse_page(request, partition.ORDER_FIELDS)
     raw_site = single_param(request, "siteId")
     site_id = parse_uuid(raw_site) if raw_site is not None else None
     if raw_site is not None and site_id is None:

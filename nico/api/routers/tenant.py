@@ -23,13 +23,25 @@ async def get_current_tenant(org: str, principal: PrincipalDep, session: Session
     return json_response(Tenant.of(tenant))
 
 
-@router.post("/tenant", include_in_schema=False)
+@router.post(
+    "/tenant",
+    operation_id="create-tenant",
+    deprecated=True,
+    summary="Deprecated by the reference: always 400",
+    responses={400: {"description": "The endpoint has been deprecated"}},
+)
 async def create_tenant(org: str, principal: PrincipalDep) -> Response:
     principal.require_tenant_admin(org)
     raise bad_request("POST '/org/:orgName/nico/tenant' endpoint has been deprecated")
 
 
-@router.patch("/tenant/current", include_in_schema=False)
+@router.patch(
+    "/tenant/current",
+    operation_id="update-current-tenant",
+    deprecated=True,
+    summary="Deprecated by the reference: always 400",
+    responses={400: {"description": "The endpoint has been deprecated"}},
+)
 async def update_tenant(org: str, principal: PrincipalDep) -> Response:
     principal.require_tenant_admin(org)
     raise bad_request("PATCH '/org/:orgName/nico/tenant/current' endpoint has been deprecated")

@@ -13,6 +13,7 @@ from nico.api import messages
 from nico.api.binding import (
     checked_body,
     list_param,
+    paging,
     parse_uuid,
     path_id,
     relations,
@@ -21,7 +22,7 @@ from nico.api.binding import (
 )
 from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin
 from nico.api.openapi import json_body
-from nico.api.pagination import parse_page
+from nico.api.pagination import Page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.vpc import Vpc, VpcCreateRequest, VpcUpdateRequest
 from nico.services import vpc
@@ -52,9 +53,13 @@ async def create_vpc(org: str, _: TenantAdmin, body: CreateBody, session: Sessio
 
 @router.get(PATH, operation_id="get-all-vpc", response_model=list[Vpc], summary="List VPCs")
 async def list_vpcs(
-    org: str, _: TenantAdmin, included: Relations, request: Request, session: ReadSessionDep
+    org: str,
+    _: TenantAdmin,
+    included: Relations,
+    page: Annotated[Page, paging(vpc.ORDER_FIELDS)],
+    request: Request,
+    session: ReadSessionDep,
 ) -> Response:
-    page = parse_page(request, vpc.ORDER_FIELDS)
     raw_provider = single_param(request, "infrastructureProviderId")
     provider_id = parse_uuid(raw_provider) if raw_provider is not None else None
     if raw_provider is not None and provider_id is None:

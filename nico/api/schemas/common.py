@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
 
@@ -24,6 +24,25 @@ class StatusEntry(Protocol):
 
     @property
     def updated(self) -> datetime: ...
+
+
+def declared(schema: dict[str, Any]) -> WithJsonSchema:
+    """A request field's schema in the OpenAPI document, as the body's ``check`` enforces it. Only the
+    document changes: binding stays lenient (so a broken rule answers the operation's own message and
+    field map, in the reference's order), and the hot paths parse exactly as before."""
+    return WithJsonSchema(schema)
+
+
+# The shared field rules (spec §1.2), as JSON Schema. Names: 2..256 characters, no leading or trailing
+# whitespace; no NUL anywhere (PostgreSQL cannot store it).
+NAME_SCHEMA = {
+    "type": "string",
+    "minLength": 2,
+    "maxLength": 256,
+    "pattern": "^[^\\s\\u0000]([^\\u0000]*[^\\s\\u0000])?$",
+}
+DESCRIPTION_SCHEMA = {"type": "string", "maxLength": 1024, "pattern": "^[^\\u0000]*$"}
+UUID_SCHEMA = {"type": "string", "format": "uuid"}
 
 
 def omit_if_none(value: Any) -> bool:

@@ -4,24 +4,30 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from nico.api.binding import (
     NAME_LENGTH,
     REQUIRED,
+    USER_DATA_MAX,
     FieldErrors,
     description_problem,
     labels_problem,
     name_problem,
+    user_data_problem,
     uuid_problem,
 )
 from nico.api.schemas.common import (
+    DESCRIPTION_SCHEMA,
+    NAME_SCHEMA,
+    UUID_SCHEMA,
     Deprecation,
     RequestModel,
     ResponseModel,
     StatusDetail,
+    declared,
     omit_if_none,
 )
 from nico.api.schemas.instance_type import InstanceTypeSummary
@@ -49,6 +55,10 @@ UNSUPPORTED_FIELDS = {
     "secondary_vpc_ids": "secondaryVpcIds",
 }
 
+UNSUPPORTED_SCHEMA = {"type": "null", "description": "not supported by nico: a non-empty value answers 400"}
+IPXE_SCHEMA = {"type": "string", "pattern": "\\S", "description": "required: nico boots by iPXE only"}
+USER_DATA_SCHEMA = {"type": "string", "maxLength": USER_DATA_MAX}
+
 DEPRECATIONS = (
     Deprecation(
         attribute="sshkeygroups",
@@ -63,35 +73,42 @@ DEPRECATIONS = (
 
 
 class InterfaceRequest(RequestModel):
-    subnet_id: str | None = None
-    vpc_prefix_id: str | None = None
+    model_config = ConfigDict(json_schema_extra={"required": ["subnetId"]})
+
+    subnet_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    vpc_prefix_id: Annotated[str | None, declared(UNSUPPORTED_SCHEMA)] = None
     is_physical: bool | None = None
-    ip_address: str | None = None
+    ip_address: Annotated[str | None, declared(UNSUPPORTED_SCHEMA)] = None
 
 
 class InstanceFields(RequestModel):
     """What single and batch creation share."""
 
-    description: str | None = None
-    tenant_id: str | None = None
-    instance_type_id: str | None = None
-    vpc_id: str | None = None
-    interfaces: list[InterfaceRequest] | None = None
+    description: Annotated[str | None, declared(DESCRIPTION_SCHEMA)] = None
+    tenant_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    instance_type_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    vpc_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    interfaces: list[InterfaceRequest] | None = Field(
+        default=None, json_schema_extra={"minItems": 1, "maxItems": MAX_INTERFACES}
+    )
     nv_link_interfaces: list[NVLinkInterfaceRequest] | None = None
-    operating_system_id: str | None = None
-    ipxe_script: str | None = None
-    user_data: str | None = None
+    operating_system_id: Annotated[str | None, declared(UNSUPPORTED_SCHEMA)] = None
+    ipxe_script: Annotated[str | None, declared(IPXE_SCHEMA)] = None
+    user_data: Annotated[str | None, declared(USER_DATA_SCHEMA)] = None
     phone_home_enabled: bool | None = None
     always_boot_with_custom_ipxe: bool | None = None
     labels: dict[str, str] | None = None
-    ssh_key_group_ids: list[str] | None = None
-    network_security_group_id: str | None = None
-    infiniband_interfaces: list[dict[str, Any]] | None = None
-    dpu_extension_service_deployments: list[dict[str, Any]] | None = None
-    secondary_vpc_ids: list[str] | None = None
+    ssh_key_group_ids: Annotated[list[str] | None, declared(UNSUPPORTED_SCHEMA)] = None
+    network_security_group_id: Annotated[str | None, declared(UNSUPPORTED_SCHEMA)] = None
+    infiniband_interfaces: Annotated[list[dict[str, Any]] | None, declared(UNSUPPORTED_SCHEMA)] = None
+    dpu_extension_service_deployments: Annotated[
+        list[dict[str, Any]] | None, declared(UNSUPPORTED_SCHEMA)
+    ] = None
+    secondary_vpc_ids: Annotated[list[str] | None, declared(UNSUPPORTED_SCHEMA)] = None
 
     def check_shared(self, errors: FieldErrors, *, batch: bool) -> None:
         errors.add("description", description_problem(self.description))
+        errors.add("userData", user_data_problem(self.user_data))
         errors.add("tenantId", uuid_problem(self.tenant_id, required=False))
         errors.add("vpcId", uuid_problem(self.vpc_id))
         check_interfaces(self.interfaces, errors, batch=batch)
@@ -107,7 +124,9 @@ class InstanceFields(RequestModel):
 
 
 class InstanceCreateRequest(InstanceFields):
-    name: str | None = None
+    model_config = ConfigDict(json_schema_extra={"required": ["name", "vpcId", "ipxeScript", "interfaces"]})
+
+    name: Annotated[str | None, declared(NAME_SCHEMA)] = None
     machine_id: str | None = None
     allow_unhealthy_machine: bool | None = None
 
@@ -126,8 +145,16 @@ class InstanceCreateRequest(InstanceFields):
 
 
 class BatchInstanceCreateRequest(InstanceFields):
-    name_prefix: str | None = None
-    count: int | None = None
+    model_config = ConfigDict(
+        json_schema_extra={
+            "required": ["namePrefix", "count", "instanceTypeId", "vpcId", "ipxeScript", "interfaces"]
+        }
+    )
+
+    name_prefix: Annotated[str | None, declared({**NAME_SCHEMA, "maxLength": 240})] = None
+    count: Annotated[
+        int | None, declared({"type": "integer", "minimum": BATCH_MIN, "maximum": BATCH_MAX})
+    ] = None
     topology_optimized: bool | None = None  # absent or null: true
 
     def check(self, errors: FieldErrors) -> None:
@@ -175,6 +202,7 @@ class InstanceUpdateRequest(RequestModel):
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name, required=False))
         errors.add("description", description_problem(self.description))
+        errors.add("userData", user_data_problem(self.user_data))
         errors.add("labels", labels_problem(self.labels))
         updating = any(
             getattr(self, field) is not None

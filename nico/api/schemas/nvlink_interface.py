@@ -5,23 +5,34 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Annotated, Protocol
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from nico.api.binding import FieldErrors, uuid_problem
-from nico.api.schemas.common import RequestModel, ResponseModel, omit_if_none
-from nico.db.models import LogicalPartition
-from nico.db.models import NvlinkInterface as NvlinkInterfaceRow
+from nico.api.schemas.common import UUID_SCHEMA, RequestModel, ResponseModel, declared, omit_if_none
 from nico.services.nvlink_interface import Binding, InterfaceView
 
 DEVICE_INSTANCE_MAX = 3  # the reference caps deviceInstance before any capability check
+DEPRECATED_PARTITION_KEY = "nvLinklogicalPartitionId"
+
+
+class WireKeys:
+    """Whether responses also carry the deprecated ``nvLinklogicalPartitionId`` (setting
+    ``api.emit_deprecated_partition_key``, applied by the app factory)."""
+
+    emit_deprecated_partition_key = True
 
 
 class NVLinkInterfaceRequest(RequestModel):
     """One item of ``nvLinkInterfaces`` in instance create, batch and update (any key casing)."""
 
-    nv_link_logical_partition_id: str | None = None
-    device_instance: int | None = None
+    model_config = ConfigDict(json_schema_extra={"required": ["nvLinkLogicalPartitionId"]})
+
+    nv_link_logical_partition_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    device_instance: Annotated[
+        int | None, declared({"type": "integer", "minimum": 0, "maximum": DEVICE_INSTANCE_MAX})
+    ] = None
 
     def check(self, errors: FieldErrors) -> None:
         """Layer A of the reference: flat field messages, not indexed by item."""
@@ -34,6 +45,41 @@ class NVLinkInterfaceRequest(RequestModel):
         return Binding(uuid.UUID(self.nv_link_logical_partition_id), self.device_instance or 0)
 
 
+class PartitionRow(Protocol):
+    """What a partition summary reads of a partition (a row or a view)."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def site_id(self) -> uuid.UUID: ...
+
+    @property
+    def status(self) -> str: ...
+
+
+class InterfaceRow(Protocol):
+    """What an interface summary reads of an NVLink interface."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def instance_id(self) -> uuid.UUID: ...
+
+    @property
+    def logical_partition_id(self) -> uuid.UUID: ...
+
+    @property
+    def device_instance(self) -> int: ...
+
+    @property
+    def status(self) -> str: ...
+
+
 class NVLinkLogicalPartitionSummary(ResponseModel):
     id: uuid.UUID
     name: str
@@ -41,7 +87,7 @@ class NVLinkLogicalPartitionSummary(ResponseModel):
     status: str
 
     @classmethod
-    def of(cls, row: LogicalPartition) -> NVLinkLogicalPartitionSummary:
+    def of(cls, row: PartitionRow) -> NVLinkLogicalPartitionSummary:
         return cls(id=row.id, name=row.name, site_id=row.site_id, status=row.status)
 
 
@@ -65,7 +111,7 @@ class NVLinkInterfaceSummary(ResponseModel):
     status: str
 
     @classmethod
-    def of(cls, row: NvlinkInterfaceRow) -> NVLinkInterfaceSummary:
+    def of(cls, row: InterfaceRow) -> NVLinkInterfaceSummary:
         return cls(
             id=row.id,
             instance_id=row.instance_id,
@@ -76,12 +122,20 @@ class NVLinkInterfaceSummary(ResponseModel):
 
 
 class NVLinkInterface(ResponseModel):
-    """The full object. The reference emits ``nvLinklogicalPartitionId`` with a lower-case l."""
+    """The full object. NICo's current docs name the partition key ``nvLinkLogicalPartitionId``; the
+    reference's Go tag ``nvLinklogicalPartitionId`` (lower-case l, removed after 2026-07-09) is emitted
+    too while the setting says so."""
 
     id: uuid.UUID
     instance_id: uuid.UUID
     instance: InstanceSummary | None = Field(default=None, exclude_if=omit_if_none)
-    nv_link_logical_partition_id: uuid.UUID = Field(serialization_alias="nvLinklogicalPartitionId")
+    nv_link_logical_partition_id: uuid.UUID
+    nv_link_logical_partition_id_deprecated: uuid.UUID | None = Field(
+        default=None,
+        serialization_alias=DEPRECATED_PARTITION_KEY,
+        exclude_if=omit_if_none,
+        deprecated="Use nvLinkLogicalPartitionId; removed after 2026-07-09.",
+    )
     nv_link_logical_partition: NVLinkLogicalPartitionSummary | None = Field(
         default=None, exclude_if=omit_if_none
     )
@@ -96,6 +150,10 @@ class NVLinkInterface(ResponseModel):
     nv_link_health: str | None = Field(default=None, exclude_if=omit_if_none)
     created: datetime
     updated: datetime
+
+    def model_post_init(self, context: object, /) -> None:
+        if WireKeys.emit_deprecated_partition_key:
+            self.__dict__["nv_link_logical_partition_id_deprecated"] = self.nv_link_logical_partition_id
 
     @classmethod
     def of(cls, view: InterfaceView) -> NVLinkInterface:

@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from nico.api.binding import FieldErrors, name_problem, uuid_problem
-from nico.api.schemas.common import RequestModel, ResponseModel, StatusDetail, omit_if_empty, omit_if_none
+from nico.api.binding import FieldErrors, description_problem, name_problem, uuid_problem
+from nico.api.schemas.common import (
+    DESCRIPTION_SCHEMA,
+    NAME_SCHEMA,
+    UUID_SCHEMA,
+    RequestModel,
+    ResponseModel,
+    StatusDetail,
+    declared,
+    omit_if_empty,
+    omit_if_none,
+)
 from nico.api.schemas.nvlink_interface import NVLinkInterfaceSummary
 from nico.api.schemas.org import TenantSummary
 from nico.api.schemas.site import SiteSummary
@@ -17,14 +28,21 @@ from nico.services.partition import MAX_MULTICAST_GROUPS_LIMIT, PartitionView
 
 
 class LogicalPartitionCreateRequest(RequestModel):
-    name: str | None = None
-    description: str | None = None  # no length limit on partitions
-    site_id: str | None = None
+    model_config = ConfigDict(json_schema_extra={"required": ["name", "siteId"]})
+
+    name: Annotated[str | None, declared(NAME_SCHEMA)] = None
+    # the reference sets no limit; nico's is every other resource's
+    description: Annotated[str | None, declared(DESCRIPTION_SCHEMA)] = None
+    site_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
     # nico extension: multicast groups each physical partition asks the fabric for (default 16)
-    multicast_groups_limit: int | None = None
+    multicast_groups_limit: Annotated[
+        int | None,
+        declared({"type": "integer", "minimum": 0, "maximum": MAX_MULTICAST_GROUPS_LIMIT, "multipleOf": 4}),
+    ] = None
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name))
+        errors.add("description", description_problem(self.description))
         errors.add("siteId", uuid_problem(self.site_id))
         errors.add("multicastGroupsLimit", multicast_limit_problem(self.multicast_groups_limit))
 
@@ -38,11 +56,13 @@ def multicast_limit_problem(value: int | None) -> str | None:
 
 
 class LogicalPartitionUpdateRequest(RequestModel):
-    name: str | None = None
-    description: str | None = None  # "" is stored; null or absent leaves it as it is
+    name: Annotated[str | None, declared(NAME_SCHEMA)] = None
+    # "" is stored; null or absent leaves it as it is
+    description: Annotated[str | None, declared({**DESCRIPTION_SCHEMA, "type": ["string", "null"]})] = None
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name, required=False))
+        errors.add("description", description_problem(self.description))
 
 
 class NVLinkLogicalPartitionStats(ResponseModel):
