@@ -16,6 +16,8 @@ from nico.config import Settings
 from tests.api import fuzzing
 from tests.support import factories as f
 
+pytestmark = pytest.mark.e2e  # serves the app with uvicorn and runs the schemathesis CLI
+
 MAX_EXAMPLES = 2  # per operation and phase: about a minute per token on two cores
 KNOWN_GAPS = frozenset({"positive_data_acceptance"})
 MUST_RUN = {
