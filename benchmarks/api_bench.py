@@ -184,7 +184,7 @@ def seed(url: str, racks: int) -> dict[str, str]:
                         "site_id": site,
                         "instance_type_id": itype,
                         "status": "Ready",
-                        "nvlink_domain_uuid": domain,
+                        "domain_uuid": domain,
                         "chassis_serial": f"CHS{r:04d}",
                         "tray_index": t,
                     }

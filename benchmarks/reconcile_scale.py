@@ -139,8 +139,7 @@ def seed(url: str, fabric: SimFabric) -> None:
         copy_rows(
             conn,
             "machine",
-            "id, site_id, instance_type_id, nvlink_domain_uuid, chassis_serial, tray_index, "
-            "instance_id, status",
+            "id, site_id, instance_type_id, domain_uuid, chassis_serial, tray_index, instance_id, status",
             machines,
         )
         copy_rows(conn, "gpu", "machine_id, device_id, gpu_uid, slot_id", gpus)

@@ -294,7 +294,7 @@ def credential_delete_nmxm() -> None:
 def _machine_info(machine: Any, gpus: list[Any]) -> dict[str, object]:
     """The reference's ``nvlink-info show`` shape (struct order)."""
     return {
-        "domain_uuid": str(machine.nvlink_domain_uuid),
+        "domain_uuid": str(machine.domain_uuid),
         "gpus": [
             {
                 "tray_index": machine.tray_index,
@@ -319,7 +319,7 @@ def nvlink_info_show(machine_id: Annotated[str, typer.Argument(help="Machine id.
         machine = await session.get(Machine, machine_id)
         if machine is None:
             raise ServiceError(404, f"Machine {machine_id} not found")
-        if machine.nvlink_domain_uuid is None:
+        if machine.domain_uuid is None:
             raise ServiceError(404, f"Machine {machine_id} has no nvlink_info in database")
         gpus = list(
             await session.scalars(select(Gpu).where(Gpu.machine_id == machine_id).order_by(Gpu.device_id))

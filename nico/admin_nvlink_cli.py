@@ -120,7 +120,7 @@ def with_session(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
 
 # ------------------------------------------------------------------------------------- nvl-partition
 
-PP_COLUMNS = ("id", "name", "logical_partition_id", "nmx_c_partition_id", "nvlink_domain_uuid")
+PP_COLUMNS = ("id", "name", "logical_partition_id", "nmx_c_partition_id", "domain_uuid")
 
 
 @nvl_partition_app.command("show")

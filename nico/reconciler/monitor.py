@@ -453,7 +453,7 @@ def _has_work(s: statemod.DomainState, partitions: list[FabricPartition], mode: 
     by_name = {p.name: p for p in partitions}
     for name, record in s.partitions.items():
         found = by_name.get(name)
-        if found is None or found.partition_id != record.fabric_partition_id:
+        if found is None or found.partition_id != record.nmx_partition_id:
             return True
     location = {g: p.partition_id for p in partitions for g in p.gpu_uids}
     return any(location.get(g.gpu_uid) != g.observed_fabric_partition for g in s.gpus.values())

@@ -39,7 +39,7 @@ class GpuRow:
 class RecordedPartition:
     id: uuid.UUID
     lp: uuid.UUID
-    fabric_partition_id: int
+    nmx_partition_id: int
     ref: str
     name: str
 

@@ -139,9 +139,9 @@ async def _align_partitions(
     keep: dict[str, FabricPartition] = {p.name: p for p in seen.owned.values()}
     for name, record in state.partitions.items():
         now = keep.get(name)
-        if now is None or now.partition_id != record.fabric_partition_id:
+        if now is None or now.partition_id != record.nmx_partition_id:
             await queries.delete_physical_partition(session, record.id)
-        if was.get(name) != record.fabric_partition_id:
+        if was.get(name) != record.nmx_partition_id:
             report.stale_partitions_deleted += 1
     pp_ids: dict[str, uuid.UUID] = {}
     for name, partition in keep.items():
@@ -150,7 +150,7 @@ async def _align_partitions(
             id=state.partitions[name].id if name in state.partitions else uuid.uuid4(),
             logical_partition_id=lp_of_name(name),
             domain=state.domain,
-            fabric_partition_id=partition.partition_id,
+            nmx_partition_id=partition.partition_id,
             fabric_ref=partition.ref,
             name=name,
         )

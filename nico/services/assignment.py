@@ -39,7 +39,7 @@ class Claimed:
     """A machine locked for a new instance, and its NVLink domain."""
 
     id: str
-    nvlink_domain_uuid: uuid.UUID | None
+    domain_uuid: uuid.UUID | None
 
 
 async def claim(

@@ -73,7 +73,7 @@ async def replace_bindings(session: AsyncSession, row: Instance, items: list[Bin
         capabilities = await nvlink_capabilities(session, instance_type_id=row.instance_type_id)
     if not capabilities and machine is not None:
         capabilities = await nvlink_capabilities(session, machine_id=machine.id)
-    if items and (not capabilities or machine is None or machine.nvlink_domain_uuid is None):
+    if items and (not capabilities or machine is None or machine.domain_uuid is None):
         raise bad_request(
             "NVLink interfaces cannot be specified if Instance Type or Machine doesn't have "
             "NVLink GPU Capability"

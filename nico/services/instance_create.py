@@ -62,7 +62,7 @@ async def _add_instances(
     rows: list[queries.NewInstance] = []
     history: list[tuple[uuid.UUID, str, str]] = []
     for name, machine in zip(names, machines, strict=True):
-        ready = machine.nvlink_domain_uuid is None  # nothing on the fabric to wait for
+        ready = machine.domain_uuid is None  # nothing on the fabric to wait for
         row = queries.NewInstance(
             uuid.uuid4(), name, str(InstanceStatus.READY if ready else InstanceStatus.PENDING), machine.id
         )
@@ -70,7 +70,7 @@ async def _add_instances(
         history.append((row.id, str(InstanceStatus.PENDING), PENDING_MESSAGE))
         if ready:
             history.append((row.id, str(InstanceStatus.READY), READY_MESSAGE))
-    domains = {m.nvlink_domain_uuid for m in machines if m.nvlink_domain_uuid is not None}
+    domains = {m.domain_uuid for m in machines if m.domain_uuid is not None}
     inserted, assigned = await queries.insert_instances(
         session,
         queries.SharedFields(
@@ -151,11 +151,11 @@ async def create(
         assert machine_id is not None
         itype, capabilities = None, []
         target = await _targeted_machine(session, tenant, vpc.site_id, machine_id)
-        machine = Claimed(target.id, target.nvlink_domain_uuid)
+        machine = Claimed(target.id, target.domain_uuid)
     if not capabilities:
         capabilities = await nvlink_capabilities(session, machine_id=machine.id)
     bindings = await creation_bindings(session, tenant, vpc, explicit, capabilities, SINGLE_CREATE)
-    if bindings and machine.nvlink_domain_uuid is None:
+    if bindings and machine.domain_uuid is None:
         raise bad_request(SINGLE_CREATE.no_capability)
     (new_id,) = await _add_instances(
         session,
@@ -249,7 +249,7 @@ async def create_batch(
         raise forbidden(batch_quota_message(quota[0], count, quota[1]))
     bindings = await creation_bindings(session, tenant, vpc, explicit, capabilities, BATCH_CREATE)
     machines = chosen
-    if bindings and any(m.nvlink_domain_uuid is None for m in machines):
+    if bindings and any(m.domain_uuid is None for m in machines):
         raise bad_request(BATCH_CREATE.no_capability)
     ids = await _add_instances(
         session,

@@ -60,11 +60,11 @@ async def check_conflicts(
 
 
 async def current_placement(session: AsyncSession, machine: Machine) -> Placement | None:
-    if machine.nvlink_domain_uuid is None or machine.chassis_serial is None or machine.tray_index is None:
+    if machine.domain_uuid is None or machine.chassis_serial is None or machine.tray_index is None:
         return None
     gpus = await queries.gpus_of_machine(session, machine.id)
     return Placement(
-        machine.nvlink_domain_uuid,
+        machine.domain_uuid,
         machine.chassis_serial,
         machine.tray_index,
         tuple((g.device_id, g.gpu_uid, g.slot_id) for g in gpus),
@@ -93,7 +93,7 @@ async def apply_placements(
         if old and (
             new is None or (old.chassis_serial, old.tray_index) != (new.chassis_serial, new.tray_index)
         ):
-            machine.nvlink_domain_uuid = machine.chassis_serial = machine.tray_index = None
+            machine.domain_uuid = machine.chassis_serial = machine.tray_index = None
     await session.flush()
     domains = {
         p.domain_uuid: machines[m].site_id for m, p in planned.items() if p is not None and m in changed
@@ -104,7 +104,7 @@ async def apply_placements(
         machine, old, new = machines[machine_id], current[machine_id], planned[machine_id]
         if new is None:
             continue
-        machine.nvlink_domain_uuid, machine.chassis_serial, machine.tray_index = (
+        machine.domain_uuid, machine.chassis_serial, machine.tray_index = (
             new.domain_uuid,
             new.chassis_serial,
             new.tray_index,

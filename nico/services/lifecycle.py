@@ -48,8 +48,8 @@ async def apply_nvlink_observation(
             )
         domain, gpu_uid = gpus[binding.device_instance]
         binding.status = NvLinkInterfaceStatus.READY
-        binding.nvlink_domain_uuid = domain
-        binding.gpu_guid = gpu_uid
+        binding.domain_uuid = domain
+        binding.gpu_uid = gpu_uid
     instance.nvlink_applied_version = version
     if instance.status in WAITING_FOR_FABRIC:
         instance.status = InstanceStatus.READY

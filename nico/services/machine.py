@@ -407,7 +407,7 @@ async def delete_machine(session: AsyncSession, viewer: Viewer, machine_id: str)
             1,
             "Machine cannot be deleted as its Instance Type would no longer satisfy Allocation Constraints",
         )
-    domain = machine.nvlink_domain_uuid
+    domain = machine.domain_uuid
     await session.delete(machine)
     await session.flush()
     # Its GPUs leave the fabric's bookkeeping: let the reconciler look at the domain now.

@@ -52,7 +52,7 @@ async def listener(database_url: str, db: str) -> AsyncIterator[Listener]:
 
 
 async def domain_of(session: AsyncSession, machine_id: str) -> uuid.UUID:
-    domain = await session.scalar(select(Machine.nvlink_domain_uuid).where(Machine.id == machine_id))
+    domain = await session.scalar(select(Machine.domain_uuid).where(Machine.id == machine_id))
     assert domain is not None
     return domain
 
@@ -128,7 +128,7 @@ async def test_each_change_notifies_its_domains(
     far = next(d for d in world.domains if d != home)
     session.add(
         PhysicalPartition(
-            logical_partition_id=spare.id, domain_uuid=far, fabric_partition_id=3, fabric_ref="3", name="pp"
+            logical_partition_id=spare.id, domain_uuid=far, nmx_partition_id=3, fabric_ref="3", name="pp"
         )
     )
     await session.commit()

@@ -36,7 +36,7 @@ async def test_interfaces_partitions_and_topology_show_fabric_health(
     )
     assert created.status_code == 201, created.text
     machine = await session.scalar(select(Machine).where(Machine.id == created.json()["machineId"]))
-    assert machine is not None and machine.nvlink_domain_uuid is not None
+    assert machine is not None and machine.domain_uuid is not None
 
     # Not observed yet: no health anywhere.
     listed = (await client.get(f"{BASE}/nvlink-interface", headers=headers)).json()
@@ -49,8 +49,8 @@ async def test_interfaces_partitions_and_topology_show_fabric_health(
     # The reconciler realised the partition and read health: GPU 1 lost NVLink.
     physical = PhysicalPartition(
         logical_partition_id=lp_id,
-        domain_uuid=machine.nvlink_domain_uuid,
-        fabric_partition_id=3,
+        domain_uuid=machine.domain_uuid,
+        nmx_partition_id=3,
         fabric_ref="3",
         name=f"nico-{lp_id}",
         health="DEGRADED",
@@ -65,10 +65,8 @@ async def test_interfaces_partitions_and_topology_show_fabric_health(
     for binding in await session.scalars(
         select(NvlinkInterface).where(NvlinkInterface.instance_id == machine.instance_id)
     ):
-        binding.gpu_guid = gpus[binding.device_instance].gpu_uid
-    other = next(
-        m for m in world.machines if m.id != machine.id and m.nvlink_domain_uuid == machine.nvlink_domain_uuid
-    )
+        binding.gpu_uid = gpus[binding.device_instance].gpu_uid
+    other = next(m for m in world.machines if m.id != machine.id and m.domain_uuid == machine.domain_uuid)
     await session.execute(
         update(Gpu).where(Gpu.machine_id == other.id, Gpu.device_id == 1).values(health="DEGRADED")
     )
@@ -85,7 +83,7 @@ async def test_interfaces_partitions_and_topology_show_fabric_health(
     assert got["nvLinkHealth"] == "DEGRADED"
 
     topology = (await client.get(f"{BASE}/nvlink-topology", headers=headers)).json()
-    [domain] = [d for d in topology["domains"] if d["id"] == str(machine.nvlink_domain_uuid)]
+    [domain] = [d for d in topology["domains"] if d["id"] == str(machine.domain_uuid)]
     trays = {t["trayIndex"]: t for c in domain["chassis"] for t in c["trays"]}
     mine = trays[machine.tray_index]["gpus"]
     assert [g.get("health") for g in mine] == ["HEALTHY", "NO_NVLINK", "HEALTHY", "HEALTHY"]

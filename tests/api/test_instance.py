@@ -458,7 +458,7 @@ async def test_vpc_default_partition_rules(
 async def test_placement_prefers_the_partitions_domain_then_best_fit(
     client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
 ) -> None:
-    domain_of = {m.id: m.nvlink_domain_uuid for m in world.machines}
+    domain_of = {m.id: m.domain_uuid for m in world.machines}
     partition = await lp(session, world)
     first = (
         await client.post(
@@ -483,7 +483,7 @@ async def test_placement_prefers_the_partitions_domain_then_best_fit(
     away = next(d for d in world.domains if d != home)
     session.add(
         PhysicalPartition(
-            logical_partition_id=partition, domain_uuid=away, fabric_partition_id=1, fabric_ref="1", name="pp"
+            logical_partition_id=partition, domain_uuid=away, nmx_partition_id=1, fabric_ref="1", name="pp"
         )
     )
     await session.commit()
@@ -502,7 +502,7 @@ async def test_best_fit_keeps_whole_domains_free(
 ) -> None:
     world = await f.nvlink_site(session, racks=3, trays=4)
     await session.commit()
-    domain_of = {m.id: m.nvlink_domain_uuid for m in world.machines}
+    domain_of = {m.id: m.domain_uuid for m in world.machines}
     used = set()
     for n in range(4):
         inst = (await client.post(PATH, json=instance_body(world, name=f"i{n}"), headers=headers)).json()

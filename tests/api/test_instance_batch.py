@@ -30,7 +30,7 @@ def items(partition: uuid.UUID, *indexes: int) -> list[dict[str, Any]]:
 
 
 async def domains_of(session: AsyncSession, machine_ids: list[str]) -> set[uuid.UUID | None]:
-    rows = await session.scalars(select(Machine.nvlink_domain_uuid).where(Machine.id.in_(machine_ids)))
+    rows = await session.scalars(select(Machine.domain_uuid).where(Machine.id.in_(machine_ids)))
     return set(rows)
 
 

@@ -189,7 +189,7 @@ async def test_partition_deleting_until_its_physical_partitions_are_gone(
     physical = PhysicalPartition(
         logical_partition_id=partition.id,
         domain_uuid=world.domains[0],
-        fabric_partition_id=9,
+        nmx_partition_id=9,
         fabric_ref="9",
         name="pp",
     )

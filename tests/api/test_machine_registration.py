@@ -160,7 +160,7 @@ async def test_existing_machines_get_fields_and_nvlink_info_replaced(
     assert (await register(client, world, world.body(tray(0), tray(1), tray(2)))).status_code == 201
     gpu = await session.scalar(select(Gpu).where(Gpu.machine_id == "tray-02", Gpu.device_id == 1))
     assert gpu is not None
-    gpu.fabric_partition_id = 32766  # what the reconciler saw; unchanged GPUs keep it
+    gpu.nmx_partition_id = 32766  # what the reconciler saw; unchanged GPUs keep it
     await session.commit()
     swapped = [tray(0), tray(2, machine_id="tray-01"), tray(1, machine_id="tray-02")]
     swapped[0]["hostname"] = "renamed"
@@ -181,7 +181,7 @@ async def test_existing_machines_get_fields_and_nvlink_info_replaced(
     machines = {m.id: m for m in (await session.scalars(select(Machine))).all()}
     assert machines["tray-00"].hostname == "renamed"
     assert (machines["tray-01"].tray_index, machines["tray-02"].tray_index) == (2, 1)
-    assert machines["tray-03"].nvlink_domain_uuid is None
+    assert machines["tray-03"].domain_uuid is None
     gpus = {(g.machine_id, g.device_id): g for g in (await session.scalars(select(Gpu))).all()}
     assert gpus[("tray-00", 1)].gpu_uid == uid(0, 2) and gpus[("tray-00", 2)].gpu_uid == uid(0, 1)
     assert gpus[("tray-01", 1)].gpu_uid == uid(2, 1)
@@ -204,14 +204,14 @@ async def test_unchanged_gpus_keep_their_rows(
     assert (await register(client, world, world.body(tray(5)))).status_code == 201
     gpu = await session.scalar(select(Gpu).where(Gpu.machine_id == "tray-05", Gpu.device_id == 2))
     assert gpu is not None
-    gpu.fabric_partition_id = 32766
+    gpu.nmx_partition_id = 32766
     await session.commit()
     changed = tray(5)
     changed["nvLinkInfo"]["gpus"][0]["gpuUid"] = "12345"
     assert (await register(client, world, world.body(changed))).json()["updated"] == ["tray-05"]
     session.expire_all()
     kept = await session.scalar(select(Gpu).where(Gpu.machine_id == "tray-05", Gpu.device_id == 2))
-    assert kept is not None and kept.fabric_partition_id == 32766
+    assert kept is not None and kept.nmx_partition_id == 32766
 
 
 async def test_a_pending_site_is_paired_by_its_first_registration(

@@ -77,13 +77,13 @@ async def test_placement_avoids_full_budgets_and_answers_409_when_none_has_room(
             PhysicalPartition(
                 logical_partition_id=lp,
                 domain_uuid=domain,
-                fabric_partition_id=n + 1,
+                nmx_partition_id=n + 1,
                 fabric_ref=str(n + 1),
                 name=f"pp-{n}",
             )
         )
     await session.commit()
-    domain_of = {m.id: m.nvlink_domain_uuid for m in world.machines}
+    domain_of = {m.id: m.domain_uuid for m in world.machines}
 
     def nvlink(lp: uuid.UUID) -> list[dict[str, object]]:
         return [{"nvLinkLogicalPartitionId": str(lp), "deviceInstance": 0}]
@@ -119,6 +119,6 @@ async def test_placement_avoids_full_budgets_and_answers_409_when_none_has_room(
     free_in_d0 = await session.scalar(
         select(func.count())
         .select_from(Machine)
-        .where(Machine.nvlink_domain_uuid == d0, Machine.instance_id.is_(None))
+        .where(Machine.domain_uuid == d0, Machine.instance_id.is_(None))
     )
     assert free_in_d0 and free_in_d0 > 0

@@ -529,7 +529,7 @@ async def test_delete_checks_and_lifecycle(
         PhysicalPartition(
             logical_partition_id=uuid.UUID(built["id"]),
             domain_uuid=world.domains[1],
-            fabric_partition_id=5,
+            nmx_partition_id=5,
             fabric_ref="5",
             name="nico-lp-built",
         )

@@ -53,7 +53,7 @@ async def test_interface_lifecycle_is_logged(
     await session.execute(
         update(PhysicalPartition)
         .where(PhysicalPartition.logical_partition_id == partition.id)
-        .values(fabric_partition_id=12, fabric_ref="12")
+        .values(nmx_partition_id=12, fabric_ref="12")
     )
     await session.commit()
     moved = await events(session, ready[-1].id)

@@ -56,9 +56,7 @@ async def site_with_instances(
     ids = {f"node-{n}": instance_id for n, instance_id in enumerate(made)}
     domains = {}
     for name, instance_id in ids.items():
-        domain = await session.scalar(
-            select(Machine.nvlink_domain_uuid).where(Machine.instance_id == instance_id)
-        )
+        domain = await session.scalar(select(Machine.domain_uuid).where(Machine.instance_id == instance_id))
         assert domain is not None
         domains[name] = domain
     return partition.id, ids, domains

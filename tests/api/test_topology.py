@@ -149,11 +149,11 @@ async def test_realised_bindings_are_ready_and_observed_and_a_deleting_one_hides
     headers = bearer(settings, ALPHA)
     lp, instance = await make_instance(client, ALPHA, headers, net, net.vpc, net.subnet)
     machine = await session.scalar(select(Machine).where(Machine.instance_id == uuid.UUID(instance["id"])))
-    assert machine is not None and machine.nvlink_domain_uuid is not None
+    assert machine is not None and machine.domain_uuid is not None
     physical = PhysicalPartition(
         logical_partition_id=uuid.UUID(lp["id"]),
-        domain_uuid=machine.nvlink_domain_uuid,
-        fabric_partition_id=1,
+        domain_uuid=machine.domain_uuid,
+        nmx_partition_id=1,
         fabric_ref="1",
         name=f"nico-{lp['id']}",
     )

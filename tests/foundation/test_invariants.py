@@ -75,7 +75,7 @@ async def test_one_physical_partition_per_logical_partition_and_domain(session: 
         PhysicalPartition(
             logical_partition_id=lp.id,
             domain_uuid=s.domains[0],
-            fabric_partition_id=1,
+            nmx_partition_id=1,
             fabric_ref="1",
             name="a",
         )
@@ -87,7 +87,7 @@ async def test_one_physical_partition_per_logical_partition_and_domain(session: 
             PhysicalPartition(
                 logical_partition_id=lp.id,
                 domain_uuid=s.domains[0],
-                fabric_partition_id=2,
+                nmx_partition_id=2,
                 fabric_ref="2",
                 name="b",
             )
@@ -98,7 +98,7 @@ async def test_one_physical_partition_per_logical_partition_and_domain(session: 
         PhysicalPartition(
             logical_partition_id=lp.id,
             domain_uuid=s.domains[1],
-            fabric_partition_id=1,
+            nmx_partition_id=1,
             fabric_ref="1",
             name="a",
         )
@@ -111,15 +111,13 @@ async def test_one_physical_partition_per_logical_partition_and_domain(session: 
             PhysicalPartition(
                 logical_partition_id=other.id,
                 domain_uuid=s.domains[0],
-                fabric_partition_id=1,
+                nmx_partition_id=1,
                 fabric_ref="1",
                 name="c",
             )
         )
 
-    await rejects(
-        session, fabric_id_reused_in_domain, "uq_physical_partition_domain_uuid_fabric_partition_id"
-    )
+    await rejects(session, fabric_id_reused_in_domain, "uq_physical_partition_domain_uuid_nmx_partition_id")
 
 
 async def test_machine_holds_at_most_one_instance_and_instance_one_machine(session: AsyncSession) -> None:
@@ -192,7 +190,7 @@ async def test_gpu_is_in_at_most_one_physical_partition(session: AsyncSession) -
     s = await f.nvlink_site(session, racks=1, trays=1)
     lp = await f.logical_partition(session, s.tenant, s.site)
     pp = PhysicalPartition(
-        logical_partition_id=lp.id, domain_uuid=s.domains[0], fabric_partition_id=7, fabric_ref="7", name="p"
+        logical_partition_id=lp.id, domain_uuid=s.domains[0], nmx_partition_id=7, fabric_ref="7", name="p"
     )
     session.add(pp)
     await session.flush()
@@ -256,7 +254,7 @@ async def test_logical_partition_cannot_vanish_while_referenced(session: AsyncSe
         PhysicalPartition(
             logical_partition_id=with_physical.id,
             domain_uuid=s.domains[0],
-            fabric_partition_id=3,
+            nmx_partition_id=3,
             fabric_ref="3",
             name="p",
         )
@@ -298,7 +296,7 @@ async def test_machine_delete_cascades_gpus_and_domain_is_kept_while_used(sessio
     await rejects(
         session,
         lambda: session.execute(text("DELETE FROM nvlink_domain WHERE uuid = :d"), {"d": s.domains[0]}),
-        "fk_machine_nvlink_domain_uuid_nvlink_domain",
+        "fk_machine_domain_uuid_nvlink_domain",
     )
     await session.execute(delete(Machine).where(Machine.id == s.machines[0].id))
     assert (await session.scalar(select(Gpu).where(Gpu.machine_id == s.machines[0].id))) is None
@@ -313,7 +311,7 @@ async def test_tray_is_unique_per_chassis_and_nvlink_info_is_whole(session: Asyn
             Machine(
                 id="dup",
                 site_id=s.site.id,
-                nvlink_domain_uuid=taken.nvlink_domain_uuid,
+                domain_uuid=taken.domain_uuid,
                 chassis_serial=taken.chassis_serial,
                 tray_index=taken.tray_index,
             )
@@ -322,7 +320,7 @@ async def test_tray_is_unique_per_chassis_and_nvlink_info_is_whole(session: Asyn
     await rejects(session, same_tray, "uq_machine_chassis_serial_tray_index")
 
     async def half_info() -> None:
-        session.add(Machine(id="half", site_id=s.site.id, nvlink_domain_uuid=taken.nvlink_domain_uuid))
+        session.add(Machine(id="half", site_id=s.site.id, domain_uuid=taken.domain_uuid))
 
     await rejects(session, half_info, "ck_machine_nvlink_info_whole")
 

@@ -109,7 +109,7 @@ async def test_nvl_partition_show(cli_env: dict[str, str], session: AsyncSession
         PhysicalPartition(
             logical_partition_id=lp.id,
             domain_uuid=domain,
-            fabric_partition_id=n + 1,
+            nmx_partition_id=n + 1,
             fabric_ref=str(n + 1),
             name=f"nico-{n}",
         )
@@ -121,7 +121,7 @@ async def test_nvl_partition_show(cli_env: dict[str, str], session: AsyncSession
     code, output = await run("admin", "nvl-partition", "show", "--format", "json")
     assert code == 0, output
     shown = json.loads(output)
-    assert {(r["name"], r["nmx_c_partition_id"], r["nvlink_domain_uuid"]) for r in shown} == {
+    assert {(r["name"], r["nmx_c_partition_id"], r["domain_uuid"]) for r in shown} == {
         ("nico-0", 1, str(site.domains[0])),
         ("nico-1", 2, str(site.domains[1])),
     }

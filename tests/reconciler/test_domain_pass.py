@@ -74,8 +74,8 @@ async def test_instance_with_a_partition_becomes_ready_with_domain_and_guid(
         await session.scalars(select(NvlinkInterface).where(NvlinkInterface.instance_id == inst.id))
     )
     assert {b.status for b in bindings} == {NvLinkInterfaceStatus.READY}
-    assert {b.nvlink_domain_uuid for b in bindings} == {d0}
-    assert {b.gpu_guid for b in bindings} == gpus
+    assert {b.domain_uuid for b in bindings} == {d0}
+    assert {b.gpu_uid for b in bindings} == gpus
     pp = await session.scalar(
         select(PhysicalPartition).where(PhysicalPartition.logical_partition_id == lp.id)
     )
@@ -294,7 +294,7 @@ async def test_crash_between_fabric_call_and_write_back_leaves_no_ghost_or_dupli
     pp = await session.scalar(
         select(PhysicalPartition).where(PhysicalPartition.logical_partition_id == lp.id)
     )
-    assert pp is not None and pp.fabric_partition_id == named[0].partition_id
+    assert pp is not None and pp.nmx_partition_id == named[0].partition_id
     instance = await fresh(session, Instance, inst.id)
     assert isinstance(instance, Instance) and instance.status == InstanceStatus.READY
     states = sorted(await session.scalars(select(FabricIntent.state)))

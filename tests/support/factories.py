@@ -125,7 +125,7 @@ async def rack(
             site_id=at.id,
             instance_type_id=itype.id if itype else None,
             status=MachineStatus.READY,
-            nvlink_domain_uuid=domain,
+            domain_uuid=domain,
             chassis_serial=f"{at.name}-CHS{index:04d}" if with_nvlink else None,
             tray_index=tray if with_nvlink else None,
         )

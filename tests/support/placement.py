@@ -24,7 +24,7 @@ async def physical_partition(
         row = PhysicalPartition(
             logical_partition_id=logical,
             domain_uuid=domain,
-            fabric_partition_id=fabric_id,
+            nmx_partition_id=fabric_id,
             fabric_ref=str(fabric_id),
             name=f"{logical}{fabric_id}",
         )
@@ -36,8 +36,8 @@ async def physical_partition(
 async def realise(session: AsyncSession, instance_id: uuid.UUID, logical: uuid.UUID, fabric_id: int) -> str:
     """Make every binding of the instance Ready in its machine's domain; returns the clique id."""
     machine = await session.scalar(select(Machine).where(Machine.instance_id == instance_id))
-    assert machine is not None and machine.nvlink_domain_uuid is not None
-    domain = machine.nvlink_domain_uuid
+    assert machine is not None and machine.domain_uuid is not None
+    domain = machine.domain_uuid
     await physical_partition(session, logical, domain, fabric_id)
     gpus = {
         g.device_id - 1: (domain, g.gpu_uid)

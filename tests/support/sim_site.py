@@ -63,7 +63,7 @@ async def seed(
                 id=f"{serial}-t{tray:02d}",
                 site_id=at.id,
                 instance_type_id=itype.id,
-                nvlink_domain_uuid=domain.domain_uuid,
+                domain_uuid=domain.domain_uuid,
                 chassis_serial=serial,
                 tray_index=tray,
             )

@@ -61,10 +61,10 @@ class NvLinkInfo(ResponseModel):
 
     @classmethod
     def of(cls, row: MachineRow, gpus: Iterable[GpuRow]) -> NvLinkInfo | None:
-        if row.nvlink_domain_uuid is None or row.chassis_serial is None:
+        if row.domain_uuid is None or row.chassis_serial is None:
             return None
         return cls(
-            domain_uuid=row.nvlink_domain_uuid,
+            domain_uuid=row.domain_uuid,
             chassis_serial=row.chassis_serial,
             tray_index=row.tray_index,
             gpus=[NvLinkGpu(device_id=g.device_id, gpu_uid=str(g.gpu_uid), slot_id=g.slot_id) for g in gpus],

@@ -178,9 +178,9 @@ class NVLinkInterface(ResponseModel):
             nv_link_logical_partition=(
                 NVLinkLogicalPartitionSummary.of(view.partition) if view.partition is not None else None
             ),
-            nv_link_domain_id=row.nvlink_domain_uuid,
+            nv_link_domain_id=row.domain_uuid,
             device_instance=row.device_instance,
-            gpu_guid=str(row.gpu_guid) if row.gpu_guid is not None else None,
+            gpu_guid=str(row.gpu_uid) if row.gpu_uid is not None else None,
             status=row.status,
             nv_link_clique_id=view.clique_id,
             nv_link_health=view.health,

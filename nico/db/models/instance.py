@@ -82,7 +82,7 @@ class InstanceInterface(Base):
 class NvlinkInterface(Base):
     """Binding of one instance GPU (``device_instance`` = device_id - 1) to one logical partition.
 
-    A GPU has at most one live (non-``Deleting``) binding; ``nvlink_domain_uuid`` and ``gpu_guid``
+    A GPU has at most one live (non-``Deleting``) binding; ``domain_uuid`` and ``gpu_uid``
     are filled by the reconciler when it has seen the binding realised on the fabric.
     """
 
@@ -90,7 +90,7 @@ class NvlinkInterface(Base):
     __table_args__ = (
         CheckConstraint(check_in("status", NvLinkInterfaceStatus), name="status"),
         CheckConstraint("device_instance >= 0", name="device_instance"),
-        CheckConstraint(f"gpu_guid IS NULL OR ({u64_check('gpu_guid')})", name="gpu_guid_u64"),
+        CheckConstraint(f"gpu_uid IS NULL OR ({u64_check('gpu_uid')})", name="gpu_uid_u64"),
         Index(
             "uq_nvlink_interface_live_gpu",
             "instance_id",
@@ -117,8 +117,8 @@ class NvlinkInterface(Base):
     device_instance: Mapped[int]
     device: Mapped[str | None] = mapped_column(String(256))
     status: Mapped[str] = mapped_column(String(32), default=NvLinkInterfaceStatus.PENDING)
-    nvlink_domain_uuid: Mapped[uuid.UUID | None]
-    gpu_guid: Mapped[int | None] = mapped_column(GpuUid)
+    domain_uuid: Mapped[uuid.UUID | None]
+    gpu_uid: Mapped[int | None] = mapped_column(GpuUid)
     created_by: Mapped[str | None] = mapped_column(String(256))
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()

@@ -112,11 +112,11 @@ class Machine(Base):
     __tablename__ = "machine"
     __table_args__ = (
         CheckConstraint(check_in("status", MachineStatus), name="status"),
-        CheckConstraint("(nvlink_domain_uuid IS NULL) = (chassis_serial IS NULL)", name="nvlink_info_whole"),
+        CheckConstraint("(domain_uuid IS NULL) = (chassis_serial IS NULL)", name="nvlink_info_whole"),
         CheckConstraint("tray_index IS NULL OR tray_index >= 0", name="tray_index"),
         CheckConstraint("length(id) BETWEEN 1 AND 256", name="id_length"),
         UniqueConstraint("chassis_serial", "tray_index"),
-        Index("ix_machine_placement", "site_id", "instance_type_id", "nvlink_domain_uuid"),
+        Index("ix_machine_placement", "site_id", "instance_type_id", "domain_uuid"),
     )
 
     id: Mapped[str] = mapped_column(String(256), primary_key=True)
@@ -137,7 +137,7 @@ class Machine(Base):
     maintenance_message: Mapped[str | None] = mapped_column(String(256))
     labels: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
     is_missing_on_site: Mapped[bool] = mapped_column(default=False, server_default="false")
-    nvlink_domain_uuid: Mapped[UUID | None] = mapped_column(
+    domain_uuid: Mapped[UUID | None] = mapped_column(
         ForeignKey("nvlink_domain.uuid", ondelete="RESTRICT"), index=True
     )
     chassis_serial: Mapped[str | None] = mapped_column(String(256))
@@ -150,7 +150,7 @@ class Gpu(Base):
     """A GPU of a machine, with what the reconciler last observed of it on the fabric.
 
     ``physical_partition_id`` is a single column, so a GPU is in at most one physical partition by
-    construction; ``fabric_partition_id`` is the NMX partition id seen (32766 = default partition).
+    construction; ``nmx_partition_id`` is the NMX partition id seen (32766 = default partition).
     """
 
     __tablename__ = "gpu"
@@ -158,8 +158,8 @@ class Gpu(Base):
         CheckConstraint(u64_check("gpu_uid"), name="gpu_uid_u64"),
         CheckConstraint("device_id >= 1", name="device_id"),
         CheckConstraint(
-            "fabric_partition_id IS NULL OR fabric_partition_id BETWEEN 0 AND 4294967295",
-            name="fabric_partition_id_u32",
+            "nmx_partition_id IS NULL OR nmx_partition_id BETWEEN 0 AND 4294967295",
+            name="nmx_partition_id_u32",
         ),
     )
 
@@ -170,7 +170,7 @@ class Gpu(Base):
     physical_partition_id: Mapped[UUID | None] = mapped_column(
         ForeignKey("physical_partition.id", ondelete="SET NULL"), index=True
     )
-    fabric_partition_id: Mapped[int | None] = mapped_column(BigInteger)
+    nmx_partition_id: Mapped[int | None] = mapped_column(BigInteger)
     health: Mapped[str | None] = mapped_column(String(32))  # as the fabric last reported it
     observed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created: Mapped[datetime] = created_at()

@@ -42,7 +42,7 @@ class LogicalPartition(Base):
 class PhysicalPartition(Base):
     """A partition that exists on the fabric and belongs to nico: at most one per (LP, domain).
 
-    ``fabric_partition_id`` is the NMX network partition id (u32; NMX-C assigns it), ``fabric_ref``
+    ``nmx_partition_id`` is the NMX network partition id (u32; NMX-C assigns it), ``fabric_ref``
     the handle used to change it (the NMX-M entity ``ID``, or the decimal id for NMX-C), ``name`` the
     deterministic name nico gave it, which is how a partition created before a crash is recognised.
     """
@@ -50,9 +50,9 @@ class PhysicalPartition(Base):
     __tablename__ = "physical_partition"
     __table_args__ = (
         UniqueConstraint("logical_partition_id", "domain_uuid"),
-        UniqueConstraint("domain_uuid", "fabric_partition_id"),
+        UniqueConstraint("domain_uuid", "nmx_partition_id"),
         UniqueConstraint("domain_uuid", "name"),
-        CheckConstraint(f"fabric_partition_id BETWEEN 0 AND {U32_MAX}", name="fabric_partition_id_u32"),
+        CheckConstraint(f"nmx_partition_id BETWEEN 0 AND {U32_MAX}", name="nmx_partition_id_u32"),
     )
 
     id: Mapped[uuid.UUID] = uuid_pk()
@@ -61,7 +61,7 @@ class PhysicalPartition(Base):
         ForeignKey("logical_partition.id", ondelete="RESTRICT")
     )
     domain_uuid: Mapped[uuid.UUID] = mapped_column(ForeignKey("nvlink_domain.uuid", ondelete="RESTRICT"))
-    fabric_partition_id: Mapped[int] = mapped_column(BigInteger)
+    nmx_partition_id: Mapped[int] = mapped_column(BigInteger)
     fabric_ref: Mapped[str] = mapped_column(String(64))
     name: Mapped[str] = mapped_column(String(256))
     health: Mapped[str | None] = mapped_column(String(32))  # as the fabric last reported it

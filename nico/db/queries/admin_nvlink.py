@@ -31,8 +31,8 @@ async def physical_partitions(
             "id": str(row.id),
             "name": row.name,
             "logical_partition_id": str(row.logical_partition_id),
-            "nmx_c_partition_id": row.fabric_partition_id,
-            "nvlink_domain_uuid": str(row.domain_uuid),
+            "nmx_c_partition_id": row.nmx_partition_id,
+            "domain_uuid": str(row.domain_uuid),
         }
         for row in await session.scalars(stmt)
     ]

@@ -16,24 +16,24 @@ from nico.db.raw import driver_connection
 _PARTITION_DOMAINS = """
 SELECT p.domain_uuid FROM physical_partition p WHERE p.logical_partition_id = ANY(%(ids)s)
 UNION
-SELECT m.nvlink_domain_uuid FROM machine m
-WHERE m.nvlink_domain_uuid IS NOT NULL AND m.instance_id IN (
+SELECT m.domain_uuid FROM machine m
+WHERE m.domain_uuid IS NOT NULL AND m.instance_id IN (
     SELECT n.instance_id FROM nvlink_interface n  -- one machine probe per instance, not per GPU
     WHERE n.logical_partition_id = ANY(%(ids)s) AND n.status IN ('Pending', 'Provisioning', 'Error'))
 """
 
 _FREE = "m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site"
 _SUMMARY = f"""
-SELECT m.nvlink_domain_uuid, count(*) FILTER (WHERE m.instance_id IS NOT NULL),
+SELECT m.domain_uuid, count(*) FILTER (WHERE m.instance_id IS NOT NULL),
        count(*) FILTER (WHERE {_FREE})
 FROM machine m
 WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s
-GROUP BY m.nvlink_domain_uuid
+GROUP BY m.domain_uuid
 """
 _LOCK = f"""
-SELECT m.id, m.nvlink_domain_uuid FROM machine m
+SELECT m.id, m.domain_uuid FROM machine m
 WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s
-  AND m.nvlink_domain_uuid IS NOT DISTINCT FROM %(domain)s AND {_FREE}
+  AND m.domain_uuid IS NOT DISTINCT FROM %(domain)s AND {_FREE}
 ORDER BY m.chassis_serial, m.tray_index, m.id
 LIMIT %(n)s
 FOR UPDATE SKIP LOCKED
@@ -49,7 +49,7 @@ LEFT JOIN LATERAL (
     SELECT p.logical_partition_id AS lp_id FROM physical_partition p WHERE p.domain_uuid = d.uuid
     UNION
     SELECT n.logical_partition_id FROM machine m JOIN nvlink_interface n ON n.instance_id = m.instance_id
-    WHERE m.nvlink_domain_uuid = d.uuid AND n.status IN ('Pending', 'Provisioning', 'Error')
+    WHERE m.domain_uuid = d.uuid AND n.status IN ('Pending', 'Provisioning', 'Error')
 ) present ON true
 LEFT JOIN logical_partition lp ON lp.id = present.lp_id
 WHERE d.site_id = %(site)s AND d.max_multicast_groups IS NOT NULL

@@ -271,8 +271,8 @@ _COLUMNS = """
      FROM instance_interface x WHERE x.instance_id = i.id) AS interfaces,
     (SELECT coalesce(json_agg(json_build_object(
             'id', n.id, 'instance_id', n.instance_id, 'nv_link_logical_partition_id', n.logical_partition_id,
-            'nv_link_domain_id', n.nvlink_domain_uuid, 'device_instance', n.device_instance,
-            'gpu_guid', n.gpu_guid::text, 'status', n.status, 'created', n.created, 'updated', n.updated,
+            'nv_link_domain_id', n.domain_uuid, 'device_instance', n.device_instance,
+            'gpu_guid', n.gpu_uid::text, 'status', n.status, 'created', n.created, 'updated', n.updated,
             'nv_link_clique_id', {clique})
         ORDER BY n.created, n.device_instance, n.id), '[]')
      FROM nvlink_interface n WHERE n.instance_id = i.id) AS nvlink_interfaces,

@@ -49,7 +49,7 @@ async def chassis_domains_of_other_machines(
 ) -> list[tuple[str, str, uuid.UUID | None]]:
     """(machine id, chassis serial, domain) of machines outside ``except_ids`` on the chassis."""
     rows = await session.execute(
-        select(Machine.id, Machine.chassis_serial, Machine.nvlink_domain_uuid).where(
+        select(Machine.id, Machine.chassis_serial, Machine.domain_uuid).where(
             Machine.chassis_serial.in_(chassis_serials), Machine.id.not_in(except_ids)
         )
     )

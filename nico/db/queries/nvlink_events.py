@@ -27,8 +27,8 @@ async def bump_nvlink_config_versions(session: AsyncSession, instance_ids: Seque
 async def domains_of_instances(session: AsyncSession, instance_ids: Sequence[uuid.UUID]) -> set[uuid.UUID]:
     """The NVLink domains of the instances' machines."""
     rows = await session.scalars(
-        select(Machine.nvlink_domain_uuid).where(
-            Machine.instance_id.in_(instance_ids), Machine.nvlink_domain_uuid.is_not(None)
+        select(Machine.domain_uuid).where(
+            Machine.instance_id.in_(instance_ids), Machine.domain_uuid.is_not(None)
         )
     )
     return {d for d in rows if d is not None}

@@ -79,7 +79,7 @@ def tenant_bindings_where(
     if partition_ids:
         stmt = stmt.where(NvlinkInterface.logical_partition_id.in_(partition_ids))
     if domain_ids:
-        stmt = stmt.where(NvlinkInterface.nvlink_domain_uuid.in_(domain_ids))
+        stmt = stmt.where(NvlinkInterface.domain_uuid.in_(domain_ids))
     if statuses:
         stmt = stmt.where(NvlinkInterface.status.in_(statuses))
     return stmt
@@ -117,7 +117,7 @@ async def cliques_by_interface(session: AsyncSession, ids: Sequence[uuid.UUID]) 
 
 
 _HEALTH_BY_INTERFACE = """
-SELECT n.id, g.health FROM nvlink_interface n JOIN gpu g ON g.gpu_uid = n.gpu_guid
+SELECT n.id, g.health FROM nvlink_interface n JOIN gpu g ON g.gpu_uid = n.gpu_uid
 WHERE n.id = ANY(:ids) AND g.health IS NOT NULL
 """
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 # For an nvlink_interface aliased ``n``.
 CLIQUE_OF_INTERFACE = """
-    CASE WHEN n.status = 'Ready' AND n.nvlink_domain_uuid IS NOT NULL THEN (
-        SELECT n.nvlink_domain_uuid::text || '.' || p.fabric_partition_id::text
+    CASE WHEN n.status = 'Ready' AND n.domain_uuid IS NOT NULL THEN (
+        SELECT n.domain_uuid::text || '.' || p.nmx_partition_id::text
         FROM physical_partition p
-        WHERE p.logical_partition_id = n.logical_partition_id AND p.domain_uuid = n.nvlink_domain_uuid
+        WHERE p.logical_partition_id = n.logical_partition_id AND p.domain_uuid = n.domain_uuid
     ) END
 """
 
@@ -28,9 +28,9 @@ SELECT n.id, {CLIQUE_OF_INTERFACE} AS clique_id FROM nvlink_interface n WHERE n.
 PLACEMENT = f"""
 SELECT i.id AS instance_id, i.name AS instance_name, i.site_id, s.name AS site_name, m.id AS machine_id,
        m.hostname,
-       coalesce(m.nvlink_domain_uuid, (
-           SELECT n.nvlink_domain_uuid FROM nvlink_interface n
-           WHERE n.instance_id = i.id AND n.nvlink_domain_uuid IS NOT NULL LIMIT 1)) AS domain_uuid,
+       coalesce(m.domain_uuid, (
+           SELECT n.domain_uuid FROM nvlink_interface n
+           WHERE n.instance_id = i.id AND n.domain_uuid IS NOT NULL LIMIT 1)) AS domain_uuid,
        (SELECT coalesce(json_agg(json_build_object(
                'id', n.id, 'device_instance', n.device_instance, 'status', n.status,
                'logical_partition_id', n.logical_partition_id, 'clique_id', {CLIQUE_OF_INTERFACE})

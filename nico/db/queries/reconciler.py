@@ -45,18 +45,18 @@ async def gpu_wants(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) 
     rows = await conn.execute(
         text(
             """
-            SELECT m.nvlink_domain_uuid, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
+            SELECT m.domain_uuid, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
                    CASE WHEN i.status = 'Terminating' THEN NULL ELSE ni.logical_partition_id END,
-                   g.physical_partition_id, g.fabric_partition_id, m.chassis_serial, g.slot_id
+                   g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
             FROM gpu g
             JOIN machine m ON m.id = g.machine_id
             LEFT JOIN instance i ON i.id = m.instance_id
             LEFT JOIN nvlink_interface ni
                    ON ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
                   AND ni.status <> 'Deleting'
-            WHERE m.nvlink_domain_uuid IS NOT NULL
+            WHERE m.domain_uuid IS NOT NULL
             """
-            + _domain_filter("m.nvlink_domain_uuid", domains)
+            + _domain_filter("m.domain_uuid", domains)
         ),
         _params(domains),
     )
@@ -67,7 +67,7 @@ async def physical_partitions(conn: AsyncConnection, domains: Sequence[uuid.UUID
     """(id, logical partition id, domain, fabric partition id, fabric ref, name) of recorded partitions."""
     rows = await conn.execute(
         text(
-            "SELECT id, logical_partition_id, domain_uuid, fabric_partition_id, fabric_ref, name "
+            "SELECT id, logical_partition_id, domain_uuid, nmx_partition_id, fabric_ref, name "
             "FROM physical_partition WHERE true" + _domain_filter("domain_uuid", domains)
         ),
         _params(domains),
@@ -93,18 +93,18 @@ async def unsettled_instances(conn: AsyncConnection, domains: Sequence[uuid.UUID
     rows = await conn.execute(
         text(
             """
-            SELECT i.id, m.nvlink_domain_uuid, i.status, i.nvlink_config_version, i.nvlink_config_changed_at,
+            SELECT i.id, m.domain_uuid, i.status, i.nvlink_config_version, i.nvlink_config_changed_at,
                    m.id,
                    COALESCE(
                        (SELECT json_object_agg(ni.device_instance, ni.logical_partition_id)
                         FROM nvlink_interface ni WHERE ni.instance_id = i.id AND ni.status <> 'Deleting'),
                        '{}'::json)
             FROM instance i JOIN machine m ON m.instance_id = i.id
-            WHERE m.nvlink_domain_uuid IS NOT NULL
+            WHERE m.domain_uuid IS NOT NULL
               AND (i.status = 'Terminating'
                    OR i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version)
             """
-            + _domain_filter("m.nvlink_domain_uuid", domains)
+            + _domain_filter("m.domain_uuid", domains)
         ),
         _params(domains),
     )
@@ -131,9 +131,9 @@ async def domain_summaries(conn: AsyncConnection) -> Sequence[Any]:
             """
             SELECT d.uuid, d.fabric_digest, d.settled,
                    COALESCE((SELECT array_agg(DISTINCT m.chassis_serial) FROM machine m
-                             WHERE m.nvlink_domain_uuid = d.uuid), '{}'),
+                             WHERE m.domain_uuid = d.uuid), '{}'),
                    EXISTS (SELECT 1 FROM machine m JOIN instance i ON i.id = m.instance_id
-                           WHERE m.nvlink_domain_uuid = d.uuid
+                           WHERE m.domain_uuid = d.uuid
                              AND (i.status = 'Terminating'
                                   OR i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version))
                    OR EXISTS (SELECT 1 FROM fabric_intent f
@@ -189,7 +189,7 @@ async def upsert_physical_partition(
     id: uuid.UUID,
     logical_partition_id: uuid.UUID | None,
     domain: uuid.UUID,
-    fabric_partition_id: int,
+    nmx_partition_id: int,
     fabric_ref: str | None,
     name: str,
 ) -> uuid.UUID | None:
@@ -197,18 +197,18 @@ async def upsert_physical_partition(
     when the logical partition is gone)."""
     row = await session.execute(
         text(
-            "INSERT INTO physical_partition (id, logical_partition_id, domain_uuid, fabric_partition_id, "
+            "INSERT INTO physical_partition (id, logical_partition_id, domain_uuid, nmx_partition_id, "
             "fabric_ref, name) SELECT :id, lp.id, :domain, :pid, :ref, :name FROM logical_partition lp "
             "WHERE lp.id = :lp "
             "ON CONFLICT (logical_partition_id, domain_uuid) DO UPDATE SET "
-            "fabric_partition_id = EXCLUDED.fabric_partition_id, fabric_ref = EXCLUDED.fabric_ref, "
+            "nmx_partition_id = EXCLUDED.nmx_partition_id, fabric_ref = EXCLUDED.fabric_ref, "
             "name = EXCLUDED.name, updated = now() RETURNING id"
         ),
         {
             "id": id,
             "lp": logical_partition_id,
             "domain": domain,
-            "pid": fabric_partition_id,
+            "pid": nmx_partition_id,
             "ref": fabric_ref,
             "name": name,
         },
@@ -225,7 +225,7 @@ async def update_gpu_observations(
     """Store each GPU's observed partition, one statement for the whole domain."""
     await session.execute(
         text(
-            "UPDATE gpu SET physical_partition_id = v.pp, fabric_partition_id = v.pid, "
+            "UPDATE gpu SET physical_partition_id = v.pp, nmx_partition_id = v.pid, "
             "observed_at = now(), updated = now() "
             "FROM unnest(CAST(:uids AS numeric[]), CAST(:pps AS uuid[]), CAST(:pids AS bigint[])) "
             "AS v(uid, pp, pid) WHERE gpu.gpu_uid = v.uid"
@@ -293,7 +293,7 @@ async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | N
     """Per domain of ``domains`` (all when None): (domain, physical partitions recorded, instances
     pending on the fabric (not terminating, applied version behind the desired one), Ready machines
     without an instance, machines with an instance or not Ready). Each figure is read through the
-    domain's indexes (``machine.nvlink_domain_uuid``, ``physical_partition (domain_uuid, ...)``), so a
+    domain's indexes (``machine.domain_uuid``, ``physical_partition (domain_uuid, ...)``), so a
     domain costs the same on a site of any size; a domain that no longer exists has no row."""
     rows = await conn.execute(
         text(
@@ -301,11 +301,11 @@ async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | N
             SELECT d.uuid,
                    (SELECT count(*) FROM physical_partition p WHERE p.domain_uuid = d.uuid),
                    (SELECT count(*) FROM machine m JOIN instance i ON i.id = m.instance_id
-                     WHERE m.nvlink_domain_uuid = d.uuid AND i.status <> 'Terminating'
+                     WHERE m.domain_uuid = d.uuid AND i.status <> 'Terminating'
                        AND i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version),
-                   (SELECT count(*) FROM machine m WHERE m.nvlink_domain_uuid = d.uuid
+                   (SELECT count(*) FROM machine m WHERE m.domain_uuid = d.uuid
                      AND m.instance_id IS NULL AND m.status = 'Ready'),
-                   (SELECT count(*) FROM machine m WHERE m.nvlink_domain_uuid = d.uuid
+                   (SELECT count(*) FROM machine m WHERE m.domain_uuid = d.uuid
                      AND (m.instance_id IS NOT NULL OR m.status <> 'Ready'))
             FROM nvlink_domain d WHERE true
             """

@@ -61,7 +61,7 @@ async def topology_gpus(
     mine = and_(Instance.id == Machine.instance_id, Instance.tenant_id == tenant_id)
     rows = await session.execute(
         select(
-            Machine.nvlink_domain_uuid,
+            Machine.domain_uuid,
             Machine.chassis_serial,
             Machine.tray_index,
             Gpu.device_id,
@@ -86,9 +86,9 @@ async def topology_gpus(
         )
         .outerjoin(LogicalPartition, LogicalPartition.id == NvlinkInterface.logical_partition_id)
         .outerjoin(PhysicalPartition, PhysicalPartition.id == Gpu.physical_partition_id)
-        .where(Machine.nvlink_domain_uuid.in_(list(domains)), Machine.tray_index.is_not(None))
+        .where(Machine.domain_uuid.in_(list(domains)), Machine.tray_index.is_not(None))
         .order_by(
-            Machine.nvlink_domain_uuid,
+            Machine.domain_uuid,
             Machine.chassis_serial,
             Machine.tray_index,
             Gpu.device_id,
