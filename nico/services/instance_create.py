@@ -141,7 +141,9 @@ async def create(
                 seed=seed,
             )
         except NoCapacity:
-            raise bad_request("No Machines are available for specified Instance Type") from None
+            # Out of machines is a conflict with the site's state on every path (batch: 409 as the
+            # reference), so a client handles one code for one cause (docs/compatibility.md).
+            raise conflict("No Machines are available for specified Instance Type") from None
         quota = await quota_now(session, tenant, itype)  # the check again, now under its lock
         if quota is None:
             raise forbidden(NO_ALLOCATION)

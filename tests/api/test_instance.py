@@ -350,7 +350,7 @@ async def test_quota_and_capacity(
     await session.commit()
     before = await fingerprint(session)
     response = await client.post(PATH, json=instance_body(world, name="q-2"), headers=headers)
-    assert error(response) == (400, "No Machines are available for specified Instance Type")
+    assert error(response) == (409, "No Machines are available for specified Instance Type")
     assert await fingerprint(session) == before
 
 

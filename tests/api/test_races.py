@@ -83,8 +83,8 @@ async def test_single_creates_race_for_the_last_machines(
         )
 
     responses = await asyncio.gather(*(create(n) for n in range(10)))
-    assert Counter(r.status_code for r in responses) == {201: 6, 400: 4}
-    assert {r.json()["message"] for r in responses if r.status_code == 400} == {
+    assert Counter(r.status_code for r in responses) == {201: 6, 409: 4}
+    assert {r.json()["message"] for r in responses if r.status_code == 409} == {
         "No Machines are available for specified Instance Type"
     }
     await assert_no_machine_shared(session, [r.json() for r in responses if r.status_code == 201])
