@@ -74,7 +74,7 @@ async def round_trips(backend: FabricBackend, target: DomainTarget, calls: int) 
         return spent
 
     holder = await backend.create_partition(target, "bench-updates", frozenset({second}))
-    grown = FabricPartition(holder.partition_id, holder.ref, holder.name, frozenset({second, third}))
+    grown = FabricPartition(holder.nmx_partition_id, holder.ref, holder.name, frozenset({second, third}))
 
     async def updating(i: int) -> float:
         if i % 2 == 0:

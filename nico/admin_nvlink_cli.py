@@ -312,7 +312,7 @@ def nmxc_browse(
                     "slot_id": g.slot_id,
                     "device_id": g.device_id,
                     "health": g.health,
-                    "partition_id": g.partition_id,
+                    "partition_id": g.nmx_partition_id,
                 }
                 for g in sorted(gpus, key=lambda g: (g.chassis_serial, g.tray_index, g.device_id))
             ],
@@ -328,14 +328,14 @@ def nmxc_browse(
             ],
             "partitions": [
                 {
-                    "partition_id": p.partition_id,
+                    "partition_id": p.nmx_partition_id,
                     "name": p.name,
                     "num_gpus": len(p.gpu_uids),
                     "health": p.health,
                     "resiliency_mode": p.resiliency_mode,
                     "multicast_groups_limit": p.multicast_groups_limit,
                 }
-                for p in sorted(partitions, key=lambda p: p.partition_id)
+                for p in sorted(partitions, key=lambda p: p.nmx_partition_id)
             ],
         }
 

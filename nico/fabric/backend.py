@@ -43,7 +43,7 @@ class DomainTarget:
 class FabricPartition:
     """A partition as the fabric manager reports it."""
 
-    partition_id: int  # NMX network partition id (u32); 32766 is the default partition
+    nmx_partition_id: int  # NMX network partition id (u32); 32766 is the default partition
     ref: str  # handle for changing it: the decimal id (NMX-C) or the entity ``ID`` (NMX-M)
     name: str
     gpu_uids: frozenset[int]
@@ -55,7 +55,7 @@ class FabricPartition:
 
     @property
     def is_default(self) -> bool:
-        return self.partition_id == DEFAULT_PARTITION_ID
+        return self.nmx_partition_id == DEFAULT_PARTITION_ID
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class FabricGpu:
     slot_id: int
     domain_uuid: uuid.UUID
     health: str  # UNKNOWN, HEALTHY, DEGRADED, NO_NVLINK, DEGRADED_BW
-    partition_id: int | None  # the partition holding the GPU, if any
+    nmx_partition_id: int | None  # the partition holding the GPU, if any
 
 
 @dataclass(frozen=True)
@@ -153,15 +153,15 @@ EventKind = Literal["partition", "health", "topology", "control_plane", "init_do
 class PartitionEvent:
     """The fabric reports that something about a domain changed.
 
-    ``kind``: ``partition`` (``partition_id`` changed, or None: some partition), ``health`` (a GPU,
+    ``kind``: ``partition`` (``nmx_partition_id`` changed, or None: some partition), ``health`` (a GPU,
     compute node, switch or partition changed health: re-read health), ``topology`` (devices came or
     went), ``control_plane`` (the controller's state changed), ``init_done`` (the controller finished
     (re)initialising: re-read everything), ``resync`` (the stream was re-established after a break:
-    changes may have been missed). Every kind but a known ``partition_id`` means "re-read the domain".
+    changes may have been missed). Every kind but a known ``nmx_partition_id`` means "re-read the domain".
     """
 
     domain_uuid: uuid.UUID
-    partition_id: int | None = None
+    nmx_partition_id: int | None = None
     kind: EventKind = "partition"
 
 

@@ -23,8 +23,8 @@ def fabric_digest(partitions: Iterable[FabricPartition], mode: str = "domain") -
     h = hashlib.blake2b(digest_size=16)
     if mode != "domain":
         h.update(f"mode={mode};".encode())
-    for p in sorted(partitions, key=lambda p: p.partition_id):
+    for p in sorted(partitions, key=lambda p: p.nmx_partition_id):
         members = p.gpu_uids
         summary = f"{len(members)}|{sum(members) % U64}|{reduce(xor, members, 0)}"
-        h.update(f"{p.partition_id}|{p.name}|{summary};".encode())
+        h.update(f"{p.nmx_partition_id}|{p.name}|{summary};".encode())
     return h.hexdigest()

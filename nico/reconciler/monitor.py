@@ -51,6 +51,7 @@ from nico.reconciler.writeback import finish_deleted_partitions
 from nico.services.nvlink_events import CHANNEL, parse_payload
 
 log = logging.getLogger(__name__)
+CLOSE_WAIT = 5.0  # seconds close() waits for cancelled passes and subscriptions to end
 
 BUSY_RETRY_SECONDS = 1.0
 WAITING_RETRY_SECONDS = 0.25
@@ -113,8 +114,10 @@ class Reconciler:
             await self._loop()
         finally:
             listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await listener
+            # psycopg's LISTEN connection can be slow to give up a cancelled wait; never hang on it.
+            _, stuck = await asyncio.wait({listener}, timeout=CLOSE_WAIT)
+            if stuck:
+                log.warning("the NOTIFY listener did not stop within %.0f s of its cancellation", CLOSE_WAIT)
             await self.close()
 
     async def close(self) -> None:
@@ -124,9 +127,12 @@ class Reconciler:
         self._running.clear()
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if not tasks:
+            return
+        # A pass stuck in a call that ignores cancellation must not stop the process from stopping.
+        _, stuck = await asyncio.wait(tasks, timeout=CLOSE_WAIT)
+        for task in stuck:
+            log.warning("%s did not stop within %.0f s of its cancellation", task.get_name(), CLOSE_WAIT)
 
     async def _loop(self) -> None:
         interval = self.config.monitor_run_interval.total_seconds()
@@ -453,9 +459,9 @@ def _has_work(s: statemod.DomainState, partitions: list[FabricPartition], mode: 
     by_name = {p.name: p for p in partitions}
     for name, record in s.partitions.items():
         found = by_name.get(name)
-        if found is None or found.partition_id != record.nmx_partition_id:
+        if found is None or found.nmx_partition_id != record.nmx_partition_id:
             return True
-    location = {g: p.partition_id for p in partitions for g in p.gpu_uids}
+    location = {g: p.nmx_partition_id for p in partitions for g in p.gpu_uids}
     return any(location.get(g.gpu_uid) != g.observed_fabric_partition for g in s.gpus.values())
 
 

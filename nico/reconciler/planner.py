@@ -134,7 +134,7 @@ def classify(partitions: Iterable[FabricPartition], owned_names: frozenset[str])
     unknown: list[FabricPartition] = []
     location: dict[int, FabricPartition] = {}
     homes: dict[str, FabricPartition] = {}
-    for partition in sorted(partitions, key=lambda p: p.partition_id):
+    for partition in sorted(partitions, key=lambda p: p.nmx_partition_id):
         for gpu in partition.gpu_uids:
             location[gpu] = partition
         if partition.is_default:

@@ -135,11 +135,11 @@ async def _align_partitions(
     report: WriteBackReport,
 ) -> dict[str, uuid.UUID]:
     """Recorded physical partitions follow the fabric; returns record ids by partition name."""
-    was = {p.name: p.partition_id for p in before}
+    was = {p.name: p.nmx_partition_id for p in before}
     keep: dict[str, FabricPartition] = {p.name: p for p in seen.owned.values()}
     for name, record in state.partitions.items():
         now = keep.get(name)
-        if now is None or now.partition_id != record.nmx_partition_id:
+        if now is None or now.nmx_partition_id != record.nmx_partition_id:
             await queries.delete_physical_partition(session, record.id)
         if was.get(name) != record.nmx_partition_id:
             report.stale_partitions_deleted += 1
@@ -150,7 +150,7 @@ async def _align_partitions(
             id=state.partitions[name].id if name in state.partitions else uuid.uuid4(),
             logical_partition_id=lp_of_name(name),
             domain=state.domain,
-            nmx_partition_id=partition.partition_id,
+            nmx_partition_id=partition.nmx_partition_id,
             fabric_ref=partition.ref,
             name=name,
         )
@@ -173,7 +173,7 @@ async def _record_gpu_observations(
     machines: set[str] = set()
     for gpu in state.gpus.values():
         holder = seen.location.get(gpu.gpu_uid)
-        fabric_pid = holder.partition_id if holder is not None else None
+        fabric_pid = holder.nmx_partition_id if holder is not None else None
         pp_id = pp_ids.get(holder.name) if holder is not None else None
         if pp_id != gpu.observed_physical_partition or fabric_pid != gpu.observed_fabric_partition:
             uids.append(str(gpu.gpu_uid))

@@ -214,12 +214,12 @@ class InProcessBackend:
             return
         domain = await self._enter(target)
         with self._refusals(domain):
-            change(domain.domain_uuid, partition.partition_id, sorted(gpu_uids))
+            change(domain.domain_uuid, partition.nmx_partition_id, sorted(gpu_uids))
 
     async def delete_partition(self, target: DomainTarget, partition: FabricPartition) -> None:
         domain = await self._enter(target)
         with self._refusals(domain):
-            self.fabric.delete_partition(domain.domain_uuid, partition.partition_id)
+            self.fabric.delete_partition(domain.domain_uuid, partition.nmx_partition_id)
 
     async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
         domain = await self._enter(target)
@@ -232,7 +232,7 @@ class InProcessBackend:
                 slot_id=gpu.slot_id,
                 domain_uuid=gpu.domain_uuid,
                 health=gpu.health,
-                partition_id=domain.owner.get(gpu.gpu_uid),
+                nmx_partition_id=domain.owner.get(gpu.gpu_uid),
             )
             for gpu in domain.gpus.values()
         ]
@@ -247,7 +247,7 @@ class InProcessBackend:
                 kind, partition_id = await queue.get()
                 yield PartitionEvent(
                     domain_uuid=domain.domain_uuid,
-                    partition_id=partition_id,
+                    nmx_partition_id=partition_id,
                     kind=_KINDS.get(kind, "partition"),
                 )
         finally:
@@ -262,7 +262,7 @@ _KINDS: dict[str, EventKind] = {"health": "health", "topology": "topology", "ini
 
 def _partition(domain: SimDomain, partition: SimPartition) -> FabricPartition:
     return FabricPartition(
-        partition_id=partition.partition_id,
+        nmx_partition_id=partition.partition_id,
         ref=str(partition.partition_id),
         name=partition.name,
         gpu_uids=frozenset(partition.gpu_uids),

@@ -17,6 +17,8 @@ as a real controller does, with gRPC status OK and an ``NMX_ST_*`` code in the h
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -44,6 +46,8 @@ from nico.sim.fabric import (
     SimPartition,
 )
 from nico.sim.inprocess import SIM_APP_VERSION
+
+log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
 
@@ -806,7 +810,11 @@ class NmxcSimulator:
         """Stop one domain's server: its port refuses connections until :meth:`start_domain`."""
         server = self._servers.pop(self.fabric.domain(key).domain_uuid, None)
         if server is not None:
-            await server.stop(grace=None)
+            # grace=None cancels every RPC; a handler that ignores it must not hold up the stop.
+            try:
+                await asyncio.wait_for(server.stop(grace=None), timeout=5.0)
+            except TimeoutError:
+                log.warning("NMX-C simulator for %s did not stop within 5 s", key)
 
     async def stop(self) -> None:
         for domain_uuid in list(self._servers):

@@ -40,7 +40,7 @@ from nico.sim.nmxc_server import NmxcSimulator
 from nico.sim.nmxm_app import NmxmSimulator
 from tests.support.auth import bearer
 from tests.support.sim_site import SimSite, seed
-from tests.support.waiting import wait_for
+from tests.support.waiting import stop_within, wait_for
 
 pytestmark = pytest.mark.e2e
 WITHIN = 30.0
@@ -124,12 +124,12 @@ async def stack(
             yield Site(kind, site, client, bearer(settings, site.nv.tenant.org))
         finally:
             task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-            await backend.close()
+            await stop_within("reconciler", asyncio.gather(task, return_exceptions=True))
+            await stop_within("fabric backend", backend.close())
             if nmxc is not None:
-                await nmxc.stop()
+                await stop_within("NMX-C simulator", nmxc.stop())
             if nmxm is not None:
-                await nmxm.stop()
+                await stop_within("NMX-M simulator", nmxm.stop())
 
 
 @dataclass

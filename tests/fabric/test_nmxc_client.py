@@ -326,7 +326,7 @@ async def test_subscribe_reports_changes_and_reconnects(
             target.domain_uuid, DEFAULT_PARTITION_ID
         )
         assert await asyncio.wait_for(received.get(), CALL_TIMEOUT) == PartitionEvent(
-            target.domain_uuid, made.partition_id
+            target.domain_uuid, made.nmx_partition_id
         )
 
         await nmxc_sim.stop_domain("SIM-0001")
@@ -336,7 +336,7 @@ async def test_subscribe_reports_changes_and_reconnects(
         await wait_for(lambda: fabric.subscriber_count("SIM-0001") == 1, what="resubscription")
         await nmxc.delete_partition(target, made)
         assert await asyncio.wait_for(received.get(), CALL_TIMEOUT) == PartitionEvent(
-            target.domain_uuid, made.partition_id
+            target.domain_uuid, made.nmx_partition_id
         )
     finally:
         task.cancel()

@@ -80,13 +80,13 @@ async def test_health_of_gpus_nodes_switches_and_partitions(
     nodes = {(n.chassis_serial, n.tray_index): n for n in await backend.list_compute_nodes(target)}
     assert nodes[("SIM-0001", gpu.tray_index)].health == "DEGRADED"  # derived from its GPU
     assert nodes[("SIM-0001", 5)].health == "UNHEALTHY"  # the knob
-    assert made.partition_id in nodes[("SIM-0001", gpu.tray_index)].partition_ids
+    assert made.nmx_partition_id in nodes[("SIM-0001", gpu.tray_index)].partition_ids
     switches = {n.tray_index: n for n in await backend.list_switch_nodes(target)}
     assert switches[2].health == "MISSING_NVLINK" and switches[2].num_switches == 2
-    partitions = {p.partition_id: p for p in await backend.list_partitions(target)}
-    assert partitions[made.partition_id].health == "DEGRADED"
+    partitions = {p.nmx_partition_id: p for p in await backend.list_partitions(target)}
+    assert partitions[made.nmx_partition_id].health == "DEGRADED"
 
-    fabric.set_partition_health("SIM-0001", made.partition_id, "UNHEALTHY")
+    fabric.set_partition_health("SIM-0001", made.nmx_partition_id, "UNHEALTHY")
     summary = await backend.domain_health(target)
     assert not summary.healthy
     assert summary.gpus == {"HEALTHY": 71, "NO_NVLINK": 1}
@@ -94,11 +94,11 @@ async def test_health_of_gpus_nodes_switches_and_partitions(
     assert summary.switch_nodes == {"HEALTHY": 8, "MISSING_NVLINK": 1}
     assert summary.partitions["UNHEALTHY"] == 1
 
-    fabric.set_partition_health("SIM-0001", made.partition_id, None)
+    fabric.set_partition_health("SIM-0001", made.nmx_partition_id, None)
     fabric.set_gpu_health(sick, "HEALTHY")
-    partitions = {p.partition_id: p for p in await backend.list_partitions(target)}
+    partitions = {p.nmx_partition_id: p for p in await backend.list_partitions(target)}
     # a switch tray missing NVLinks costs every populated partition bandwidth
-    assert partitions[made.partition_id].health == "DEGRADED_BANDWIDTH"
+    assert partitions[made.nmx_partition_id].health == "DEGRADED_BANDWIDTH"
 
 
 async def test_health_knobs_reject_what_does_not_exist(fabric: SimFabric) -> None:
@@ -127,7 +127,7 @@ async def test_health_init_done_and_topology_notifications_reach_the_caller(
         await wait_for(lambda: fabric.subscriber_count("SIM-0001") == 1, what="subscription")
         fabric.set_gpu_health(next(iter(fabric.domain("SIM-0001").gpus)), "DEGRADED")
         event = await asyncio.wait_for(received.get(), CALL_TIMEOUT)
-        assert (event.kind, event.partition_id, event.domain_uuid) == ("health", None, target.domain_uuid)
+        assert (event.kind, event.nmx_partition_id, event.domain_uuid) == ("health", None, target.domain_uuid)
 
         fabric.set_switch_health("SIM-0001", "SIM-0001", 3, 1, "UNHEALTHY")
         assert (await asyncio.wait_for(received.get(), CALL_TIMEOUT)).kind == "health"
@@ -205,12 +205,12 @@ async def test_multicast_limit_and_resiliency_mode_are_sent_and_the_budget_enfor
     made = await backend.create_partition(
         target, "mc", frozenset(uids[:4]), resiliency_mode="ADAPTIVE_BANDWIDTH", multicast_groups_limit=1000
     )
-    stored = fabric.domain("SIM-0001").partitions[made.partition_id]
+    stored = fabric.domain("SIM-0001").partitions[made.nmx_partition_id]
     assert (stored.resiliency_mode, stored.multicast_groups_limit) == (
         pb.NMX_RESILIENCY_MODE_ADAPTIVE_BANDWIDTH,
         1000,
     )
-    listed = {p.partition_id: p for p in await backend.list_partitions(target)}[made.partition_id]
+    listed = {p.nmx_partition_id: p for p in await backend.list_partitions(target)}[made.nmx_partition_id]
     assert (listed.resiliency_mode, listed.multicast_groups_limit) == ("ADAPTIVE_BANDWIDTH", 1000)
 
     with pytest.raises(FabricRejected) as over:
@@ -225,7 +225,7 @@ async def test_multicast_limit_and_resiliency_mode_are_sent_and_the_budget_enfor
     assert (await backend.domain_health(target)).available_multicast_groups == 0
     # no limit asked: the controller's default, nothing taken from the budget
     plain = await backend.create_partition(target, "plain", frozenset(uids[8:]))
-    assert fabric.domain("SIM-0001").partitions[plain.partition_id].multicast_groups_limit == 0
+    assert fabric.domain("SIM-0001").partitions[plain.nmx_partition_id].multicast_groups_limit == 0
     await backend.delete_partition(target, fits)
     assert (await backend.domain_health(target)).available_multicast_groups == 24
 
@@ -251,9 +251,9 @@ async def test_nmxm_refuses_attributes_it_cannot_send(nmxm: NmxmBackend, fabric:
         await nmxm.create_partition(target, "mc", uids, multicast_groups_limit=16)
     assert refused.value.code == "NOT_SUPPORTED"
     made = await nmxm.create_partition(target, "plain", uids)
-    fabric.set_partition_health("SIM-0001", made.partition_id, "DEGRADED_BANDWIDTH")
-    listed = {p.partition_id: p for p in await nmxm.list_partitions(target)}
-    assert listed[made.partition_id].health == "DEGRADED_BANDWIDTH"
+    fabric.set_partition_health("SIM-0001", made.nmx_partition_id, "DEGRADED_BANDWIDTH")
+    listed = {p.nmx_partition_id: p for p in await nmxm.list_partitions(target)}
+    assert listed[made.nmx_partition_id].health == "DEGRADED_BANDWIDTH"
 
 
 async def test_nmxm_health_fields(nmxm: NmxmBackend, fabric: SimFabric) -> None:
@@ -289,7 +289,7 @@ async def test_partition_count_and_sizes_agree_with_the_full_list(
     await backend.create_partition(target, "p2", frozenset(uids[2:]))
     full = await backend.list_partitions(target)
     assert await backend.partition_count(target) == len(full) == 3
-    assert await backend.partition_sizes(target) == {p.partition_id: len(p.gpu_uids) for p in full}
+    assert await backend.partition_sizes(target) == {p.nmx_partition_id: len(p.gpu_uids) for p in full}
 
 
 # ------------------------------------------------------------------------- the other 2026 RPCs, raw

@@ -57,7 +57,7 @@ async def test_partitions_belong_to_the_domain_of_their_members(fabric: SimFabri
     for serial in ("SIM-0001", "SIM-0003"):
         listed = await nmxm.list_partitions(target(fabric, serial))
         sim_default = fabric.partitions(serial)[0]
-        assert [(p.partition_id, p.ref, p.name, p.gpu_uids) for p in listed] == [
+        assert [(p.nmx_partition_id, p.ref, p.name, p.gpu_uids) for p in listed] == [
             (
                 DEFAULT_PARTITION_ID,
                 sim_default.entity_id,
@@ -72,7 +72,7 @@ async def test_partition_lifecycle(fabric: SimFabric, nmxm: NmxmBackend, nmxm_si
     here = target(fabric, "SIM-0001")
     free = sorted(await drain(nmxm, here, 3))
     made = await nmxm.create_partition(here, "job", frozenset(free[:2]))
-    assert (made.partition_id, made.name, made.gpu_uids) == (1, "job", frozenset(free[:2]))
+    assert (made.nmx_partition_id, made.name, made.gpu_uids) == (1, "job", frozenset(free[:2]))
     assert made.ref == fabric.partitions("SIM-0001")[0].entity_id
     await nmxm.add_gpus(here, made, frozenset(free[2:]))
     # Updates carry the whole member list, not the difference.
@@ -81,11 +81,11 @@ async def test_partition_lifecycle(fabric: SimFabric, nmxm: NmxmBackend, nmxm_si
     assert last.method == "put" and last.body is not None
     assert sorted(last.body["Members"]) == sorted(entity[u] for u in free)
     assert fabric.members("SIM-0001")[1] == frozenset(free)
-    grown = next(p for p in await nmxm.list_partitions(here) if p.partition_id == 1)
+    grown = next(p for p in await nmxm.list_partitions(here) if p.nmx_partition_id == 1)
     await nmxm.remove_gpus(here, grown, frozenset(free[:1]))
     assert fabric.members("SIM-0001")[1] == frozenset(free[1:])
     await nmxm.delete_partition(here, grown)
-    assert [p.partition_id for p in await nmxm.list_partitions(here)] == [DEFAULT_PARTITION_ID]
+    assert [p.nmx_partition_id for p in await nmxm.list_partitions(here)] == [DEFAULT_PARTITION_ID]
     assert fabric.members("SIM-0002") == {DEFAULT_PARTITION_ID: frozenset(fabric.domain("SIM-0002").gpus)}
 
 
@@ -96,7 +96,7 @@ async def test_an_emptied_partition_stays_attributed_within_the_process(
     everything = await drain(nmxm, here, 72)
     assert len(everything) == 72
     listed = await nmxm.list_partitions(here)
-    assert [(p.partition_id, p.gpu_uids) for p in listed] == [(DEFAULT_PARTITION_ID, frozenset())]
+    assert [(p.nmx_partition_id, p.gpu_uids) for p in listed] == [(DEFAULT_PARTITION_ID, frozenset())]
     # The documented limit: a process that never saw it with members cannot place it.
     fresh = client(nmxm_sim)
     try:
@@ -120,7 +120,7 @@ async def test_gpus_with_their_locations(fabric: SimFabric, nmxm: NmxmBackend) -
             s.slot_id,
             "HEALTHY",
         )
-        assert gpu.partition_id == (None if uid in taken else DEFAULT_PARTITION_ID)
+        assert gpu.nmx_partition_id == (None if uid in taken else DEFAULT_PARTITION_ID)
 
 
 async def test_a_fresh_client_maps_gpu_uids_without_listing_first(
@@ -174,7 +174,7 @@ async def test_failed_operations_are_errors_classified_by_their_result(
     theirs = sorted(fabric.domain("SIM-0002").gpus)[:1]
     foreign = await refused(nmxm.create_partition(here, "p4", frozenset(theirs)))
     assert foreign.code == "GPU_NOT_IN_DOMAIN"
-    ghost = FabricPartition(partition_id=9, ref="0" * 24, name="", gpu_uids=frozenset())
+    ghost = FabricPartition(nmx_partition_id=9, ref="0" * 24, name="", gpu_uids=frozenset())
     gone = await refused(nmxm.delete_partition(here, ghost))
     assert isinstance(gone, PartitionNotFound) and gone.code == "NMX_ST_PARTITION_ID_NOT_IN_USE"
 

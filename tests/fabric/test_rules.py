@@ -85,13 +85,13 @@ async def _too_many_partitions(site: Site) -> Awaitable[object]:
 
 
 async def _delete_unknown(site: Site) -> Awaitable[object]:
-    ghost = FabricPartition(partition_id=42, ref="42", name="", gpu_uids=frozenset())
+    ghost = FabricPartition(nmx_partition_id=42, ref="42", name="", gpu_uids=frozenset())
     return site.backend.delete_partition(site.target("SIM-0001"), ghost)
 
 
 async def _add_to_unknown(site: Site) -> Awaitable[object]:
     free = await site.drain("SIM-0001", 1)
-    ghost = FabricPartition(partition_id=42, ref="42", name="", gpu_uids=frozenset())
+    ghost = FabricPartition(nmx_partition_id=42, ref="42", name="", gpu_uids=frozenset())
     return site.backend.add_gpus(site.target("SIM-0001"), ghost, free)
 
 
@@ -142,10 +142,10 @@ async def test_partition_lifecycle(site: Site) -> None:
     target = site.target("SIM-0001")
     free = sorted(await site.drain("SIM-0001", 3))
     made = await site.backend.create_partition(target, "job", frozenset(free[:2]))
-    assert (made.name, made.gpu_uids, made.partition_id) == ("job", frozenset(free[:2]), 1)
+    assert (made.name, made.gpu_uids, made.nmx_partition_id) == ("job", frozenset(free[:2]), 1)
     await site.backend.add_gpus(target, made, frozenset(free[2:]))
     await site.backend.remove_gpus(target, made, frozenset(free[:1]))
-    listed = {p.partition_id: p for p in await site.backend.list_partitions(target)}
+    listed = {p.nmx_partition_id: p for p in await site.backend.list_partitions(target)}
     assert listed[1].gpu_uids == frozenset(free[1:]) == site.fabric.members("SIM-0001")[1]
     assert listed[DEFAULT_PARTITION_ID].gpu_uids == frozenset(site.fabric.domain("SIM-0001").gpus) - set(free)
     await site.backend.delete_partition(target, listed[1])
@@ -175,7 +175,7 @@ async def test_gpus_as_the_fabric_reports_them(site: Site) -> None:
             expected.slot_id,
             expected.domain_uuid,
         )
-        assert gpu.partition_id == (None if uid in taken else DEFAULT_PARTITION_ID)
+        assert gpu.nmx_partition_id == (None if uid in taken else DEFAULT_PARTITION_ID)
         assert gpu.health == ("DEGRADED" if uid == degraded else "HEALTHY")
     assert {g.chassis_serial for g in gpus.values()} == {"SIM-0003", "SIM-0004"}
 

@@ -80,7 +80,7 @@ async def test_nmxm_serves_the_site_at_one_base_url() -> None:
             # The first rack's domain, as the simulator derives it from its seed.
             domain = next(iter(SimFabric(2).domains))
             listed = await client.list_partitions(DomainTarget(domain_uuid=domain))
-            assert [p.partition_id for p in listed] == [32766]
+            assert [p.nmx_partition_id for p in listed] == [32766]
         finally:
             await client.close()
     finally:

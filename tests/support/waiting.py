@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 from collections.abc import Awaitable, Callable
 
 POLL = 0.01
@@ -24,3 +25,12 @@ async def wait_for(
         if loop.time() >= deadline:
             raise AssertionError(f"{what} not reached within {within}s")
         await asyncio.sleep(POLL)
+
+
+async def stop_within(what: str, step: Awaitable[object], seconds: float = 10.0) -> None:
+    """Await one step of a fixture's teardown, at most ``seconds``: a reconciler or simulator that
+    does not stop is reported on stderr (and left behind) instead of hanging the whole suite."""
+    try:
+        await asyncio.wait_for(step, timeout=seconds)
+    except TimeoutError:
+        print(f"teardown: {what} did not stop within {seconds:.0f} s", file=sys.stderr, flush=True)

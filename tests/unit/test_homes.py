@@ -43,8 +43,8 @@ class HardwareRuleBroken(AssertionError):
 def apply(partitions: list[FabricPartition], ops: list[Operation]) -> tuple[list[FabricPartition], list[int]]:
     """Apply ``ops`` in order under the controller's rules; returns the partitions, and for each GPU
     that left every partition and came back, the number of operations it spent outside (as a list)."""
-    by_id = {p.partition_id: p for p in partitions}
-    next_id = max([p.partition_id for p in partitions if not p.is_default], default=0) + 1
+    by_id = {p.nmx_partition_id: p for p in partitions}
+    next_id = max([p.nmx_partition_id for p in partitions if not p.is_default], default=0) + 1
     out_since: dict[int, int] = {}
     windows: list[int] = []
 
@@ -64,21 +64,21 @@ def apply(partitions: list[FabricPartition], ops: list[Operation]) -> tuple[list
             by_id[next_id] = FabricPartition(next_id, str(next_id), op.name, op.gpu_uids)
             next_id += 1
             continue
-        current = by_id.get(op.partition.partition_id)
+        current = by_id.get(op.partition.nmx_partition_id)
         if current is None:
             raise HardwareRuleBroken(f"unknown partition: {op}")
         if isinstance(op, DeletePartition):
-            del by_id[current.partition_id]
+            del by_id[current.nmx_partition_id]
             for gpu in current.gpu_uids:
                 out_since.setdefault(gpu, index)
         elif isinstance(op, RemoveGpus):
             if not op.gpu_uids <= current.gpu_uids:
                 raise HardwareRuleBroken(f"removed a GPU that is not a member: {op}")
-            by_id[current.partition_id] = replace(current, gpu_uids=current.gpu_uids - op.gpu_uids)
+            by_id[current.nmx_partition_id] = replace(current, gpu_uids=current.gpu_uids - op.gpu_uids)
             for gpu in op.gpu_uids:
                 out_since.setdefault(gpu, index)
         elif isinstance(op, AddGpus):
-            by_id[current.partition_id] = replace(current, gpu_uids=current.gpu_uids | op.gpu_uids)
+            by_id[current.nmx_partition_id] = replace(current, gpu_uids=current.gpu_uids | op.gpu_uids)
     return list(by_id.values()), windows
 
 
@@ -185,7 +185,7 @@ def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, list[Step]]
             assert isinstance(arg, int)
             # A partition vanishes behind nico's back (#6644: a lost tray partition isolates its GPUs).
             if fabric:
-                gone = sorted(fabric, key=lambda p: p.partition_id)[arg % len(fabric)]
+                gone = sorted(fabric, key=lambda p: p.nmx_partition_id)[arg % len(fabric)]
                 fabric = [p for p in fabric if p is not gone]
         settle()
 

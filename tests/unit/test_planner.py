@@ -33,8 +33,8 @@ class HardwareRuleBroken(AssertionError):
 
 def apply(partitions: list[FabricPartition], ops: list[Operation]) -> list[FabricPartition]:
     """A model fabric: applies operations in order, refusing what a real controller refuses."""
-    by_id = {p.partition_id: p for p in partitions}
-    next_id = max([p.partition_id for p in partitions if not p.is_default], default=0) + 1
+    by_id = {p.nmx_partition_id: p for p in partitions}
+    next_id = max([p.nmx_partition_id for p in partitions if not p.is_default], default=0) + 1
 
     def holder(gpu: int) -> int | None:
         return next((pid for pid, p in by_id.items() if gpu in p.gpu_uids), None)
@@ -48,21 +48,21 @@ def apply(partitions: list[FabricPartition], ops: list[Operation]) -> list[Fabri
             by_id[next_id] = FabricPartition(next_id, str(next_id), op.name, op.gpu_uids)
             next_id += 1
             continue
-        current = by_id.get(op.partition.partition_id)
+        current = by_id.get(op.partition.nmx_partition_id)
         if current is None:
             raise HardwareRuleBroken("unknown partition")
         if isinstance(op, DeletePartition):
             if current.is_default:
                 raise HardwareRuleBroken("deleted the default partition")
-            del by_id[current.partition_id]
+            del by_id[current.nmx_partition_id]
         elif isinstance(op, RemoveGpus):
             if not op.gpu_uids <= current.gpu_uids:
                 raise HardwareRuleBroken("removed a GPU that is not a member")
-            by_id[current.partition_id] = replace(current, gpu_uids=current.gpu_uids - op.gpu_uids)
+            by_id[current.nmx_partition_id] = replace(current, gpu_uids=current.gpu_uids - op.gpu_uids)
         elif isinstance(op, AddGpus):
             if any(holder(g) is not None for g in op.gpu_uids):
                 raise HardwareRuleBroken("added a GPU that is in a partition")
-            by_id[current.partition_id] = replace(current, gpu_uids=current.gpu_uids | op.gpu_uids)
+            by_id[current.nmx_partition_id] = replace(current, gpu_uids=current.gpu_uids | op.gpu_uids)
     return list(by_id.values())
 
 
@@ -140,9 +140,14 @@ def test_unmanaged_gpus_are_touched_only_to_leave_nicos_own_partitions(
             assert touched <= set(desire.gpus), op
     after = apply(observed, ops)
     before = {
-        g: p.partition_id for p in observed for g in p.gpu_uids if g not in desire.gpus and g not in in_ours
+        g: p.nmx_partition_id
+        for p in observed
+        for g in p.gpu_uids
+        if g not in desire.gpus and g not in in_ours
     }
-    now = {g: p.partition_id for p in after for g in p.gpu_uids if g not in desire.gpus and g not in in_ours}
+    now = {
+        g: p.nmx_partition_id for p in after for g in p.gpu_uids if g not in desire.gpus and g not in in_ours
+    }
     assert before == now
     default = next((p for p in after if p.is_default), None)
     for gpu in in_ours:
@@ -170,7 +175,7 @@ def test_removals_first_and_one_operation_per_partition_and_kind(
     kinds = [isinstance(op, RemoveGpus | DeletePartition) for op in ops]
     assert kinds == sorted(kinds, reverse=True), "a removal came after an addition"
     keys = [
-        (type(op).__name__, op.name if isinstance(op, CreatePartition) else op.partition.partition_id)
+        (type(op).__name__, op.name if isinstance(op, CreatePartition) else op.partition.nmx_partition_id)
         for op in ops
     ]
     assert len(keys) == len(set(keys))

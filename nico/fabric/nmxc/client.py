@@ -59,6 +59,7 @@ log = logging.getLogger(__name__)
 
 GATEWAY_ID = "nico"
 _HEALTH_PREFIX = "NMX_GPU_HEALTH_"
+CLOSE_WAIT = 5.0  # seconds close() waits for a channel
 # Reconnect delays of a broken Subscribe stream: quick first (a restarted controller is back soon),
 # capped so a dead one is not hammered.
 _RESUBSCRIBE_FIRST = 0.05
@@ -145,8 +146,12 @@ class NmxcBackend:
     async def close(self) -> None:
         self._closed = True
         channels, self._channels = self._channels, {}
-        for channel, _ in channels.values():
-            await channel.close()
+        for endpoint, (channel, _) in channels.items():
+            # grpc's aio close can wait forever on a stream the server never ends; bound it.
+            try:
+                await asyncio.wait_for(channel.close(grace=None), timeout=CLOSE_WAIT)
+            except TimeoutError:
+                log.warning("NMX-C channel to %s did not close within %.0f s", endpoint, CLOSE_WAIT)
 
     # ---------------------------------------------------------------------------------------- calls
 
@@ -202,7 +207,7 @@ class NmxcBackend:
         reply = await self._ask(target, "GetPartitionInfoList", request)
         return [
             FabricPartition(
-                partition_id=info.partition_id.partition_id,
+                nmx_partition_id=info.partition_id.partition_id,
                 ref=str(info.partition_id.partition_id),
                 name=info.name,
                 gpu_uids=frozenset(info.gpu_uid_list),
@@ -249,7 +254,7 @@ class NmxcBackend:
         reply = await self._ask(target, "CreatePartition", request)
         partition_id = reply.partition_id.partition_id
         return FabricPartition(
-            partition_id=partition_id,
+            nmx_partition_id=partition_id,
             ref=str(partition_id),
             name=name,
             gpu_uids=frozenset(gpu_uids),
@@ -287,7 +292,7 @@ class NmxcBackend:
         reply = await self._ask(target, "GetPartitionInfoList", request)
         return [
             FabricPartition(
-                partition_id=info.partition_id.partition_id,
+                nmx_partition_id=info.partition_id.partition_id,
                 ref=str(info.partition_id.partition_id),
                 name=info.name,
                 gpu_uids=frozenset(info.gpu_uid_list),
@@ -375,7 +380,7 @@ class NmxcBackend:
     ) -> None:
         request = pb.UpdatePartitionRequest(
             context=self._context(),
-            partition_id=pb.PartitionId(partition_id=partition.partition_id),
+            partition_id=pb.PartitionId(partition_id=partition.nmx_partition_id),
             gpu_uid=sorted(gpu_uids),
             gateway_id=self._gateway_id,
             reroute=True,
@@ -385,7 +390,7 @@ class NmxcBackend:
     async def delete_partition(self, target: DomainTarget, partition: FabricPartition) -> None:
         request = pb.DeletePartitionRequest(
             context=self._context(),
-            partition_id=pb.PartitionId(partition_id=partition.partition_id),
+            partition_id=pb.PartitionId(partition_id=partition.nmx_partition_id),
             gateway_id=self._gateway_id,
         )
         await self._ask(target, "DeletePartition", request)
@@ -405,7 +410,7 @@ class NmxcBackend:
                 slot_id=info.loc.location.slot_id,
                 domain_uuid=domain,
                 health=_health(info.gpu_health),
-                partition_id=info.partition_id.partition_id if info.HasField("partition_id") else None,
+                nmx_partition_id=info.partition_id.partition_id if info.HasField("partition_id") else None,
             )
             for info in reply.gpu_info_list
         ]
@@ -420,7 +425,7 @@ class NmxcBackend:
         :func:`~nico.fabric.backend.watch_events` reacts well within a second.
 
         When the stream breaks (controller restarted, network) it is re-established with backoff;
-        once it is, one event with ``partition_id=None`` says "changes may have been missed: re-read
+        once it is, one event with ``nmx_partition_id=None`` says "changes may have been missed: re-read
         the domain". It ends when the backend is closed.
         """
         request = pb.SubscribeRequest(gateway_id=self._gateway_id, notify_on_self_change=True)
@@ -437,7 +442,7 @@ class NmxcBackend:
                 if broken and not call.done():
                     broken = False
                     delay = _RESUBSCRIBE_FIRST
-                    yield PartitionEvent(domain_uuid=target.domain_uuid, partition_id=None, kind="resync")
+                    yield PartitionEvent(domain_uuid=target.domain_uuid, nmx_partition_id=None, kind="resync")
                 async for note in call:
                     event = _event(note, target)
                     if event is not None:
@@ -483,10 +488,12 @@ def _event(note: pb.ServerNotification, target: DomainTarget) -> PartitionEvent 
             return None
         change = note.fm_event.fm_event_partition_change
         partition_id = change.partition_id.partition_id if change.HasField("partition_id") else None
-        return PartitionEvent(domain_uuid=target.domain_uuid, partition_id=partition_id)
+        return PartitionEvent(domain_uuid=target.domain_uuid, nmx_partition_id=partition_id)
     if kind in ("create_partition_response", "delete_partition_response", "update_partition_response"):
         response = getattr(note, kind)
-        return PartitionEvent(domain_uuid=target.domain_uuid, partition_id=response.partition_id.partition_id)
+        return PartitionEvent(
+            domain_uuid=target.domain_uuid, nmx_partition_id=response.partition_id.partition_id
+        )
     return None
 
 

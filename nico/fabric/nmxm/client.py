@@ -340,7 +340,7 @@ class NmxmBackend:
                 continue
             found.append(
                 FabricPartition(
-                    partition_id=int(item["PartitionID"]),
+                    nmx_partition_id=int(item["PartitionID"]),
                     ref=entity_id,
                     name=str(item.get("Name") or ""),
                     gpu_uids=frozenset(g.gpu_uid for g in gpus),
@@ -396,7 +396,7 @@ class NmxmBackend:
             entity_id = str(data["ID"])
             self._partition_domain[entity_id] = target.domain_uuid
             return FabricPartition(
-                partition_id=int(data["PartitionID"]),
+                nmx_partition_id=int(data["PartitionID"]),
                 ref=entity_id,
                 name=name,
                 gpu_uids=frozenset(g.gpu_uid for g in gpus if g is not None),
@@ -496,7 +496,7 @@ def _gpu(item: dict[str, Any], domain_uuid: uuid.UUID) -> FabricGpu:
         slot_id=int(location.get("SlotID") or 0),
         domain_uuid=domain_uuid,
         health=str(item.get("Health") or "UNKNOWN"),
-        partition_id=int(partition_id) if partition_id is not None else None,
+        nmx_partition_id=int(partition_id) if partition_id is not None else None,
     )
 
 
