@@ -22,25 +22,16 @@ import httpx
 import pytest
 import pytest_asyncio
 from fastapi import FastAPI
-from prometheus_client import CollectorRegistry
-from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.context import AppContext
-from nico.config import NvLinkConfig, Settings
-from nico.db.models import Tenant
-from nico.fabric.backend import FabricBackend
-from nico.fabric.nmxc.client import NmxcBackend
-from nico.fabric.nmxm.client import NmxmBackend
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler
+from nico.config import Settings
 from nico.reconciler.planner import partition_name
 from nico.sim.fabric import SimFabric
-from nico.sim.nmxc_server import NmxcSimulator
-from nico.sim.nmxm_app import NmxmSimulator
 from tests.support.auth import bearer
-from tests.support.sim_site import SimSite, seed
-from tests.support.waiting import stop_within, wait_for
+from tests.support.fabric_stack import fabric_stack
+from tests.support.sim_site import SimSite
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 WITHIN = 30.0
@@ -89,47 +80,17 @@ async def stack(
     app_context: AppContext,
     settings: Settings,
 ) -> AsyncIterator[Site]:
-    kind: str = request.param
-    fabric = SimFabric(racks=2, seed=23)
-    nmxc: NmxcSimulator | None = None
-    nmxm: NmxmSimulator | None = None
-    backend: FabricBackend
-    if kind == "nmxc":
-        nmxc = await NmxcSimulator(fabric).start()
-        site = await seed(session, fabric, nmxc.endpoints)
-        config = NvLinkConfig(backend="nmxc", fabric_call_timeout="3s", notify_debounce="2ms")
-        backend = NmxcBackend(config)
-    else:
-        nmxm = await NmxmSimulator(fabric, username="nmx", password="secret", operation_delay=0.01).start()
-        site = await seed(session, fabric)
-        config = NvLinkConfig(
-            backend="nmxm",
-            nmx_m_endpoint=nmxm.url,
-            fabric_call_timeout="3s",
-            nmx_m_operation_timeout=OPERATION_TIMEOUT,
-            notify_debounce="2ms",
-        )
-        backend = NmxmBackend.from_config(config, "nmx", "secret")
-    await session.execute(
-        update(Tenant).where(Tenant.id == site.nv.tenant.id).values(targeted_instance_creation=True)
+    running = fabric_stack(
+        request.param,
+        session,
+        app_context.engine,
+        fabric_seed=23,
+        call_timeout="3s",
+        operation_timeout=OPERATION_TIMEOUT,
     )
-    await session.commit()
-    reconciler = Reconciler(
-        app_context.engine, backend, config, MonitorMetrics(CollectorRegistry(), kind, 120.0)
-    )
-    task = asyncio.create_task(reconciler.run())
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://nico.test") as client:
-        try:
-            yield Site(kind, site, client, bearer(settings, site.nv.tenant.org))
-        finally:
-            task.cancel()
-            await stop_within("reconciler", asyncio.gather(task, return_exceptions=True))
-            await stop_within("fabric backend", backend.close())
-            if nmxc is not None:
-                await stop_within("NMX-C simulator", nmxc.stop())
-            if nmxm is not None:
-                await stop_within("NMX-M simulator", nmxm.stop())
+    async with running as s, httpx.AsyncClient(transport=transport, base_url="http://nico.test") as client:
+        yield Site(s.kind, s.site, client, bearer(settings, s.site.nv.tenant.org))
 
 
 @dataclass
