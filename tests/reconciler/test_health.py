@@ -6,7 +6,6 @@ logical partition's multicast groups limit; a health notification alone brings a
 from __future__ import annotations
 
 import asyncio
-import time
 
 from prometheus_client import CollectorRegistry
 from sqlalchemy import select, update
@@ -19,6 +18,7 @@ from tests.reconciler.conftest import MakeReconciler
 from tests.reconciler.test_domain_pass import uids
 from tests.support import factories as f
 from tests.support.sim_site import SimSite, place
+from tests.support.waiting import wait_for
 
 GPU_GAUGE = "nico_nvlink_partition_monitor_gpu_health_count"
 
@@ -109,17 +109,17 @@ async def test_a_health_notification_alone_brings_a_pass(
             select(Gpu.health).where(Gpu.gpu_uid == gpu).execution_options(populate_existing=True)
         )
 
-    async def wait_for(health: str) -> None:
-        deadline = time.monotonic() + 20
-        while await stored_health() != health:
-            assert time.monotonic() < deadline, f"GPU health never became {health}"
-            await asyncio.sleep(0.05)
+    async def health_becomes(health: str) -> None:
+        async def stored() -> bool:
+            return await stored_health() == health
+
+        await wait_for(stored, within=20, what=f"GPU health {health}")
 
     task = asyncio.create_task(reconciler.run())
     try:
-        await wait_for("HEALTHY")  # the start-up pass
+        await health_becomes("HEALTHY")  # the start-up pass
         site.fabric.set_gpu_health(gpu, "DEGRADED_BW")
-        await wait_for("DEGRADED_BW")
+        await health_becomes("DEGRADED_BW")
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
