@@ -5,9 +5,14 @@ The benchmarks run as scripts (``python benchmarks/<name>.py``), so this folder 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import socket
+import time
 from pathlib import Path
+
+import httpx
 
 
 def free_port() -> int:
@@ -28,3 +33,15 @@ def server_env(database_url: str, data_dir: Path, secret: str, **extra: str) -> 
         "NICO_LOG_LEVEL": "WARNING",
         **extra,
     }
+
+
+async def until_ready(client: httpx.AsyncClient, within: float = 60.0) -> None:
+    """Wait until the benchmarked server answers /readyz with 200 (exit after ``within`` seconds)."""
+    deadline = time.monotonic() + within
+    while True:
+        with contextlib.suppress(httpx.HTTPError):
+            if (await client.get("/readyz")).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise SystemExit("nico serve did not become ready")
+        await asyncio.sleep(0.1)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
-import contextlib
 import shutil
 import statistics
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from bench_support import free_port, server_env
+from bench_support import free_port, server_env, until_ready
 
 from nico.api.auth import issue_dev_token
 from nico.config import load_settings
@@ -234,14 +233,7 @@ async def run(args: argparse.Namespace) -> None:
         async with httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{port}", timeout=30, limits=limits
         ) as client:
-            deadline = time.monotonic() + 60
-            while True:
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await client.get("/readyz")).status_code == 200:
-                        break
-                if time.monotonic() > deadline:
-                    raise SystemExit("nico serve did not become ready")
-                await asyncio.sleep(0.1)
+            await until_ready(client)
             site = await seed_provider(client, sim, database_url)
             tenants: list[list[tuple[str, dict[str, str]]]] = []
             for phase, (many, count) in enumerate(zip(phases, counts, strict=True)):

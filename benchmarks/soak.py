@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import atexit
 import collections
-import contextlib
 import os
 import random
 import shutil
@@ -40,6 +39,7 @@ from typing import Any
 
 import httpx
 import psutil
+from bench_support import until_ready
 from convergence_bench import SECRET, expect, free_port, seed_provider, seed_tenant
 
 from nico.db import migrate
@@ -294,14 +294,7 @@ async def run(args: argparse.Namespace) -> None:
         async with httpx.AsyncClient(
             base_url=f"http://127.0.0.1:{port}", timeout=60, limits=limits
         ) as client:
-            deadline = time.monotonic() + 60
-            while True:
-                with contextlib.suppress(httpx.HTTPError):
-                    if (await client.get("/readyz")).status_code == 200:
-                        break
-                if time.monotonic() > deadline:
-                    raise SystemExit("nico serve did not become ready")
-                await asyncio.sleep(0.1)
+            await until_ready(client)
             site = await seed_provider(client, sim, database_url)
             machines = args.racks * 18
             tenants: list[tuple[str, dict[str, Any]]] = []
