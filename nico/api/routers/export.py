@@ -45,7 +45,13 @@ async def export_topology(
     org: str,
     principal: PrincipalDep,
     session: ReadSessionDep,
-    format: Annotated[str, Query(description=", ".join(placement_export.FORMATS))],
+    format: Annotated[
+        str,
+        Query(
+            description=", ".join(placement_export.FORMATS),
+            json_schema_extra={"enum": list(placement_export.FORMATS)},
+        ),
+    ],
     scope: ScopeParam = "tenant",
     site_id: SiteParam = None,
     node_name: Annotated[
