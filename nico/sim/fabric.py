@@ -325,7 +325,7 @@ class SimFabric:
         self.nvl36x2 = nvl36x2
         self.minipods = minipods
         self.minipod_domains = minipod_domains
-        self.gpu = gpu
+        self.gpu_model = gpu
         self.max_partitions = max_partitions
         self.domains: dict[uuid.UUID, SimDomain] = {}
         self._by_serial: dict[str, SimDomain] = {}
@@ -402,7 +402,7 @@ class SimFabric:
             max_partitions=max_partitions,
             gate=FaultGate(self._fault_rng),
             app_uuid=uuid.UUID(int=rng.getrandbits(128), version=4),
-            gpu_description=GPU_DESCRIPTIONS[self.gpu],
+            gpu_description=GPU_DESCRIPTIONS[self.gpu_model],
             rack_trays=rack_trays if rack_trays != trays else 0,
         )
         self.domains[domain_uuid] = domain
@@ -544,7 +544,7 @@ class SimFabric:
                 "nvl36x2": self.nvl36x2,
                 "minipods": self.minipods,
                 "minipod_domains": self.minipod_domains,
-                "gpu": self.gpu,
+                "gpu": self.gpu_model,
                 "seed": self.seed,
                 "max_partitions": self.max_partitions,
                 "domains": {

@@ -363,7 +363,10 @@ BAD_BODIES: list[tuple[str, Any, dict[str, str]]] = [
         [
             edited(
                 0,
-                lambda m: [g.update(name=f"NVIDIA GB{n}") for n, g in zip((200, 300, 300, 300), gpus_of(m))],
+                lambda m: [
+                    g.update(name=f"NVIDIA GB{n}")
+                    for n, g in zip((200, 300, 300, 300), gpus_of(m), strict=True)
+                ],
             )
         ],
         {"machines.0.nvLinkInfo.gpus.1.name": "the GPUs of one machine must report one name"},

@@ -188,7 +188,7 @@ class GpuRequest(RequestModel):
     slot_id: int | None = None
     name: str | None = Field(
         default=None,
-        description="nico extension: the GPU's name as the fabric reports it (e.g. \"NVIDIA GB300\"); "
+        description='nico extension: the GPU\'s name as the fabric reports it (e.g. "NVIDIA GB300"); '
         "names the derived GPU capability.",
     )
 
