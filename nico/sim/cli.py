@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from nico.sim.fabric import SimFabric
 
 app = typer.Typer(
-    help="Simulated NVLink fabric managers over an in-memory site of GB200 racks.",
+    help="Simulated NVLink fabric managers over an in-memory site of GB200 or GB300 racks.",
     no_args_is_help=True,
 )
 err = Console(stderr=True)
