@@ -435,6 +435,10 @@ class Reconciler:
         return needs_work
 
     async def _deep_scan(self, report: FullPassReport) -> list[uuid.UUID]:
+        # Ask every endpoint again which domain it serves (an endpoint moved to another domain, or a
+        # discovered one re-provisioned, is noticed within one deep pass).
+        self.verified.clear()
+        self.discovered.clear()
         async with self.engine.connect() as conn:
             states = await statemod.load(conn)
             await domain_pass.refresh_registry(conn, self)
