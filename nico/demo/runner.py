@@ -305,7 +305,8 @@ def nico_command() -> str:
 
 
 def shape_line(options: DemoOptions, domains: int) -> str:
-    """ "4 NVL72 racks", "2 NVL36x2 pairs (2 NVLink domains)", "1 minipod racks (2 NVLink domains)"."""
+    """The banner's words for the site: "4 NVL72 racks", "2 NVL36x2 pairs (2 NVLink domains)",
+    "1 minipod racks (2 NVLink domains)"."""
     if options.shape == "nvl72":
         return f"{domains} NVL72 racks"
     return f"{options.racks} {SHAPE_UNITS[options.shape]} ({domains} NVLink domains)"

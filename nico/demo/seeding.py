@@ -59,7 +59,7 @@ def tray_capability(name: str) -> instance_types.CapabilitySpec:
 
 
 def model_of(name: str) -> str:
-    """ "NVIDIA GB300" -> "GB300"."""
+    """The model in a GPU name: "NVIDIA GB300" -> "GB300"."""
     return name.removeprefix("NVIDIA").strip() or name
 
 

@@ -352,7 +352,7 @@ class SimFabric:
 
     @property
     def shape(self) -> str:
-        """ "nvl72", "nvl36x2", "minipod", or "mixed" for a site of several shapes."""
+        """The site's shape: "nvl72", "nvl36x2", "minipod", or "mixed" for a site of several."""
         shapes = [
             name
             for name, n in (("nvl72", self.racks), ("nvl36x2", self.nvl36x2), ("minipod", self.minipods))
