@@ -361,19 +361,20 @@ def nvlink_info_populate(
         tray = tray_index if tray_index is not None else machine.tray_index
         if not serial or tray is None:
             raise ServiceError(400, f"Machine {machine_id} has no chassis serial and tray index; pass them")
-        endpoint = None
+        endpoints: list[str] = []
         if settings.nvlink_config.backend == "nmxc":
             rows = await fabric_registry.list_endpoints(session, serial)
-            if not rows:
+            # The chassis' registered endpoint first, then the discovery list (minipod racks).
+            endpoints = [row.endpoint for row in rows] + settings.nvlink_config.nmxc_endpoints
+            if not endpoints:
                 raise ServiceError(404, f"no NMX-C endpoint registered for chassis {serial}")
-            endpoint = rows[0].endpoint
         engine = session.bind
         try:
             backend = await open_backend(settings, engine)  # type: ignore[arg-type]
         except ConfigError as exc:
             raise ServiceError(400, str(exc)) from None
         try:
-            found = await discover_machine(backend, endpoint, serial, tray)
+            found = await discover_machine(backend, endpoints, serial, tray)
         except FabricError as exc:
             raise ServiceError(502, f"fabric error: {exc.message}") from None
         finally:

@@ -118,6 +118,10 @@ class NvLinkConfig(BaseModel):
     # "tray" (the reference's 2026 model: tray_partition_<slot>; the domain default is deleted).
     # "domain" by default so an upgrade changes nothing on the fabric; "tray" is opted into.
     default_partition_mode: Literal["domain", "tray"] = "domain"
+    # NMX-C endpoints to discover (backend nmxc): each is asked Hello for the domain it serves, so one
+    # list covers racks of several domains (minipods: one endpoint per domain behind one chassis
+    # serial). Endpoints registered per chassis serial are asked too and used first for their domain.
+    nmxc_endpoints: list[str] = Field(default_factory=list)
 
     @field_validator("nmx_m_endpoint")
     @classmethod

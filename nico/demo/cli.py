@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from nico.demo.seeding import SeededSite
 
 app = typer.Typer(
-    help="A simulated GB200 site with the API and the reconciler: nico working in a minute.",
+    help="A simulated GB200 / GB300 site with the API and the reconciler: nico working in a minute.",
     invoke_without_command=True,
     add_completion=False,
 )
@@ -31,10 +31,36 @@ class FabricKind(StrEnum):
     nmxm = "nmxm"
 
 
+class ShapeKind(StrEnum):
+    nvl72 = "nvl72"
+    nvl36x2 = "nvl36x2"
+    minipod = "minipod"
+
+
+class GpuKind(StrEnum):
+    gb200 = "gb200"
+    gb300 = "gb300"
+
+
 @app.callback()
 def demo(
     ctx: typer.Context,
-    racks: Annotated[int, typer.Option(min=1, max=64, help="Simulated NVL72 racks.")] = 4,
+    racks: Annotated[
+        int,
+        typer.Option(
+            min=1, max=64, help="Simulated racks of the shape (NVL72 racks, NVL36x2 pairs, minipods)."
+        ),
+    ] = 4,
+    shape: Annotated[
+        ShapeKind,
+        typer.Option(
+            help="Rack shape: nvl72 (one domain per rack), nvl36x2 (one domain over two racks) or minipod "
+            "(several NMX-C domains behind one rack, one endpoint each)."
+        ),
+    ] = ShapeKind.nvl72,
+    gpu: Annotated[
+        GpuKind, typer.Option(help="Tray generation the fabric reports: gb200 or gb300.")
+    ] = GpuKind.gb200,
     port: Annotated[
         int, typer.Option(min=1, max=65535, help="Port of the API and the topology page.")
     ] = 8080,
@@ -63,7 +89,12 @@ def demo(
         settings.log_level = "WARNING"  # the progress lines and the banner, not every request
     setup_logging(settings, verbose=verbose)
     options = DemoOptions(
-        racks=racks, port=port, backend="nmxm" if backend is FabricKind.nmxm else "nmxc", org=org
+        racks=racks,
+        port=port,
+        backend="nmxm" if backend is FabricKind.nmxm else "nmxc",
+        org=org,
+        shape=shape.value,
+        gpu=gpu.value,
     )
     try:
         asyncio.run(run_demo(settings, options, out, err))

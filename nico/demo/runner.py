@@ -54,6 +54,10 @@ from nico.sim.nmxm_app import NmxmSimulator
 log = logging.getLogger(__name__)
 
 Backend = Literal["nmxc", "nmxm"]
+Shape = Literal["nvl72", "nvl36x2", "minipod"]
+GpuModel = Literal["gb200", "gb300"]
+# What one unit of --racks is, per shape (the banner's words).
+SHAPE_UNITS = {"nvl72": "NVL72 racks", "nvl36x2": "NVL36x2 pairs", "minipod": "minipod racks"}
 FABRIC_SEED = 72  # same seed on every run: same domain uuids, chassis serials and GPU GUIDs
 NMXM_USER = "admin"
 NMXM_PASSWORD = "admin"  # the simulator's; loopback only
@@ -66,21 +70,37 @@ class DemoError(Exception):
 
 @dataclass(frozen=True)
 class DemoOptions:
-    racks: int = 4
+    racks: int = 4  # units of the shape: NVL72 racks, NVL36x2 pairs or minipod racks
     port: int = 8080
     backend: Backend = "nmxc"
     org: str = "demo"
     host: str = "127.0.0.1"
+    shape: Shape = "nvl72"
+    gpu: GpuModel = "gb200"
 
 
 def snapshot_path(settings: Settings, backend: Backend) -> Path:
     return settings.data_dir / f"demo-fabric-{backend}.json"
 
 
-def load_fabric(path: Path, racks: int, console: Console) -> SimFabric:
+def demo_fabric(racks: int, shape: Shape = "nvl72", gpu: GpuModel = "gb200") -> SimFabric:
+    """A fresh demo site: ``racks`` units of ``shape`` with ``gpu`` trays."""
+    return SimFabric(
+        racks if shape == "nvl72" else 0,
+        nvl36x2=racks if shape == "nvl36x2" else 0,
+        minipods=racks if shape == "minipod" else 0,
+        gpu=gpu,
+        seed=FABRIC_SEED,
+    )
+
+
+def load_fabric(
+    path: Path, racks: int, console: Console, *, shape: Shape = "nvl72", gpu: GpuModel = "gb200"
+) -> SimFabric:
     """The fabric as the last clean shutdown left it (grown when more racks are asked for), or a
-    fresh one. Fewer racks than recorded is refused: the database holds the machines of all of them."""
-    fabric = SimFabric(racks, seed=FABRIC_SEED)
+    fresh one. Fewer racks than recorded, or another shape or tray generation, is refused: the
+    database holds the machines of the recorded ones."""
+    fabric = demo_fabric(racks, shape, gpu)
     if not path.exists():
         return fabric
     try:
@@ -88,12 +108,19 @@ def load_fabric(path: Path, racks: int, console: Console) -> SimFabric:
     except (OSError, ValueError) as exc:
         console.print(f"[yellow]ignoring {path}:[/] {exc}; the reconciler rebuilds the partitions")
         return fabric
-    if recorded.seed != FABRIC_SEED or recorded.nvl36x2:
+    if recorded.seed != FABRIC_SEED or recorded.shape == "mixed":
         console.print(f"[yellow]ignoring {path}:[/] not a demo fabric")
         return fabric
-    if recorded.racks > racks:
+    if (recorded.shape, recorded.gpu_model) != (shape, gpu):
         raise DemoError(
-            f"the demo in {path.parent} has {recorded.racks} racks: run with --racks {recorded.racks} "
+            f"the demo in {path.parent} has {recorded.shape} {recorded.gpu_model} trays: run with --shape "
+            f"{recorded.shape} --gpu {recorded.gpu_model}, or start over with another data directory "
+            "(NICO_DATA_DIR)"
+        )
+    units = {"nvl72": recorded.racks, "nvl36x2": recorded.nvl36x2, "minipod": recorded.minipods}[shape]
+    if units > racks:
+        raise DemoError(
+            f"the demo in {path.parent} has {units} {SHAPE_UNITS[shape]}: run with --racks {units} "
             "or more, or start over with another data directory (NICO_DATA_DIR)"
         )
     fabric.restore(path.read_text())
@@ -194,13 +221,20 @@ async def start(
     with steps.step("database schema at the latest revision"):
         await asyncio.to_thread(migrations.upgrade, url)
     path = snapshot_path(settings, options.backend)
-    fabric = load_fabric(path, options.racks, steps.progress.console)
+    fabric = load_fabric(path, options.racks, steps.progress.console, shape=options.shape, gpu=options.gpu)
     nmxc: NmxcSimulator | None = None
     kind = "NMX-C" if options.backend == "nmxc" else "NMX-M"
-    with steps.step(f"{kind} simulator: {options.racks} NVL72 racks on loopback"):
+    units = f"{options.racks} {SHAPE_UNITS[options.shape]} of {options.gpu.upper()} trays"
+    with steps.step(f"{kind} simulator: {units} on loopback"):
         if options.backend == "nmxc":
             nmxc = await NmxcSimulator(fabric).start()
             simulator: NmxcSimulator | NmxmSimulator = nmxc
+            # Every domain's endpoint is found by its Hello (a minipod rack has one per domain); the
+            # per-chassis rows seeded below are the fallback.
+            config = settings.nvlink_config.model_copy(
+                update={"nmxc_endpoints": sorted(nmxc.domain_endpoints.values())}
+            )
+            settings = settings.model_copy(update={"nvlink_config": config})
         else:
             nmxm = await NmxmSimulator(fabric, username=NMXM_USER, password=NMXM_PASSWORD).start()
             simulator = nmxm
@@ -218,7 +252,7 @@ async def start(
     if options.backend == "nmxm":
         async with transaction(sessions) as session:
             await fabric_registry.set_nmxm_credentials(session, NMXM_USER, NMXM_PASSWORD)
-    endpoints = sorted(set(nmxc.endpoints.values())) if nmxc is not None else []
+    endpoints = sorted(nmxc.domain_endpoints.values()) if nmxc is not None else []
     backend: FabricBackend = await open_backend(settings, context.engine)
     try:
         with steps.step("fabric managers asked for their machines", total=len(endpoints) or 1) as task:
@@ -270,6 +304,14 @@ def nico_command() -> str:
     return shlex.quote(str(started.resolve())) if started.name == "nico" and started.exists() else "nico"
 
 
+def shape_line(options: DemoOptions, domains: int) -> str:
+    """The banner's words for the site: "4 NVL72 racks", "2 NVL36x2 pairs (2 NVLink domains)",
+    "1 minipod racks (2 NVLink domains)"."""
+    if options.shape == "nvl72":
+        return f"{domains} NVL72 racks"
+    return f"{options.racks} {SHAPE_UNITS[options.shape]} ({domains} NVLink domains)"
+
+
 def banner(demo: RunningDemo, out: Console) -> None:
     """The URL, the topology page, a tenant token and the next commands (stdout, never wrapped)."""
     org = demo.options.org
@@ -280,7 +322,8 @@ def banner(demo: RunningDemo, out: Console) -> None:
     seeded = demo.seeded
     lines = [
         "",
-        f"[bold green]nico demo is running[/]: {seeded.domains} NVL72 racks, {seeded.machines} machines, "
+        f"[bold green]nico demo is running[/]: {shape_line(demo.options, seeded.domains)}, "
+        f"{seeded.machines} machines ({demo.options.gpu.upper()} trays), "
         f"tenant org [bold]{org}[/] may use {seeded.reserved}",
         f"  API        {demo.url}   (Swagger UI {demo.url}/docs, metrics {demo.url}/metrics)",
     ]

@@ -1,7 +1,8 @@
 """The provider side of the demo site, written through the service layer: a provider with a site that
-has NVLink partitioning on, an instance type of GB200 trays with 4 NVLink GPUs, the machines the
-simulated fabric reports (registered like ``nvlink-info populate --update-db`` records them), the
-chassis serial -> NMX-C endpoint rows, and an allocation of the free machines for the tenant org.
+has NVLink partitioning on, an instance type of trays with 4 NVLink GPUs named as the fabric reports
+them (GB200 or GB300), the machines the simulated fabric reports (registered like ``nvlink-info
+populate --update-db`` records them), the chassis serial -> NMX-C endpoint rows, and an allocation of
+the free machines for the tenant org.
 
 Every step finds what an earlier run made, so seeding twice changes nothing, and a second run whose
 simulators listen on other ports only moves the endpoint rows.
@@ -37,13 +38,30 @@ from nico.services.inventory import DERIVED_GPU_NAME, MachineRecord, Registratio
 
 PROVIDER_ORG = "demo-provider"
 SITE_NAME = "demo-site"
-INSTANCE_TYPE_NAME = "gb200-4gpu"
+INSTANCE_TYPE_NAME = "gb200-4gpu"  # for GB200 trays; "<model>-4gpu" for others ("gb300-4gpu")
 ALLOCATION_NAME = "demo"
 GPUS_PER_TRAY = 4
-# What registration derives for a tray of 4 GB200 GPUs, so every discovered machine matches the type.
-GB200_TRAY = instance_types.CapabilitySpec(
-    type=CapabilityType.GPU, name=DERIVED_GPU_NAME, count=GPUS_PER_TRAY, device_type="NVLink"
-)
+
+
+def gpu_name(machines: Mapping[tuple[str, int], DiscoveredMachine]) -> str:
+    """The name the fabric reports for the site's GPUs (e.g. "NVIDIA GB300"): registration names each
+    machine's GPU capability so, and the instance type asks for the same."""
+    names = sorted({g.name for m in machines.values() for g in m.gpus if g.name})
+    if len(names) > 1:
+        raise ServiceError(409, f"the fabric reports GPUs of several kinds ({', '.join(names)})")
+    return names[0] if names else DERIVED_GPU_NAME
+
+
+def tray_capability(name: str) -> instance_types.CapabilitySpec:
+    return instance_types.CapabilitySpec(
+        type=CapabilityType.GPU, name=name, count=GPUS_PER_TRAY, device_type="NVLink"
+    )
+
+
+def model_of(name: str) -> str:
+    """The model in a GPU name: "NVIDIA GB300" -> "GB300"."""
+    return name.removeprefix("NVIDIA").strip() or name
+
 
 Machines = dict[tuple[str, int], DiscoveredMachine]
 
@@ -89,7 +107,8 @@ async def discover(
     for endpoint in endpoints:
         machines = await discover_endpoint(backend, endpoint)
         found.update(machines)
-        serials.update({serial: endpoint for serial, _ in machines})
+        for serial, _ in machines:  # a minipod's chassis: the first endpoint (the others by Hello)
+            serials.setdefault(serial, endpoint)
         if discovered:
             discovered(endpoint, len(machines))
     return Discovery(found, serials)
@@ -97,20 +116,24 @@ async def discover(
 
 def machine_records(machines: Mapping[tuple[str, int], DiscoveredMachine]) -> list[MachineRecord]:
     """One registration record per compute tray, named ``<chassis serial>-t<tray>``."""
+    product = f"{model_of(gpu_name(machines))} compute tray" if machines else "compute tray"
     return [
         MachineRecord(
             id=f"{serial}-t{tray:02d}",
             hostname=f"{serial.lower()}-t{tray:02d}",
             vendor="NVIDIA",
-            product_name="GB200 compute tray",
+            product_name=product,
             nvlink=found.nvlink_info(),
         )
         for (serial, tray), found in sorted(machines.items())
     ]
 
 
-async def provider_site(session: AsyncSession) -> tuple[InfrastructureProvider, Site, InstanceType]:
-    """The demo provider, its site (NVLink partitioning on) and its instance type, made on first use."""
+async def provider_site(
+    session: AsyncSession, gpu: str = DERIVED_GPU_NAME
+) -> tuple[InfrastructureProvider, Site, InstanceType]:
+    """The demo provider, its site (NVLink partitioning on) and its instance type for trays of 4
+    ``gpu`` GPUs (as the fabric names them), made on first use."""
     provider = await orgs.current_provider(session, PROVIDER_ORG, "nico demo provider")
     site = await session.scalar(
         select(Site).where(Site.infrastructure_provider_id == provider.id, Site.name == SITE_NAME)
@@ -120,7 +143,7 @@ async def provider_site(session: AsyncSession) -> tuple[InfrastructureProvider, 
             session,
             provider.org,
             name=SITE_NAME,
-            description="Simulated GB200 NVL72 racks (nico demo)",
+            description="Simulated NVLink racks (nico demo)",
             serial_console_hostname=None,
             location=None,
             contact=None,
@@ -129,19 +152,21 @@ async def provider_site(session: AsyncSession) -> tuple[InfrastructureProvider, 
         site = created_site.site
     elif not site.nvlink_partition:
         raise ServiceError(409, f"site {SITE_NAME} exists with NVLink partitioning off")
+    model = model_of(gpu)
+    type_name = INSTANCE_TYPE_NAME if gpu == DERIVED_GPU_NAME else f"{model.lower()}-4gpu"
     itype = await session.scalar(
-        select(InstanceType).where(InstanceType.site_id == site.id, InstanceType.name == INSTANCE_TYPE_NAME)
+        select(InstanceType).where(InstanceType.site_id == site.id, InstanceType.name == type_name)
     )
     if itype is None:
         created_type = await instance_types.create_instance_type(
             session,
             provider.org,
-            name=INSTANCE_TYPE_NAME,
-            description="One GB200 compute tray: 4 GPUs on NVLink",
+            name=type_name,
+            description=f"One {model} compute tray: 4 GPUs on NVLink",
             site_id=site.id,
             labels=None,
             controller_machine_type=None,
-            capabilities=[GB200_TRAY],
+            capabilities=[tray_capability(gpu)],
         )
         itype = created_type.instance_type
     return provider, site, itype
@@ -212,7 +237,7 @@ async def seed(session: AsyncSession, *, tenant_org: str, discovery: Discovery) 
     machines = discovery.machines
     if not machines:
         raise ServiceError(400, "the fabric reported no machines")
-    provider, site, itype = await provider_site(session)
+    provider, site, itype = await provider_site(session, gpu_name(machines))
     known = await session.scalar(select(func.count()).where(NvlinkDomain.site_id == site.id)) or 0
     reported = len({m.domain_uuid for m in machines.values()})
     if known > reported:

@@ -70,6 +70,9 @@ class FabricGpu:
     domain_uuid: uuid.UUID
     health: str  # UNKNOWN, HEALTHY, DEGRADED, NO_NVLINK, DEGRADED_BW
     nmx_partition_id: int | None  # the partition holding the GPU, if any
+    # The GPU's name as the fabric reports it (NMX-C GpuTopoInfo.description, NMX-M Description),
+    # e.g. "NVIDIA GB300"; "" where the call does not carry it (NMX-C GetGpuInfoList).
+    description: str = ""
 
 
 @dataclass(frozen=True)
@@ -305,6 +308,14 @@ class FabricTopology(Protocol):
     async def list_switch_nodes(self, target: DomainTarget) -> list[FabricSwitchNode]: ...
 
     async def domain_limits(self, target: DomainTarget) -> DomainLimits: ...
+
+
+@runtime_checkable
+class GpuTopology(Protocol):
+    """Backends that report every GPU with its name (NMX-C ``GetTopologyInfo``: ``GpuTopoInfo`` has
+    the description, the device id and the location with its slot), for machine discovery."""
+
+    async def gpu_topology(self, target: DomainTarget) -> list[FabricGpu]: ...
 
 
 @runtime_checkable

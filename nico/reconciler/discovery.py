@@ -1,17 +1,21 @@
 """Reading a machine's NVLink identity from the fabric (``nvlink-info populate`` and the demo).
 
-The fabric reports every GPU with its chassis serial, compute-tray index, slot and 1-based module id;
-a machine (one compute tray) is the GPUs of one (chassis serial, tray index). The slot comes from the
-GPU's location (the reference reads the wrong JSON path for it).
+The fabric reports every GPU with its chassis serial, compute-tray index, slot, 1-based module id and
+name; a machine (one compute tray) is the GPUs of one (chassis serial, tray index). The slot comes
+from the GPU's location (the reference reads the wrong JSON path for it). NMX-C is asked with
+``GetTopologyInfo``, whose ``GpuTopoInfo`` carries the GPU's name (``description``, e.g. "NVIDIA
+GB300"); NMX-M's GPU records carry it as ``Description``. The name becomes the machine's GPU
+capability at registration, so a GB300 site gets GB300 capabilities without any product check.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nico.fabric.backend import DomainTarget, FabricBackend, FabricGpu
+from nico.fabric.backend import DomainTarget, FabricBackend, FabricGpu, GpuTopology
 from nico.fabric.nmxm.client import NmxmBackend
 from nico.services.inventory import GpuRecord, NvlinkInfo
 
@@ -22,6 +26,7 @@ class DiscoveredGpu:
     guid: int
     slot_id: int
     tray_index: int
+    name: str = ""  # as the fabric reports the GPU ("" when it does not say)
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,7 @@ class DiscoveredMachine:
             self.domain_uuid,
             self.chassis_serial,
             self.tray_index,
-            tuple(GpuRecord(g.device_id, g.guid, g.slot_id) for g in self.gpus),
+            tuple(GpuRecord(g.device_id, g.guid, g.slot_id, g.name or None) for g in self.gpus),
         )
 
     def as_json(self) -> dict[str, object]:
@@ -56,7 +61,7 @@ def group_machines(domain: uuid.UUID, gpus: list[FabricGpu]) -> dict[tuple[str, 
     trays: dict[tuple[str, int], list[DiscoveredGpu]] = defaultdict(list)
     for gpu in gpus:
         trays[(gpu.chassis_serial.strip(), gpu.tray_index)].append(
-            DiscoveredGpu(gpu.device_id, gpu.gpu_uid, gpu.slot_id, gpu.tray_index)
+            DiscoveredGpu(gpu.device_id, gpu.gpu_uid, gpu.slot_id, gpu.tray_index, gpu.description)
         )
     return {
         key: DiscoveredMachine(domain, key[0], key[1], tuple(sorted(found, key=lambda g: g.device_id)))
@@ -68,11 +73,14 @@ async def discover_endpoint(
     backend: FabricBackend, endpoint: str
 ) -> dict[tuple[str, int], DiscoveredMachine]:
     """Every machine of the domain an NMX-C endpoint serves (its Hello names the domain), keyed by
-    (chassis serial, tray index)."""
+    (chassis serial, tray index), with the GPUs' names where the backend reports the topology."""
     hello = await backend.hello(DomainTarget(uuid.UUID(int=0), endpoint))
-    return group_machines(
-        hello.domain_uuid, await backend.list_gpus(DomainTarget(hello.domain_uuid, endpoint))
-    )
+    target = DomainTarget(hello.domain_uuid, endpoint)
+    if isinstance(backend, GpuTopology):
+        gpus = await backend.gpu_topology(target)
+    else:
+        gpus = await backend.list_gpus(target)
+    return group_machines(hello.domain_uuid, gpus)
 
 
 async def discover_site(backend: NmxmBackend) -> dict[tuple[str, int], DiscoveredMachine]:
@@ -87,13 +95,14 @@ async def discover_site(backend: NmxmBackend) -> dict[tuple[str, int], Discovere
 
 
 async def discover_machine(
-    backend: FabricBackend, endpoint: str | None, chassis_serial: str, tray_index: int
+    backend: FabricBackend, endpoints: Sequence[str], chassis_serial: str, tray_index: int
 ) -> DiscoveredMachine | None:
-    """The machine at (chassis serial, tray index), as the fabric reports it."""
+    """The machine at (chassis serial, tray index), as the fabric reports it: from NMX-M, or from the
+    first of the NMX-C ``endpoints`` that serves it (a minipod chassis has one endpoint per domain)."""
     if isinstance(backend, NmxmBackend):
-        machines = await discover_site(backend)
-    elif endpoint is not None:
-        machines = await discover_endpoint(backend, endpoint)
-    else:
-        return None
-    return machines.get((chassis_serial.strip(), tray_index))
+        return (await discover_site(backend)).get((chassis_serial.strip(), tray_index))
+    for endpoint in dict.fromkeys(endpoints):
+        found = (await discover_endpoint(backend, endpoint)).get((chassis_serial.strip(), tray_index))
+        if found is not None:
+            return found
+    return None

@@ -56,6 +56,7 @@ CLOSE_WAIT = 5.0  # seconds close() waits for cancelled passes and subscriptions
 BUSY_RETRY_SECONDS = 1.0
 WAITING_RETRY_SECONDS = 0.25
 PARTITION_COUNT_EVERY = 0.25
+HELLO_RETRY_SECONDS = 30.0  # an endpoint whose discovery Hello failed is asked again after this long
 
 
 @dataclass
@@ -89,6 +90,11 @@ class Reconciler:
         self.wake = asyncio.Event()
         self.registry: dict[str, str] = {}
         self.verified: dict[str, uuid.UUID] = {}  # endpoint -> domain its Hello named
+        # Discovery: endpoints to ask which domain they serve (configured, plus every registered one),
+        # and what they answered, keyed by the domain uuid the fabric reports.
+        self.discovery: list[str] = list(config.nmxc_endpoints)
+        self.discovered: dict[uuid.UUID, str] = {}
+        self._hello_failed: dict[str, float] = {}  # endpoint -> when its last discovery Hello failed
         self._subscriptions: dict[uuid.UUID, tuple[str | None, asyncio.Task[None]]] = {}
         self.full_passes = 0
         self._partitions_asked = False
@@ -292,19 +298,59 @@ class Reconciler:
             return DomainTarget(domain)
         serials = sorted(chassis_serials)
         endpoint = next((self.registry[s] for s in serials if s in self.registry), None)
-        if endpoint is None:
-            listed = ", ".join(serials) or "(none)"
-            raise EndpointNotConfigured(f"no NMX-C endpoint registered for chassis {listed}")
-        target = DomainTarget(domain, endpoint)
-        if self.verified.get(endpoint) != domain:
-            hello = await self.backend.hello(target)
+        refused: EndpointNotConfigured | None = None
+        if endpoint is not None and self.verified.get(endpoint) != domain:
+            hello = await self.backend.hello(DomainTarget(domain, endpoint))
+            self._heard(endpoint, hello.domain_uuid)
             if hello.domain_uuid != domain:
-                raise EndpointNotConfigured(
+                # Another domain of the chassis (a minipod rack): its own endpoint may be discovered.
+                refused = EndpointNotConfigured(
                     f"endpoint {endpoint} serves domain {hello.domain_uuid}, not {domain}", endpoint=endpoint
                 )
-            self.verified[endpoint] = domain
+                endpoint = None
+        if endpoint is None:
+            endpoint = self.discovered.get(domain) or (await self.discover()).get(domain)
+        if endpoint is None:
+            if refused is not None:
+                raise refused
+            listed = ", ".join(serials) or "(none)"
+            raise EndpointNotConfigured(f"no NMX-C endpoint registered for chassis {listed} or discovered")
+        target = DomainTarget(domain, endpoint)
         self._ensure_subscription(target)
         return target
+
+    def _heard(self, endpoint: str, domain: uuid.UUID) -> None:
+        """An endpoint's Hello named ``domain``: remember it both ways (an endpoint serves one domain)."""
+        before = self.verified.get(endpoint)
+        if before is not None and self.discovered.get(before) == endpoint:
+            del self.discovered[before]
+        self.verified[endpoint] = domain
+        self.discovered[domain] = endpoint
+        self._hello_failed.pop(endpoint, None)
+
+    async def discover(self) -> dict[uuid.UUID, str]:
+        """Ask each known NMX-C endpoint that has not said yet which domain it serves (Hello): the
+        configured ``nmxc_endpoints`` and every endpoint registered for a chassis, so that several
+        domains behind one chassis (a minipod rack, one endpoint per domain) are all found, keyed by
+        the domain uuid the fabric reports. An endpoint whose Hello failed is asked again after
+        ``HELLO_RETRY_SECONDS``. Returns domain -> endpoint."""
+        now = time.monotonic()
+        asking = [
+            endpoint
+            for endpoint in dict.fromkeys([*self.discovery, *sorted(set(self.registry.values()))])
+            if endpoint not in self.verified
+            and now - self._hello_failed.get(endpoint, -math.inf) >= HELLO_RETRY_SECONDS
+        ]
+        answers = await asyncio.gather(
+            *(self.backend.hello(DomainTarget(uuid.UUID(int=0), e)) for e in asking), return_exceptions=True
+        )
+        for endpoint, answer in zip(asking, answers, strict=True):
+            if isinstance(answer, Exception):
+                self._hello_failed[endpoint] = now
+                log.info("NMX-C endpoint %s did not answer its discovery Hello: %s", endpoint, answer)
+            elif not isinstance(answer, BaseException):
+                self._heard(endpoint, answer.domain_uuid)
+        return self.discovered
 
     async def check_operations(self, state: statemod.DomainState) -> tuple[dict[str, str], bool]:
         """Terminal states of this domain's tracked NMX-M operations, and whether any still runs."""
@@ -389,6 +435,10 @@ class Reconciler:
         return needs_work
 
     async def _deep_scan(self, report: FullPassReport) -> list[uuid.UUID]:
+        # Ask every endpoint again which domain it serves (an endpoint moved to another domain, or a
+        # discovered one re-provisioned, is noticed within one deep pass).
+        self.verified.clear()
+        self.discovered.clear()
         async with self.engine.connect() as conn:
             states = await statemod.load(conn)
             await domain_pass.refresh_registry(conn, self)

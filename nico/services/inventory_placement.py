@@ -43,14 +43,8 @@ async def check_conflicts(
     for domain in await queries.domains_by_uuid(session, domains):
         if domain.site_id != site_id:
             raise conflict(f"NVLink domain {domain.uuid} belongs to another Site")
-    wanted_domain = {p.chassis_serial: p.domain_uuid for p in placements}
-    others = await queries.chassis_domains_of_other_machines(session, list(wanted_domain), ids)
-    for other_id, serial, domain_uuid in others:
-        if domain_uuid != wanted_domain[str(serial)]:
-            raise conflict(
-                f"Chassis {serial} is in NVLink domain {domain_uuid} (Machine: {other_id}), "
-                f"not {wanted_domain[str(serial)]}"
-            )
+    # A chassis may hold trays of several NVLink domains (a minipod rack), so a chassis is not tied to
+    # one domain; a tray and a GPU belong to one machine.
     trays = [(p.chassis_serial, p.tray_index) for p in placements]
     for other_id, serial, tray in await queries.trays_of_other_machines(session, trays, ids):
         raise conflict(f"Chassis {serial} tray {tray} is already registered to Machine: {other_id}")

@@ -27,7 +27,11 @@ GPU_UID = re.compile(r"^[0-9]{1,20}$")
 GPU_UID_RULE = "must be an unsigned 64-bit integer: a decimal string or a JSON integer"
 # Column widths of the machine row, by request key.
 TEXT_LIMITS = {"hostname": 256, "serialNumber": 256, "vendor": 256, "productName": 256, "hwSkuDeviceType": 64}
+# The derived GPU capability is named after the GPUs as the fabric reports them (GpuRecord.name, from
+# NMX-C GpuTopoInfo.description or NMX-M's GPU Description); this name is only for a registration
+# that gives no GPU names (the reference's request shape, which has none).
 DERIVED_GPU_NAME = "NVIDIA GB200"
+MAX_GPU_NAME = 256  # machine_capability.name
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class GpuRecord:
     device_id: int | None
     gpu_uid: int | str | None
     slot_id: int | None = None
+    name: str | None = None  # as the fabric reports the GPU, e.g. "NVIDIA GB300"
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,9 @@ class Placement:
     chassis_serial: str
     tray_index: int
     gpus: tuple[tuple[int, int, int | None], ...]
+    # The name the machine's GPUs report (one for all), if given: names its derived capability, not
+    # part of where the machine is (not compared).
+    gpu_name: str | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -128,8 +136,16 @@ def check_placement(info: NvlinkInfo, path: str, errors: dict[str, Any]) -> Plac
         errors.setdefault(f"{path}.gpus", f"1 to {MAX_GPUS} GPUs must be specified")
     gpus: list[tuple[int, int, int | None]] = []
     seen_devices: set[int] = set()
+    names: set[str] = set()
     for k, gpu in enumerate(info.gpus):
         where = f"{path}.gpus.{k}"
+        if gpu.name is not None:
+            name = gpu.name.strip()
+            if not name or len(name) > MAX_GPU_NAME:
+                errors.setdefault(f"{where}.name", f"must be 1 to {MAX_GPU_NAME} characters")
+            elif names and name not in names:
+                errors.setdefault(f"{where}.name", "the GPUs of one machine must report one name")
+            names.add(name)
         problem = _int_problem(gpu.device_id, 1)
         if problem:
             errors.setdefault(f"{where}.deviceId", problem)
@@ -148,22 +164,17 @@ def check_placement(info: NvlinkInfo, path: str, errors: dict[str, Any]) -> Plac
     if len(errors) > before:
         return None
     assert isinstance(domain, uuid.UUID) and info.chassis_serial is not None and info.tray_index is not None
-    return Placement(domain, info.chassis_serial, info.tray_index, tuple(sorted(gpus)))
+    return Placement(
+        domain, info.chassis_serial, info.tray_index, tuple(sorted(gpus)), next(iter(names), None)
+    )
 
 
 def check_unique(placements: Iterable[tuple[str, str, Placement]], errors: dict[str, Any]) -> None:
-    """Within one request: a chassis is in one domain, a tray is given once, a GPU is given once.
-    Items are (machine id, path, placement)."""
-    domains: dict[str, uuid.UUID] = {}
+    """Within one request: a tray is given once, a GPU is given once. Items are (machine id, path,
+    placement). A chassis may hold several NVLink domains (a minipod rack: one per group of trays)."""
     trays: dict[tuple[str, int], str] = {}
     uids: dict[int, str] = {}
     for machine_id, path, placement in placements:
-        known = domains.setdefault(placement.chassis_serial, placement.domain_uuid)
-        if known != placement.domain_uuid:
-            errors.setdefault(
-                f"{path}.domainUuid",
-                f"chassis {placement.chassis_serial} is given more than one NVLink domain in the request",
-            )
         tray = (placement.chassis_serial, placement.tray_index)
         if trays.setdefault(tray, machine_id) != machine_id:
             errors.setdefault(
@@ -220,14 +231,15 @@ def _snake(key: str) -> str:
 
 
 def capabilities_for(record: MachineRecord, placement: Placement | None) -> list[CapabilitySpec]:
-    """The machine's capabilities as given; without any, a GPU capability derived from its GPUs."""
+    """The machine's capabilities as given; without any, a GPU capability derived from its GPUs,
+    named as the fabric reports them (no product name is assumed when it reports one)."""
     if record.capabilities is not None:
         return list(record.capabilities)
     if placement is not None and placement.gpus:
         return [
             CapabilitySpec(
                 type=CapabilityType.GPU,
-                name=DERIVED_GPU_NAME,
+                name=placement.gpu_name or DERIVED_GPU_NAME,
                 count=len(placement.gpus),
                 device_type="NVLink",
             )

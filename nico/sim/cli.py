@@ -20,13 +20,20 @@ if TYPE_CHECKING:
     from nico.sim.fabric import SimFabric
 
 app = typer.Typer(
-    help="Simulated NVLink fabric managers over an in-memory site of GB200 racks.",
+    help="Simulated NVLink fabric managers over an in-memory site of GB200 or GB300 racks.",
     no_args_is_help=True,
 )
 err = Console(stderr=True)
 
 Racks = Annotated[int, typer.Option(min=0, help="NVL72 racks (one domain and chassis serial each).")]
 Nvl36x2 = Annotated[int, typer.Option(min=0, help="NVL36x2 pairs (one domain, two chassis serials).")]
+Minipods = Annotated[
+    int, typer.Option(min=0, help="Minipod racks (one chassis serial, several domains, one endpoint each).")
+]
+MinipodDomains = Annotated[
+    int, typer.Option(min=2, max=18, help="NMX-C domains per minipod rack (divides its 18 trays).")
+]
+Gpu = Annotated[str, typer.Option(help="Tray generation the GPUs report: gb200 or gb300.")]
 Seed = Annotated[int, typer.Option(help="Seed of the uuids, serials and GUIDs (same seed, same site).")]
 MaxPartitions = Annotated[
     int | None,
@@ -75,15 +82,37 @@ def _apply_health(fabric: SimFabric, gpus: list[str], nodes: list[str], switches
 
 
 def _site(
-    racks: int, nvl36x2: int, seed: int, max_partitions: int | None, latency: float, error_rate: float
+    racks: int,
+    nvl36x2: int,
+    seed: int,
+    max_partitions: int | None,
+    latency: float,
+    error_rate: float,
+    *,
+    minipods: int = 0,
+    minipod_domains: int = 2,
+    gpu: str = "gb200",
 ) -> SimFabric:
-    from nico.sim.fabric import SimFabric
+    from nico.sim.fabric import DEFAULT_MAX_PARTITIONS, GPU_DESCRIPTIONS, NVL72_TRAYS, SimFabric
 
-    if racks + nvl36x2 == 0:
-        err.print("[bold red]error:[/] a site needs at least one rack (--racks or --nvl36x2)")
+    if racks + nvl36x2 + minipods == 0:
+        err.print("[bold red]error:[/] a site needs at least one rack (--racks, --nvl36x2 or --minipods)")
         raise typer.Exit(2)
-    sized = {"max_partitions": max_partitions} if max_partitions is not None else {}
-    fabric = SimFabric(racks, nvl36x2=nvl36x2, seed=seed, **sized)
+    if gpu not in GPU_DESCRIPTIONS:
+        err.print(f"[bold red]error:[/] --gpu must be one of {', '.join(sorted(GPU_DESCRIPTIONS))}")
+        raise typer.Exit(2)
+    if NVL72_TRAYS % minipod_domains:
+        err.print(f"[bold red]error:[/] --minipod-domains must divide {NVL72_TRAYS}")
+        raise typer.Exit(2)
+    fabric = SimFabric(
+        racks,
+        nvl36x2=nvl36x2,
+        minipods=minipods,
+        minipod_domains=minipod_domains,
+        gpu=gpu,
+        seed=seed,
+        max_partitions=max_partitions if max_partitions is not None else DEFAULT_MAX_PARTITIONS,
+    )
     for domain in fabric.domains:
         fabric.set_faults(domain, latency=latency, error_rate=error_rate)
     fabric.set_site_faults(latency=latency, error_rate=error_rate)
@@ -113,6 +142,9 @@ def nmxc(
         typer.Option(min=0, max=65535, help="Port of the first domain, the next ones upward; 0: free ports."),
     ] = 9601,
     nvl36x2: Nvl36x2 = 0,
+    minipods: Minipods = 0,
+    minipod_domains: MinipodDomains = 2,
+    gpu: Gpu = "gb200",
     seed: Seed = 0,
     max_partitions: MaxPartitions = None,
     latency: Latency = 0.0,
@@ -128,11 +160,22 @@ def nmxc(
     switch_health: SwitchHealth = None,
 ) -> None:
     """Serve each domain's NMX-C on its own port (a real NMX-C is one domain per endpoint) and print
-    one line per chassis serial: SERIAL -> URL. Health knobs set what GetGpuInfoList,
-    GetComputeNodeInfoList and GetSwitchNodeInfoList report (and what partitions derive from it)."""
+    one line per chassis serial and domain: SERIAL -> URL (a minipod's serial has one line per
+    domain). Health knobs set what GetGpuInfoList, GetComputeNodeInfoList and GetSwitchNodeInfoList
+    report (and what partitions derive from it)."""
     from nico.sim.nmxc_server import NmxcSimulator, ServerTls
 
-    fabric = _site(racks, nvl36x2, seed, max_partitions, latency, error_rate)
+    fabric = _site(
+        racks,
+        nvl36x2,
+        seed,
+        max_partitions,
+        latency,
+        error_rate,
+        minipods=minipods,
+        minipod_domains=minipod_domains,
+        gpu=gpu,
+    )
     _apply_health(fabric, gpu_health or [], node_health or [], switch_health or [])
     if port and port + len(fabric.domains) - 1 > 65535:
         err.print(f"[bold red]error:[/] {len(fabric.domains)} ports from {port} exceed 65535")
@@ -151,8 +194,9 @@ def nmxc(
     async def serve() -> None:
         with stop_requested() as stop:
             async with NmxcSimulator(fabric, base_port=port, tls=tls, host=host) as sim:
-                for serial, url in sim.endpoints.items():
-                    print(f"{serial} -> {url}  (domain {fabric.chassis_serials[serial]})", flush=True)
+                for domain, url in sim.domain_endpoints.items():
+                    for serial in fabric.domain(domain).chassis_serials:
+                        print(f"{serial} -> {url}  (domain {domain})", flush=True)
                 err.print(f"NMX-C simulator: {len(fabric.domains)} domain(s); Ctrl-C stops")
                 await stop.wait()
 
@@ -164,6 +208,9 @@ def nmxm(
     racks: Racks = 1,
     port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on; 0: a free port.")] = 9700,
     nvl36x2: Nvl36x2 = 0,
+    minipods: Minipods = 0,
+    minipod_domains: MinipodDomains = 2,
+    gpu: Gpu = "gb200",
     seed: Seed = 0,
     max_partitions: MaxPartitions = None,
     latency: Latency = 0.0,
@@ -178,7 +225,17 @@ def nmxm(
     """Serve the whole site's NMX-M REST API and print its base URL."""
     from nico.sim.nmxm_app import NmxmSimulator
 
-    fabric = _site(racks, nvl36x2, seed, max_partitions, latency, error_rate)
+    fabric = _site(
+        racks,
+        nvl36x2,
+        seed,
+        max_partitions,
+        latency,
+        error_rate,
+        minipods=minipods,
+        minipod_domains=minipod_domains,
+        gpu=gpu,
+    )
 
     async def serve() -> None:
         sim = NmxmSimulator(

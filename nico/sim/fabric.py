@@ -1,4 +1,4 @@
-"""An in-memory site of GB200 racks with the NVLink partition rules of a real NMX controller.
+"""An in-memory site of GB200 / GB300 racks with the NVLink partition rules of a real NMX controller.
 
 Every simulated server (NMX-C gRPC, NMX-M REST) and the in-process backend share one
 :class:`SimFabric`. It is deterministic from its seed: the same rack list gives the same domain
@@ -6,8 +6,12 @@ uuids, chassis serials (``SIM-0001``...) and GPU GUIDs, and about half of the GU
 the unsigned 64-bit range is exercised everywhere.
 
 Shapes: an NVL72 rack is one domain of 18 compute trays x 4 GPUs behind one chassis serial; an
-NVL36x2 pair is one domain of 72 GPUs spanning two chassis serials of 9 trays each. At start every
-GPU of a domain is in the default partition 32766.
+NVL36x2 pair is one domain of 72 GPUs spanning two chassis serials of 9 trays each; a minipod is one
+rack (one chassis serial, 18 trays) holding ``minipod_domains`` NMX-C domains of consecutive trays,
+each with its own domain uuid (and, in :class:`~nico.sim.nmxc_server.NmxcSimulator`, its own
+endpoint). ``gpu`` ("gb200" or "gb300") is the tray generation: the GPUs report it as their
+description (``GpuTopoInfo.description``, NMX-M's ``Description``), e.g. "NVIDIA GB300". At start
+every GPU of a domain is in the default partition 32766.
 
 Rules, with the return code a controller answers (``NMX_ST_*``):
 
@@ -83,6 +87,9 @@ SWITCH_PORTS = 72
 MAX_MULTICAST_GROUPS = 1024  # per domain (NVL72): the budget every partition's limit draws from
 MULTICAST_GROUP_QUANTUM = 4  # a partition's limit is a multiple of this
 SNAPSHOT_VERSION = 1
+# What a GPU of each tray generation reports as its description (name) to NMX-C and NMX-M clients.
+GPU_DESCRIPTIONS = {"gb200": "NVIDIA GB200", "gb300": "NVIDIA GB300"}
+DEFAULT_MINIPOD_DOMAINS = 2
 
 # What a subscriber receives: ("partition", id) for a partition change, ("health", None) when any
 # health changed, ("topology", None) for a topology change, ("init_done", None) after a re-init.
@@ -215,6 +222,8 @@ class SimDomain:
     admin_state: dict[tuple[str, int, int], int] = field(default_factory=dict)  # transceiver -> AdminState
     max_multicast_groups: int = MAX_MULTICAST_GROUPS
     unhealthy_gpus: set[int] = field(default_factory=set)  # GPUs whose health is not HEALTHY
+    gpu_description: str = GPU_DESCRIPTIONS["gb200"]  # what its GPUs report as their name
+    rack_trays: int = 0  # compute trays of the rack its chassis is (0: trays_per_chassis)
 
     def set_gpu(self, gpu: SimGpu) -> None:
         """Store a GPU (after a health change), keeping ``unhealthy_gpus`` up to date."""
@@ -281,7 +290,7 @@ class SimDomain:
 
     def switch_slots(self, serial: str) -> list[int]:
         """Rack slots of a chassis' switch trays (between the upper and lower compute trays)."""
-        upper = (self.trays_per_chassis + 1) // 2
+        upper = ((self.rack_trays or self.trays_per_chassis) + 1) // 2
         return [upper + 1 + k for k in range(SWITCH_TRAYS)]
 
     def multicast_groups_reserved(self) -> int:
@@ -289,23 +298,34 @@ class SimDomain:
 
 
 class SimFabric:
-    """The simulated site: ``racks`` NVL72 racks, then ``nvl36x2`` NVL36x2 pairs."""
+    """The simulated site: ``racks`` NVL72 racks, then ``nvl36x2`` NVL36x2 pairs, then ``minipods``
+    minipod racks of ``minipod_domains`` domains each; every tray of generation ``gpu``."""
 
     def __init__(
         self,
         racks: int = 1,
         *,
         nvl36x2: int = 0,
+        minipods: int = 0,
+        minipod_domains: int = DEFAULT_MINIPOD_DOMAINS,
+        gpu: str = "gb200",
         seed: int = 0,
         max_partitions: int = DEFAULT_MAX_PARTITIONS,
     ) -> None:
-        if racks < 0 or nvl36x2 < 0 or racks + nvl36x2 == 0:
+        if racks < 0 or nvl36x2 < 0 or minipods < 0 or racks + nvl36x2 + minipods == 0:
             raise ValueError("a site needs at least one rack")
         if not 1 <= max_partitions <= MAX_PARTITION_ID:
             raise ValueError(f"max_partitions must be within 1..{MAX_PARTITION_ID}")
+        if minipod_domains < 2 or NVL72_TRAYS % minipod_domains:
+            raise ValueError(f"minipod_domains must be at least 2 and divide {NVL72_TRAYS} (trays per rack)")
+        if gpu not in GPU_DESCRIPTIONS:
+            raise ValueError(f"gpu must be one of {sorted(GPU_DESCRIPTIONS)}")
         self.seed = seed
         self.racks = racks
         self.nvl36x2 = nvl36x2
+        self.minipods = minipods
+        self.minipod_domains = minipod_domains
+        self.gpu_model = gpu
         self.max_partitions = max_partitions
         self.domains: dict[uuid.UUID, SimDomain] = {}
         self._by_serial: dict[str, SimDomain] = {}
@@ -322,16 +342,45 @@ class SimFabric:
         for _ in range(nvl36x2):
             chassis += 2
             self._add_domain([chassis - 1, chassis], NVL36_TRAYS, max_partitions)
+        per_domain = NVL72_TRAYS // minipod_domains
+        for _ in range(minipods):
+            chassis += 1
+            for k in range(minipod_domains):
+                self._add_domain([chassis], per_domain, max_partitions, first_tray=k * per_domain, part=k)
 
     # ------------------------------------------------------------------------------------- building
 
-    def _add_domain(self, chassis_numbers: list[int], trays: int, max_partitions: int) -> None:
+    @property
+    def shape(self) -> str:
+        """The site's shape: "nvl72", "nvl36x2", "minipod", or "mixed" for a site of several."""
+        shapes = [
+            name
+            for name, n in (("nvl72", self.racks), ("nvl36x2", self.nvl36x2), ("minipod", self.minipods))
+            if n
+        ]
+        return shapes[0] if len(shapes) == 1 else "mixed"
+
+    def _add_domain(
+        self,
+        chassis_numbers: list[int],
+        trays: int,
+        max_partitions: int,
+        *,
+        first_tray: int = 0,
+        part: int = 0,
+    ) -> None:
+        """One domain over ``chassis_numbers``, each contributing ``trays`` trays from ``first_tray``
+        (a minipod domain is trays ``first_tray..`` of one rack; ``part`` > 0 seeds it apart from the
+        rack's first domain)."""
         serials = tuple(f"SIM-{n:04d}" for n in chassis_numbers)
-        rng = random.Random(f"nico-sim:{self.seed}:{serials[0]}")
+        # The first domain of a chassis keeps the seed it has always had (old snapshots still fit).
+        rng = random.Random(f"nico-sim:{self.seed}:{serials[0]}" + (f"#{part}" if part else ""))
         domain_uuid = uuid.UUID(int=rng.getrandbits(128), version=4)
+        # A minipod domain (part of one chassis) has the slots of its trays in the whole rack.
+        rack_trays = NVL72_TRAYS if len(chassis_numbers) == 1 else trays
         gpus: dict[int, SimGpu] = {}
         for number, serial in zip(chassis_numbers, serials, strict=True):
-            for tray in range(trays):
+            for tray in range(first_tray, first_tray + trays):
                 for device in range(1, GPUS_PER_TRAY + 1):
                     uid = self._fresh_uid(rng, domain_uuid)
                     gpus[uid] = SimGpu(
@@ -340,7 +389,7 @@ class SimFabric:
                         chassis_serial=serial,
                         chassis_id=number,
                         tray_index=tray,
-                        slot_id=_slot_of(tray, trays),
+                        slot_id=_slot_of(tray, rack_trays),
                         host_id=1,
                         domain_uuid=domain_uuid,
                         entity_id=f"{rng.getrandbits(96):024x}",
@@ -353,10 +402,12 @@ class SimFabric:
             max_partitions=max_partitions,
             gate=FaultGate(self._fault_rng),
             app_uuid=uuid.UUID(int=rng.getrandbits(128), version=4),
+            gpu_description=GPU_DESCRIPTIONS[self.gpu_model],
+            rack_trays=rack_trays if rack_trays != trays else 0,
         )
         self.domains[domain_uuid] = domain
         for serial in serials:
-            self._by_serial[serial] = domain
+            self._by_serial.setdefault(serial, domain)  # a minipod's serial names its first domain
         for gpu in gpus.values():
             self._gpu_by_entity[gpu.entity_id] = gpu
         # The default partition's entity id comes from the domain's own generator, so a site grown by
@@ -375,7 +426,7 @@ class SimFabric:
     # ------------------------------------------------------------------------------------ inspection
 
     def domain(self, key: uuid.UUID | str) -> SimDomain:
-        """A domain by its uuid or by one of its chassis serials."""
+        """A domain by its uuid or by one of its chassis serials (a minipod's: its first domain)."""
         found = self._by_serial.get(key) if isinstance(key, str) else self.domains.get(key)
         if found is None:
             raise KeyError(f"no simulated domain {key}")
@@ -383,7 +434,12 @@ class SimFabric:
 
     @property
     def chassis_serials(self) -> dict[str, uuid.UUID]:
+        """Chassis serial -> its domain (a minipod's: its first one)."""
         return {serial: d.domain_uuid for serial, d in self._by_serial.items()}
+
+    def domains_of(self, serial: str) -> list[uuid.UUID]:
+        """Every domain with trays in the chassis (several for a minipod)."""
+        return [d.domain_uuid for d in self.domains.values() if serial in d.chassis_serials]
 
     def partitions(self, key: uuid.UUID | str) -> list[SimPartition]:
         return sorted(self.domain(key).partitions.values(), key=lambda p: p.partition_id)
@@ -486,6 +542,9 @@ class SimFabric:
                 "version": SNAPSHOT_VERSION,
                 "racks": self.racks,
                 "nvl36x2": self.nvl36x2,
+                "minipods": self.minipods,
+                "minipod_domains": self.minipod_domains,
+                "gpu": self.gpu_model,
                 "seed": self.seed,
                 "max_partitions": self.max_partitions,
                 "domains": {
@@ -522,6 +581,10 @@ class SimFabric:
             fabric = cls(
                 int(data["racks"]),
                 nvl36x2=int(data["nvl36x2"]),
+                # Snapshots from before minipods and GB300 trays lack these keys: NVL72/NVL36x2 GB200.
+                minipods=int(data.get("minipods", 0)),
+                minipod_domains=int(data.get("minipod_domains", DEFAULT_MINIPOD_DOMAINS)),
+                gpu=str(data.get("gpu", "gb200")),
                 seed=int(data["seed"]),
                 max_partitions=int(data["max_partitions"]),
             )

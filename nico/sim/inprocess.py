@@ -233,9 +233,14 @@ class InProcessBackend:
                 domain_uuid=gpu.domain_uuid,
                 health=gpu.health,
                 nmx_partition_id=domain.owner.get(gpu.gpu_uid),
+                description=domain.gpu_description,
             )
             for gpu in domain.gpus.values()
         ]
+
+    async def gpu_topology(self, target: DomainTarget) -> list[FabricGpu]:
+        """As NMX-C's ``GetTopologyInfo`` reports the GPUs: with their names."""
+        return await self.list_gpus(target)
 
     async def partition_events(self, target: DomainTarget) -> AsyncIterator[PartitionEvent]:
         """Every event of the domain from now on (partition and health changes, topology changes,

@@ -508,7 +508,7 @@ class NmxcServicer(pb_grpc.NMX_ControllerServicer):
                         device_id=gpu.device_id,
                         num_ports=18,
                         vendor_id=0x10DE,
-                        description="GB200 (simulated)",
+                        description=self.domain.gpu_description,
                         partition_id=[pb.PartitionId(partition_id=holder)] if holder is not None else [],
                         device_health=cast(pb.GpuHealth, GPU_HEALTH.index(gpu.health)),
                     )
@@ -762,10 +762,18 @@ class NmxcSimulator:
 
     @property
     def endpoints(self) -> dict[str, str]:
-        """Chassis serial -> endpoint URL, for every served chassis."""
-        return {
-            serial: self.url(d) for d in self._domains for serial in self.fabric.domain(d).chassis_serials
-        }
+        """Chassis serial -> endpoint URL, for every served chassis (a minipod's chassis: the
+        endpoint of its first domain; the others are found by :attr:`domain_endpoints`)."""
+        found: dict[str, str] = {}
+        for d in self._domains:
+            for serial in self.fabric.domain(d).chassis_serials:
+                found.setdefault(serial, self.url(d))
+        return found
+
+    @property
+    def domain_endpoints(self) -> dict[uuid.UUID, str]:
+        """Domain uuid -> endpoint URL, for every served domain."""
+        return {d: self.url(d) for d in self._domains}
 
     def target(self, key: uuid.UUID | str) -> DomainTarget:
         """The :class:`DomainTarget` of a domain (by uuid or chassis serial)."""

@@ -263,7 +263,7 @@ def create_nmxm_app(
     async def list_gpus(request: Request) -> list[dict[str, Any]]:
         wanted = _domain_filter(request)
         return [
-            _gpu_json(gpu, d.owner.get(gpu.gpu_uid))
+            _gpu_json(gpu, d.owner.get(gpu.gpu_uid), d.gpu_description)
             for d in fabric.domains.values()
             if wanted is None or d.domain_uuid in wanted
             for gpu in d.gpus.values()
@@ -389,11 +389,11 @@ def _location_json(gpu: SimGpu) -> dict[str, Any]:
 _EPOCH = "2025-01-01T00:00:00Z"
 
 
-def _gpu_json(gpu: SimGpu, partition_id: int | None) -> dict[str, Any]:
+def _gpu_json(gpu: SimGpu, partition_id: int | None, description: str) -> dict[str, Any]:
     body: dict[str, Any] = {
         "ID": gpu.entity_id,
         "Name": f"{gpu.chassis_serial}/tray{gpu.tray_index}/gpu{gpu.device_id}",
-        "Description": "",
+        "Description": description,
         "InternalDescription": "",
         "CreatedAt": _EPOCH,
         "UpdatedAt": _EPOCH,

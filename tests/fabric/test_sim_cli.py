@@ -69,6 +69,41 @@ async def test_nmxc_serves_each_domain_from_the_given_port_upward() -> None:
     assert "Traceback" not in stderr
 
 
+async def test_nmxc_serves_each_domain_of_a_gb300_minipod_on_its_own_endpoint() -> None:
+    base = free_port()
+    proc, printed = await _start(
+        "nmxc",
+        "--racks",
+        "0",
+        "--minipods",
+        "1",
+        "--minipod-domains",
+        "3",
+        "--gpu",
+        "gb300",
+        "--port",
+        str(base),
+        lines=3,
+    )
+    try:
+        rows = [line.split() for line in printed]
+        assert [(r[0], r[2]) for r in rows] == [
+            ("SIM-0001", f"http://127.0.0.1:{base + k}") for k in range(3)
+        ]
+        expected = list(SimFabric(0, minipods=1, minipod_domains=3).domains)
+        assert [uuid.UUID(r[4].rstrip(")")) for r in rows] == expected
+        client = NmxcBackend(NvLinkConfig())
+        try:
+            for _, _, url, _, domain in rows:
+                gpus = await client.gpu_topology(DomainTarget(uuid.UUID(domain.rstrip(")")), url))
+                assert len(gpus) == 24 and {g.description for g in gpus} == {"NVIDIA GB300"}
+        finally:
+            await client.close()
+    finally:
+        stderr = await _interrupt(proc)
+    assert "Traceback" not in stderr
+
+
 async def test_nmxm_serves_the_site_at_one_base_url() -> None:
     proc, (url,) = await _start(
         "nmxm", "--racks", "2", "--port", "0", "--username", "u", "--password", "p", lines=1

@@ -46,17 +46,26 @@ async def fabric_stack(
     fabric_seed: int,
     call_timeout: str,
     operation_timeout: str,
+    fabric: SimFabric | None = None,
+    discover: bool = False,
 ) -> AsyncIterator[FabricStack]:
-    """Two racks seeded through the services, targeted creation on (tests choose racks by
-    machineId, as the reference allows), and a reconciler running until the block ends."""
-    fabric = SimFabric(racks=2, seed=fabric_seed)
+    """Two racks (or ``fabric``) seeded through the services, targeted creation on (tests choose
+    racks by machineId, as the reference allows), and a reconciler running until the block ends.
+    NMX-C endpoints are registered per chassis serial; ``discover`` also lists every domain's
+    endpoint in ``nmxc_endpoints`` (how the reconciler finds a minipod's other domains)."""
+    fabric = fabric or SimFabric(racks=2, seed=fabric_seed)
     nmxc: NmxcSimulator | None = None
     nmxm: NmxmSimulator | None = None
     backend: FabricBackend
     if kind == "nmxc":
         nmxc = await NmxcSimulator(fabric).start()
         site = await seed(session, fabric, nmxc.endpoints)
-        config = NvLinkConfig(backend="nmxc", fabric_call_timeout=call_timeout, notify_debounce="2ms")
+        config = NvLinkConfig(
+            backend="nmxc",
+            fabric_call_timeout=call_timeout,
+            notify_debounce="2ms",
+            nmxc_endpoints=sorted(nmxc.domain_endpoints.values()) if discover else [],
+        )
         backend = NmxcBackend(config)
     else:
         nmxm = await NmxmSimulator(fabric, username="nmx", password="secret", operation_delay=0.01).start()

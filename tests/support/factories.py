@@ -84,7 +84,12 @@ async def site(
 
 
 async def instance_type(
-    session: AsyncSession, at: Site, *, name: str = "gb200-4gpu", gpus: int | None = GPUS_PER_TRAY
+    session: AsyncSession,
+    at: Site,
+    *,
+    name: str = "gb200-4gpu",
+    gpus: int | None = GPUS_PER_TRAY,
+    gpu_name: str = "NVIDIA GB200",
 ) -> InstanceType:
     row = InstanceType(infrastructure_provider_id=at.infrastructure_provider_id, site_id=at.id, name=name)
     session.add(row)
@@ -94,7 +99,7 @@ async def instance_type(
             MachineCapability(
                 instance_type_id=row.id,
                 type=CapabilityType.GPU,
-                name="NVIDIA GB200",
+                name=gpu_name,
                 count=gpus,
                 device_type="NVLink",
             )

@@ -1,4 +1,4 @@
-"""A simulated GB200 site registered in the database: every rack of a :class:`SimFabric` becomes an
+"""A simulated GB200 / GB300 site registered in the database: every rack of a :class:`SimFabric` becomes an
 NVLink domain with its machines (one per compute tray) and GPUs, and each chassis serial gets an
 NMX-C endpoint row. Provider data, a tenant with an allocation, a VPC and a subnet come with it."""
 
@@ -49,8 +49,10 @@ async def seed(
     None). ``machines_per_domain`` registers only the first trays, leaving the rest unknown to nico."""
     owner = await f.provider(session)
     at = await f.site(session, owner)
-    itype = await f.instance_type(session, at)
+    gpu_name = next(iter(fabric.domains.values())).gpu_description
+    itype = await f.instance_type(session, at, gpu_name=gpu_name)
     by_domain: dict[uuid.UUID, list[Machine]] = {}
+    registered: set[str] = set()  # a minipod's chassis serial holds several domains: one row
     for domain in fabric.domains.values():
         session.add(NvlinkDomain(uuid=domain.domain_uuid, site_id=at.id))
         await session.flush()
@@ -70,12 +72,12 @@ async def seed(
             session.add(machine)
             machines.append(machine)
             await session.flush()
-            # What registration derives for a GB200 tray (used by machine-targeted creation).
+            # What registration derives for the tray: its GPUs' name as the fabric reports it.
             session.add(
                 MachineCapability(
                     machine_id=machine.id,
                     type="GPU",
-                    name="NVIDIA GB200",
+                    name=domain.gpu_description,
                     count=len(uids),
                     device_type="NVLink",
                 )
@@ -86,9 +88,10 @@ async def seed(
                     Gpu(machine_id=machine.id, device_id=gpu.device_id, gpu_uid=uid, slot_id=gpu.slot_id)
                 )
         by_domain[domain.domain_uuid] = machines
-        for serial in domain.chassis_serials:
+        for serial in set(domain.chassis_serials) - registered:
             url = (endpoints or {}).get(serial, f"http://in-process.invalid/{serial}")
             session.add(NvlinkNmxcEndpoint(chassis_serial=serial, endpoint=url))
+            registered.add(serial)
     await session.flush()
     who = await f.tenant(session, tenant_org)
     everything = [m for ms in by_domain.values() for m in ms]

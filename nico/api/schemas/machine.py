@@ -186,6 +186,11 @@ class GpuRequest(RequestModel):
         default=None, description="Unsigned 64-bit fabric GUID: a decimal string or a JSON integer."
     )
     slot_id: int | None = None
+    name: str | None = Field(
+        default=None,
+        description='nico extension: the GPU\'s name as the fabric reports it (e.g. "NVIDIA GB300"); '
+        "names the derived GPU capability.",
+    )
 
 
 class NvLinkInfoRequest(RequestModel):
@@ -200,7 +205,7 @@ class NvLinkInfoRequest(RequestModel):
             chassis_serial=self.chassis_serial,
             tray_index=self.tray_index,
             gpus=tuple(
-                inventory.GpuRecord(device_id=g.device_id, gpu_uid=g.gpu_uid, slot_id=g.slot_id)
+                inventory.GpuRecord(device_id=g.device_id, gpu_uid=g.gpu_uid, slot_id=g.slot_id, name=g.name)
                 for g in self.gpus or []
             ),
         )

@@ -44,18 +44,6 @@ async def domains_by_uuid(session: AsyncSession, uuids: set[uuid.UUID]) -> list[
     return list(await session.scalars(select(NvlinkDomain).where(NvlinkDomain.uuid.in_(uuids))))
 
 
-async def chassis_domains_of_other_machines(
-    session: AsyncSession, chassis_serials: list[str], except_ids: list[str]
-) -> list[tuple[str, str, uuid.UUID | None]]:
-    """(machine id, chassis serial, domain) of machines outside ``except_ids`` on the chassis."""
-    rows = await session.execute(
-        select(Machine.id, Machine.chassis_serial, Machine.domain_uuid).where(
-            Machine.chassis_serial.in_(chassis_serials), Machine.id.not_in(except_ids)
-        )
-    )
-    return [(i, str(serial), domain) for i, serial, domain in rows.all()]
-
-
 async def trays_of_other_machines(
     session: AsyncSession, trays: list[tuple[str, int]], except_ids: list[str]
 ) -> list[tuple[str, str, int | None]]:

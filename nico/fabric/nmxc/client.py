@@ -415,6 +415,33 @@ class NmxcBackend:
             for info in reply.gpu_info_list
         ]
 
+    async def gpu_topology(self, target: DomainTarget) -> list[FabricGpu]:
+        """Every GPU of the domain from ``GetTopologyInfo``: its ``GpuTopoInfo`` carries the GPU's
+        name (``description``, e.g. "NVIDIA GB300") besides its device id and location (the slot is
+        ``loc.location.slot_id``)."""
+        request = pb.GetTopologyInfoRequest(context=self._context(), gateway_id=self._gateway_id)
+        reply = await self._ask(target, "GetTopologyInfo", request)
+        domain = _uuid(reply.server_header.domain_uuid) or target.domain_uuid
+        found = []
+        for device in reply.device_topo_info:
+            if device.WhichOneof("device") != "gpu_topo_info":
+                continue
+            info = device.gpu_topo_info
+            found.append(
+                FabricGpu(
+                    gpu_uid=info.device_uid,
+                    device_id=info.device_id,
+                    chassis_serial=info.loc.chassis_serial_number,
+                    tray_index=info.loc.tray_index,
+                    slot_id=info.loc.location.slot_id,
+                    domain_uuid=domain,
+                    health=_health(info.device_health),
+                    nmx_partition_id=info.partition_id[0].partition_id if info.partition_id else None,
+                    description=info.description.strip(),
+                )
+            )
+        return found
+
     # --------------------------------------------------------------------------------------- events
 
     async def partition_events(self, target: DomainTarget) -> AsyncIterator[PartitionEvent]:

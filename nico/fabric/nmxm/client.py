@@ -497,6 +497,7 @@ def _gpu(item: dict[str, Any], domain_uuid: uuid.UUID) -> FabricGpu:
         domain_uuid=domain_uuid,
         health=str(item.get("Health") or "UNKNOWN"),
         nmx_partition_id=int(partition_id) if partition_id is not None else None,
+        description=str(item.get("Description") or "").strip(),
     )
 
 
