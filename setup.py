@@ -3,13 +3,18 @@ the developers look for them) and ship inside the wheel as the package data ``ni
 an installed nico (wheel, ``pip install .``, pipx, the container image) migrates with no variable.
 Everything else is in pyproject.toml."""
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
 setup(
-    packages=[*find_packages(include=["nico", "nico.*"]), "nico._migrations", "nico._migrations.versions"],
+    packages=[
+        *find_namespace_packages(include=["nico", "nico.*"], exclude=["*.__pycache__"]),
+        "nico._migrations",
+        "nico._migrations.versions",
+    ],
     package_dir={"nico._migrations": "migrations"},
     package_data={
-        "nico": ["py.typed", "web/static/*", "fabric/nmxc/*.pyi"],
+        "nico": ["py.typed", "fabric/nmxc/*.pyi"],
+        "nico.web.static": ["*.html", "*.js", "*.css"],
         "nico._migrations": ["script.py.mako"],
     },
 )
