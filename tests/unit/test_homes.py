@@ -26,6 +26,7 @@ from nico.reconciler.planner import (
     RemoveGpus,
     classify,
     op_gpus,
+    partition_name,
     plan,
     satisfied,
     without_home,
@@ -197,10 +198,11 @@ def _no_home_possible(desire: DomainDesire, seen: Classified) -> bool:
 
 
 def _check_pairing(ops: list[Operation]) -> None:
-    """Between a removal and the addition taking its GPUs home only removals feeding that addition
-    (GPUs swapped between tenant partitions that are re-made may wait across the cycle)."""
+    """Between a removal and the addition taking its GPUs (home or tenant partition) only removals
+    feeding that addition: GPUs swapped between tenant partitions that are re-made wait in their home,
+    not across the cycle."""
     for j, op in enumerate(ops):
-        if not isinstance(op, AddGpus | CreatePartition) or op.lp is not None:
+        if not isinstance(op, AddGpus | CreatePartition):
             continue
         need = op_gpus(op)
         i = j - 1
@@ -278,3 +280,32 @@ def test_a_gpu_of_unknown_slot_keeps_the_domain_default_alive() -> None:
     seen = classify(after, frozenset())
     assert seen.default is not None and seen.default.gpu_uids == {gpus[0]}
     assert without_home(desire, seen) == frozenset()
+
+
+def test_a_swap_between_re_made_partitions_waits_in_the_homes() -> None:
+    """Two tenant partitions trade all their GPUs: each is deleted and re-made under its own name, so
+    one create must wait for the other's delete. The GPUs that would wait across that cycle (out of
+    every partition for three operations) go to their tray partition first and leave it right before
+    the create that takes them: no GPU is out of every partition for more than one operation."""
+    gpus, homes, fabric = site(2, 0, 1)
+    a, b = LPS[0], LPS[1]
+    owned = frozenset({partition_name(a), partition_name(b)})
+    idle = DomainDesire(DOMAIN, dict.fromkeys(gpus), owned, "tray", homes)
+    fabric, _ = apply(fabric, plan(idle, fabric).operations)
+    used = replace(idle, gpus={**idle.gpus, gpus[0]: a, gpus[1]: a, gpus[4]: b, gpus[5]: b})
+    fabric, _ = apply(fabric, plan(used, fabric).operations)
+    swapped = replace(idle, gpus={**idle.gpus, gpus[0]: b, gpus[1]: b, gpus[4]: a, gpus[5]: a})
+    ops = plan(swapped, fabric).operations
+    assert _show(ops) == [
+        ("DeletePartition", partition_name(b), [gpus[4], gpus[5]]),
+        ("AddGpus", tray_partition_name(2), [gpus[4], gpus[5]]),
+        ("DeletePartition", partition_name(a), [gpus[0], gpus[1]]),
+        ("CreatePartition", partition_name(b), [gpus[0], gpus[1]]),
+        ("RemoveGpus", tray_partition_name(2), [gpus[4], gpus[5]]),
+        ("CreatePartition", partition_name(a), [gpus[4], gpus[5]]),
+    ]
+    after, windows = apply(fabric, ops)
+    assert windows and max(windows) == 1, windows
+    seen = classify(after, owned)
+    assert all(satisfied(g, lp, seen, swapped) for g, lp in swapped.gpus.items())
+    assert not plan(swapped, after).operations
