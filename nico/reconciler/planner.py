@@ -23,8 +23,12 @@ Pure: plain data in, plain data out, no I/O. The rules:
   one, for the moves between homes of a mode switch. A partition deleted so that its name can be
   re-made holds GPUs a later addition takes when two re-made partitions trade GPUs (a swap): those go
   to their home first (where it is on the fabric and stays through the plan) and leave it right before
-  the addition that takes them, instead of waiting out of every partition across the cycle. (Domain
-  mode with no tray partitions keeps the historical order: every removal, then every addition.)
+  the addition that takes them, instead of waiting out of every partition across the cycle. Where
+  that home is not on the fabric (a tray wholly in tenant partitions never had its tray partition)
+  they go home in this pass, which creates it, and reach their tenant partition in the next one (the
+  reconciler looks again at once when a pass leaves work). Only a GPU with no home at all (slot
+  unknown, domain default gone) can still wait. (Domain mode with no tray partitions keeps the
+  historical order: every removal, then every addition.)
 """
 
 from __future__ import annotations
@@ -168,7 +172,31 @@ class Plan:
 
 
 def plan(desire: DomainDesire, observed: Iterable[FabricPartition]) -> Plan:
-    """The operations that make the domain's fabric hold exactly what ``desire`` says."""
+    """The operations that make the domain's fabric hold exactly what ``desire`` says (in paired
+    order, GPUs of a swap that have no home partition on the fabric to wait in are sent home first
+    and reach their tenant partition by the next pass: module docstring)."""
+    observed = list(observed)
+    stranded: set[int] = set()
+    result = _plan(desire, observed, stranded)
+    deferred: set[int] = set()
+    default_present = any(p.is_default for p in observed)
+    while stranded - deferred:
+        home = {
+            g
+            for g in stranded - deferred
+            if home_target(g, desire.mode, desire.homes, default_present) is not None
+        }
+        if not home:
+            break
+        deferred |= home
+        stranded = set()
+        result = _plan(replace(desire, gpus={**desire.gpus, **dict.fromkeys(deferred)}), observed, stranded)
+    return result
+
+
+def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[int]) -> Plan:
+    """:func:`plan`, once; ``stranded`` receives the GPUs the paired order leaves out of every
+    partition across a re-made partition's delete and create (no home to wait in)."""
     seen = classify(observed, desire.owned_names)
     managed = desire.gpus
     wanted: dict[uuid.UUID, set[int]] = {}
@@ -262,7 +290,8 @@ def plan(desire: DomainDesire, observed: Iterable[FabricPartition]) -> Plan:
         else:
             additions.append(AddGpus(present, frozenset(trays[name]), "home", None))
     if desire.mode == "tray" or seen.homes:
-        return Plan(_paired(removals, additions, _parking(desire, seen, default, removals)), blocked)
+        parking = _parking(desire, seen, default, removals)
+        return Plan(_paired(removals, additions, parking, stranded), blocked)
     return Plan(removals + additions, blocked)
 
 
@@ -282,7 +311,10 @@ def _parking(
 
 
 def _paired(
-    removals: list[Operation], additions: list[Operation], parking: Mapping[int, FabricPartition]
+    removals: list[Operation],
+    additions: list[Operation],
+    parking: Mapping[int, FabricPartition],
+    stranded: set[int],
 ) -> list[Operation]:
     """Removals split per destination, each right before the addition that takes its GPUs; removals
     of GPUs that go nowhere come first; GPUs that would wait across other operations for their
@@ -341,6 +373,7 @@ def _paired(
             if isinstance(removal, DeletePartition) and name is not None and removal.partition.name == name:
                 # The name must be free before the create. GPUs of the deleted partition that a later
                 # addition takes (a swap between re-made partitions) go home first and wait there.
+                stranded.update(gpus - need - parking.keys())
                 parked = _park(removal.partition, (gpus - need) & parking.keys(), parking)
                 left.extend(RemoveGpus(p.partition, p.gpu_uids, p.role, None) for p in parked)
                 feeds[0:0] = [(o, frozenset()) for o in _parked_delete(removal, parked)]
