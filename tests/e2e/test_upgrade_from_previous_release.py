@@ -15,7 +15,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,7 +36,7 @@ from nico.fabric.nmxc.client import NmxcBackend
 from nico.reconciler.homes import home_names
 from nico.reconciler.metrics import MonitorMetrics
 from nico.reconciler.monitor import Reconciler
-from nico.sim.fabric import SimEvent, SimFabric
+from nico.sim.fabric import SimDomain, SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
 from tests.support import db as testdb
 from tests.support.waiting import stop_within, wait_for
@@ -160,34 +160,40 @@ async def upgraded(tmp_path: Path) -> AsyncIterator[Upgraded]:
 
 
 class Journal:
-    """Every partition event the simulated controllers emit from the restart on: the fabric's log."""
+    """The simulated controllers' operation log from the restart on: every partition change, with the
+    GPUs of its domain that are in no partition right after it."""
 
-    def __init__(self, fabric: SimFabric) -> None:
-        self.fabric = fabric
-        self.queues: dict[uuid.UUID, asyncio.Queue[SimEvent]] = {
-            d: fabric.subscribe(d) for d in fabric.domains
-        }
+    def __init__(self, fabric: SimFabric, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entries: list[tuple[uuid.UUID, int, frozenset[int]]] = []
+        original = fabric._changed
+
+        def changed(domain: SimDomain, partition_id: int) -> None:
+            original(domain, partition_id)
+            out = frozenset(set(domain.gpus) - set(domain.owner))
+            self.entries.append((domain.domain_uuid, partition_id, out))
+
+        monkeypatch.setattr(fabric, "_changed", changed)
 
     def changed(self) -> set[tuple[uuid.UUID, int]]:
-        """The partitions that changed so far: (domain, NMX-C partition id)."""
-        found: set[tuple[uuid.UUID, int]] = set()
-        for domain, queue in self.queues.items():
-            while not queue.empty():
-                kind, partition_id = queue.get_nowait()
-                if kind == "partition" and partition_id is not None:
-                    found.add((domain, partition_id))
-        return found
+        """The partitions that changed: (domain, NMX-C partition id)."""
+        return {(d, p) for d, p, _ in self.entries}
 
-    def close(self) -> None:
-        for domain, queue in self.queues.items():
-            self.fabric.unsubscribe(domain, queue)
+    def longest_out(self) -> int:
+        """The most consecutive operations of one domain after which one GPU was in no partition."""
+        longest = 0
+        streak: dict[tuple[uuid.UUID, int], int] = {}
+        for domain, _, out in self.entries:
+            for key in [k for k in streak if k[0] == domain and k[1] not in out]:
+                del streak[key]
+            for gpu in out:
+                streak[(domain, gpu)] = streak.get((domain, gpu), 0) + 1
+                longest = max(longest, streak[(domain, gpu)])
+        return longest
 
 
 @pytest.fixture
-def journal(upgraded: Upgraded) -> Iterator[Journal]:
-    journal = Journal(upgraded.fabric)
-    yield journal
-    journal.close()
+def journal(upgraded: Upgraded, monkeypatch: pytest.MonkeyPatch) -> Journal:
+    return Journal(upgraded.fabric, monkeypatch)
 
 
 class Running:
@@ -288,18 +294,20 @@ async def test_an_upgrade_tears_down_no_partition_and_keeps_every_instance_ready
     assert now == expected
     # The fabric's log: only the inference partition and its domain's default changed.
     changed = journal.changed()
+    assert journal.longest_out() == 1  # the deleted instance's GPUs: out of the partition, into the default
     ids = {upgraded.before_identities[k][1] for k in (inference, f"{domain}/Default Partition")}
     assert changed == {(uuid.UUID(domain), i) for i in ids}, changed
 
 
 async def test_switching_to_tray_mode_after_the_upgrade_converts_without_touching_a_tenant_partition(
-    upgraded: Upgraded,
+    upgraded: Upgraded, journal: Journal
 ) -> None:
     async with Running(upgraded, "domain") as running:
         await running.passes(1)
     tenant_before = {k: v for k, v in identities(upgraded.fabric).items() if "/nico-" in k}
     tenant_members = {k: v for k, v in members(upgraded.fabric).items() if "/nico-" in k}
 
+    converted = len(journal.entries)
     async with Running(upgraded, "tray") as running:
         await running.passes(2)
         snapshot = running.reconciler.metrics.snapshot
@@ -308,6 +316,10 @@ async def test_switching_to_tray_mode_after_the_upgrade_converts_without_touchin
 
     assert {k: v for k, v in identities(upgraded.fabric).items() if "/nico-" in k} == tenant_before
     assert {k: v for k, v in members(upgraded.fabric).items() if "/nico-" in k} == tenant_members
+    # Every GPU of a conversion is out of every partition for one operation at most.
+    assert len(journal.entries) > converted and journal.longest_out() == 1
+    tenant_ids = {(uuid.UUID(k.split("/")[0]), v[1]) for k, v in tenant_before.items()}
+    assert not {(d, p) for d, p, _ in journal.entries[converted:]} & tenant_ids
     in_tenant = frozenset().union(*tenant_members.values())
     for domain_uuid, domain in upgraded.fabric.domains.items():
         assert DEFAULT_PARTITION_ID not in upgraded.fabric.members(domain_uuid)
