@@ -20,7 +20,15 @@ Pure: plain data in, plain data out, no I/O. The rules:
 * Wherever home partitions are involved (tray mode, or tray partitions on the fabric) the operations
   are paired: the removal that frees GPUs comes right before the addition that takes them (split per
   destination), so a GPU is out of every partition for at most the operations feeding one addition —
-  one, for the moves between homes of a mode switch.
+  one, for the moves between homes of a mode switch. A partition deleted so that its name can be
+  re-made holds GPUs a later addition takes when two re-made partitions trade GPUs (a swap): those go
+  to their home first (where it is on the fabric and stays through the plan) and leave it right before
+  the addition that takes them, instead of waiting out of every partition across the cycle. Where
+  that home is not on the fabric (a tray wholly in tenant partitions never had its tray partition)
+  they go home in this pass, which creates it, and reach their tenant partition in the next one (the
+  reconciler looks again at once when a pass leaves work). Only a GPU with no home at all (slot
+  unknown, domain default gone) can still wait. (Domain mode with no tray partitions keeps the
+  historical order: every removal, then every addition.)
 """
 
 from __future__ import annotations
@@ -164,7 +172,31 @@ class Plan:
 
 
 def plan(desire: DomainDesire, observed: Iterable[FabricPartition]) -> Plan:
-    """The operations that make the domain's fabric hold exactly what ``desire`` says."""
+    """The operations that make the domain's fabric hold exactly what ``desire`` says (in paired
+    order, GPUs of a swap that have no home partition on the fabric to wait in are sent home first
+    and reach their tenant partition by the next pass: module docstring)."""
+    observed = list(observed)
+    stranded: set[int] = set()
+    result = _plan(desire, observed, stranded)
+    deferred: set[int] = set()
+    default_present = any(p.is_default for p in observed)
+    while stranded - deferred:
+        home = {
+            g
+            for g in stranded - deferred
+            if home_target(g, desire.mode, desire.homes, default_present) is not None
+        }
+        if not home:
+            break
+        deferred |= home
+        stranded = set()
+        result = _plan(replace(desire, gpus={**desire.gpus, **dict.fromkeys(deferred)}), observed, stranded)
+    return result
+
+
+def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[int]) -> Plan:
+    """:func:`plan`, once; ``stranded`` receives the GPUs the paired order leaves out of every
+    partition across a re-made partition's delete and create (no home to wait in)."""
     seen = classify(observed, desire.owned_names)
     managed = desire.gpus
     wanted: dict[uuid.UUID, set[int]] = {}
@@ -258,13 +290,35 @@ def plan(desire: DomainDesire, observed: Iterable[FabricPartition]) -> Plan:
         else:
             additions.append(AddGpus(present, frozenset(trays[name]), "home", None))
     if desire.mode == "tray" or seen.homes:
-        return Plan(_paired(removals, additions), blocked)
+        parking = _parking(desire, seen, default, removals)
+        return Plan(_paired(removals, additions, parking, stranded), blocked)
     return Plan(removals + additions, blocked)
 
 
-def _paired(removals: list[Operation], additions: list[Operation]) -> list[Operation]:
+def _parking(
+    desire: DomainDesire, seen: Classified, default: FabricPartition | None, removals: list[Operation]
+) -> dict[int, FabricPartition]:
+    """Each managed GPU's home partition where it is on the fabric and stays there through the plan:
+    where a GPU can wait (module docstring)."""
+    deleted = {op.partition.nmx_partition_id for op in removals if isinstance(op, DeletePartition)}
+    parking: dict[int, FabricPartition] = {}
+    for gpu in desire.gpus:
+        home = home_target(gpu, desire.mode, desire.homes, default is not None)
+        holder = default if home == DEFAULT_HOME else seen.homes.get(home) if home is not None else None
+        if holder is not None and holder.nmx_partition_id not in deleted:
+            parking[gpu] = holder
+    return parking
+
+
+def _paired(
+    removals: list[Operation],
+    additions: list[Operation],
+    parking: Mapping[int, FabricPartition],
+    stranded: set[int],
+) -> list[Operation]:
     """Removals split per destination, each right before the addition that takes its GPUs; removals
-    of GPUs that go nowhere come first (module docstring)."""
+    of GPUs that go nowhere come first; GPUs that would wait across other operations for their
+    partition's name to be free wait in their home (``parking``) instead (module docstring)."""
     consumed: set[int] = set()
     for addition in additions:
         consumed |= op_gpus(addition)
@@ -317,7 +371,12 @@ def _paired(removals: list[Operation], additions: list[Operation]) -> list[Opera
             gpus = op_gpus(removal)
             freed = gpus & need
             if isinstance(removal, DeletePartition) and name is not None and removal.partition.name == name:
-                feeds.insert(0, (removal, frozenset()))  # the name must be free before the create
+                # The name must be free before the create. GPUs of the deleted partition that a later
+                # addition takes (a swap between re-made partitions) go home first and wait there.
+                stranded.update(gpus - need - parking.keys())
+                parked = _park(removal.partition, (gpus - need) & parking.keys(), parking)
+                left.extend(RemoveGpus(p.partition, p.gpu_uids, p.role, None) for p in parked)
+                feeds[0:0] = [(o, frozenset()) for o in _parked_delete(removal, parked)]
                 continue
             if not freed:
                 left.append(removal)
@@ -349,6 +408,36 @@ def _paired(removals: list[Operation], additions: list[Operation]) -> list[Opera
         body.extend(removal for removal, _ in feeds)
         body.append(addition)
     return head + body + list(pending)
+
+
+def _park(
+    partition: FabricPartition, gpus: frozenset[int], parking: Mapping[int, FabricPartition]
+) -> list[AddGpus]:
+    """The additions taking ``gpus`` (leaving ``partition``) to their homes, one per home."""
+    by_home: dict[int, set[int]] = {}
+    for gpu in gpus:
+        by_home.setdefault(parking[gpu].nmx_partition_id, set()).add(gpu)
+    homes = {p.nmx_partition_id: p for p in parking.values()}
+    return [
+        AddGpus(homes[pid], frozenset(uids), "default" if homes[pid].is_default else "home", None)
+        for pid, uids in sorted(by_home.items())
+    ]
+
+
+def _parked_delete(removal: DeletePartition, parked: list[AddGpus]) -> list[Operation]:
+    """The deletion of a partition whose ``parked`` GPUs go home first, each group placed by the very
+    next operation: a removal and its home's addition per group, the last group freed by the deletion
+    itself when nothing else is left in the partition."""
+    ops: list[Operation] = []
+    rest = op_gpus(removal)
+    for i, park in enumerate(parked):
+        rest = rest - park.gpu_uids
+        if i == len(parked) - 1 and not rest:
+            ops += [removal, park]
+            return ops
+        ops += [RemoveGpus(removal.partition, park.gpu_uids, removal.role, removal.lp), park]
+    left = DeletePartition(replace(removal.partition, gpu_uids=rest), removal.role, removal.lp)
+    return [*ops, left]
 
 
 def satisfied(gpu: int, lp: uuid.UUID | None, seen: Classified, desire: DomainDesire | None = None) -> bool:

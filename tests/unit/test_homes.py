@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nico.fabric.backend import DEFAULT_PARTITION_ID, FabricPartition
-from nico.reconciler.homes import home_names, tray_partition_name
+from nico.reconciler.homes import home_names, home_target, tray_partition_name
 from nico.reconciler.planner import (
     AddGpus,
     Classified,
@@ -26,6 +26,7 @@ from nico.reconciler.planner import (
     RemoveGpus,
     classify,
     op_gpus,
+    partition_name,
     plan,
     satisfied,
     without_home,
@@ -139,13 +140,15 @@ def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, list[Step]]
         result = plan(desire(), fabric)
         ops = result.operations
         paired = mode_now == "tray" or bool(classify(fabric, frozenset(owned)).homes)
+        default_present = any(p.is_default for p in fabric)
+        nowhere = {g for g in gpus if home_target(g, mode_now, homes, default_present) is None}  # type: ignore[arg-type]
         # Intents are recorded before any call: a crash still leaves the created names known.
         owned.update(op.name for op in ops if isinstance(op, CreatePartition) and op.lp is not None)
         fabric, windows = apply(fabric, ops if limit is None else ops[:limit])
         if strict:
             assert all(w <= 1 for w in windows), (windows, ops)
         if paired:
-            _check_pairing(ops)
+            _check_pairing(ops, frozenset(nowhere))
         PASSES["count"] += 1
 
     def settle() -> None:
@@ -196,11 +199,13 @@ def _no_home_possible(desire: DomainDesire, seen: Classified) -> bool:
     return seen.default is None and any(g not in desire.homes for g in desire.gpus)
 
 
-def _check_pairing(ops: list[Operation]) -> None:
-    """Between a removal and the addition taking its GPUs home only removals feeding that addition
-    (GPUs swapped between tenant partitions that are re-made may wait across the cycle)."""
+def _check_pairing(ops: list[Operation], nowhere: frozenset[int] = frozenset()) -> None:
+    """Between a removal and the addition taking its GPUs (home or tenant partition) only removals
+    feeding that addition: GPUs swapped between tenant partitions that are re-made wait in their home,
+    not across the cycle. Only GPUs with no home at all (``nowhere``: slot unknown and the default
+    lost) may wait."""
     for j, op in enumerate(ops):
-        if not isinstance(op, AddGpus | CreatePartition) or op.lp is not None:
+        if not isinstance(op, AddGpus | CreatePartition):
             continue
         need = op_gpus(op)
         i = j - 1
@@ -209,7 +214,9 @@ def _check_pairing(ops: list[Operation]) -> None:
         feeders = set().union(*(op_gpus(o) for o in ops[i + 1 : j])) if j - i > 1 else set()
         removals = [o for o in ops[: i + 1] if isinstance(o, RemoveGpus | DeletePartition)]
         earlier = set().union(*(op_gpus(o) for o in removals))
-        assert not (need & earlier - feeders), "a GPU waited across unrelated operations: " + str(_show(ops))
+        assert not (need & earlier - feeders - nowhere), "a GPU waited across unrelated operations: " + str(
+            _show(ops)
+        )
 
 
 def _show(ops: list[Operation]) -> list[tuple[str, str, list[int]]]:
@@ -278,3 +285,63 @@ def test_a_gpu_of_unknown_slot_keeps_the_domain_default_alive() -> None:
     seen = classify(after, frozenset())
     assert seen.default is not None and seen.default.gpu_uids == {gpus[0]}
     assert without_home(desire, seen) == frozenset()
+
+
+def test_a_swap_between_re_made_partitions_waits_in_the_homes() -> None:
+    """Two tenant partitions trade all their GPUs: each is deleted and re-made under its own name, so
+    one create must wait for the other's delete. The GPUs that would wait across that cycle (out of
+    every partition for three operations) go to their tray partition first and leave it right before
+    the create that takes them: no GPU is out of every partition for more than one operation."""
+    gpus, homes, fabric = site(2, 0, 1)
+    a, b = LPS[0], LPS[1]
+    owned = frozenset({partition_name(a), partition_name(b)})
+    idle = DomainDesire(DOMAIN, dict.fromkeys(gpus), owned, "tray", homes)
+    fabric, _ = apply(fabric, plan(idle, fabric).operations)
+    used = replace(idle, gpus={**idle.gpus, gpus[0]: a, gpus[1]: a, gpus[4]: b, gpus[5]: b})
+    fabric, _ = apply(fabric, plan(used, fabric).operations)
+    swapped = replace(idle, gpus={**idle.gpus, gpus[0]: b, gpus[1]: b, gpus[4]: a, gpus[5]: a})
+    ops = plan(swapped, fabric).operations
+    assert _show(ops) == [
+        ("DeletePartition", partition_name(b), [gpus[4], gpus[5]]),
+        ("AddGpus", tray_partition_name(2), [gpus[4], gpus[5]]),
+        ("DeletePartition", partition_name(a), [gpus[0], gpus[1]]),
+        ("CreatePartition", partition_name(b), [gpus[0], gpus[1]]),
+        ("RemoveGpus", tray_partition_name(2), [gpus[4], gpus[5]]),
+        ("CreatePartition", partition_name(a), [gpus[4], gpus[5]]),
+    ]
+    after, windows = apply(fabric, ops)
+    assert windows and max(windows) == 1, windows
+    seen = classify(after, owned)
+    assert all(satisfied(g, lp, seen, swapped) for g, lp in swapped.gpus.items())
+    assert not plan(swapped, after).operations
+
+
+def test_a_swap_with_no_home_partition_to_wait_in_goes_home_first_and_finishes_next_pass() -> None:
+    """Tray mode, two trays each wholly in a tenant partition (so neither tray partition was ever made)
+    trading partitions: the GPUs that would wait across the cycle are sent to a new tray partition, and
+    the next pass takes them from there: every GPU out of every partition for one operation."""
+    gpus, homes, fabric = site(2, 0, 1)
+    a, b = LPS[0], LPS[1]
+    owned = frozenset({partition_name(a), partition_name(b)})
+    used = DomainDesire(DOMAIN, {g: a if g in gpus[:4] else b for g in gpus}, owned, "tray", homes)
+    fabric, _ = apply(fabric, plan(used, fabric).operations)
+    assert sorted(p.name for p in fabric) == [partition_name(a), partition_name(b)]
+    swapped = replace(used, gpus={g: b if g in gpus[:4] else a for g in gpus})
+    first = plan(swapped, fabric).operations
+    assert _show(first) == [
+        ("DeletePartition", partition_name(b), gpus[4:]),
+        ("CreatePartition", tray_partition_name(2), gpus[4:]),
+        ("DeletePartition", partition_name(a), gpus[:4]),
+        ("CreatePartition", partition_name(b), gpus[:4]),
+    ]
+    fabric, windows = apply(fabric, first)
+    second = plan(swapped, fabric).operations
+    assert _show(second) == [
+        ("RemoveGpus", tray_partition_name(2), gpus[4:]),
+        ("CreatePartition", partition_name(a), gpus[4:]),
+    ]
+    fabric, more = apply(fabric, second)
+    assert max(windows + more) == 1
+    seen = classify(fabric, owned)
+    assert all(satisfied(g, lp, seen, swapped) for g, lp in swapped.gpus.items())
+    assert not plan(swapped, fabric).operations
