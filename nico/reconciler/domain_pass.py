@@ -82,6 +82,36 @@ class ReadBacks:
     def forget(self, domain: uuid.UUID) -> None:
         self._seen.pop(domain, None)
 
+    def listed_since(self, domain: uuid.UUID, at: float) -> bool:
+        """Whether the domain's latest read-back is a listing started at ``at`` or later (so it holds
+        every change the fabric had reported by then)."""
+        found = self._seen.get(domain)
+        return found is not None and found[0] >= at
+
+
+# How long a domain's last health read stands for a pass that changed the fabric: such a pass (one per
+# instance created, several a second on a busy domain) does not read health again within this time, so
+# the two or three health calls and their writes do not hold the domain up for the next change. A pass
+# that changes nothing reads health always, and a health event from the fabric makes one.
+HEALTH_FRESH_SECONDS = 5.0
+
+
+class HealthReads:
+    """When each domain's health was last read (see ``HEALTH_FRESH_SECONDS``)."""
+
+    def __init__(self, max_age: float = HEALTH_FRESH_SECONDS) -> None:
+        self.max_age = max_age
+        self._read: dict[uuid.UUID, float] = {}
+
+    def fresh(self, domain: uuid.UUID) -> bool:
+        return time.monotonic() - self._read.get(domain, -float("inf")) <= self.max_age
+
+    def store(self, domain: uuid.UUID) -> None:
+        self._read[domain] = time.monotonic()
+
+    def forget(self, domain: uuid.UUID) -> None:
+        self._read.pop(domain, None)
+
 
 class Monitor(Protocol):
     """What a pass needs of the monitor that runs it."""
@@ -174,7 +204,13 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
         report = await write_back(session, state, outcome, mode)
         await session.commit()
     monitor.metrics.gpus_without_home(domain, report.gpus_without_home)
-    await health.observe(conn, monitor.backend, monitor.metrics.health, domain, seen.target, observed)
+    healths: HealthReads | None = getattr(monitor, "health_reads", None)
+    if healths is None or not outcomes or not healths.fresh(domain):
+        found = await health.observe(
+            conn, monitor.backend, monitor.metrics.health, domain, seen.target, observed
+        )
+        if healths is not None and found is not None:
+            healths.store(domain)
     return _result(monitor, state, outcome, result, again, report, still_running=seen.still_running)
 
 
