@@ -20,7 +20,7 @@ and the load average.
 
     python benchmarks/convergence_bench.py [--racks 16] [--tenants 1,16] [--per-tenant 7]
         [--baseline-instances 30] [--backend nmxc|nmxm] [--fabric-latency 0.02]
-        [--observe events|poll|both] [--poll 0.01]
+        [--observe events|poll|both] [--poll 0.01] [--reconciler in-serve|own-process]
 """
 
 from __future__ import annotations
@@ -361,17 +361,40 @@ class FabricProcess:
             await self.process.wait()
 
 
+def cpu_seconds(nico: list[int], data: Path) -> dict[str, float]:
+    """CPU seconds used so far by nico's processes and by this run's PostgreSQL (its postmaster, found
+    by its data directory, and the backends under it)."""
+    import psutil
+
+    totals = {"nico": 0.0, "postgres": 0.0}
+    for pid in nico:
+        with contextlib.suppress(psutil.Error):
+            times = psutil.Process(pid).cpu_times()
+            totals["nico"] += times.user + times.system
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        if (proc.info["name"] or "").startswith("postgres") and str(data) in " ".join(
+            proc.info["cmdline"] or []
+        ):
+            for each in [proc, *proc.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    times = each.cpu_times()
+                    totals["postgres"] += times.user + times.system
+    return totals
+
+
 async def run_phases(
     client: httpx.AsyncClient,
     tenants: list[list[tuple[str, dict[str, str]]]],
     counts: list[int],
     observe: str,
     offset: int,
-) -> list[tuple[int, list[float]]]:
-    """Each phase's tenants at once; the latencies of each phase."""
-    results: list[tuple[int, list[float]]] = []
+    cpu: Any,
+) -> list[tuple[int, list[float], dict[str, float]]]:
+    """Each phase's tenants at once; the latencies of each phase and CPU ms per instance."""
+    results: list[tuple[int, list[float], dict[str, float]]] = []
     for phase, count in zip(tenants, counts, strict=True):
         latencies: list[float] = []
+        before = cpu()
         streams = [ReadyEvents(client, o, ids["token"]) if observe == "events" else None for o, ids in phase]
         try:
             await asyncio.gather(*(s.open() for s in streams if s is not None))
@@ -383,7 +406,9 @@ async def run_phases(
             )
         finally:
             await asyncio.gather(*(s.close() for s in streams if s is not None))
-        results.append((len(phase), latencies))
+        after = cpu()
+        per = {k: (after[k] - before[k]) * 1000 / max(len(latencies), 1) for k in after}
+        results.append((len(phase), latencies, per))
     return results
 
 
@@ -407,10 +432,21 @@ async def run(args: argparse.Namespace) -> None:
         env["NICO_NVLINK_CONFIG__BACKEND"] = "nmxm"
         env["NICO_NVLINK_CONFIG__NMX_M_ENDPOINT"] = fabric.nmxm_url
     port = free_port()
-    server = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "nico.cli", "serve", "--port", str(port), env=env
-    )
-    results: dict[str, list[tuple[int, list[float]]]] = {}
+    serve = ["serve", "--port", str(port)]
+    if args.reconciler == "own-process":
+        serve.append("--no-reconciler")
+    server = await asyncio.create_subprocess_exec(sys.executable, "-m", "nico.cli", *serve, env=env)
+    reconciler = None
+    if args.reconciler == "own-process":
+        reconciler = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "nico.cli", "reconcile", "--metrics-port", "0", env=env
+        )
+    results: dict[str, list[tuple[int, list[float], dict[str, float]]]] = {}
+    nico_pids = [server.pid] + ([reconciler.pid] if reconciler is not None else [])
+
+    def cpu() -> dict[str, float]:
+        return cpu_seconds(nico_pids, data)
+
     try:
         limits = httpx.Limits(max_connections=2 * max(phases) + 4)
         async with httpx.AsyncClient(
@@ -427,11 +463,11 @@ async def run(args: argparse.Namespace) -> None:
             await fabric.set_latency(args.fabric_latency)
             load_before = os.getloadavg()
             for n, way in enumerate(ways):
-                results[way] = await run_phases(client, tenants, counts, way, offset=n * max(counts))
+                results[way] = await run_phases(client, tenants, counts, way, n * max(counts), cpu)
             load_after = os.getloadavg()
         print(
             f"{args.backend} backend, {args.racks} racks, "
-            f"{args.fabric_latency * 1000:.0f} ms per fabric call; "
+            f"{args.fabric_latency * 1000:.0f} ms per fabric call, reconciler {args.reconciler}; "
             f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
             f"({os.cpu_count()} cores)"
         )
@@ -439,7 +475,7 @@ async def run(args: argparse.Namespace) -> None:
             how = "server-push events + one GET" if way == "events" else f"polled every {POLL * 1000:.0f} ms"
             print(f"observed by {how}:")
             base = found[0][1]
-            for many, latencies in found:
+            for many, latencies, per in found:
                 label = "baseline " if many == found[0][0] and len(found) > 1 else "         "
                 ratio = ""
                 if latencies is not base:
@@ -447,11 +483,14 @@ async def run(args: argparse.Namespace) -> None:
                     ratio = f"  [p50 x{p50:.1f}, p99 x{p99:.1f} of the baseline]"
                 print(
                     f"  {label}{many:2d} tenant(s) at once, 201 -> all interfaces Ready: "
-                    f"{figures(latencies)}{ratio}"
+                    f"{figures(latencies)}{ratio}; CPU per instance: nico {per['nico']:.0f} ms, "
+                    f"PostgreSQL {per['postgres']:.0f} ms"
                 )
     finally:
-        server.terminate()
-        await server.wait()
+        for process in (server, reconciler):
+            if process is not None:
+                process.terminate()
+                await process.wait()
         await fabric.stop()
 
 
@@ -474,6 +513,12 @@ def main() -> None:
     parser.add_argument("--backend", choices=["nmxc", "nmxm"], default="nmxc")
     parser.add_argument(
         "--fabric-latency", "--latency", type=float, default=0.02, help="seconds per fabric call"
+    )
+    parser.add_argument(
+        "--reconciler",
+        choices=["in-serve", "own-process"],
+        default="in-serve",
+        help="the reconciler inside `nico serve`, or `nico serve --no-reconciler` beside `nico reconcile`",
     )
     parser.add_argument("--fabric-host", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
