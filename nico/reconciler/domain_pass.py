@@ -215,20 +215,27 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
 
 
 async def _load(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID) -> statemod.DomainState | None:
-    states = await statemod.load(conn, [domain])
-    await refresh_registry(conn, monitor)
+    state, registry = await statemod.load_one(conn, domain)
     await conn.commit()
-    return states.get(domain)
+    use_registry(monitor, registry)
+    return state
 
 
 async def refresh_registry(conn: AsyncConnection, monitor: Monitor) -> None:
     """Where the managers are and how to sign in, as stored now: NMX-C endpoints and NMX-M
     credentials added or changed while the reconciler runs are used from the next pass on (with none
     stored, the backend keeps the credentials it was built with)."""
-    monitor.registry = await statemod.endpoints(conn)
+    use_registry(
+        monitor, statemod.Registry(await statemod.endpoints(conn), await queries.nmxm_credentials(conn))
+    )
+
+
+def use_registry(monitor: Monitor, registry: statemod.Registry) -> None:
+    """Use the registry as stored (see :func:`refresh_registry`)."""
+    monitor.registry = registry.endpoints
     use_credentials = getattr(monitor.backend, "use_credentials", None)
-    if use_credentials is not None and (stored := await queries.nmxm_credentials(conn)) is not None:
-        use_credentials(stored)
+    if use_credentials is not None and registry.nmxm_credentials is not None:
+        use_credentials(registry.nmxm_credentials)
 
 
 async def _observe(monitor: Monitor, state: statemod.DomainState, reads: ReadBacks | None) -> _Observed:

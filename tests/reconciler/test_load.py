@@ -11,10 +11,12 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.api.context import AppContext
 from nico.db.enums import InstanceStatus
 from nico.db.models import Instance
 from nico.fabric.backend import DomainTarget, FabricGpu, FabricPartition, PartitionEvent
 from nico.fabric.nmxm.client import NmxmBackend
+from nico.reconciler import state as statemod
 from nico.reconciler.planner import partition_name
 from nico.services import fabric_registry
 from nico.sim.inprocess import InProcessBackend
@@ -276,3 +278,38 @@ async def test_a_partition_event_after_the_read_back_began_brings_another_pass(
     finally:
         await reconciler.close()
         await backend.close()
+
+
+async def test_a_pass_loads_its_domain_in_one_round_trip_as_the_bulk_load_does(
+    session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler, app_context: AppContext
+) -> None:
+    d0, d1 = site.domains[0], site.domains[1]
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    lp.multicast_groups_limit = 8
+    other = await f.logical_partition(session, site.nv.tenant, site.nv.site, name="other")
+    backend = InProcessBackend(site.fabric, call_timeout=1.0)
+    reconciler = make_reconciler(backend)
+    await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp), name="settled")
+    await reconciler.reconcile([d0])  # a recorded physical partition, observed GPUs
+    await place(session, site, site.machines[d0][1], {0: lp, 1: other}, name="unsettled")
+    await place(session, site, site.machines[d1][0], dict.fromkeys(range(4), other), name="elsewhere")
+    await fabric_registry.set_nmxm_credentials(session, "operator", "s3cret")
+    await session.commit()
+
+    async with app_context.engine.connect() as conn:
+        bulk = (await statemod.load(conn, [d0]))[d0]
+        one, registry = await statemod.load_one(conn, d0)
+        missing, _ = await statemod.load_one(conn, uuid.uuid4())
+        endpoints = await statemod.endpoints(conn)
+
+    assert one == bulk
+    assert (
+        one is not None
+        and one.partitions
+        and one.unsettled
+        and one.multicast_limits == {lp.id: 8, other.id: 16}
+    )
+    assert registry.endpoints == endpoints and registry.nmxm_credentials == ("operator", "s3cret")
+    assert missing is None
+    await reconciler.close()
+    await backend.close()
