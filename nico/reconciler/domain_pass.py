@@ -136,7 +136,7 @@ async def reconcile_domain(engine: AsyncEngine, monitor: Monitor, domain: uuid.U
             await conn.rollback()
             return DomainResult(domain, "busy")
         try:
-            await conn.commit()
+            # The lock is the session's: the load goes on in the lock's transaction (one commit fewer).
             return await locked_pass(conn, monitor, domain)
         finally:
             try:
