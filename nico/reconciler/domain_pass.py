@@ -82,6 +82,36 @@ class ReadBacks:
     def forget(self, domain: uuid.UUID) -> None:
         self._seen.pop(domain, None)
 
+    def listed_since(self, domain: uuid.UUID, at: float) -> bool:
+        """Whether the domain's latest read-back is a listing started at ``at`` or later (so it holds
+        every change the fabric had reported by then)."""
+        found = self._seen.get(domain)
+        return found is not None and found[0] >= at
+
+
+# How long a domain's last health read stands for a pass that changed the fabric: such a pass (one per
+# instance created, several a second on a busy domain) does not read health again within this time, so
+# the two or three health calls and their writes do not hold the domain up for the next change. A pass
+# that changes nothing reads health always, and a health event from the fabric makes one.
+HEALTH_FRESH_SECONDS = 5.0
+
+
+class HealthReads:
+    """When each domain's health was last read (see ``HEALTH_FRESH_SECONDS``)."""
+
+    def __init__(self, max_age: float = HEALTH_FRESH_SECONDS) -> None:
+        self.max_age = max_age
+        self._read: dict[uuid.UUID, float] = {}
+
+    def fresh(self, domain: uuid.UUID) -> bool:
+        return time.monotonic() - self._read.get(domain, -float("inf")) <= self.max_age
+
+    def store(self, domain: uuid.UUID) -> None:
+        self._read[domain] = time.monotonic()
+
+    def forget(self, domain: uuid.UUID) -> None:
+        self._read.pop(domain, None)
+
 
 class Monitor(Protocol):
     """What a pass needs of the monitor that runs it."""
@@ -106,7 +136,7 @@ async def reconcile_domain(engine: AsyncEngine, monitor: Monitor, domain: uuid.U
             await conn.rollback()
             return DomainResult(domain, "busy")
         try:
-            await conn.commit()
+            # The lock is the session's: the load goes on in the lock's transaction (one commit fewer).
             return await locked_pass(conn, monitor, domain)
         finally:
             try:
@@ -174,25 +204,38 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
         report = await write_back(session, state, outcome, mode)
         await session.commit()
     monitor.metrics.gpus_without_home(domain, report.gpus_without_home)
-    await health.observe(conn, monitor.backend, monitor.metrics.health, domain, seen.target, observed)
+    healths: HealthReads | None = getattr(monitor, "health_reads", None)
+    if healths is None or not outcomes or not healths.fresh(domain):
+        found = await health.observe(
+            conn, monitor.backend, monitor.metrics.health, domain, seen.target, observed
+        )
+        if healths is not None and found is not None:
+            healths.store(domain)
     return _result(monitor, state, outcome, result, again, report, still_running=seen.still_running)
 
 
 async def _load(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID) -> statemod.DomainState | None:
-    states = await statemod.load(conn, [domain])
-    await refresh_registry(conn, monitor)
+    state, registry = await statemod.load_one(conn, domain)
     await conn.commit()
-    return states.get(domain)
+    use_registry(monitor, registry)
+    return state
 
 
 async def refresh_registry(conn: AsyncConnection, monitor: Monitor) -> None:
     """Where the managers are and how to sign in, as stored now: NMX-C endpoints and NMX-M
     credentials added or changed while the reconciler runs are used from the next pass on (with none
     stored, the backend keeps the credentials it was built with)."""
-    monitor.registry = await statemod.endpoints(conn)
+    use_registry(
+        monitor, statemod.Registry(await statemod.endpoints(conn), await queries.nmxm_credentials(conn))
+    )
+
+
+def use_registry(monitor: Monitor, registry: statemod.Registry) -> None:
+    """Use the registry as stored (see :func:`refresh_registry`)."""
+    monitor.registry = registry.endpoints
     use_credentials = getattr(monitor.backend, "use_credentials", None)
-    if use_credentials is not None and (stored := await queries.nmxm_credentials(conn)) is not None:
-        use_credentials(stored)
+    if use_credentials is not None and registry.nmxm_credentials is not None:
+        use_credentials(registry.nmxm_credentials)
 
 
 async def _observe(monitor: Monitor, state: statemod.DomainState, reads: ReadBacks | None) -> _Observed:

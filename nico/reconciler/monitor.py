@@ -100,9 +100,13 @@ class Reconciler:
         self._partitions_asked = False
         self._partitions_counted_at = -math.inf
         self.read_backs = domain_pass.ReadBacks()
+        self.health_reads = domain_pass.HealthReads()
         # Domains with a pass under way (run by _loop, each its own task within ``limit``): a request
         # for one of them waits in ``due`` and becomes one more pass when this one ends (coalesced).
         self._running: dict[uuid.UUID, asyncio.Task[None]] = {}
+        # Partition events that arrived while the domain's pass ran (latest arrival): the pass's own
+        # changes announce themselves this way. One more pass only if its read-back started earlier.
+        self._events_in_pass: dict[uuid.UUID, float] = {}
 
     # ---- wake-ups -------------------------------------------------------------------------------
 
@@ -186,7 +190,17 @@ class Reconciler:
         finally:
             self.metrics.iteration_latency.observe((time.monotonic() - started) * 1000.0)
             self._running.pop(domain, None)
+            self._after_events(domain)
             self.wake.set()
+
+    def _after_events(self, domain: uuid.UUID) -> None:
+        """The partition events that arrived while the domain's pass ran: nothing more to do if the
+        pass's last listing began after the latest of them (it holds what they announce, usually the
+        pass's own changes); otherwise forget that listing and make another pass."""
+        arrived = self._events_in_pass.pop(domain, None)
+        if arrived is not None and not self.read_backs.listed_since(domain, arrived):
+            self.read_backs.forget(domain)
+            self.request([domain], self.config.notify_debounce.total_seconds())
 
     async def _listen(self) -> None:
         """LISTEN for commits that changed desired NVLink state; reconnect if the connection drops."""
@@ -386,8 +400,16 @@ class Reconciler:
             try:
                 async for event in self.backend.partition_events(target):
                     backoff = 1.0
-                    self.read_backs.forget(event.domain_uuid)
-                    self.request([event.domain_uuid], self.config.notify_debounce.total_seconds())
+                    domain = event.domain_uuid
+                    if event.kind == "partition" and domain in self._running:
+                        # The running pass lists the domain after its changes: if that listing starts
+                        # after this event, it holds the change (often the pass's own) already.
+                        self._events_in_pass[domain] = time.monotonic()
+                        continue
+                    self.read_backs.forget(domain)
+                    if event.kind != "partition":
+                        self.health_reads.forget(domain)
+                    self.request([domain], self.config.notify_debounce.total_seconds())
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -10,9 +10,10 @@ loads just the domains named.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -103,6 +104,46 @@ async def load(
     conn: AsyncConnection, domains: Sequence[uuid.UUID] | None = None
 ) -> dict[uuid.UUID, DomainState]:
     """State of ``domains`` (all NVLink domains when None)."""
+    sites = await queries.domain_sites(conn, domains)
+    gpus = await queries.gpu_wants(conn, domains)
+    partitions = await queries.physical_partitions(conn, domains)
+    intents = await queries.open_intents(conn, domains)
+    unsettled = await queries.unsettled_instances(conn, domains)
+    states = _build(sites, gpus, partitions, intents, unsettled)
+    wanted = {g.wants for s in states.values() for g in s.gpus.values() if g.wants is not None}
+    if wanted:
+        _limits(states, await queries.multicast_limits(conn, sorted(wanted)))
+    return states
+
+
+async def load_one(conn: AsyncConnection, domain: uuid.UUID) -> tuple[DomainState | None, Registry]:
+    """The state of one domain (None: no such domain) and the fabric registry, in one round trip
+    (:func:`queries.one_domain_rows`): the load of a pass triggered by a change."""
+    rows = await queries.one_domain_rows(conn, domain)
+    states = _build(rows.sites, rows.gpus, rows.partitions, rows.intents, rows.unsettled)
+    _limits(states, rows.limits)
+    registry = Registry(
+        {serial.strip(): endpoint.strip() for serial, endpoint in rows.endpoints}, rows.credentials
+    )
+    return states.get(domain), registry
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Where the fabric managers are and how to sign in, as stored: chassis serial -> NMX-C endpoint
+    URL, and the NMX-M credentials (None: none stored)."""
+
+    endpoints: dict[str, str]
+    nmxm_credentials: tuple[str, str] | None
+
+
+def _build(
+    sites: Iterable[Any],
+    gpus: Iterable[Any],
+    partitions: Iterable[Any],
+    intents: Iterable[Any],
+    unsettled: Iterable[Any],
+) -> dict[uuid.UUID, DomainState]:
     states: dict[uuid.UUID, DomainState] = {}
 
     def state(domain: uuid.UUID) -> DomainState:
@@ -111,33 +152,20 @@ async def load(
             found = states[domain] = DomainState(domain)
         return found
 
-    for domain, site_id in await queries.domain_sites(conn, domains):
+    for domain, site_id in sites:
         state(domain).site_id = site_id
-    for (
-        domain,
-        uid,
-        machine_id,
-        device_id,
-        instance_id,
-        wants,
-        pp,
-        fabric_pid,
-        chassis,
-        slot,
-    ) in await queries.gpu_wants(conn, domains):
+    for domain, uid, machine_id, device_id, instance_id, wants, pp, fabric_pid, chassis, slot in gpus:
         s = state(domain)
         gpu = int(uid)
         s.gpus[gpu] = GpuRow(
             gpu, machine_id, device_id, instance_id, wants, pp, fabric_pid, chassis.strip(), slot
         )
         s.chassis_serials.add(chassis.strip())
-    for pid, lp, domain, fabric_pid, ref, name in await queries.physical_partitions(conn, domains):
+    for pid, lp, domain, fabric_pid, ref, name in partitions:
         state(domain).partitions[name] = RecordedPartition(pid, lp, fabric_pid, ref, name)
-    for iid, domain, name, operation, operation_id, intent_state in await queries.open_intents(conn, domains):
+    for iid, domain, name, operation, operation_id, intent_state in intents:
         state(domain).intents.append(OpenIntent(iid, name, operation, operation_id, intent_state))
-    for iid, domain, status, version, changed_at, machine_id, bindings in await queries.unsettled_instances(
-        conn, domains
-    ):
+    for iid, domain, status, version, changed_at, machine_id, bindings in unsettled:
         state(domain).unsettled[iid] = UnsettledInstance(
             iid,
             status,
@@ -146,14 +174,16 @@ async def load(
             machine_id,
             {int(device): uuid.UUID(lp) for device, lp in bindings.items()},
         )
-    wanted = {g.wants for s in states.values() for g in s.gpus.values() if g.wants is not None}
-    if wanted:
-        limits = dict(await queries.multicast_limits(conn, sorted(wanted)))
-        for s in states.values():
-            for g in s.gpus.values():
-                if g.wants is not None and g.wants in limits:
-                    s.multicast_limits[g.wants] = limits[g.wants]
     return states
+
+
+def _limits(states: dict[uuid.UUID, DomainState], rows: Iterable[Any]) -> None:
+    """The multicast limits of the logical partitions the domains' GPUs want."""
+    limits = dict(rows)
+    for s in states.values():
+        for g in s.gpus.values():
+            if g.wants is not None and g.wants in limits:
+                s.multicast_limits[g.wants] = limits[g.wants]
 
 
 async def endpoints(conn: AsyncConnection) -> dict[str, str]:

@@ -145,6 +145,14 @@ async def _align_partitions(
             report.stale_partitions_deleted += 1
     pp_ids: dict[str, uuid.UUID] = {}
     for name, partition in keep.items():
+        recorded = state.partitions.get(name)
+        if (
+            recorded is not None
+            and recorded.nmx_partition_id == partition.nmx_partition_id
+            and recorded.ref == partition.ref
+        ):
+            pp_ids[name] = recorded.id  # recorded as the fabric has it: no statement
+            continue
         pp_id = await queries.upsert_physical_partition(
             session,
             id=state.partitions[name].id if name in state.partitions else uuid.uuid4(),

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.api.context import AppContext
 from nico.db.enums import InstanceStatus
 from nico.db.models import Instance
-from nico.fabric.backend import DomainTarget, FabricPartition
+from nico.fabric.backend import DomainTarget, FabricGpu, FabricPartition, PartitionEvent
 from nico.fabric.nmxm.client import NmxmBackend
+from nico.reconciler import state as statemod
 from nico.reconciler.planner import partition_name
 from nico.services import fabric_registry
 from nico.sim.inprocess import InProcessBackend
@@ -21,6 +24,7 @@ from nico.sim.nmxm_app import NmxmSimulator
 from tests.reconciler.conftest import MakeReconciler
 from tests.support import factories as f
 from tests.support.sim_site import SimSite, place
+from tests.support.waiting import wait_for
 
 
 class Counting(InProcessBackend):
@@ -139,3 +143,173 @@ async def test_nmx_m_credentials_stored_while_running_are_used_from_the_next_pas
         assert result.status == "ok", result.error
         assert await status_of(session, inst.id) == InstanceStatus.READY
         await backend.close()
+
+
+class HealthCounting(InProcessBackend):
+    """The in-process backend, counting health reads (the GPU inventory with its health)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.health_reads = 0
+
+    async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
+        self.health_reads += 1
+        return await super().list_gpus(target)
+
+
+async def test_a_pass_that_changes_the_fabric_reads_health_only_when_the_last_read_is_old(
+    session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler
+) -> None:
+    backend = HealthCounting(site.fabric, call_timeout=1.0)
+    d0 = site.domains[0]
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    reconciler = make_reconciler(backend)
+    await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp), name="one")
+    await reconciler.reconcile([d0])
+    assert backend.health_reads == 1  # never read before
+    second = await place(session, site, site.machines[d0][1], dict.fromkeys(range(4), lp), name="two")
+
+    await reconciler.reconcile([d0])  # a change: the domain is free for the next one sooner
+
+    assert await status_of(session, second.id) == InstanceStatus.READY
+    assert backend.health_reads == 1
+    await reconciler.reconcile([d0])  # nothing to change: health is read
+    assert backend.health_reads == 2
+    reconciler.health_reads.max_age = 0.0  # old at once
+    await place(session, site, site.machines[d0][2], dict.fromkeys(range(4), lp), name="three")
+    await reconciler.reconcile([d0])
+    assert backend.health_reads == 3
+    await reconciler.close()
+    await backend.close()
+
+
+class EventsFirst(InProcessBackend):
+    """The in-process backend whose read-back after a change waits (when ``hold``) until the change's
+    partition events have been handled by the reconciler watching them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.hold = False
+        self.handling = 0
+        self.listings = 0
+
+    async def partition_events(self, target: DomainTarget) -> AsyncIterator[PartitionEvent]:
+        async for event in super().partition_events(target):
+            self.handling += 1
+            yield event
+            self.handling -= 1  # the consumer asks for the next one: this one is handled
+
+    async def list_partitions(self, target: DomainTarget) -> list[FabricPartition]:
+        if self.hold:
+            self.hold = False
+            domain = self.fabric.domain(target.domain_uuid)
+
+            async def handled() -> bool:
+                return self.handling == 0 and all(q.empty() for q in domain.subscribers)
+
+            await wait_for(handled, within=10, what="the change's events handled")
+        self.listings += 1
+        return await super().list_partitions(target)
+
+
+async def test_the_partition_events_of_a_pass_s_own_change_bring_no_second_pass(
+    session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler
+) -> None:
+    backend = EventsFirst(site.fabric, call_timeout=1.0)
+    d0 = site.domains[0]
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    reconciler = make_reconciler(backend)
+    try:
+        await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp), name="one")
+        await reconciler.reconcile([d0])  # subscribes to the domain's events
+
+        async def subscribed() -> bool:
+            return site.fabric.subscriber_count(d0) == 1
+
+        await wait_for(subscribed, within=10, what="the reconciler subscribed")
+
+        async def quiet() -> bool:
+            return backend.handling == 0 and all(q.empty() for q in site.fabric.domain(d0).subscribers)
+
+        await wait_for(quiet, within=10, what="the first pass's events handled")
+        reconciler.due.clear()
+        second = await place(session, site, site.machines[d0][1], dict.fromkeys(range(4), lp))
+        backend.hold, backend.listings = True, 0
+        # As the monitor's loop runs a pass: the domain is running while its events arrive.
+        reconciler._running[d0] = asyncio.current_task()  # type: ignore[assignment]
+        await reconciler._pass(d0)
+
+        assert not backend.hold and backend.listings == 1  # the read-back came after the events
+        assert await status_of(session, second.id) == InstanceStatus.READY
+        assert d0 not in reconciler.due  # its read-back holds the change: no pass for the events
+    finally:
+        await reconciler.close()
+        await backend.close()
+
+
+async def test_a_partition_event_after_the_read_back_began_brings_another_pass(
+    session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler
+) -> None:
+    backend = EventsFirst(site.fabric, call_timeout=1.0)
+    d0 = site.domains[0]
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    reconciler = make_reconciler(backend)
+    try:
+        await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp), name="one")
+        await reconciler.reconcile([d0])  # subscribes to the domain's events; lists it
+
+        async def subscribed() -> bool:
+            return site.fabric.subscriber_count(d0) == 1
+
+        await wait_for(subscribed, within=10, what="the reconciler subscribed")
+        reconciler._running[d0] = asyncio.current_task()  # type: ignore[assignment]
+        # A change behind nico's back, reported while a pass runs, after its read-back began.
+        site.fabric.delete_partition(d0, next(p.partition_id for p in site.fabric.partitions(d0)))
+
+        async def handled() -> bool:
+            return d0 in reconciler._events_in_pass
+
+        await wait_for(handled, within=10, what="the event handled")
+        reconciler._running.pop(d0)
+        reconciler._after_events(d0)
+
+        assert d0 in reconciler.due  # the fabric changed after the last listing began: look again
+        assert not reconciler.read_backs.listed_since(d0, 0.0)  # and list before changing anything
+    finally:
+        await reconciler.close()
+        await backend.close()
+
+
+async def test_a_pass_loads_its_domain_in_one_round_trip_as_the_bulk_load_does(
+    session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler, app_context: AppContext
+) -> None:
+    d0, d1 = site.domains[0], site.domains[1]
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    lp.multicast_groups_limit = 8
+    other = await f.logical_partition(session, site.nv.tenant, site.nv.site, name="other")
+    backend = InProcessBackend(site.fabric, call_timeout=1.0)
+    reconciler = make_reconciler(backend)
+    await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp), name="settled")
+    await reconciler.reconcile([d0])  # a recorded physical partition, observed GPUs
+    await place(session, site, site.machines[d0][1], {0: lp, 1: other}, name="unsettled")
+    await place(session, site, site.machines[d1][0], dict.fromkeys(range(4), other), name="elsewhere")
+    await fabric_registry.set_nmxm_credentials(session, "operator", "s3cret")
+    await session.commit()
+
+    async with app_context.engine.connect() as conn:
+        bulk = (await statemod.load(conn, [d0]))[d0]
+        one, registry = await statemod.load_one(conn, d0)
+        missing, _ = await statemod.load_one(conn, uuid.uuid4())
+        endpoints = await statemod.endpoints(conn)
+
+    assert one == bulk
+    assert (
+        one is not None
+        and one.partitions
+        and one.unsettled
+        and one.multicast_limits == {lp.id: 8, other.id: 16}
+    )
+    assert registry.endpoints == endpoints and registry.nmxm_credentials == ("operator", "s3cret")
+    assert missing is None
+    await reconciler.close()
+    await backend.close()

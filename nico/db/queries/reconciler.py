@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from sqlalchemy import bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -28,23 +30,16 @@ def _params(domains: Sequence[uuid.UUID] | None) -> dict[str, Any]:
 # ---- state loading ------------------------------------------------------------------------------
 
 
+_DOMAIN_SITES = "SELECT uuid, site_id FROM nvlink_domain WHERE true"
+
+
 async def domain_sites(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
     """(domain uuid, site id) of ``domains`` (all when None)."""
-    rows = await conn.execute(
-        text("SELECT uuid, site_id FROM nvlink_domain WHERE true" + _domain_filter("uuid", domains)),
-        _params(domains),
-    )
+    rows = await conn.execute(text(_DOMAIN_SITES + _domain_filter("uuid", domains)), _params(domains))
     return rows.all()
 
 
-async def gpu_wants(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
-    """One row per GPU with what it wants: the live binding of its instance's GPU, unless the instance
-    is terminating (then its GPUs must leave every tenant partition). Columns: domain, gpu_uid (text),
-    machine id, device id, instance id, wanted logical partition, physical partition id, fabric
-    partition id, chassis serial, slot id."""
-    rows = await conn.execute(
-        text(
-            """
+_GPU_WANTS = """
             SELECT m.domain_uuid, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
                    CASE WHEN i.status = 'Terminating' THEN NULL ELSE ni.logical_partition_id END,
                    g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
@@ -56,43 +51,44 @@ async def gpu_wants(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) 
                   AND ni.status <> 'Deleting'
             WHERE m.domain_uuid IS NOT NULL
             """
-            + _domain_filter("m.domain_uuid", domains)
-        ),
-        _params(domains),
-    )
+
+
+async def gpu_wants(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
+    """One row per GPU with what it wants: the live binding of its instance's GPU, unless the instance
+    is terminating (then its GPUs must leave every tenant partition). Columns: domain, gpu_uid (text),
+    machine id, device id, instance id, wanted logical partition, physical partition id, fabric
+    partition id, chassis serial, slot id."""
+    rows = await conn.execute(text(_GPU_WANTS + _domain_filter("m.domain_uuid", domains)), _params(domains))
     return rows.all()
+
+
+_PHYSICAL_PARTITIONS = (
+    "SELECT id, logical_partition_id, domain_uuid, nmx_partition_id, fabric_ref, name "
+    "FROM physical_partition WHERE true"
+)
 
 
 async def physical_partitions(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
     """(id, logical partition id, domain, fabric partition id, fabric ref, name) of recorded partitions."""
     rows = await conn.execute(
-        text(
-            "SELECT id, logical_partition_id, domain_uuid, nmx_partition_id, fabric_ref, name "
-            "FROM physical_partition WHERE true" + _domain_filter("domain_uuid", domains)
-        ),
-        _params(domains),
+        text(_PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", domains)), _params(domains)
     )
     return rows.all()
+
+
+_OPEN_INTENTS = (
+    "SELECT id, domain_uuid, partition_name, operation, operation_id, state FROM fabric_intent "
+    "WHERE state IN ('pending', 'timedout')"
+)
 
 
 async def open_intents(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
     """(id, domain, partition name, operation, operation id, state) of pending or timed-out intents."""
-    rows = await conn.execute(
-        text(
-            "SELECT id, domain_uuid, partition_name, operation, operation_id, state FROM fabric_intent "
-            "WHERE state IN ('pending', 'timedout')" + _domain_filter("domain_uuid", domains)
-        ),
-        _params(domains),
-    )
+    rows = await conn.execute(text(_OPEN_INTENTS + _domain_filter("domain_uuid", domains)), _params(domains))
     return rows.all()
 
 
-async def unsettled_instances(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
-    """(id, domain, status, config version, changed at, machine id, {device: lp} json) of instances
-    on a domain that are terminating or whose applied NVLink version lags the desired one."""
-    rows = await conn.execute(
-        text(
-            """
+_UNSETTLED_INSTANCES = """
             SELECT i.id, m.domain_uuid, i.status, i.nvlink_config_version, i.nvlink_config_changed_at,
                    m.id,
                    COALESCE(
@@ -104,24 +100,94 @@ async def unsettled_instances(conn: AsyncConnection, domains: Sequence[uuid.UUID
               AND (i.status = 'Terminating'
                    OR i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version)
             """
-            + _domain_filter("m.domain_uuid", domains)
-        ),
-        _params(domains),
+
+
+async def unsettled_instances(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
+    """(id, domain, status, config version, changed at, machine id, {device: lp} json) of instances
+    on a domain that are terminating or whose applied NVLink version lags the desired one."""
+    rows = await conn.execute(
+        text(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", domains)), _params(domains)
     )
     return rows.all()
 
 
+_NMXC_ENDPOINTS = "SELECT chassis_serial, endpoint FROM nvlink_nmxc_endpoint"
+_NMXM_CREDENTIALS = "SELECT username, password FROM fabric_credential WHERE name = 'nmx-m'"
+
+
 async def nmxc_endpoints(conn: AsyncConnection) -> Sequence[Any]:
     """(chassis serial, endpoint URL) of the NMX-C registry."""
-    return (await conn.execute(text("SELECT chassis_serial, endpoint FROM nvlink_nmxc_endpoint"))).all()
+    return (await conn.execute(text(_NMXC_ENDPOINTS))).all()
 
 
 async def nmxm_credentials(conn: AsyncConnection) -> tuple[str, str] | None:
     """The stored NMX-M basic-auth credentials (name ``services.fabric_registry.NMXM_CREDENTIAL``)."""
-    row = (
-        await conn.execute(text("SELECT username, password FROM fabric_credential WHERE name = 'nmx-m'"))
-    ).first()
+    row = (await conn.execute(text(_NMXM_CREDENTIALS))).first()
     return (str(row[0]), str(row[1])) if row is not None else None
+
+
+@dataclass
+class DomainRows:
+    """One domain's state rows (as :func:`domain_sites`, :func:`gpu_wants`, ... return them, with the
+    multicast limits of every logical partition bound on the domain) and the fabric registry."""
+
+    sites: list[Any]
+    gpus: list[Any]
+    partitions: list[Any]
+    intents: list[Any]
+    unsettled: list[Any]
+    limits: list[Any]
+    endpoints: list[Any]
+    credentials: tuple[str, str] | None
+
+
+def _psycopg(sql: str) -> str:
+    return sql.replace(":domains", "%(domains)s").replace(":ids", "%(ids)s")
+
+
+_DOMAIN_LIMITS = (
+    "SELECT lp.id, lp.multicast_groups_limit FROM logical_partition lp WHERE lp.id IN ("
+    "SELECT ni.logical_partition_id FROM nvlink_interface ni "
+    "JOIN machine m ON m.instance_id = ni.instance_id WHERE m.domain_uuid = ANY(:domains))"
+)
+_ONE_DOMAIN = [
+    _psycopg(_DOMAIN_SITES + _domain_filter("uuid", [])),
+    _psycopg(_GPU_WANTS + _domain_filter("m.domain_uuid", [])),
+    _psycopg(_PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", [])),
+    _psycopg(_OPEN_INTENTS + _domain_filter("domain_uuid", [])),
+    _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", [])),
+    _psycopg(_DOMAIN_LIMITS),
+    _NMXC_ENDPOINTS,
+    _NMXM_CREDENTIALS,
+]
+
+
+async def one_domain_rows(conn: AsyncConnection, domain: uuid.UUID) -> DomainRows:
+    """Everything a pass loads about ``domain``, and the registry, in one round trip: the statements
+    go out together in a psycopg pipeline, in the connection's current transaction."""
+    if not conn.in_transaction():
+        await conn.begin()
+    driver = (await conn.get_raw_connection()).driver_connection
+    assert isinstance(driver, psycopg.AsyncConnection)
+    params = {"domains": [domain]}
+    cursors = []
+    async with driver.pipeline():  # leaving the block syncs: every result has arrived
+        for sql in _ONE_DOMAIN:
+            cursor = driver.cursor()
+            await cursor.execute(sql, params if "%(" in sql else None)
+            cursors.append(cursor)
+    results = [await cursor.fetchall() for cursor in cursors]
+    sites, gpus, partitions, intents, unsettled, limits, endpoints, credentials = results
+    return DomainRows(
+        sites,
+        gpus,
+        partitions,
+        intents,
+        unsettled,
+        limits,
+        endpoints,
+        (str(credentials[0][0]), str(credentials[0][1])) if credentials else None,
+    )
 
 
 async def domain_summaries(conn: AsyncConnection) -> Sequence[Any]:
