@@ -37,8 +37,12 @@ async def site(session: AsyncSession) -> SimSite:
     return await seed(session, SimFabric(racks=2, seed=7))
 
 
-@pytest.fixture
-def make_reconciler(app_context: AppContext, db: str) -> MakeReconciler:
+@pytest_asyncio.fixture
+async def make_reconciler(app_context: AppContext, db: str) -> AsyncIterator[MakeReconciler]:
+    """Reconcilers for a test; each is closed at the test's end (its partition-event watches
+    cancelled), so none leaves tasks running into the next test."""
+    made: list[Reconciler] = []
+
     def make(
         backend: FabricBackend, *, registry: CollectorRegistry | None = None, **config: Any
     ) -> Reconciler:
@@ -46,9 +50,12 @@ def make_reconciler(app_context: AppContext, db: str) -> MakeReconciler:
         settings.update(config)
         nv = NvLinkConfig(backend=backend.kind, **settings)
         metrics = MonitorMetrics(registry or CollectorRegistry(), backend.kind, hold_seconds=120.0)
-        return Reconciler(app_context.engine, backend, nv, metrics)
+        made.append(Reconciler(app_context.engine, backend, nv, metrics))
+        return made[-1]
 
-    return make
+    yield make
+    for reconciler in made:
+        await reconciler.close()
 
 
 @pytest_asyncio.fixture
