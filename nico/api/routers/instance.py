@@ -23,7 +23,7 @@ from nico.api.binding import (
 )
 from nico.api.deps import CtxDep, ReadSessionDep, SessionDep, TenantAdmin
 from nico.api.openapi import json_body
-from nico.api.pagination import Page
+from nico.api.pagination import PAGED, Page
 from nico.api.rendering import deletion_accepted, json_response, list_response, paged_response
 from nico.api.schemas.instance import (
     BatchInstanceCreateRequest,
@@ -137,7 +137,13 @@ async def create_instance(
     return json_response(Instance.of(view), 201)
 
 
-@router.get(PATH, operation_id="get-all-instance", response_model=list[Instance], summary="List instances")
+@router.get(
+    PATH,
+    operation_id="get-all-instance",
+    response_model=list[Instance],
+    responses=PAGED,
+    summary="List instances",
+)
 async def list_instances(
     org: str,
     _: TenantAdmin,
