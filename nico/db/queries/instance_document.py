@@ -49,7 +49,6 @@ def _raw(json_text_sql: str) -> _Sql:
 
 
 def _literal(text: str) -> str:
-    assert "%" not in text  # psycopg placeholders: a literal percent sign would need doubling
     return "'" + text.replace("'", "''") + "'"
 
 
@@ -195,13 +194,13 @@ def _statement(deprecated_key: bool) -> str:
     # The instance's NVLink interfaces with their cliques (``nv``), and the instance's clique: every
     # interface Ready and in one and the same clique (``schemas.instance.instance_clique``).
     return f"""
-SELECT (SELECT t.id FROM tenant t WHERE t.org = %(org)s) AS caller_tenant_id, d.tenant_id,
+SELECT (SELECT t.id FROM tenant t WHERE t.org = $1) AS caller_tenant_id, d.tenant_id,
        CASE WHEN d.exact THEN d.document END AS document
 FROM (SELECT 1) AS one LEFT JOIN LATERAL (
     WITH nv AS (
         SELECT n.*, {CLIQUE_OF_INTERFACE.strip()} AS clique,
                row_number() OVER (ORDER BY n.created, n.device_instance, n.id) AS rank
-        FROM nvlink_interface n WHERE n.instance_id = %(id)s
+        FROM nvlink_interface n WHERE n.instance_id = $2
     ), nv_clique AS (
         SELECT CASE WHEN count(*) > 0 AND bool_and(status = 'Ready') AND count(clique) = count(*)
                          AND count(DISTINCT clique) = 1 THEN min(clique) END AS clique
@@ -219,9 +218,9 @@ FROM (SELECT 1) AS one LEFT JOIN LATERAL (
         SELECT {_array(_HISTORY, "h.created DESC, h.id DESC")} AS items
         FROM (SELECT d.id, d.status, d.message, d.created, d.updated FROM status_detail d
               WHERE d.instance_id = i.id ORDER BY d.created DESC, d.id DESC
-              LIMIT %(history_limit)s) AS h
+              LIMIT $3) AS h
     ) AS history
-    WHERE i.id = %(id)s
+    WHERE i.id = $2
 ) AS d ON true
 """
 
@@ -247,9 +246,10 @@ async def instance_document(
     deprecated_partition_key: bool,
 ) -> InstanceDocument:
     """The instance's ``GET`` body as PostgreSQL writes it, and the tenants to check it against."""
-    cursor = await conn.execute(
-        _STATEMENTS[deprecated_partition_key], {"org": org, "id": instance_id, "history_limit": history_limit}
-    )
-    row = await cursor.fetchone()
+    # A raw cursor: the statement's ``$n`` go to the server as they are. A cursor with ``%(name)s``
+    # placeholders parses the statement on every call (psycopg caches that only for short ones).
+    async with psycopg.AsyncRawCursor(conn) as cursor:
+        await cursor.execute(_STATEMENTS[deprecated_partition_key], (org, instance_id, history_limit))
+        row = await cursor.fetchone()
     assert row is not None
     return InstanceDocument(*row)
