@@ -299,14 +299,17 @@ def wait_ready(port: int, process: subprocess.Popen[bytes], timeout: float = 120
     raise SystemExit("nico serve did not become ready")
 
 
-def wait_ready_path(port: int, process: subprocess.Popen[bytes], path: str, timeout: float = 60) -> None:
+def wait_ready_path(
+    port: int, process: subprocess.Popen[bytes], path: str, token: str, timeout: float = 60
+) -> None:
     deadline = time.monotonic() + timeout
+    request = f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise SystemExit(f"exited with {process.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
-                conn.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+                conn.sendall(request.encode())
                 if conn.recv(64).startswith(b"HTTP/1.1 200"):
                     return
         except OSError:
@@ -382,7 +385,7 @@ def main() -> None:
                 env=env,
             )
             try:
-                wait_ready_path(bare_port, bare, f"{base}/instance/{instance['id']}")
+                wait_ready_path(bare_port, bare, f"{base}/instance/{instance['id']}", token)
                 results = run_scenarios(
                     args, port, bare_port, server.pid, bare.pid, token, base, ids, instance
                 )

@@ -188,6 +188,10 @@ async def test_the_hoisted_route_answers_what_the_routers_answer(
     ).status_code == 403
     wrong = await client.get(f"{BASE}/instance/not-an-id?includeRelation=Nope", headers=headers)
     assert wrong.status_code == 400 and "includeRelation" in wrong.json()["message"]
+    hoisted_wrong = await client.get(f"{BASE}/instance/{missing}?includeRelation=Nope", headers=headers)
+    assert hoisted_wrong.status_code == 400 and "includeRelation" in hoisted_wrong.json()["message"]
     assert (await client.get(f"{BASE}/instance/{missing}", headers=headers)).status_code == 404
+    # Only GET is hoisted: the other methods of the path answer as the routers do.
+    assert (await client.head(f"{BASE}/instance/{created}", headers=headers)).status_code == 405
     related = await client.get(f"{BASE}/instance/{created}?includeRelation=Site", headers=headers)
     assert related.status_code == 200 and related.json()["site"]["id"] == str(world.site.id)

@@ -192,15 +192,25 @@ async def get_instance(
         list[str] | None, Query(alias="includeRelation"), relations_schema(RELATIONS)
     ] = None,
 ) -> Response:
-    # The hottest request of the API, served from a route of its own ahead of every router
-    # (:func:`nico.api.routers.hoist`). It takes its inputs as plain parameters and checks them itself,
-    # with the functions the dependencies of the other routes use and in their order (token, role,
-    # ``includeRelation``, id): each dependency FastAPI solves costs more than the checks. Without
-    # relations the body is the one PostgreSQL writes (:mod:`nico.db.queries.instance_document`).
+    return await answer_get(request, org, instanceId, include_relation)
+
+
+async def get_instance_hot(request: Request) -> Response:
+    """:func:`get_instance` from a route of its own ahead of every router (``HOT_ROUTES``): the same
+    parameters, read from the request (each parameter FastAPI solves costs more than its check)."""
+    path = request.path_params
+    relations_asked = request.query_params.getlist("includeRelation") or None
+    return await answer_get(request, path["org"], path["instanceId"], relations_asked)
+
+
+async def answer_get(request: Request, org: str, raw_id: str, include_relation: list[str] | None) -> Response:
+    """``GET /instance/{instanceId}``, the hottest request of the API. Its checks are the functions the
+    dependencies of the other routes use, in their order: token, role, ``includeRelation``, id.
+    Without relations the body is the one PostgreSQL writes (:mod:`nico.db.queries.instance_document`)."""
     principal = await get_principal(request)
     principal.require_tenant_admin(org)
     included = checked_relations(include_relation, RELATIONS)
-    instance_id = checked_id(instanceId, messages.INSTANCE_ID)
+    instance_id = checked_id(raw_id, messages.INSTANCE_ID)
     ctx = context_of(request)
     if not included:
         async with ctx.raw.connection() as conn:  # one statement on a raw connection
@@ -217,9 +227,9 @@ async def get_instance(
     return json_response(Instance.of(view))
 
 
-# Served ahead of every router (see :func:`nico.api.routers.hoist`): the path of the GET above for
-# canonical ids (any other id, and /instance/type or /instance/batch, reach the routers as before).
-HOT_ROUTES = [(PATH + "/{instanceId:canonical_uuid}", get_instance, ["GET"])]
+# Served ahead of every router (see :func:`nico.api.routers.hoist`): GET of a canonical instance id.
+# Any other id, and /instance/type or /instance/batch, reach the routers as before.
+HOT_ROUTES = [(PATH + "/{instanceId:canonical_uuid}", get_instance_hot, ["GET"])]
 
 
 @router.patch(
