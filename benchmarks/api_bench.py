@@ -2,11 +2,15 @@
 
 Measures, with one server and the same settings, at 1 and at 16 concurrent keep-alive clients:
 (a) ``GET /healthz``, (b) ``GET /instance/{id}`` beside its baseline (b0), the same SQL on the same
-pool served by a bare FastAPI app (``bare_instance_app.py``), (c) ``POST /nvlink-logical-partition``,
-(d) ``POST /instance/batch`` (count 18, topologyOptimized) on a site of 200 racks of 18 machines with
-4 GPUs each. Every scenario runs ``--rounds`` times (a figure and its baseline back to back in each
-round: the machine is shared, figures drift); prints the range of requests/s, p50 and p99, CPU per
-request of the server and of PostgreSQL, and (b)/(b0) per round.
+pool served by a bare FastAPI app (``bare_instance_app.py``: nico's own GET statement, which writes the
+response body, on a ``RawPool`` of the same size, with the checks any server of the endpoint must make:
+the bearer token, cached until it expires, the caller's role, the instance's tenant; what it leaves
+out is nico's framework: routers, dependencies, error envelopes, request guards),
+(c) ``POST /nvlink-logical-partition``, (d) ``POST /instance/batch`` (count 18, topologyOptimized)
+on a site of 200 racks of 18 machines with 4 GPUs each. Every scenario runs ``--rounds`` times (a
+figure and its baseline back to back in each round, which of them first alternating: the machine is
+shared, figures drift); prints the range of requests/s, p50 and p99, CPU per request of the server
+and of PostgreSQL, (b)/(b0) of each round and the load average.
 
     python benchmarks/api_bench.py [--racks 200] [--seconds 5] [--rounds 2] [--scenarios abcd]
 
@@ -341,6 +345,7 @@ def main() -> None:
     from nico.db import migrate
     from nico.db.embedded import start_embedded_postgres
 
+    load_at_start = _load_average()
     with tempfile.TemporaryDirectory(prefix="nico-bench-", ignore_cleanup_errors=True) as tmp:
         data_dir = Path(tmp)
         url = start_embedded_postgres(data_dir, "nico_bench")
@@ -396,6 +401,7 @@ def main() -> None:
             server.terminate()
             server.wait(timeout=30)
     report(results)
+    print(f"load average (1, 5, 15 min) at the start: {load_at_start}, at the end: {_load_average()}")
 
 
 def run_scenarios(
@@ -437,13 +443,18 @@ def run_scenarios(
         r["cpu_ms"] = {w: (after[w] - before[w]) * 1000 / max(r["requests"], 1) for w in after}
         results.setdefault(name, []).append(r)
 
-    for _ in range(args.rounds):
+    for round_number in range(args.rounds):
         for clients in (1, CLIENTS):
             if "a" in args.scenarios:
                 measure(f"(a) GET /healthz, {clients} cl", nico_url + "/healthz", server_pid, clients)
             if "b" in args.scenarios:
-                measure(f"(b0) bare app GET, {clients} cl", bare_url + get_path, bare_pid, clients)
-                measure(f"(b) GET /instance/{{id}}, {clients} cl", nico_url + get_path, server_pid, clients)
+                pair = [
+                    (f"(b0) bare app GET, {clients} cl", bare_url + get_path, bare_pid),
+                    (f"(b) GET /instance/{{id}}, {clients} cl", nico_url + get_path, server_pid),
+                ]
+                # Which of the two goes first alternates by round: on a shared machine the load drifts.
+                for name, url, pid in pair if round_number % 2 == 0 else pair[::-1]:
+                    measure(name, url, pid, clients)
         if "c" in args.scenarios:
             for clients in (1, CLIENTS):
                 measure(
@@ -471,6 +482,10 @@ def run_scenarios(
                     limit=limit,
                 )
     return results
+
+
+def _load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _range(values: list[float], fmt: str) -> str:
@@ -502,7 +517,10 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
         )
         if b and b0:
             ratios = [x["rps"] / y["rps"] for x, y in zip(b, b0, strict=True)]
-            print(f"(b)/(b0) req/s, {clients} client(s): {_range(ratios, '.2f')} per round   (aim >= 0.9)")
+            print(
+                f"(b)/(b0) req/s, {clients} client(s): {', '.join(f'{r:.2f}' for r in ratios)} by round"
+                "   (aim >= 0.9)"
+            )
     for clients in (1, CLIENTS):
         if d := results.get(f"(d) POST batch x18, {clients} cl"):
             print(
