@@ -162,6 +162,13 @@ async def test_labels_only_python_can_write_are_answered_from_the_schema(
     response = await client.get(f"{BASE}/instance/{created}", headers=headers)
     assert response.status_code == 200 and response.text == schema
     assert response.json()["labels"] == {"n": 1, "nested": {"a": [1, "b"]}}
+    # Not even an object (nothing the API stores): the statement still answers, the schema decides.
+    await session.execute(text("""UPDATE instance SET labels = '["x"]' WHERE id = :id"""), {"id": created})
+    await session.commit()
+    async with app.state.ctx.raw.connection() as conn:
+        assert (
+            await instance.get_document(conn, "tenant-org", created, deprecated_partition_key=True)
+        ) is None
 
 
 async def test_the_hoisted_route_answers_what_the_routers_answer(

@@ -121,12 +121,15 @@ _HISTORY = _object(
 )
 
 # A labels map of strings, compact, in the order jsonb keeps its keys (the order psycopg reads them in).
-_LABELS = """CASE WHEN i.labels IS NULL THEN 'null' ELSE (
+# (CASE guards every call: jsonb_each refuses anything but an object, and SQL may evaluate both sides
+# of an AND.)
+_LABELS = """CASE WHEN i.labels IS NULL THEN 'null' WHEN jsonb_typeof(i.labels) = 'object' THEN (
     SELECT '{' || coalesce(string_agg(to_json(e.key)::text || ':' || to_json(e.value)::text, ','
                                       ORDER BY e.ordinality), '') || '}'
     FROM jsonb_each_text(i.labels) WITH ORDINALITY AS e) END"""
-_LABELS_WRITTEN_EXACTLY = """(i.labels IS NULL OR jsonb_typeof(i.labels) = 'object' AND NOT EXISTS (
-    SELECT 1 FROM jsonb_each(i.labels) e WHERE jsonb_typeof(e.value) <> 'string'))"""
+_LABELS_WRITTEN_EXACTLY = """CASE WHEN i.labels IS NULL THEN true WHEN jsonb_typeof(i.labels) = 'object' THEN
+    NOT EXISTS (SELECT 1 FROM jsonb_each(i.labels) e WHERE jsonb_typeof(e.value) <> 'string')
+    ELSE false END"""
 
 _DEPRECATIONS = [
     {
