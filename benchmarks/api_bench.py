@@ -521,6 +521,12 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
                 f"(b)/(b0) req/s, {clients} client(s): {', '.join(f'{r:.2f}' for r in ratios)} by round"
                 "   (aim >= 0.9)"
             )
+            # The server CPU each request costs moves less with the machine's load than req/s does.
+            cpu = [y["cpu_ms"]["server"] / x["cpu_ms"]["server"] for x, y in zip(b, b0, strict=True)]
+            print(
+                f"(b0)/(b) server CPU per request, {clients} client(s): "
+                f"{', '.join(f'{r:.2f}' for r in cpu)} by round"
+            )
     for clients in (1, CLIENTS):
         if d := results.get(f"(d) POST batch x18, {clients} cl"):
             print(
