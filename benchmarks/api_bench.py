@@ -7,10 +7,10 @@ response body, on a ``RawPool`` of the same size, with the checks any server of 
 the bearer token, cached until it expires, the caller's role, the instance's tenant; what it leaves
 out is nico's framework: routers, dependencies, error envelopes, request guards),
 (c) ``POST /nvlink-logical-partition``, (d) ``POST /instance/batch`` (count 18, topologyOptimized)
-on a site of 200 racks of 18 machines with 4 GPUs each. Every scenario runs ``--rounds`` times (a
-figure and its baseline back to back in each round, which of them first alternating: the machine is
-shared, figures drift); prints the range of requests/s, p50 and p99, CPU per request of the server
-and of PostgreSQL, (b)/(b0) of each round and the load average.
+on a site of 200 racks of 18 machines with 4 GPUs each. Every scenario runs ``--rounds`` times; (b)
+and (b0) take turns of one second within each round (the machine is shared, the load drifts: both
+see the same drift). Prints the range of requests/s, p50 and p99, CPU per request of the server and
+of PostgreSQL, (b)/(b0) of each round and the load average.
 
     python benchmarks/api_bench.py [--racks 200] [--seconds 5] [--rounds 2] [--scenarios abcd]
 
@@ -25,6 +25,7 @@ import itertools
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -443,6 +444,40 @@ def run_scenarios(
         r["cpu_ms"] = {w: (after[w] - before[w]) * 1000 / max(r["requests"], 1) for w in after}
         results.setdefault(name, []).append(r)
 
+    def measure_side_by_side(pair: list[tuple[str, str, int]], clients: int) -> None:
+        """A figure and its baseline in turns of one second, ``--seconds`` turns each (who goes first
+        alternates by round): on a shared machine the load drifts, and both then see the same drift.
+        req/s and CPU are over all turns; p50 and p99 are the medians of the turns' own."""
+        for _, url, _ in pair:
+            run_wrk(url, token, connections=clients, seconds=1)
+        turns: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in pair}
+        cpu = {name: {"server": 0.0, "postgres": 0.0} for name, _, _ in pair}
+        for _ in range(max(1, round(args.seconds))):
+            for name, url, pid in pair:
+                before = cpu_seconds(pid)
+                turns[name].append(run_wrk(url, token, connections=clients, seconds=1))
+                after = cpu_seconds(pid)
+                for w in after:
+                    cpu[name][w] += after[w] - before[w]
+        for name, _, _ in pair:
+            done = turns[name]
+            requests = sum(t["requests"] for t in done)
+            codes: dict[int, int] = {}
+            for t in done:
+                for code, n in t["codes"].items():
+                    codes[code] = codes.get(code, 0) + n
+            results.setdefault(name, []).append(
+                {
+                    "requests": requests,
+                    "seconds": sum(t["seconds"] for t in done),
+                    "rps": requests / sum(t["seconds"] for t in done),
+                    "p50": statistics.median(t["p50"] for t in done),
+                    "p99": statistics.median(t["p99"] for t in done),
+                    "codes": codes,
+                    "cpu_ms": {w: v * 1000 / max(requests, 1) for w, v in cpu[name].items()},
+                }
+            )
+
     for round_number in range(args.rounds):
         for clients in (1, CLIENTS):
             if "a" in args.scenarios:
@@ -452,9 +487,7 @@ def run_scenarios(
                     (f"(b0) bare app GET, {clients} cl", bare_url + get_path, bare_pid),
                     (f"(b) GET /instance/{{id}}, {clients} cl", nico_url + get_path, server_pid),
                 ]
-                # Which of the two goes first alternates by round: on a shared machine the load drifts.
-                for name, url, pid in pair if round_number % 2 == 0 else pair[::-1]:
-                    measure(name, url, pid, clients)
+                measure_side_by_side(pair if round_number % 2 == 0 else pair[::-1], clients)
         if "c" in args.scenarios:
             for clients in (1, CLIENTS):
                 measure(
