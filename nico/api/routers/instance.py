@@ -28,6 +28,7 @@ from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin, context_of, g
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
 from nico.api.rendering import deletion_accepted, json_response, list_response, paged_response
+from nico.api.routers import HotRoute
 from nico.api.schemas.instance import (
     BatchInstanceCreateRequest,
     Instance,
@@ -229,7 +230,7 @@ async def answer_get(request: Request, org: str, raw_id: str, include_relation: 
 
 # Served ahead of every router (see :func:`nico.api.routers.hoist`): GET of a canonical instance id.
 # Any other id, and /instance/type or /instance/batch, reach the routers as before.
-HOT_ROUTES = [(PATH + "/{instanceId:canonical_uuid}", get_instance_hot, ["GET"])]
+HOT_ROUTES: list[HotRoute] = [(PATH + "/{instanceId:canonical_uuid}", get_instance_hot, ["GET"])]
 
 
 @router.patch(
