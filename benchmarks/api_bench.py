@@ -2,11 +2,15 @@
 
 Measures, with one server and the same settings, at 1 and at 16 concurrent keep-alive clients:
 (a) ``GET /healthz``, (b) ``GET /instance/{id}`` beside its baseline (b0), the same SQL on the same
-pool served by a bare FastAPI app (``bare_instance_app.py``), (c) ``POST /nvlink-logical-partition``,
-(d) ``POST /instance/batch`` (count 18, topologyOptimized) on a site of 200 racks of 18 machines with
-4 GPUs each. Every scenario runs ``--rounds`` times (a figure and its baseline back to back in each
-round: the machine is shared, figures drift); prints the range of requests/s, p50 and p99, CPU per
-request of the server and of PostgreSQL, and (b)/(b0) per round.
+pool served by a bare FastAPI app (``bare_instance_app.py``: nico's own GET statement, which writes the
+response body, on a ``RawPool`` of the same size, with the checks any server of the endpoint must make:
+the bearer token, cached until it expires, the caller's role, the instance's tenant; what it leaves
+out is nico's framework: routers, dependencies, error envelopes, request guards),
+(c) ``POST /nvlink-logical-partition``, (d) ``POST /instance/batch`` (count 18, topologyOptimized)
+on a site of 200 racks of 18 machines with 4 GPUs each. Every scenario runs ``--rounds`` times; (b)
+and (b0) take turns of one second within each round (the machine is shared, the load drifts: both
+see the same drift). Prints the range of requests/s, p50 and p99, CPU per request of the server and
+of PostgreSQL, (b)/(b0) of each round and the load average.
 
     python benchmarks/api_bench.py [--racks 200] [--seconds 5] [--rounds 2] [--scenarios abcd]
 
@@ -21,6 +25,7 @@ import itertools
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -299,14 +304,17 @@ def wait_ready(port: int, process: subprocess.Popen[bytes], timeout: float = 120
     raise SystemExit("nico serve did not become ready")
 
 
-def wait_ready_path(port: int, process: subprocess.Popen[bytes], path: str, timeout: float = 60) -> None:
+def wait_ready_path(
+    port: int, process: subprocess.Popen[bytes], path: str, token: str, timeout: float = 60
+) -> None:
     deadline = time.monotonic() + timeout
+    request = f"GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise SystemExit(f"exited with {process.returncode}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
-                conn.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+                conn.sendall(request.encode())
                 if conn.recv(64).startswith(b"HTTP/1.1 200"):
                     return
         except OSError:
@@ -338,6 +346,7 @@ def main() -> None:
     from nico.db import migrate
     from nico.db.embedded import start_embedded_postgres
 
+    load_at_start = _load_average()
     with tempfile.TemporaryDirectory(prefix="nico-bench-", ignore_cleanup_errors=True) as tmp:
         data_dir = Path(tmp)
         url = start_embedded_postgres(data_dir, "nico_bench")
@@ -382,7 +391,7 @@ def main() -> None:
                 env=env,
             )
             try:
-                wait_ready_path(bare_port, bare, f"{base}/instance/{instance['id']}")
+                wait_ready_path(bare_port, bare, f"{base}/instance/{instance['id']}", token)
                 results = run_scenarios(
                     args, port, bare_port, server.pid, bare.pid, token, base, ids, instance
                 )
@@ -393,6 +402,7 @@ def main() -> None:
             server.terminate()
             server.wait(timeout=30)
     report(results)
+    print(f"load average (1, 5, 15 min) at the start: {load_at_start}, at the end: {_load_average()}")
 
 
 def run_scenarios(
@@ -434,13 +444,50 @@ def run_scenarios(
         r["cpu_ms"] = {w: (after[w] - before[w]) * 1000 / max(r["requests"], 1) for w in after}
         results.setdefault(name, []).append(r)
 
-    for _ in range(args.rounds):
+    def measure_side_by_side(pair: list[tuple[str, str, int]], clients: int) -> None:
+        """A figure and its baseline in turns of one second, ``--seconds`` turns each (who goes first
+        alternates by round): on a shared machine the load drifts, and both then see the same drift.
+        req/s and CPU are over all turns; p50 and p99 are the medians of the turns' own."""
+        for _, url, _ in pair:
+            run_wrk(url, token, connections=clients, seconds=1)
+        turns: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in pair}
+        cpu = {name: {"server": 0.0, "postgres": 0.0} for name, _, _ in pair}
+        for _ in range(max(1, round(args.seconds))):
+            for name, url, pid in pair:
+                before = cpu_seconds(pid)
+                turns[name].append(run_wrk(url, token, connections=clients, seconds=1))
+                after = cpu_seconds(pid)
+                for w in after:
+                    cpu[name][w] += after[w] - before[w]
+        for name, _, _ in pair:
+            done = turns[name]
+            requests = sum(t["requests"] for t in done)
+            codes: dict[int, int] = {}
+            for t in done:
+                for code, n in t["codes"].items():
+                    codes[code] = codes.get(code, 0) + n
+            results.setdefault(name, []).append(
+                {
+                    "requests": requests,
+                    "seconds": sum(t["seconds"] for t in done),
+                    "rps": requests / sum(t["seconds"] for t in done),
+                    "p50": statistics.median(t["p50"] for t in done),
+                    "p99": statistics.median(t["p99"] for t in done),
+                    "codes": codes,
+                    "cpu_ms": {w: v * 1000 / max(requests, 1) for w, v in cpu[name].items()},
+                }
+            )
+
+    for round_number in range(args.rounds):
         for clients in (1, CLIENTS):
             if "a" in args.scenarios:
                 measure(f"(a) GET /healthz, {clients} cl", nico_url + "/healthz", server_pid, clients)
             if "b" in args.scenarios:
-                measure(f"(b0) bare app GET, {clients} cl", bare_url + get_path, bare_pid, clients)
-                measure(f"(b) GET /instance/{{id}}, {clients} cl", nico_url + get_path, server_pid, clients)
+                pair = [
+                    (f"(b0) bare app GET, {clients} cl", bare_url + get_path, bare_pid),
+                    (f"(b) GET /instance/{{id}}, {clients} cl", nico_url + get_path, server_pid),
+                ]
+                measure_side_by_side(pair if round_number % 2 == 0 else pair[::-1], clients)
         if "c" in args.scenarios:
             for clients in (1, CLIENTS):
                 measure(
@@ -468,6 +515,10 @@ def run_scenarios(
                     limit=limit,
                 )
     return results
+
+
+def _load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def _range(values: list[float], fmt: str) -> str:
@@ -499,7 +550,16 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
         )
         if b and b0:
             ratios = [x["rps"] / y["rps"] for x, y in zip(b, b0, strict=True)]
-            print(f"(b)/(b0) req/s, {clients} client(s): {_range(ratios, '.2f')} per round   (aim >= 0.9)")
+            print(
+                f"(b)/(b0) req/s, {clients} client(s): {', '.join(f'{r:.2f}' for r in ratios)} by round"
+                "   (aim >= 0.9)"
+            )
+            # The server CPU each request costs moves less with the machine's load than req/s does.
+            cpu = [y["cpu_ms"]["server"] / x["cpu_ms"]["server"] for x, y in zip(b, b0, strict=True)]
+            print(
+                f"(b0)/(b) server CPU per request, {clients} client(s): "
+                f"{', '.join(f'{r:.2f}' for r in cpu)} by round"
+            )
     for clients in (1, CLIENTS):
         if d := results.get(f"(d) POST batch x18, {clients} cl"):
             print(

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
+# gRPC core reads its log level once, when it is first loaded: set before anything below imports grpc,
+# or `nico demo` and `nico sim` end with core INFO lines ("... fork_posix.cc ... skipping fork()
+# handlers") on stderr. A value the user exported wins.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 import asyncio
 import sys
 from typing import Annotated

@@ -25,7 +25,7 @@ from nico.api.binding import NUL_TEXT
 from nico.api.context import AppContext
 from nico.api.errors import database_unavailable, error_response, install_error_handlers, unavailable_response
 from nico.api.openapi import build_openapi
-from nico.api.routers import health, tenant_routers, web
+from nico.api.routers import health, hoist, tenant_routers, web
 from nico.api.schemas.nvlink_interface import WireKeys
 from nico.config import Settings
 from nico.db.engine import make_engine, make_session_factory, resolve_database_url
@@ -215,6 +215,7 @@ def create_app(
     app.include_router(web.router)
     prefix = f"/{settings.api.route_version}/org/{{org}}/{source}"
     app.state.tenant_prefix = prefix
+    hoist(app, prefix)
     for router in tenant_routers():
         app.include_router(router, prefix=prefix)
 

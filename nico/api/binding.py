@@ -137,16 +137,21 @@ def path_id(name: str, invalid: str) -> Any:
     The path parameter stays a plain string in the OpenAPI document, as the reference declares it."""
 
     async def parsed_id(**path: str) -> uuid.UUID:
-        value = parse_uuid(path[name])
-        if value is None:
-            raise bad_request(invalid.format(value=path[name]))
-        return value
+        return checked_id(path[name], invalid)
 
     parsed_id.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
         [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=str)],
         return_annotation=uuid.UUID,
     )
     return Depends(parsed_id)
+
+
+def checked_id(raw: str, invalid: str) -> uuid.UUID:
+    """The UUID of a path parameter, or 400 ``invalid`` (what :func:`path_id` answers)."""
+    value = parse_uuid(raw)
+    if value is None:
+        raise bad_request(invalid.format(value=raw))
+    return value
 
 
 def paging(order_fields: Iterable[str]) -> Any:
@@ -212,18 +217,30 @@ def relations(allowed: Iterable[str]) -> Any:
     """A dependency that answers the ``includeRelation`` values, each one of ``allowed`` (declared as
     the parameter's enum)."""
     allowed_set = frozenset(allowed)
-    schema = {"type": "array", "items": {"type": "string", "enum": sorted(allowed_set)}}
-
-    declared = {"values": Annotated[list[str] | None, Query(alias="includeRelation"), WithJsonSchema(schema)]}
+    declared = {
+        "values": Annotated[list[str] | None, Query(alias="includeRelation"), relations_schema(allowed_set)]
+    }
 
     async def included(values: list[str] | None = None) -> frozenset[str]:
-        for value in values or ():
-            if value not in allowed_set:
-                raise bad_request(f"Invalid includeRelation value in query: {value}")
-        return frozenset(values or ())
+        return checked_relations(values, allowed_set)
 
     included.__signature__ = _signature(declared, frozenset)  # type: ignore[attr-defined]
     return Depends(included)
+
+
+def relations_schema(allowed: Iterable[str]) -> WithJsonSchema:
+    """The ``includeRelation`` parameter's schema (its values' enum), as :func:`relations` declares it;
+    for a handler that takes the raw values itself and checks them with :func:`checked_relations`:
+    ``Annotated[list[str] | None, Query(alias="includeRelation"), relations_schema(allowed)]``."""
+    return WithJsonSchema({"type": "array", "items": {"type": "string", "enum": sorted(frozenset(allowed))}})
+
+
+def checked_relations(values: list[str] | None, allowed: frozenset[str]) -> frozenset[str]:
+    """The ``includeRelation`` values, each one of ``allowed``, or 400 (what :func:`relations` answers)."""
+    for value in values or ():
+        if value not in allowed:
+            raise bad_request(f"Invalid includeRelation value in query: {value}")
+    return frozenset(values or ())
 
 
 class FieldErrors:

@@ -20,6 +20,35 @@ MAX_PAGE_SIZE = 100
 MAX_PAGE_NUMBER = 2**31 - 1
 INTEGER = re.compile(r"^[+-]?[0-9]+$")  # strconv.Atoi's spellings: no spaces, no underscores
 
+# What every paged list answers beside its items, as the OpenAPI document declares it: the route's
+# ``responses=PAGED`` (the header itself is set by :func:`page_response`).
+PAGED: dict[int | str, dict[str, Any]] = {
+    200: {
+        "headers": {
+            "X-Pagination": {
+                "description": "The page answered and the total count, as JSON: "
+                '`{"pageNumber":1,"pageSize":20,"total":57,"orderBy":null}` '
+                "(`orderBy` as the query gave it).",
+                "required": True,
+                "schema": {
+                    "type": "string",
+                    "contentMediaType": "application/json",
+                    "contentSchema": {
+                        "type": "object",
+                        "properties": {
+                            "pageNumber": {"type": "integer", "minimum": 1},
+                            "pageSize": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE},
+                            "total": {"type": "integer", "minimum": 0},
+                            "orderBy": {"type": ["string", "null"]},
+                        },
+                        "required": ["pageNumber", "pageSize", "total", "orderBy"],
+                    },
+                },
+            }
+        }
+    }
+}
+
 
 @dataclass(frozen=True)
 class Page:

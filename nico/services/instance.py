@@ -14,11 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, SiteStatus
 from nico.db.models import Instance, Site, Tenant
 from nico.db.queries import instance as queries
+from nico.db.queries.instance_document import instance_document
 from nico.services import status
 from nico.services.access import tenant_uses_site
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
@@ -40,6 +42,7 @@ __all__ = [
     "create_batch",
     "delete_instance",
     "get",
+    "get_document",
     "list_instances",
     "update_instance",
 ]
@@ -62,13 +65,31 @@ ORDER_FIELDS = frozenset(
 async def get(source: Source, org: str, instance_id: uuid.UUID) -> InstanceView:
     """The instance as its GET shows it (relations are attached separately, when asked for)."""
     caller, view = await load_for_caller(source, org, instance_id)
+    _check_caller(caller, view.data["tenant_id"] if view is not None else None)
+    assert view is not None
+    return view
+
+
+async def get_document(
+    conn: psycopg.AsyncConnection[Any], org: str, instance_id: uuid.UUID, *, deprecated_partition_key: bool
+) -> str | None:
+    """The GET body of the instance without relations, as PostgreSQL writes it (None: only the schema
+    can write this one, see :mod:`nico.db.queries.instance_document`); checked as :func:`get` checks."""
+    found = await instance_document(
+        conn, org, instance_id, status.DEFAULT_LIMIT, deprecated_partition_key=deprecated_partition_key
+    )
+    _check_caller(found.caller_tenant_id, found.tenant_id)
+    return found.document
+
+
+def _check_caller(caller: uuid.UUID | None, owner: uuid.UUID | None) -> None:
+    """The org's tenant ``caller`` may read an instance of tenant ``owner`` (None: no such instance)."""
     if caller is None:
         raise forbidden("Org does not have a Tenant associated")
-    if view is None:
+    if owner is None:
         raise not_found("Could not find Instance with specified ID")
-    if view.data["tenant_id"] != caller:
+    if owner != caller:
         raise forbidden("Instance does not belong to current Tenant")
-    return view
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ README = Path(__file__).resolve().parents[2] / "README.md"
 WALKTHROUGH = re.compile(r"<!-- walkthrough:start -->\s*```sh\n(.*?)```\s*<!-- walkthrough:end -->", re.S)
 DEADLINE = 30.0
 POLL = 0.05
+GRPC_CORE_LINE = re.compile(r"^[IW]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\]", re.M)
 WAIT_FOR_19 = ("--min", "19", "--timeout", "1")
 
 
@@ -96,6 +97,9 @@ def test_the_readme_walkthrough_runs_as_written_and_a_second_demo_run_reuses_the
         status = demo.stop()
     assert status == 0, demo.output()
     assert "Traceback" not in demo.output()
+    # gRPC core's INFO and WARNING lines ("I1124 01:25:45.053946 30630 fork_posix.cc:71] ...") stay quiet:
+    # the CLI sets GRPC_VERBOSITY=ERROR before grpc loads.
+    assert not GRPC_CORE_LINE.search("".join(demo.stderr)), demo.output()
     snapshot = json.loads((tmp_path / "data" / "demo-fabric-nmxc.json").read_text())
     named = [
         p for d in snapshot["domains"].values() for p in d["partitions"] if p["name"].startswith("nico-")

@@ -4,9 +4,13 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from importlib import import_module
+from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, FastAPI
+from starlette.convertors import Convertor, register_url_convertor
 
 TENANT_ROUTER_MODULES: tuple[str, ...] = (
     # Hot paths first: routes are matched in order, router by router, and every router before the
@@ -33,3 +37,37 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
 
 def tenant_routers() -> list[APIRouter]:
     return [import_module(f"nico.api.routers.{name}").router for name in TENANT_ROUTER_MODULES]
+
+
+class CanonicalUuid(Convertor[str]):
+    """A path segment that is a UUID in its canonical form (any case), kept as text: what the hoisted
+    routes match, so that every other segment (``/instance/type``, a malformed id) reaches the routers
+    and their answers, as before."""
+
+    regex = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+    pattern = re.compile(regex)
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        if not self.pattern.fullmatch(value):
+            raise ValueError(f"not a canonical UUID: {value}")
+        return value
+
+
+register_url_convertor("canonical_uuid", CanonicalUuid())
+
+HotRoute = tuple[str, Callable[..., Any], list[str]]
+
+
+def hoist(app: FastAPI, prefix: str) -> None:
+    """Serve the hottest operations from routes of their own at the front of the app (each module's
+    ``HOT_ROUTES``: path, endpoint, methods). FastAPI matches an included router by asking it, and it
+    each of its routes in turn, on every request; a route of the app's own is one regular expression.
+    The routers still declare these operations, document them and answer whatever the hoisted paths do
+    not match; the endpoint is the same function either way."""
+    for name in TENANT_ROUTER_MODULES:
+        for path, endpoint, methods in getattr(import_module(f"nico.api.routers.{name}"), "HOT_ROUTES", ()):
+            app.router.add_api_route(prefix + path, endpoint, methods=methods, include_in_schema=False)
+            app.router.routes.insert(0, app.router.routes.pop())

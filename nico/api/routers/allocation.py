@@ -20,7 +20,7 @@ from nico.api.binding import (
 )
 from nico.api.deps import ProviderAdmin, SessionDep, Viewer
 from nico.api.openapi import json_body
-from nico.api.pagination import Page
+from nico.api.pagination import PAGED, Page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.allocation import (
     Allocation,
@@ -93,6 +93,7 @@ async def create_allocation(org: str, _: ProviderAdmin, body: CreateBody, sessio
     "/allocation",
     operation_id="get-all-allocation",
     response_model=list[Allocation],
+    responses=PAGED,
     summary="List the provider's allocations and the tenant's own",
 )
 async def list_allocations(

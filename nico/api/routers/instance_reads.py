@@ -13,7 +13,7 @@ from starlette.responses import Response
 from nico.api import messages
 from nico.api.binding import list_param, path_id
 from nico.api.deps import ReadSessionDep, TenantAdmin
-from nico.api.pagination import newest_first, parse_page
+from nico.api.pagination import PAGED, newest_first, parse_page
 from nico.api.rendering import paged_response
 from nico.api.schemas.common import StatusDetail
 from nico.api.schemas.instance import InstanceInterface
@@ -28,6 +28,7 @@ InstanceId = Annotated[uuid.UUID, path_id("instanceId", messages.INSTANCE_ID)]
     "/instance/{instanceId}/status-history",
     operation_id="get-instance-status-history",
     response_model=list[StatusDetail],
+    responses=PAGED,
     summary="Retrieve Instance status history",
 )
 async def instance_status_history(
@@ -42,6 +43,7 @@ async def instance_status_history(
     "/instance/{instanceId}/interface",
     operation_id="get-all-interface",
     response_model=list[InstanceInterface],
+    responses=PAGED,
     summary="Retrieve all Interfaces",
 )
 async def instance_interfaces(

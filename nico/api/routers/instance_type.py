@@ -25,7 +25,7 @@ from nico.api.binding import (
 )
 from nico.api.deps import ProviderAdmin, ProviderOrTenant, SessionDep, Viewer
 from nico.api.openapi import json_body
-from nico.api.pagination import Page
+from nico.api.pagination import PAGED, Page
 from nico.api.rendering import deletion_accepted, json_response, list_response, paged_response
 from nico.api.schemas.instance_type import (
     InstanceType,
@@ -110,6 +110,7 @@ async def create_instance_type(org: str, _: ProviderAdmin, body: CreateBody, ses
     "/instance/type",
     operation_id="get-all-instance-type",
     response_model=list[InstanceType],
+    responses=PAGED,
     summary="List the instance types of the org's provider and those at its tenant's sites",
 )
 async def list_instance_types(
@@ -226,6 +227,7 @@ async def create_association(
     "/instance/type/{instanceTypeId}/machine",
     operation_id="get-instance-type-machine-association",
     response_model=list[MachineInstanceType],
+    responses=PAGED,
     summary="List the machines associated with an instance type",
 )
 async def list_associations(

@@ -23,7 +23,7 @@ from nico.api.binding import (
 )
 from nico.api.deps import PrincipalDep, ProviderAdmin, SessionDep
 from nico.api.openapi import json_body
-from nico.api.pagination import Page, newest_first, parse_page
+from nico.api.pagination import PAGED, Page, newest_first, parse_page
 from nico.api.rendering import json_response, paged_response
 from nico.api.schemas.common import StatusDetail
 from nico.api.schemas.machine import (
@@ -120,6 +120,7 @@ async def register_machines(
     "/machine",
     operation_id="get-all-machine",
     response_model=list[Machine],
+    responses=PAGED,
     summary="List the provider's machines (or, for a privileged tenant, those at one of its sites)",
 )
 async def list_machines(
@@ -183,6 +184,7 @@ async def get_machine(
     "/machine/{machineId}/status-history",
     operation_id="get-machine-status-history",
     response_model=list[StatusDetail],
+    responses=PAGED,
     summary="Status history of a machine, newest first",
 )
 async def get_machine_status_history(

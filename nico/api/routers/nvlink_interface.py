@@ -12,7 +12,7 @@ from starlette.responses import Response
 from nico.api import messages
 from nico.api.binding import list_param, paging, path_id, relations, uuid_params
 from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin
-from nico.api.pagination import Page
+from nico.api.pagination import PAGED, Page
 from nico.api.rendering import paged_response
 from nico.api.schemas.nvlink_interface import NVLinkInterface
 from nico.services import nvlink_interface
@@ -54,6 +54,7 @@ async def _list(
     "/nvlink-interface",
     operation_id="get-all-nvlink-interface",
     response_model=list[NVLinkInterface],
+    responses=PAGED,
     summary="List the tenant's NVLink interfaces",
 )
 async def list_interfaces(
@@ -66,6 +67,7 @@ async def list_interfaces(
     "/instance/{instanceId}/nvlink-interface",
     operation_id="get-all-instance-nvlink-interface",
     response_model=list[NVLinkInterface],
+    responses=PAGED,
     summary="List an instance's NVLink interfaces",
 )
 async def list_instance_interfaces(

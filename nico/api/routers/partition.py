@@ -12,7 +12,7 @@ from nico.api import messages
 from nico.api.binding import bool_param, checked_body, paging, parse_uuid, path_id, relations, single_param
 from nico.api.deps import CtxDep, ReadSessionDep, SessionDep, TenantAdmin
 from nico.api.openapi import json_body
-from nico.api.pagination import Page
+from nico.api.pagination import PAGED, Page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.partition import (
     LogicalPartitionCreateRequest,
@@ -80,6 +80,7 @@ async def create_partition(org: str, principal: TenantAdmin, body: CreateBody, c
     PATH,
     operation_id="get-all-nvlink-logical-partition",
     response_model=list[NVLinkLogicalPartition],
+    responses=PAGED,
     summary="List NVLink logical partitions",
 )
 async def list_partitions(

@@ -22,7 +22,7 @@ from nico.api.binding import (
 )
 from nico.api.deps import PrincipalDep, ProviderAdmin, ProviderOrTenant, SessionDep, Viewer
 from nico.api.openapi import json_body
-from nico.api.pagination import Page, newest_first, parse_page
+from nico.api.pagination import PAGED, Page, newest_first, parse_page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.common import StatusDetail
 from nico.api.schemas.site import (
@@ -74,6 +74,7 @@ def place(model: LocationRequest | ContactRequest | None) -> dict[str, Any] | No
     "/site",
     operation_id="get-all-site",
     response_model=list[Site],
+    responses=PAGED,
     summary="List the sites of the org's provider and the sites its tenant is allocated at",
 )
 async def list_sites(
@@ -142,6 +143,7 @@ async def get_site(viewer: Viewer, included: Relations, site_id: SiteId, session
     "/site/{siteId}/status-history",
     operation_id="get-site-status-history",
     response_model=list[StatusDetail],
+    responses=PAGED,
     summary="Status history of a site, newest first",
 )
 async def get_site_status_history(

@@ -12,7 +12,7 @@ from starlette.responses import Response
 
 from nico.api.binding import list_param, parse_go_bool, parse_uuid, single_param
 from nico.api.deps import ProviderAdmin, ReadSessionDep
-from nico.api.pagination import parse_page
+from nico.api.pagination import PAGED, parse_page
 from nico.api.rendering import json_response, list_response, paged_response
 from nico.api.schemas.instance_type import MachineCapability
 from nico.api.schemas.stats import (
@@ -124,6 +124,7 @@ def capability_filter(request: Request) -> stats.CapabilityFilter:
     "/machine-capability",
     operation_id="get-all-machine-capabilities",
     response_model=list[MachineCapability],
+    responses=PAGED,
     summary="Retrieve all Machine Capabilities",
 )
 async def machine_capabilities(

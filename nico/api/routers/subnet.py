@@ -12,7 +12,7 @@ from nico.api import messages
 from nico.api.binding import checked_body, paging, parse_uuid, path_id, relations, single_param
 from nico.api.deps import SessionDep, TenantAdmin
 from nico.api.openapi import json_body
-from nico.api.pagination import Page
+from nico.api.pagination import PAGED, Page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.subnet import Subnet, SubnetCreateRequest, SubnetUpdateRequest
 from nico.services import subnet as subnets
@@ -57,7 +57,11 @@ async def create_subnet(org: str, _: TenantAdmin, body: CreateBody, session: Ses
 
 
 @router.get(
-    "/subnet", operation_id="get-all-subnet", response_model=list[Subnet], summary="List the tenant's subnets"
+    "/subnet",
+    operation_id="get-all-subnet",
+    response_model=list[Subnet],
+    responses=PAGED,
+    summary="List the tenant's subnets",
 )
 async def list_subnets(
     _: TenantAdmin,

@@ -22,7 +22,7 @@ from nico.api.binding import (
 )
 from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin
 from nico.api.openapi import json_body
-from nico.api.pagination import Page
+from nico.api.pagination import PAGED, Page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.vpc import Vpc, VpcCreateRequest, VpcUpdateRequest
 from nico.services import vpc
@@ -51,7 +51,7 @@ async def create_vpc(org: str, _: TenantAdmin, body: CreateBody, session: Sessio
     return json_response(Vpc.of(await vpc.create(session, org, body)), 201)
 
 
-@router.get(PATH, operation_id="get-all-vpc", response_model=list[Vpc], summary="List VPCs")
+@router.get(PATH, operation_id="get-all-vpc", response_model=list[Vpc], responses=PAGED, summary="List VPCs")
 async def list_vpcs(
     org: str,
     _: TenantAdmin,
