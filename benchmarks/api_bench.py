@@ -3,12 +3,19 @@
 Measures, with one server and the same settings, at 1 and at 16 concurrent keep-alive clients:
 (a) ``GET /healthz``, (b) ``GET /instance/{id}`` beside its baseline (b0), the same SQL on the same
 pool served by a bare FastAPI app (``bare_instance_app.py``), (c) ``POST /nvlink-logical-partition``,
-(d) ``POST /instance/batch`` (count 18, topologyOptimized) on a site of 200 racks of 18 machines with
-4 GPUs each. Every scenario runs ``--rounds`` times (a figure and its baseline back to back in each
-round: the machine is shared, figures drift); prints the range of requests/s, p50 and p99, CPU per
-request of the server and of PostgreSQL, and (b)/(b0) per round.
+(d) ``POST /instance/batch`` (count ``--batch`` (18), topologyOptimized) on a site of ``--racks`` (200)
+racks of 18 machines with 4 GPUs each. Every scenario runs ``--rounds`` times (a figure and its
+baseline back to back in each round: the machine is shared, figures drift); prints the range of
+requests/s, p50 and p99, CPU per request of the server and of PostgreSQL, and (b)/(b0) per round.
+Before each batch run every benchmark instance is removed in the database (the site starts empty
+again); after it the benchmark counts double assignments (an instance left without a machine because
+another took it, or a machine in two instances): it prints the total, which must be 0.
 
-    python benchmarks/api_bench.py [--racks 200] [--seconds 5] [--rounds 2] [--scenarios abcd]
+    python benchmarks/api_bench.py [--racks 200] [--seconds 5] [--rounds 2] [--scenarios abcd] [--batch 18]
+
+Issue 15's batch figures: ``--scenarios d --racks 200`` (batches of 18), ``--scenarios d --racks 16
+--batch 4`` (batches of 4 on 16 racks), ``--scenarios d --racks 2000 --rounds 1`` (one batch at
+2,000 racks: the 1-client p50).
 
 The load comes from ``wrk`` (C, one thread; Debian package ``wrk``), so the client costs the server
 little of the machine's CPU.
@@ -26,6 +33,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -331,6 +339,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--scenarios", default="abcd", help="which scenarios to run, e.g. ab")
     parser.add_argument("--rounds", type=int, default=2, help="repeat every scenario, baselines alongside")
+    parser.add_argument("--batch", type=int, default=18, help="instances per batch in scenario d")
     args = parser.parse_args()
 
     from nico.api.auth import issue_dev_token
@@ -384,7 +393,7 @@ def main() -> None:
             try:
                 wait_ready_path(bare_port, bare, f"{base}/instance/{instance['id']}")
                 results = run_scenarios(
-                    args, port, bare_port, server.pid, bare.pid, token, base, ids, instance
+                    args, port, bare_port, server.pid, bare.pid, token, base, ids, instance, url
                 )
             finally:
                 bare.terminate()
@@ -405,6 +414,7 @@ def run_scenarios(
     base: str,
     ids: dict[str, str],
     instance: dict[str, Any],
+    database_url: str,
 ) -> dict[str, list[dict[str, Any]]]:
     """Every scenario ``--rounds`` times, a figure and its baseline back to back in each round."""
     nico_url, bare_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{bare_port}"
@@ -412,7 +422,7 @@ def run_scenarios(
     batch = json.dumps(
         {
             "namePrefix": "b{n}",
-            "count": 18,
+            "count": args.batch,
             "instanceTypeId": ids["type"],
             "vpcId": ids["vpc"],
             "ipxeScript": "x",
@@ -422,12 +432,18 @@ def run_scenarios(
     )
     lp = json.dumps({"name": "lp-{n}", "siteId": ids["site"]})
     results: dict[str, list[dict[str, Any]]] = {}
-    racks_left = args.racks - 1
+    # Batches fill the site: each run starts from an empty site and stops before it is full (a
+    # request in flight per client after the limit).
+    batches_per_run = ((args.racks * 18 - 1) // args.batch) - 2 * CLIENTS
 
-    def measure(name: str, url: str, pid: int, clients: int, **kw: Any) -> None:
+    def measure(
+        name: str, url: str, pid: int, clients: int, reset: Callable[[], None] | None = None, **kw: Any
+    ) -> None:
         run_wrk(
             url, token, connections=clients, seconds=1, **{**kw, "limit": clients} if "body" in kw else kw
         )
+        if reset is not None:
+            reset()
         before = cpu_seconds(pid)
         r = run_wrk(url, token, connections=clients, seconds=args.seconds, **kw)
         after = cpu_seconds(pid)
@@ -452,22 +468,47 @@ def run_scenarios(
                     body=lp,
                 )
         if "d" in args.scenarios:
-            # Each batch takes a whole rack: a limit keeps every round within the racks left.
-            per_round = racks_left // args.rounds
-            one = min(per_round // 4, 40)
-            for clients, limit in ((1, one), (CLIENTS, per_round - one - 2 * CLIENTS - 2)):
+            for clients, limit in ((1, min(batches_per_run, 40)), (CLIENTS, batches_per_run)):
                 if limit <= 0:
                     continue
+                name = f"(d) POST batch x{args.batch}, {clients} cl"
                 measure(
-                    f"(d) POST batch x18, {clients} cl",
+                    name,
                     nico_url + f"{base}/instance/batch",
                     server_pid,
                     clients,
                     method="POST",
                     body=batch,
                     limit=limit,
+                    reset=lambda: empty_site(database_url, instance["id"]),
                 )
+                results[name][-1]["double"] = double_assignments(database_url)
     return results
+
+
+def empty_site(url: str, keep: str) -> None:
+    """Remove every instance but ``keep`` (the GET scenario's) in the database: their machines are
+    free again (the machine's ON DELETE SET NULL)."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        conn.execute("DELETE FROM instance WHERE id <> %s", (keep,))
+
+
+def double_assignments(url: str) -> int:
+    """Instances left without a machine (another instance took theirs) plus machines held by two
+    instances (impossible while ``machine.instance_id`` is UNIQUE, counted anyway)."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM instance i WHERE NOT EXISTS ("
+            "           SELECT 1 FROM machine m WHERE m.instance_id = i.id))"
+            "     + (SELECT count(*) FROM (SELECT instance_id FROM machine WHERE instance_id IS NOT NULL"
+            "                              GROUP BY instance_id HAVING count(*) > 1) twice)"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def _range(values: list[float], fmt: str) -> str:
@@ -500,12 +541,14 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
         if b and b0:
             ratios = [x["rps"] / y["rps"] for x, y in zip(b, b0, strict=True)]
             print(f"(b)/(b0) req/s, {clients} client(s): {_range(ratios, '.2f')} per round   (aim >= 0.9)")
-    for clients in (1, CLIENTS):
-        if d := results.get(f"(d) POST batch x18, {clients} cl"):
+    for name, runs in results.items():
+        if name.startswith("(d)"):
             print(
-                f"(d) p50, {clients} client(s): {_range([r['p50'] for r in d], '.1f')} ms"
-                "   (aim <= 100 ms at 16)"
+                f"{name}: p50 {_range([r['p50'] for r in runs], '.1f')} ms   (aim <= 100 ms at 16 clients),"
+                f" 5xx {sum(n for r in runs for c, n in r['codes'].items() if c >= 500)},"
+                f" double assignments {sum(r['double'] for r in runs)}"
             )
+    print(f"load average: {Path('/proc/loadavg').read_text().split()[:3]}")
 
 
 if __name__ == "__main__":
