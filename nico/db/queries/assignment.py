@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.db.models.capacity import NO_DOMAIN
 from nico.db.raw import driver_connection
 
 _PARTITION_DOMAINS = """
@@ -23,21 +24,25 @@ WHERE m.domain_uuid IS NOT NULL AND m.instance_id IN (
 """
 
 _FREE = "m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site"
-_SUMMARY = f"""
-SELECT m.domain_uuid, count(*) FILTER (WHERE m.instance_id IS NOT NULL),
-       count(*) FILTER (WHERE {_FREE})
-FROM machine m
-WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s
-GROUP BY m.domain_uuid
+# One row per domain (migration 0009's triggers keep the counts), not a scan of every machine: the
+# cost follows the number of domains with free machines, whatever the site's size.
+_SUMMARY = """
+SELECT c.domain_uuid, c.used, c.free FROM domain_capacity c
+WHERE c.site_id = %(site)s AND c.instance_type_id = %(type)s AND c.free > 0
 """
-_LOCK = f"""
+# ``=`` / ``IS NULL`` rather than ``IS NOT DISTINCT FROM``: only these reach the domain through
+# ix_machine_placement, so the lock reads one domain's machines, not the site's.
+_LOCK = {
+    in_domain: f"""
 SELECT m.id, m.domain_uuid FROM machine m
 WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s
-  AND m.domain_uuid IS NOT DISTINCT FROM %(domain)s AND {_FREE}
+  AND {"m.domain_uuid = %(domain)s" if in_domain else "m.domain_uuid IS NULL"} AND {_FREE}
 ORDER BY m.chassis_serial, m.tray_index, m.id
 LIMIT %(n)s
 FOR UPDATE SKIP LOCKED
 """
+    for in_domain in (True, False)
+}
 
 # Each domain's multicast budget and what the logical partitions present there (a physical partition,
 # or an unsettled binding the reconciler has not built yet) already draw from it.
@@ -92,9 +97,11 @@ async def partition_domains(
 async def machine_counts_by_domain(
     conn: Connection, site_id: uuid.UUID, instance_type_id: uuid.UUID
 ) -> list[tuple[uuid.UUID | None, int, int]]:
-    """(domain or None, assigned machines, free machines) of the type on the site."""
+    """(domain or None, assigned machines, free machines) of the type on the site, for the domains
+    (and machines without one) that have free machines. Read from ``domain_capacity``: committed
+    counts, so machines other requests hold right now still count as free (the lock skips them)."""
     rows = await (await conn.execute(_SUMMARY, {"site": site_id, "type": instance_type_id})).fetchall()
-    return [(domain, assigned, free) for domain, assigned, free in rows]
+    return [(None if domain == NO_DOMAIN else domain, used, free) for domain, used, free in rows]
 
 
 async def lock_free_machines(
@@ -103,7 +110,7 @@ async def lock_free_machines(
     """Up to ``n`` free machines of the type on ``domain`` (None: without a domain), contiguous trays
     first, locked; machines other transactions hold are skipped. Rows: (machine id, domain)."""
     params = {"site": site_id, "type": instance_type_id, "domain": domain, "n": n}
-    rows = await (await conn.execute(_LOCK, params)).fetchall()
+    rows = await (await conn.execute(_LOCK[domain is not None], params)).fetchall()
     return [(machine_id, machine_domain) for machine_id, machine_domain in rows]
 
 
