@@ -193,6 +193,17 @@ def check_subnets(context: Context, vpc: Vpc, ports: Sequence[Port], texts: Subn
             raise bad_request(texts.vpc.format(id=port.subnet_id))
 
 
+async def quota_now(session: AsyncSession, tenant: Tenant, itype: InstanceType) -> tuple[int, int] | None:
+    """(instances of the type, reserved machines) for the tenant, under the lock of its reservations
+    (held to the end of the transaction), or None without an allocation. Creates call it last, after
+    their inserts and their response's read, so the lock is held only to the commit; the count then
+    includes the instances being created."""
+    values = await queries.locked_reservations(session, tenant.id, itype.id)
+    if not values:
+        return None
+    return await queries.instance_count_of_type(session, tenant.id, itype.id), sum(values)
+
+
 def requested_partitions(spec: InstanceSpec, vpc: Vpc) -> set[uuid.UUID]:
     if spec.nvlink:
         return {b.partition_id for b in spec.nvlink}

@@ -1,12 +1,11 @@
 """Creating instances: one on a machine placed by policy (or a targeted one), or a batch on one
 NVLink domain (spec §5, §6). The checks are in :mod:`nico.services.instance_checks`; everything a
-create writes is two statements (:func:`nico.db.queries.instance.insert_instances`, then
-:func:`nico.db.queries.instance.assign_machines` under the quota lock)."""
+create writes is one statement (:func:`nico.db.queries.instance.insert_instances`)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -33,6 +32,7 @@ from nico.services.instance_checks import (
     check_tenant,
     check_vpc,
     creation_context,
+    quota_now,
     requested_partitions,
 )
 from nico.services.instance_view import InstanceView, load
@@ -51,16 +51,16 @@ async def _add_instances(
     names: Sequence[str],
     machines: Sequence[Claimed],
     bindings: Sequence[Binding],
-    quota_message: Callable[[int, int], str] | None,
-) -> list[InstanceView]:
-    """Insert the instances with their interfaces, bindings and first history, read them back as the
-    response shows them, then, last, take the quota lock, assign the machines, hand the change to the
-    reconciler (NOTIFY of the machines' domains) and check the quota again under its lock
-    (``quota_message(instances before, maximum)`` words the 403; None: a targeted create, no quota).
-    The locks other creates wait for (the tenant's reservations, the domains' free counts) are taken
-    in the last two statements, so they are held only until the commit that follows (lock order:
-    docs/architecture.md). A new instance starts at NVLink config version 1. Views in ``names``
-    order."""
+) -> list[uuid.UUID]:
+    """Insert the instances with their interfaces, bindings and first history, assign the machines,
+    and hand the change to the reconciler (NOTIFY of the machines' domains, in the same statement,
+    so in the same transaction). A new instance starts at NVLink config version 1. Returns the new
+    ids in ``names`` order.
+
+    Assigning the machines moves their domains' free counts (``domain_capacity``'s trigger locks
+    those rows to the commit). The caller then reads the response and, last, checks the quota under
+    its lock (:func:`quota_now`): the locks other creates wait for are held only to the commit
+    that follows (lock order: docs/architecture.md, "Locks")."""
     ports = list(spec.ports)
     if not any(p.is_physical for p in ports):
         ports[0] = Port(ports[0].subnet_id, True)  # the first interface is the physical one
@@ -76,7 +76,7 @@ async def _add_instances(
         if ready:
             history.append((row.id, str(InstanceStatus.READY), READY_MESSAGE))
     domains = {m.domain_uuid for m in machines if m.domain_uuid is not None}
-    inserted = await queries.insert_instances(
+    inserted, assigned = await queries.insert_instances(
         session,
         queries.SharedFields(
             tenant_id=tenant.id,
@@ -95,29 +95,11 @@ async def _add_instances(
         history,
         [(r.id, p.subnet_id, p.is_physical) for r in rows for p in ports],
         [(r.id, b.partition_id, b.device_instance, b.device) for r in rows for b in bindings],
-    )
-    assert inserted == len(rows), inserted
-    views = await load(session, [r.id for r in rows], chronological=True)
-    for view, row in zip(views, rows, strict=True):
-        view.data["machine_id"] = row.machine_id  # assigned below, in this transaction
-    reserved: list[int] = []
-    if quota_message is not None:
-        assert itype_id is not None
-        reserved = await queries.locked_reservations(session, tenant.id, itype_id)
-        if not reserved:
-            raise forbidden(NO_ALLOCATION)
-    assigned, now = await queries.assign_machines(
-        session,
-        rows,
-        tenant_id=tenant.id,
-        instance_type_id=itype_id,
         channel=CHANNEL,
         notify=payload(domains) if domains else None,
     )
-    assert assigned == len(rows), (assigned, len(rows))
-    if quota_message is not None and now > sum(reserved):
-        raise forbidden(quota_message(now - len(rows), sum(reserved)))
-    return views
+    assert inserted == assigned == len(rows), (inserted, assigned)
+    return [r.id for r in rows]
 
 
 async def create(
@@ -177,7 +159,7 @@ async def create(
     bindings = await creation_bindings(session, tenant, vpc, explicit, capabilities, SINGLE_CREATE)
     if bindings and machine.domain_uuid is None:
         raise bad_request(SINGLE_CREATE.no_capability)
-    (view,) = await _add_instances(
+    (new_id,) = await _add_instances(
         session,
         tenant=tenant,
         vpc=vpc,
@@ -186,8 +168,14 @@ async def create(
         names=[name],
         machines=[machine],
         bindings=bindings,
-        quota_message=(lambda _before, _maximum: QUOTA_REACHED) if itype else None,
     )
+    (view,) = await load(session, [new_id], chronological=True)
+    if itype is not None:
+        quota = await quota_now(session, tenant, itype)  # the check again, now under its lock: last
+        if quota is None:
+            raise forbidden(NO_ALLOCATION)
+        if quota[0] > quota[1]:  # these instances included
+            raise forbidden(QUOTA_REACHED)
     return view
 
 
@@ -267,7 +255,7 @@ async def create_batch(
     machines = chosen
     if bindings and any(m.domain_uuid is None for m in machines):
         raise bad_request(BATCH_CREATE.no_capability)
-    return await _add_instances(
+    ids = await _add_instances(
         session,
         tenant=tenant,
         vpc=vpc,
@@ -276,5 +264,11 @@ async def create_batch(
         names=names,
         machines=machines,
         bindings=bindings,
-        quota_message=lambda before, maximum: batch_quota_message(before, count, maximum),
     )
+    views = await load(session, ids, chronological=True)
+    quota = await quota_now(session, tenant, itype)  # the check again, now under its lock: last
+    if quota is None:
+        raise forbidden(NO_ALLOCATION)
+    if quota[0] > quota[1]:  # these instances included
+        raise forbidden(batch_quota_message(quota[0] - count, count, quota[1]))
+    return views

@@ -108,8 +108,7 @@ async def lock_vpc_for_share(session: AsyncSession, vpc_id: uuid.UUID) -> None:
 
 
 # The tenant's reservations for the type are locked, so concurrent creates of one tenant and type
-# take turns at the count (_ASSIGN_MACHINES, a second statement: its snapshot must follow the lock).
-# Taken at the end of a create, held only to its commit.
+# take turns at the count (a second statement: its snapshot must follow the lock).
 _LOCK_RESERVATIONS = """
 SELECT ac.constraint_value FROM allocation_constraint ac JOIN allocation a ON a.id = ac.allocation_id
 WHERE a.tenant_id = %(tenant)s AND ac.instance_type_id = %(itype)s
@@ -125,6 +124,18 @@ async def locked_reservations(session: AsyncSession, tenant_id: uuid.UUID, itype
     return [row[0] for row in await (await conn.execute(_LOCK_RESERVATIONS, where)).fetchall()]
 
 
+async def instance_count_of_type(session: AsyncSession, tenant_id: uuid.UUID, itype_id: uuid.UUID) -> int:
+    conn = await driver_connection(session)
+    row = await (
+        await conn.execute(
+            "SELECT count(*) FROM instance WHERE tenant_id = %(tenant)s AND instance_type_id = %(itype)s",
+            {"tenant": tenant_id, "itype": itype_id},
+        )
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 # One statement for everything a create writes (a batch is 18 instances with their interfaces,
 # bindings and history): row-by-row statements cost more CPU than the inserts themselves. Foreign keys
 # are checked at the end of the statement, when every row of it exists. Rows that are listed in
@@ -138,6 +149,11 @@ WITH new AS (
            %(always_ipxe)s, %(phone_home)s, %(labels)s::jsonb, u.status, %(by)s, 1, now(), now(), now()
     FROM unnest(%(ids)s::uuid[], %(names)s::text[], %(statuses)s::text[]) AS u(id, name, status)
     RETURNING id
+), assigned AS (
+    UPDATE machine SET instance_id = u.instance_id, updated = now()
+    FROM unnest(%(machines)s::text[], %(ids)s::uuid[]) AS u(machine_id, instance_id)
+    WHERE machine.id = u.machine_id
+    RETURNING machine.id
 ), history AS (
     INSERT INTO status_detail (instance_id, status, message, created, updated)
     SELECT u.instance_id, u.status, u.message, clock_timestamp(), clock_timestamp()
@@ -160,23 +176,7 @@ WITH new AS (
          WITH ORDINALITY AS u(instance_id, partition_id, device_instance, device, n)
     ORDER BY u.n
 )
-SELECT count(*) FROM new
-"""
-
-# The last statement of a create: the machines (locked by the claim) get their instances, which moves
-# the domains' free counts (domain_capacity's trigger: those rows stay locked to the commit), the
-# reconciler is told, and the tenant's instances of the type are counted for the quota check. It runs
-# after the quota lock (locked_reservations), as its own statement so its snapshot sees every create
-# that held the lock before. Lock order: docs/architecture.md, "Locks".
-_ASSIGN_MACHINES = """
-WITH assigned AS (
-    UPDATE machine SET instance_id = u.instance_id, updated = now()
-    FROM unnest(%(machines)s::text[], %(ids)s::uuid[]) AS u(machine_id, instance_id)
-    WHERE machine.id = u.machine_id
-    RETURNING machine.id
-)
-SELECT (SELECT count(*) FROM assigned),
-       (SELECT count(*) FROM instance WHERE tenant_id = %(tenant)s AND instance_type_id = %(itype)s),
+SELECT (SELECT count(*) FROM new), (SELECT count(*) FROM assigned),
        CASE WHEN %(notify)s::text IS NOT NULL THEN pg_notify(%(channel)s, %(notify)s) END
 """
 
@@ -215,11 +215,14 @@ async def insert_instances(
     history: Sequence[tuple[uuid.UUID, str, str]],
     ports: Sequence[tuple[uuid.UUID, uuid.UUID, bool]],
     bindings: Sequence[tuple[uuid.UUID, uuid.UUID, int, str | None]],
-) -> int:
-    """Insert instances with their history (instance, status, message), Ethernet interfaces
-    (instance, subnet, physical) and NVLink bindings (instance, partition, GPU index, device name), in
-    list order. Their machines are assigned later (:func:`assign_machines`). Returns how many
-    instances were inserted."""
+    *,
+    channel: str,
+    notify: str | None,
+) -> tuple[int, int]:
+    """Insert instances, assign their machines, and add their history (instance, status, message),
+    Ethernet interfaces (instance, subnet, physical) and NVLink bindings (instance, partition, GPU
+    index, device name), in list order, NOTIFYing ``notify`` on ``channel`` in the same statement.
+    Returns (instances inserted, machines assigned)."""
     conn = await driver_connection(session)
     params = {
         "tenant": shared.tenant_id,
@@ -236,6 +239,7 @@ async def insert_instances(
         "ids": [i.id for i in instances],
         "names": [i.name for i in instances],
         "statuses": [i.status for i in instances],
+        "machines": [i.machine_id for i in instances],
         "h_ids": [h[0] for h in history],
         "h_statuses": [h[1] for h in history],
         "h_messages": [h[2] for h in history],
@@ -246,33 +250,10 @@ async def insert_instances(
         "b_partitions": [b[1] for b in bindings],
         "b_devices": [b[2] for b in bindings],
         "b_names": [b[3] for b in bindings],
-    }
-    row = await (await conn.execute(_INSERT_INSTANCES, params)).fetchone()
-    assert row is not None
-    return int(row[0])
-
-
-async def assign_machines(
-    session: AsyncSession,
-    instances: Sequence[NewInstance],
-    *,
-    tenant_id: uuid.UUID,
-    instance_type_id: uuid.UUID | None,
-    channel: str,
-    notify: str | None,
-) -> tuple[int, int]:
-    """Give each instance its machine and NOTIFY ``notify`` on ``channel``, in one statement; returns
-    (machines assigned, the tenant's instances of the type now, these included)."""
-    conn = await driver_connection(session)
-    params = {
-        "machines": [i.machine_id for i in instances],
-        "ids": [i.id for i in instances],
-        "tenant": tenant_id,
-        "itype": instance_type_id,
         "channel": channel,
         "notify": notify,
     }
-    row = await (await conn.execute(_ASSIGN_MACHINES, params)).fetchone()
+    row = await (await conn.execute(_INSERT_INSTANCES, params)).fetchone()
     assert row is not None
     return int(row[0]), int(row[1])
 
