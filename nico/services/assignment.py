@@ -23,14 +23,14 @@ from nico.services.placement import Ask, NoCapacity, plan_counts
 
 async def partition_domains(
     session: AsyncSession, partition_ids: Collection[uuid.UUID]
-) -> frozenset[uuid.UUID]:
+) -> tuple[frozenset[uuid.UUID], dict[uuid.UUID, int]]:
     """Domains where the partitions are present: a physical partition of theirs, or a machine whose
     instance has a binding to them that the fabric does not hold yet (the reconciler may not have
     built the physical partition). A Ready binding's GPU is in a physical partition already, so
     only the unsettled bindings are read, through their partial index: the cost follows the work in
-    flight, not the size of the partition."""
+    flight, not the size of the partition. With them, each partition's multicast groups limit."""
     if not partition_ids:
-        return frozenset()
+        return frozenset(), {}
     return await queries.partition_domains(session, partition_ids)
 
 
@@ -59,7 +59,7 @@ async def claim(
     the driver level: on a 200-rack site this is the request's hot spot.
     """
     wanted_lps = set(partition_ids)
-    lp_domains = await partition_domains(session, wanted_lps)
+    lp_domains, limits = await partition_domains(session, wanted_lps)
     ask = Ask(
         instance_type_id=ask.instance_type_id,
         count=ask.count,
@@ -78,15 +78,18 @@ async def claim(
             loose = available
         else:
             free[domain], used[domain] = available, assigned
-    over = await _over_budget(conn, site_id, wanted_lps) if ask.needs_nvlink else {}
+    over = await _over_budget(conn, site_id, limits) if ask.needs_nvlink else {}
     rng = random.Random(seed)
+    first = True
     while True:  # ends: every short pick lowers a free count, until placement gives up
         plan = _plan_within_budgets(free, loose, ask, rng, used, over)
-        await queries.savepoint(conn)
         locked: list[Claimed] = []
         short = False
         for domain, n in plan:
-            rows = await queries.lock_free_machines(conn, site_id, ask.instance_type_id, domain, n)
+            rows = await queries.lock_free_machines(
+                conn, site_id, ask.instance_type_id, domain, n, savepoint=first
+            )
+            first = False
             locked.extend(Claimed(machine_id, machine_domain) for machine_id, machine_domain in rows)
             if len(rows) < n:  # the rest are held by other requests (or went since the summary)
                 short = True
@@ -95,21 +98,18 @@ async def claim(
                 else:
                     free[domain] = len(rows)
         if not short:
-            await queries.release_savepoint(conn)  # the locks now belong to the request
-            return locked
+            return locked  # the savepoint stays open to the commit, which keeps its locks too
         await queries.rollback_to_savepoint(conn)  # releases the partial pick for others
 
 
 async def _over_budget(
-    conn: queries.Connection, site_id: uuid.UUID, partition_ids: Collection[uuid.UUID]
+    conn: queries.Connection, site_id: uuid.UUID, limits: dict[uuid.UUID, int]
 ) -> dict[uuid.UUID, str]:
-    """Domains that cannot take the logical partitions: each not yet present there would draw its
-    multicast groups limit from the domain's budget (``max_multicast_groups``), and the sum does not
-    fit. Domain -> why (the 409's words)."""
-    wanted = set(partition_ids)
-    if not wanted:
+    """Domains that cannot take the logical partitions (``limits``: each one's multicast groups
+    limit): each not yet present there would draw its limit from the domain's budget
+    (``max_multicast_groups``), and the sum does not fit. Domain -> why (the 409's words)."""
+    if not any(limits.values()):
         return {}
-    limits = await queries.multicast_limits(conn, wanted)
     over: dict[uuid.UUID, str] = {}
     for domain, budget, in_use, present in await queries.multicast_budgets(conn, site_id):
         need = sum(limit for lp, limit in limits.items() if lp not in present)

@@ -4,23 +4,29 @@ locking free machines with ``FOR UPDATE SKIP LOCKED`` inside a savepoint."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Collection
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models.capacity import NO_DOMAIN
 from nico.db.raw import driver_connection
 
-_PARTITION_DOMAINS = """
-SELECT p.domain_uuid FROM physical_partition p WHERE p.logical_partition_id = ANY(%(ids)s)
-UNION
-SELECT m.domain_uuid FROM machine m
-WHERE m.domain_uuid IS NOT NULL AND m.instance_id IN (
-    SELECT n.instance_id FROM nvlink_interface n  -- one machine probe per instance, not per GPU
-    WHERE n.logical_partition_id = ANY(%(ids)s) AND n.status IN ('Pending', 'Provisioning', 'Error'))
+_PARTITION_FACTS = """
+SELECT ARRAY(
+    SELECT p.domain_uuid FROM physical_partition p WHERE p.logical_partition_id = ANY(%(ids)s)
+    UNION
+    SELECT m.domain_uuid FROM machine m
+    WHERE m.domain_uuid IS NOT NULL AND m.instance_id IN (
+        SELECT n.instance_id FROM nvlink_interface n  -- one machine probe per instance, not per GPU
+        WHERE n.logical_partition_id = ANY(%(ids)s) AND n.status IN ('Pending', 'Provisioning', 'Error'))
+),
+(SELECT coalesce(json_object_agg(lp.id, lp.multicast_groups_limit), '{}') FROM logical_partition lp
+ WHERE lp.id = ANY(%(ids)s))
 """
 
 _FREE = "m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site"
@@ -43,6 +49,7 @@ FOR UPDATE SKIP LOCKED
 """
     for in_domain in (True, False)
 }
+_LOCK_LITERAL = {k: re.sub(r"%\((\w+)\)s", r"{\1}", v) for k, v in _LOCK.items()}  # sql.SQL's placeholders
 
 # Each domain's multicast budget and what the logical partitions present there (a physical partition,
 # or an unsettled binding the reconciler has not built yet) already draw from it.
@@ -73,25 +80,17 @@ async def multicast_budgets(
     return [(domain, budget, int(used), frozenset(present)) for domain, budget, used, present in rows]
 
 
-async def multicast_limits(conn: Connection, partition_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, int]:
-    """Logical partition -> its multicast groups limit."""
-    rows = await (
-        await conn.execute(
-            "SELECT id, multicast_groups_limit FROM logical_partition WHERE id = ANY(%(ids)s)",
-            {"ids": list(partition_ids)},
-        )
-    ).fetchall()
-    return {lp: int(limit) for lp, limit in rows}
-
-
 async def partition_domains(
     session: AsyncSession, partition_ids: Collection[uuid.UUID]
-) -> frozenset[uuid.UUID]:
+) -> tuple[frozenset[uuid.UUID], dict[uuid.UUID, int]]:
     """Domains with a physical partition of the partitions, or a machine whose instance has an
-    unsettled binding to them (read through the bindings' partial index)."""
+    unsettled binding to them (read through the bindings' partial index); and each partition's
+    multicast groups limit. One round trip."""
     conn = await driver_connection(session)
-    rows = await (await conn.execute(_PARTITION_DOMAINS, {"ids": list(partition_ids)})).fetchall()
-    return frozenset(domain for (domain,) in rows if domain is not None)
+    row = await (await conn.execute(_PARTITION_FACTS, {"ids": list(partition_ids)})).fetchone()
+    assert row is not None
+    domains, limits = row
+    return frozenset(d for d in domains if d is not None), {uuid.UUID(k): int(v) for k, v in limits.items()}
 
 
 async def machine_counts_by_domain(
@@ -105,22 +104,30 @@ async def machine_counts_by_domain(
 
 
 async def lock_free_machines(
-    conn: Connection, site_id: uuid.UUID, instance_type_id: uuid.UUID, domain: uuid.UUID | None, n: int
+    conn: Connection,
+    site_id: uuid.UUID,
+    instance_type_id: uuid.UUID,
+    domain: uuid.UUID | None,
+    n: int,
+    *,
+    savepoint: bool = False,
 ) -> list[tuple[str, uuid.UUID | None]]:
     """Up to ``n`` free machines of the type on ``domain`` (None: without a domain), contiguous trays
-    first, locked; machines other transactions hold are skipped. Rows: (machine id, domain)."""
+    first, locked; machines other transactions hold are skipped. Rows: (machine id, domain).
+    ``savepoint``: set the claim's savepoint first, in the same round trip (the values are bound on
+    the client, so the two statements go as one simple query)."""
     params = {"site": site_id, "type": instance_type_id, "domain": domain, "n": n}
-    rows = await (await conn.execute(_LOCK[domain is not None], params)).fetchall()
-    return [(machine_id, machine_domain) for machine_id, machine_domain in rows]
-
-
-async def savepoint(conn: Connection) -> None:
-    await conn.execute("SAVEPOINT nico_claim")
-
-
-async def release_savepoint(conn: Connection) -> None:
-    await conn.execute("RELEASE SAVEPOINT nico_claim")
+    if savepoint:
+        query = sql.SQL("SAVEPOINT nico_claim; ") + sql.SQL(_LOCK_LITERAL[domain is not None]).format(
+            **{k: sql.Literal(v) for k, v in params.items()}
+        )
+        cursor = await conn.execute(query)
+        assert cursor.nextset()  # the lock's rows are the second result
+    else:
+        cursor = await conn.execute(_LOCK[domain is not None], params)
+    return [(machine_id, machine_domain) for machine_id, machine_domain in await cursor.fetchall()]
 
 
 async def rollback_to_savepoint(conn: Connection) -> None:
+    """Release the partial pick (the savepoint stays, for the next try)."""
     await conn.execute("ROLLBACK TO SAVEPOINT nico_claim")
