@@ -212,3 +212,28 @@ async def test_concurrent_batches_never_share_a_machine_and_keep_counts(
         assert len({m.rsplit("-t", 1)[0] for m in machines}) == 1  # one rack per batch
     kept = await assert_in_step(session)
     assert sorted(free for free, _ in kept.values()) == [2] * 8
+
+
+async def test_a_big_site_still_places_best_fit(
+    client: httpx.AsyncClient, headers: dict[str, str], session: AsyncSession
+) -> None:
+    """Placement reads a sample of each kind of domain on a site with more domains than a sample
+    holds: the one fragment is a kind of its own, so the next batches still go there first and whole
+    racks stay free."""
+    world = await f.nvlink_site(session, racks=20, trays=6)
+    await session.commit()
+
+    async def batch(count: int, prefix: str) -> set[str]:
+        response = await client.post(
+            f"{BASE}/instance/batch",
+            json=batch_body(world, count=count, namePrefix=prefix, topologyOptimized=True),
+            headers=headers,
+        )
+        assert response.status_code == 201, response.text
+        return {i["machineId"].rsplit("-t", 1)[0] for i in response.json()}
+
+    (fragment,) = await batch(2, "first")  # an untouched rack, any of the twenty
+    assert await batch(2, "second") == {fragment}
+    assert await batch(2, "third") == {fragment}
+    kept = await assert_in_step(session)
+    assert sorted(free for free, _ in kept.values()) == [0] + [6] * 19

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Collection
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg import sql
@@ -38,6 +38,24 @@ WHERE c.site_id = %(site)s AND c.instance_type_id = %(type)s AND c.free > 0
 """
 # ``=`` / ``IS NULL`` rather than ``IS NOT DISTINCT FROM``: only these reach the domain through
 # ix_machine_placement, so the lock reads one domain's machines, not the site's.
+# A few domains of each kind placement tells apart, chosen at random (so concurrent requests spread
+# over equal domains), instead of all of them: (partition present, fragment or untouched, free count)
+# is what placement ranks by, so a list holding every kind gives the plan the whole list would. With
+# each row, the free machines of all the domains and the largest free count in one domain.
+_SAMPLE = """
+SELECT r.domain_uuid, r.used, r.free, r.in_domains, r.best FROM (
+    SELECT c.domain_uuid, c.used, c.free,
+           row_number() OVER (PARTITION BY c.domain_uuid = %(none)s, c.domain_uuid = ANY(%(lp)s), c.used = 0,
+                                           c.free
+                              ORDER BY random()) AS n,
+           sum(c.free) FILTER (WHERE c.domain_uuid <> %(none)s) OVER () AS in_domains,
+           max(c.free) FILTER (WHERE c.domain_uuid <> %(none)s) OVER () AS best
+    FROM domain_capacity c
+    WHERE c.site_id = %(site)s AND c.instance_type_id = %(type)s AND c.free > 0
+) r
+WHERE r.n <= %(per_kind)s
+"""
+
 _LOCK = {
     in_domain: f"""
 SELECT m.id, m.domain_uuid FROM machine m
@@ -101,6 +119,36 @@ async def machine_counts_by_domain(
     counts, so machines other requests hold right now still count as free (the lock skips them)."""
     rows = await (await conn.execute(_SUMMARY, {"site": site_id, "type": instance_type_id})).fetchall()
     return [(None if domain == NO_DOMAIN else domain, used, free) for domain, used, free in rows]
+
+
+class Sample(NamedTuple):
+    rows: list[tuple[uuid.UUID | None, int, int]]  # (domain or None, used, free)
+    in_domains: int  # free machines in all the domains
+    best: int  # the largest free count in one domain
+
+
+async def capacity_sample(
+    conn: Connection,
+    site_id: uuid.UUID,
+    instance_type_id: uuid.UUID,
+    lp_domains: Collection[uuid.UUID],
+    per_kind: int,
+) -> Sample:
+    """Up to ``per_kind`` random domains of each kind placement ranks by (with machines without a
+    domain, if free), and the totals over every domain (``_SAMPLE``)."""
+    params = {
+        "site": site_id,
+        "type": instance_type_id,
+        "lp": list(lp_domains),
+        "none": NO_DOMAIN,
+        "per_kind": per_kind,
+    }
+    rows = await (await conn.execute(_SAMPLE, params)).fetchall()
+    in_domains = int(rows[0][3] or 0) if rows else 0
+    best = int(rows[0][4] or 0) if rows else 0
+    return Sample(
+        [(None if d == NO_DOMAIN else d, used, free) for d, used, free, _, _ in rows], in_domains, best
+    )
 
 
 async def lock_free_machines(
