@@ -38,22 +38,20 @@ WHERE c.site_id = %(site)s AND c.instance_type_id = %(type)s AND c.free > 0
 """
 # ``=`` / ``IS NULL`` rather than ``IS NOT DISTINCT FROM``: only these reach the domain through
 # ix_machine_placement, so the lock reads one domain's machines, not the site's.
-# A few domains of each kind placement tells apart, chosen at random (so concurrent requests spread
-# over equal domains), instead of all of them: (partition present, fragment or untouched, free count)
-# is what placement ranks by, so a list holding every kind gives the plan the whole list would. With
-# each row, the free machines of all the domains and the largest free count in one domain.
+# A few domains of each kind placement tells apart, from a random place in each kind's list (so
+# concurrent requests spread over equal domains), instead of all of them: (partition present, fragment
+# or untouched, free count) is what placement ranks by, so a list holding every kind gives the plan the
+# whole list would. Each kind's size comes along for the totals. No sort: one pass, grouped.
 _SAMPLE = """
-SELECT r.domain_uuid, r.used, r.free, r.in_domains, r.best FROM (
-    SELECT c.domain_uuid, c.used, c.free,
-           row_number() OVER (PARTITION BY c.domain_uuid = %(none)s, c.domain_uuid = ANY(%(lp)s), c.used = 0,
-                                           c.free
-                              ORDER BY random()) AS n,
-           sum(c.free) FILTER (WHERE c.domain_uuid <> %(none)s) OVER () AS in_domains,
-           max(c.free) FILTER (WHERE c.domain_uuid <> %(none)s) OVER () AS best
+SELECT g.no_domain, g.free, g.n, g.domains[g.s:g.s + %(per_kind)s - 1], g.used[g.s:g.s + %(per_kind)s - 1]
+FROM (
+    SELECT c.domain_uuid = %(none)s AS no_domain, c.free, count(*) AS n,
+           array_agg(c.domain_uuid) AS domains, array_agg(c.used) AS used,  -- one order for both
+           1 + floor(random() * greatest(count(*) - %(per_kind)s + 1, 1))::int AS s
     FROM domain_capacity c
     WHERE c.site_id = %(site)s AND c.instance_type_id = %(type)s AND c.free > 0
-) r
-WHERE r.n <= %(per_kind)s
+    GROUP BY c.domain_uuid = %(none)s, c.domain_uuid = ANY(%(lp)s), c.used = 0, c.free
+) g
 """
 
 _LOCK = {
@@ -134,8 +132,8 @@ async def capacity_sample(
     lp_domains: Collection[uuid.UUID],
     per_kind: int,
 ) -> Sample:
-    """Up to ``per_kind`` random domains of each kind placement ranks by (with machines without a
-    domain, if free), and the totals over every domain (``_SAMPLE``)."""
+    """Up to ``per_kind`` domains of each kind placement ranks by (with machines without a domain, if
+    free), and the totals over every domain (``_SAMPLE``)."""
     params = {
         "site": site_id,
         "type": instance_type_id,
@@ -143,12 +141,16 @@ async def capacity_sample(
         "none": NO_DOMAIN,
         "per_kind": per_kind,
     }
-    rows = await (await conn.execute(_SAMPLE, params)).fetchall()
-    in_domains = int(rows[0][3] or 0) if rows else 0
-    best = int(rows[0][4] or 0) if rows else 0
-    return Sample(
-        [(None if d == NO_DOMAIN else d, used, free) for d, used, free, _, _ in rows], in_domains, best
-    )
+    rows: list[tuple[uuid.UUID | None, int, int]] = []
+    in_domains = best = 0
+    for no_domain, free, n, domains, used in await (await conn.execute(_SAMPLE, params)).fetchall():
+        if no_domain:
+            rows.append((None, 0, free))
+            continue
+        in_domains += free * n
+        best = max(best, free)
+        rows.extend((domain, assigned, free) for domain, assigned in zip(domains, used, strict=True))
+    return Sample(rows, in_domains, best)
 
 
 async def lock_free_machines(
