@@ -1,11 +1,13 @@
 """Free and used machines per NVLink domain, kept in step with the machine table by database triggers.
 
 Placement reads one row per domain instead of counting every machine (issue 15): a site of 2,000
-racks has 36,000 machines and 2,000 rows here. Rows are written by statement triggers on ``machine``
-(migration 0009) whenever a statement inserts, updates or deletes machines in a way that changes a
-count, so every path that assigns or frees a machine (creates, deletes, registration, maintenance,
-a machine missing on site, a changed instance type or domain) keeps them right, in the same
-transaction. Nothing in Python writes this table.
+racks has 36,000 machines and 2,000 rows here. Rows are written by a row trigger on ``machine``
+(migration 0009; a constraint trigger deferred to the commit) whenever a machine is inserted, updated
+or deleted in a way that changes a count, so every path that assigns or frees a machine (creates,
+deletes, registration, maintenance, a machine missing on site, a changed instance type or domain)
+keeps them right, in the same transaction. Deferred: a domain's row is locked only while the
+transaction commits. Nothing in Python writes this table; within a transaction that changed
+machines the counts show its changes only after the commit.
 
 ``free`` counts machines that are Ready, unassigned and not missing on site (what
 ``queries.assignment`` may lock); ``used`` counts assigned machines. Machines without an NVLink
