@@ -271,23 +271,20 @@ def seed(url: str, racks: int) -> dict[str, str]:
     return {"site": str(site), "type": str(itype), "vpc": str(vpc), "subnet": str(subnet)}
 
 
-def cpu_seconds(server_pid: int) -> dict[str, float]:
-    """CPU seconds used so far by the nico server and by PostgreSQL's processes (all of them: run the
-    benchmark on an otherwise quiet machine)."""
+def cpu_seconds(server_pid: int, postmaster_pid: int) -> dict[str, float]:
+    """CPU seconds used so far by the nico server and by this benchmark's PostgreSQL (its postmaster
+    and backends: other PostgreSQL servers on a shared machine are not counted)."""
     import psutil
 
     totals = {"server": 0.0, "postgres": 0.0}
-    server = psutil.Process(server_pid)
-    for proc in [server, *server.children(recursive=True)]:
-        times = proc.cpu_times()
-        totals["server"] += times.user + times.system
-    for proc in psutil.process_iter(["name"]):
-        if (proc.info["name"] or "").startswith("postgres"):
+    for name, pid in (("server", server_pid), ("postgres", postmaster_pid)):
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
             try:
                 times = proc.cpu_times()
             except psutil.Error:
                 continue
-            totals["postgres"] += times.user + times.system
+            totals[name] += times.user + times.system
     return totals
 
 
@@ -393,7 +390,7 @@ def main() -> None:
             try:
                 wait_ready_path(bare_port, bare, f"{base}/instance/{instance['id']}")
                 results = run_scenarios(
-                    args, port, bare_port, server.pid, bare.pid, token, base, ids, instance, url
+                    args, port, bare_port, server.pid, bare.pid, token, base, ids, instance, url, data_dir
                 )
             finally:
                 bare.terminate()
@@ -415,6 +412,7 @@ def run_scenarios(
     ids: dict[str, str],
     instance: dict[str, Any],
     database_url: str,
+    data_dir: Path,
 ) -> dict[str, list[dict[str, Any]]]:
     """Every scenario ``--rounds`` times, a figure and its baseline back to back in each round."""
     nico_url, bare_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{bare_port}"
@@ -432,6 +430,7 @@ def run_scenarios(
     )
     lp = json.dumps({"name": "lp-{n}", "siteId": ids["site"]})
     results: dict[str, list[dict[str, Any]]] = {}
+    postmaster = int((data_dir / "postgres" / "postmaster.pid").read_text().split()[0])
     # Batches fill the site: each run starts from an empty site and stops before it is full (a
     # request in flight per client after the limit).
     batches_per_run = ((args.racks * 18 - 1) // args.batch) - 2 * CLIENTS
@@ -444,9 +443,9 @@ def run_scenarios(
         )
         if reset is not None:
             reset()
-        before = cpu_seconds(pid)
+        before = cpu_seconds(pid, postmaster)
         r = run_wrk(url, token, connections=clients, seconds=args.seconds, **kw)
-        after = cpu_seconds(pid)
+        after = cpu_seconds(pid, postmaster)
         r["cpu_ms"] = {w: (after[w] - before[w]) * 1000 / max(r["requests"], 1) for w in after}
         results.setdefault(name, []).append(r)
 
