@@ -6,13 +6,20 @@ pool served by a bare FastAPI app (``bare_instance_app.py``: nico's own GET stat
 response body, on a ``RawPool`` of the same size, with the checks any server of the endpoint must make:
 the bearer token, cached until it expires, the caller's role, the instance's tenant; what it leaves
 out is nico's framework: routers, dependencies, error envelopes, request guards),
-(c) ``POST /nvlink-logical-partition``, (d) ``POST /instance/batch`` (count 18, topologyOptimized)
-on a site of 200 racks of 18 machines with 4 GPUs each. Every scenario runs ``--rounds`` times; (b)
-and (b0) take turns of one second within each round (the machine is shared, the load drifts: both
-see the same drift). Prints the range of requests/s, p50 and p99, CPU per request of the server and
-of PostgreSQL, (b)/(b0) of each round and the load average.
+(c) ``POST /nvlink-logical-partition``, (d) ``POST /instance/batch`` (count ``--batch`` (18),
+topologyOptimized) on a site of ``--racks`` (200) racks of 18 machines with 4 GPUs each. Every
+scenario runs ``--rounds`` times; (b) and (b0) take turns of one second within each round (the
+machine is shared, the load drifts: both see the same drift). Prints the range of requests/s, p50
+and p99, CPU per request of the server and of PostgreSQL, (b)/(b0) of each round and the load average.
+Before each batch run every benchmark instance is removed in the database (the site starts empty
+again); after it the benchmark counts double assignments (an instance left without a machine because
+another took it, or a machine in two instances): it prints the total, which must be 0.
 
-    python benchmarks/api_bench.py [--racks 200] [--seconds 5] [--rounds 2] [--scenarios abcd]
+    python benchmarks/api_bench.py [--racks 200] [--seconds 5] [--rounds 2] [--scenarios abcd] [--batch 18]
+
+Issue 15's batch figures: ``--scenarios d --racks 200`` (batches of 18), ``--scenarios d --racks 16
+--batch 4`` (batches of 4 on 16 racks), ``--scenarios d --racks 2000 --rounds 1`` (one batch at
+2,000 racks: the 1-client p50).
 
 The load comes from ``wrk`` (C, one thread; Debian package ``wrk``), so the client costs the server
 little of the machine's CPU.
@@ -31,6 +38,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -268,23 +276,20 @@ def seed(url: str, racks: int) -> dict[str, str]:
     return {"site": str(site), "type": str(itype), "vpc": str(vpc), "subnet": str(subnet)}
 
 
-def cpu_seconds(server_pid: int) -> dict[str, float]:
-    """CPU seconds used so far by the nico server and by PostgreSQL's processes (all of them: run the
-    benchmark on an otherwise quiet machine)."""
+def cpu_seconds(server_pid: int, postmaster_pid: int) -> dict[str, float]:
+    """CPU seconds used so far by the nico server and by this benchmark's PostgreSQL (its postmaster
+    and backends: other PostgreSQL servers on a shared machine are not counted)."""
     import psutil
 
     totals = {"server": 0.0, "postgres": 0.0}
-    server = psutil.Process(server_pid)
-    for proc in [server, *server.children(recursive=True)]:
-        times = proc.cpu_times()
-        totals["server"] += times.user + times.system
-    for proc in psutil.process_iter(["name"]):
-        if (proc.info["name"] or "").startswith("postgres"):
+    for name, pid in (("server", server_pid), ("postgres", postmaster_pid)):
+        root = psutil.Process(pid)
+        for proc in [root, *root.children(recursive=True)]:
             try:
                 times = proc.cpu_times()
             except psutil.Error:
                 continue
-            totals["postgres"] += times.user + times.system
+            totals[name] += times.user + times.system
     return totals
 
 
@@ -339,6 +344,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--scenarios", default="abcd", help="which scenarios to run, e.g. ab")
     parser.add_argument("--rounds", type=int, default=2, help="repeat every scenario, baselines alongside")
+    parser.add_argument("--batch", type=int, default=18, help="instances per batch in scenario d")
     args = parser.parse_args()
 
     from nico.api.auth import issue_dev_token
@@ -393,7 +399,7 @@ def main() -> None:
             try:
                 wait_ready_path(bare_port, bare, f"{base}/instance/{instance['id']}", token)
                 results = run_scenarios(
-                    args, port, bare_port, server.pid, bare.pid, token, base, ids, instance
+                    args, port, bare_port, server.pid, bare.pid, token, base, ids, instance, url, data_dir
                 )
             finally:
                 bare.terminate()
@@ -415,6 +421,8 @@ def run_scenarios(
     base: str,
     ids: dict[str, str],
     instance: dict[str, Any],
+    database_url: str,
+    data_dir: Path,
 ) -> dict[str, list[dict[str, Any]]]:
     """Every scenario ``--rounds`` times, a figure and its baseline back to back in each round."""
     nico_url, bare_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{bare_port}"
@@ -422,7 +430,7 @@ def run_scenarios(
     batch = json.dumps(
         {
             "namePrefix": "b{n}",
-            "count": 18,
+            "count": args.batch,
             "instanceTypeId": ids["type"],
             "vpcId": ids["vpc"],
             "ipxeScript": "x",
@@ -432,15 +440,22 @@ def run_scenarios(
     )
     lp = json.dumps({"name": "lp-{n}", "siteId": ids["site"]})
     results: dict[str, list[dict[str, Any]]] = {}
-    racks_left = args.racks - 1
+    postmaster = int((data_dir / "postgres" / "postmaster.pid").read_text().split()[0])
+    # Batches fill the site: each run starts from an empty site and stops before it is full (a
+    # request in flight per client after the limit).
+    batches_per_run = ((args.racks * 18 - 1) // args.batch) - 2 * CLIENTS
 
-    def measure(name: str, url: str, pid: int, clients: int, **kw: Any) -> None:
+    def measure(
+        name: str, url: str, pid: int, clients: int, reset: Callable[[], None] | None = None, **kw: Any
+    ) -> None:
         run_wrk(
             url, token, connections=clients, seconds=1, **{**kw, "limit": clients} if "body" in kw else kw
         )
-        before = cpu_seconds(pid)
+        if reset is not None:
+            reset()
+        before = cpu_seconds(pid, postmaster)
         r = run_wrk(url, token, connections=clients, seconds=args.seconds, **kw)
-        after = cpu_seconds(pid)
+        after = cpu_seconds(pid, postmaster)
         r["cpu_ms"] = {w: (after[w] - before[w]) * 1000 / max(r["requests"], 1) for w in after}
         results.setdefault(name, []).append(r)
 
@@ -454,9 +469,9 @@ def run_scenarios(
         cpu = {name: {"server": 0.0, "postgres": 0.0} for name, _, _ in pair}
         for _ in range(max(1, round(args.seconds))):
             for name, url, pid in pair:
-                before = cpu_seconds(pid)
+                before = cpu_seconds(pid, postmaster)
                 turns[name].append(run_wrk(url, token, connections=clients, seconds=1))
-                after = cpu_seconds(pid)
+                after = cpu_seconds(pid, postmaster)
                 for w in after:
                     cpu[name][w] += after[w] - before[w]
         for name, _, _ in pair:
@@ -499,26 +514,51 @@ def run_scenarios(
                     body=lp,
                 )
         if "d" in args.scenarios:
-            # Each batch takes a whole rack: a limit keeps every round within the racks left.
-            per_round = racks_left // args.rounds
-            one = min(per_round // 4, 40)
-            for clients, limit in ((1, one), (CLIENTS, per_round - one - 2 * CLIENTS - 2)):
+            for clients, limit in ((1, min(batches_per_run, 40)), (CLIENTS, batches_per_run)):
                 if limit <= 0:
                     continue
+                name = f"(d) POST batch x{args.batch}, {clients} cl"
                 measure(
-                    f"(d) POST batch x18, {clients} cl",
+                    name,
                     nico_url + f"{base}/instance/batch",
                     server_pid,
                     clients,
                     method="POST",
                     body=batch,
                     limit=limit,
+                    reset=lambda: empty_site(database_url, instance["id"]),
                 )
+                results[name][-1]["double"] = double_assignments(database_url)
     return results
 
 
 def _load_average() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def empty_site(url: str, keep: str) -> None:
+    """Remove every instance but ``keep`` (the GET scenario's) in the database: their machines are
+    free again (the machine's ON DELETE SET NULL)."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        conn.execute("DELETE FROM instance WHERE id <> %s", (keep,))
+
+
+def double_assignments(url: str) -> int:
+    """Instances left without a machine (another instance took theirs) plus machines held by two
+    instances (impossible while ``machine.instance_id`` is UNIQUE, counted anyway)."""
+    import psycopg
+
+    with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM instance i WHERE NOT EXISTS ("
+            "           SELECT 1 FROM machine m WHERE m.instance_id = i.id))"
+            "     + (SELECT count(*) FROM (SELECT instance_id FROM machine WHERE instance_id IS NOT NULL"
+            "                              GROUP BY instance_id HAVING count(*) > 1) twice)"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
 
 
 def _range(values: list[float], fmt: str) -> str:
@@ -560,11 +600,12 @@ def report(results: dict[str, list[dict[str, Any]]]) -> None:
                 f"(b0)/(b) server CPU per request, {clients} client(s): "
                 f"{', '.join(f'{r:.2f}' for r in cpu)} by round"
             )
-    for clients in (1, CLIENTS):
-        if d := results.get(f"(d) POST batch x18, {clients} cl"):
+    for name, runs in results.items():
+        if name.startswith("(d)"):
             print(
-                f"(d) p50, {clients} client(s): {_range([r['p50'] for r in d], '.1f')} ms"
-                "   (aim <= 100 ms at 16)"
+                f"{name}: p50 {_range([r['p50'] for r in runs], '.1f')} ms   (aim <= 100 ms at 16 clients),"
+                f" 5xx {sum(n for r in runs for c, n in r['codes'].items() if c >= 500)},"
+                f" double assignments {sum(r['double'] for r in runs)}"
             )
 
 

@@ -2,8 +2,8 @@
 
 Placement (pure) chooses; this module locks the choice with ``FOR UPDATE SKIP LOCKED``, re-checking
 that each machine is still Ready and unassigned. A machine another transaction holds or has taken is
-left out and placement chooses again, so a request fails only when capacity is really gone. Each try
-runs in a savepoint, so a partial pick is released before the next one.
+left out and placement chooses again, so a request fails only when capacity is really gone. The
+tries run in a savepoint, so a partial pick is released before the next one. Locks: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from nico.services.placement import Ask, NoCapacity, plan_counts
 
 async def partition_domains(
     session: AsyncSession, partition_ids: Collection[uuid.UUID]
-) -> frozenset[uuid.UUID]:
+) -> tuple[frozenset[uuid.UUID], dict[uuid.UUID, int]]:
     """Domains where the partitions are present: a physical partition of theirs, or a machine whose
     instance has a binding to them that the fabric does not hold yet (the reconciler may not have
     built the physical partition). A Ready binding's GPU is in a physical partition already, so
     only the unsettled bindings are read, through their partial index: the cost follows the work in
-    flight, not the size of the partition."""
+    flight, not the size of the partition. With them, each partition's multicast groups limit."""
     if not partition_ids:
-        return frozenset()
+        return frozenset(), {}
     return await queries.partition_domains(session, partition_ids)
 
 
@@ -52,14 +52,15 @@ async def claim(
 ) -> list[Claimed]:
     """Lock ``ask.count`` machines for this transaction (the caller then sets their ``instance_id``).
 
-    Placement decides how many machines to take from which domain, from counts; the database picks
-    and locks that many in each (contiguous trays first), skipping machines other requests hold.
-    When a domain yields fewer, the partial pick is released and placement decides again with what
-    is really left, so a request fails only when capacity is really gone (:class:`NoCapacity`). At
-    the driver level: on a 200-rack site this is the request's hot spot.
+    Placement decides how many machines to take from which domain, from counts (``domain_capacity``,
+    kept by triggers; a random sample of each kind of domain when one fits); the database picks and
+    locks that many in each (contiguous trays first), skipping machines other requests hold. When a
+    domain yields fewer (another request won the race for it), the partial pick is released and
+    placement decides again with what is really left: the next candidate, not a 409, so a request
+    fails only when capacity is really gone (:class:`NoCapacity`).
     """
     wanted_lps = set(partition_ids)
-    lp_domains = await partition_domains(session, wanted_lps)
+    lp_domains, limits = await partition_domains(session, wanted_lps)
     ask = Ask(
         instance_type_id=ask.instance_type_id,
         count=ask.count,
@@ -68,48 +69,89 @@ async def claim(
         lp_domains=lp_domains,
     )
     conn = await driver_connection(session)
-    free: dict[uuid.UUID, int] = {}
-    used: dict[uuid.UUID, int] = {}
-    loose = 0
+    over = await _over_budget(conn, site_id, limits) if ask.needs_nvlink else {}
+    # A seeded request (tests) or one near a multicast budget reads every domain; others a sample.
+    counts = await _counts(conn, site_id, ask, sampled=seed is None and not over)
+    rng = random.Random(seed)
+    seen_short: dict[uuid.UUID | None, int] = {}
+    first = True
+    while True:  # ends: every short pick lowers a free count, until placement gives up
+        plan = _plan_within_budgets(counts, ask, rng, over)
+        locked: list[Claimed] = []
+        for domain, n in plan:
+            rows = await queries.lock_free_machines(
+                conn, site_id, ask.instance_type_id, domain, n, savepoint=first
+            )
+            first = False
+            locked.extend(Claimed(machine_id, machine_domain) for machine_id, machine_domain in rows)
+            if len(rows) < n:  # the rest are held by other requests (or went since the counts)
+                seen_short[domain] = len(rows)
+        if len(locked) == ask.count:
+            return locked  # the savepoint stays open to the commit, which keeps its locks too
+        await queries.rollback_to_savepoint(conn)  # releases the partial pick for others
+        counts.apply(seen_short)
+        if counts.unlisted and max(counts.free.values(), default=0) < ask.count:
+            counts = await _counts(conn, site_id, ask, sampled=False)  # the sample ran out: all of them
+            counts.apply(seen_short)
+
+
+@dataclass
+class _Counts:
+    """Free machines per domain (and without one), assigned ones, and free ones in unlisted domains."""
+
+    free: dict[uuid.UUID, int]
+    used: dict[uuid.UUID, int]
+    loose: int
+    unlisted: int = 0
+
+    def apply(self, seen: dict[uuid.UUID | None, int]) -> None:
+        """What a short pick showed: no more than it gave is free there now."""
+        for domain, n in seen.items():
+            if domain is None:
+                self.loose = min(self.loose, n)
+            elif domain in self.free:
+                self.free[domain] = min(self.free[domain], n)
+
+
+# Domains of each kind placement tells apart in a sample: enough to spread concurrent requests over
+# equal domains and to find the next one when a request loses the race for one.
+PER_KIND = 8
+
+
+async def _counts(conn: queries.Connection, site_id: uuid.UUID, ask: Ask, *, sampled: bool) -> _Counts:
+    """Placement's input from ``domain_capacity``: a sample of each kind of domain when one of them
+    fits the whole request (so the cost follows the kinds of domain, not their number: a 2,000-rack
+    site reads a handful of rows), else every domain with free machines."""
+    if sampled:
+        sample = await queries.capacity_sample(conn, site_id, ask.instance_type_id, ask.lp_domains, PER_KIND)
+        if sample.best >= ask.count or ask.topology_optimized:
+            counts = _Counts({}, {}, 0)
+            for domain, assigned, available in sample.rows:
+                if domain is None:
+                    counts.loose = available
+                else:
+                    counts.free[domain], counts.used[domain] = available, assigned
+            counts.unlisted = sample.in_domains - sum(counts.free.values())
+            return counts
+    counts = _Counts({}, {}, 0)
     for domain, assigned, available in await queries.machine_counts_by_domain(
         conn, site_id, ask.instance_type_id
     ):
         if domain is None:
-            loose = available
+            counts.loose = available
         else:
-            free[domain], used[domain] = available, assigned
-    over = await _over_budget(conn, site_id, wanted_lps) if ask.needs_nvlink else {}
-    rng = random.Random(seed)
-    while True:  # ends: every short pick lowers a free count, until placement gives up
-        plan = _plan_within_budgets(free, loose, ask, rng, used, over)
-        await queries.savepoint(conn)
-        locked: list[Claimed] = []
-        short = False
-        for domain, n in plan:
-            rows = await queries.lock_free_machines(conn, site_id, ask.instance_type_id, domain, n)
-            locked.extend(Claimed(machine_id, machine_domain) for machine_id, machine_domain in rows)
-            if len(rows) < n:  # the rest are held by other requests (or went since the summary)
-                short = True
-                if domain is None:
-                    loose = len(rows)
-                else:
-                    free[domain] = len(rows)
-        if not short:
-            await queries.release_savepoint(conn)  # the locks now belong to the request
-            return locked
-        await queries.rollback_to_savepoint(conn)  # releases the partial pick for others
+            counts.free[domain], counts.used[domain] = available, assigned
+    return counts
 
 
 async def _over_budget(
-    conn: queries.Connection, site_id: uuid.UUID, partition_ids: Collection[uuid.UUID]
+    conn: queries.Connection, site_id: uuid.UUID, limits: dict[uuid.UUID, int]
 ) -> dict[uuid.UUID, str]:
-    """Domains that cannot take the logical partitions: each not yet present there would draw its
-    multicast groups limit from the domain's budget (``max_multicast_groups``), and the sum does not
-    fit. Domain -> why (the 409's words)."""
-    wanted = set(partition_ids)
-    if not wanted:
+    """Domains that cannot take the logical partitions (``limits``: each one's multicast groups
+    limit): each not yet present there would draw its limit from the domain's budget
+    (``max_multicast_groups``), and the sum does not fit. Domain -> why (the 409's words)."""
+    if not any(limits.values()):
         return {}
-    limits = await queries.multicast_limits(conn, wanted)
     over: dict[uuid.UUID, str] = {}
     for domain, budget, in_use, present in await queries.multicast_budgets(conn, site_id):
         need = sum(limit for lp, limit in limits.items() if lp not in present)
@@ -122,17 +164,13 @@ async def _over_budget(
 
 
 def _plan_within_budgets(
-    free: dict[uuid.UUID, int],
-    loose: int,
-    ask: Ask,
-    rng: random.Random,
-    used: dict[uuid.UUID, int],
-    over: dict[uuid.UUID, str],
+    counts: _Counts, ask: Ask, rng: random.Random, over: dict[uuid.UUID, str]
 ) -> list[tuple[uuid.UUID | None, int]]:
     """Placement over the domains whose multicast budget can take the request; when only the budget
     stands in the way, a 409 naming it rather than a failure on the fabric later."""
+    free, loose, used = counts.free, counts.loose, counts.used
     if not over:
-        return plan_counts(free, loose, ask, rng, used)
+        return plan_counts(free, loose, ask, rng, used, counts.unlisted)
     within = {domain: (0 if domain in over else n) for domain, n in free.items()}
     try:
         return plan_counts(within, loose, ask, rng, used)

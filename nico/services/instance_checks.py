@@ -195,7 +195,9 @@ def check_subnets(context: Context, vpc: Vpc, ports: Sequence[Port], texts: Subn
 
 async def quota_now(session: AsyncSession, tenant: Tenant, itype: InstanceType) -> tuple[int, int] | None:
     """(instances of the type, reserved machines) for the tenant, under the lock of its reservations
-    (held to the end of the transaction), or None without an allocation."""
+    (held to the end of the transaction), or None without an allocation. Creates call it last, after
+    their inserts and their response's read, so the lock is held only to the commit; the count then
+    includes the instances being created."""
     values = await queries.locked_reservations(session, tenant.id, itype.id)
     if not values:
         return None

@@ -55,7 +55,12 @@ async def _add_instances(
     """Insert the instances with their interfaces, bindings and first history, assign the machines,
     and hand the change to the reconciler (NOTIFY of the machines' domains, in the same statement,
     so in the same transaction). A new instance starts at NVLink config version 1. Returns the new
-    ids in ``names`` order."""
+    ids in ``names`` order.
+
+    Assigning the machines moves their domains' free counts (``domain_capacity``'s trigger locks
+    those rows to the commit). The caller then reads the response and, last, checks the quota under
+    its lock (:func:`quota_now`): the locks other creates wait for are held only to the commit
+    that follows (lock order: docs/architecture.md, "Locks")."""
     ports = list(spec.ports)
     if not any(p.is_physical for p in ports):
         ports[0] = Port(ports[0].subnet_id, True)  # the first interface is the physical one
@@ -144,11 +149,6 @@ async def create(
             # Out of machines is a conflict with the site's state on every path (batch: 409 as the
             # reference), so a client handles one code for one cause (docs/compatibility.md).
             raise conflict("No Machines are available for specified Instance Type") from None
-        quota = await quota_now(session, tenant, itype)  # the check again, now under its lock
-        if quota is None:
-            raise forbidden(NO_ALLOCATION)
-        if quota[0] >= quota[1]:
-            raise forbidden(QUOTA_REACHED)
     else:
         assert machine_id is not None
         itype, capabilities = None, []
@@ -169,7 +169,14 @@ async def create(
         machines=[machine],
         bindings=bindings,
     )
-    return (await load(session, [new_id], chronological=True))[0]
+    (view,) = await load(session, [new_id], chronological=True)
+    if itype is not None:
+        quota = await quota_now(session, tenant, itype)  # the check again, now under its lock: last
+        if quota is None:
+            raise forbidden(NO_ALLOCATION)
+        if quota[0] > quota[1]:  # these instances included
+            raise forbidden(QUOTA_REACHED)
+    return view
 
 
 async def _targeted_machine(
@@ -244,11 +251,6 @@ async def create_batch(
             f"Topology optimization requires all {count} machines on same NVLink domain, but best domain "
             f"only has {exc.best_domain} available"
         ) from None
-    quota = await quota_now(session, tenant, itype)  # the check again, now under its lock
-    if quota is None:
-        raise forbidden(NO_ALLOCATION)
-    if quota[0] + count > quota[1]:
-        raise forbidden(batch_quota_message(quota[0], count, quota[1]))
     bindings = await creation_bindings(session, tenant, vpc, explicit, capabilities, BATCH_CREATE)
     machines = chosen
     if bindings and any(m.domain_uuid is None for m in machines):
@@ -263,4 +265,10 @@ async def create_batch(
         machines=machines,
         bindings=bindings,
     )
-    return await load(session, ids, chronological=True)
+    views = await load(session, ids, chronological=True)
+    quota = await quota_now(session, tenant, itype)  # the check again, now under its lock: last
+    if quota is None:
+        raise forbidden(NO_ALLOCATION)
+    if quota[0] > quota[1]:  # these instances included
+        raise forbidden(batch_quota_message(quota[0] - count, count, quota[1]))
+    return views

@@ -65,15 +65,21 @@ def plan_counts(
     ask: Ask,
     rng: random.Random,
     used: Mapping[UUID, int] | None = None,
+    unlisted: int = 0,
 ) -> list[tuple[UUID | None, int]]:
     """How many machines to take from which domain (None: machines without a domain), by the policy
     of the module docstring; ``free`` counts free machines per domain (every domain that has machines
-    of the type), ``loose`` those without a domain. A database can then lock that many in each."""
+    of the type), ``loose`` those without a domain. A database can then lock that many in each.
+
+    ``unlisted``: free machines in domains left out of ``free`` (they count in the pool only). A
+    caller may leave domains out when ``free`` still holds, of every kind of domain the ranking tells
+    apart (partition present or not, fragment or untouched, free count), at least one, and one of
+    them fits the whole request: the plan is then one the whole list could give."""
     if ask.count < 1:
         raise ValueError("count must be at least 1")
     counts = used or {}
     domains = [_Domain(uuid, n, counts.get(uuid, 0)) for uuid, n in free.items()]
-    in_domains = sum(d.free for d in domains)
+    in_domains = sum(d.free for d in domains) + unlisted
     # The reference counts the whole pool, domain or not, before it looks at topology.
     pool = in_domains + (loose if ask.topology_optimized or not ask.needs_nvlink else 0)
     best = max((d.free for d in domains), default=0)
@@ -88,6 +94,8 @@ def plan_counts(
     if ask.topology_optimized:
         raise NoCapacity(ask.count, pool, best, True)
     # No single domain fits: loose machines first, then the fullest domains, so the emptiest survive.
+    if unlisted:
+        raise ValueError("no listed domain fits the request: list every domain")
     plan: list[tuple[UUID | None, int]] = []
     remaining = ask.count
     if not ask.needs_nvlink and loose:

@@ -122,3 +122,48 @@ def test_used_counts_make_a_domain_a_fragment() -> None:
     ask = Ask(instance_type_id=TYPE, count=2, topology_optimized=True)
     for seed in range(20):
         assert plan_counts(free, 0, ask, random.Random(seed), {DOMAINS[1]: 3}) == [(DOMAINS[1], 2)]
+
+
+def _kind(domain: uuid.UUID, free: dict[uuid.UUID, int], used: dict[uuid.UUID, int], ask: Ask) -> tuple:
+    return (domain in ask.lp_domains, used.get(domain, 0) == 0, free[domain])
+
+
+@settings(max_examples=300, deadline=None)
+@given(site=sites(), ask=asks, seed=st.integers(0, 2**32), pick=st.randoms(use_true_random=False))
+def test_a_sample_of_every_kind_plans_as_the_whole_list(
+    site: tuple[dict[uuid.UUID, int], dict[uuid.UUID, int], int], ask: Ask, seed: int, pick: random.Random
+) -> None:
+    """What ``assignment`` gives placement on a big site: one domain of each kind it ranks by, the
+    free machines of the others as ``unlisted``. Whenever a listed domain fits the request, the plan
+    takes a domain of the kind the whole list's plan takes (or fails the same way)."""
+    free, used, loose = site
+    kinds: dict[tuple, uuid.UUID] = {}
+    for domain in pick.sample(sorted(free), len(free)):
+        if free[domain]:
+            kinds.setdefault(_kind(domain, free, used, ask), domain)
+    sample = {d: free[d] for d in kinds.values()}
+    if not any(n >= ask.count for n in sample.values()):
+        return  # assignment reads every domain then
+    unlisted = sum(free.values()) - sum(sample.values())
+    try:
+        whole = plan_counts(free, loose, ask, random.Random(seed), used)
+    except NoCapacity as exc:
+        with pytest.raises(NoCapacity) as sampled:
+            plan_counts(sample, loose, ask, random.Random(seed), used, unlisted)
+        assert (sampled.value.available, sampled.value.best_domain) == (exc.available, exc.best_domain)
+        return
+    planned = plan_counts(sample, loose, ask, random.Random(seed), used, unlisted)
+    assert [n for _, n in planned] == [n for _, n in whole]
+    for (a, _), (b, _) in zip(planned, whole, strict=True):
+        assert (a is None) == (b is None)
+        if a is not None and b is not None:
+            assert _kind(a, free, used, ask) == _kind(b, free, used, ask)
+
+
+def test_unlisted_domains_count_in_the_pool_only() -> None:
+    ask = Ask(instance_type_id=TYPE, count=30, topology_optimized=True)
+    with pytest.raises(NoCapacity) as exc:
+        plan_counts({DOMAINS[0]: 18}, 0, ask, random.Random(0), unlisted=36)
+    assert (exc.value.available, exc.value.best_domain) == (54, 18)
+    with pytest.raises(ValueError):  # no listed domain fits and the rest are unknown: list them all
+        plan_counts({DOMAINS[0]: 18}, 0, Ask(instance_type_id=TYPE, count=30), random.Random(0), unlisted=36)

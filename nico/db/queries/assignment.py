@@ -4,40 +4,68 @@ locking free machines with ``FOR UPDATE SKIP LOCKED`` inside a savepoint."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Collection
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
+from psycopg import sql
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.db.models.capacity import NO_DOMAIN
 from nico.db.raw import driver_connection
 
-_PARTITION_DOMAINS = """
-SELECT p.domain_uuid FROM physical_partition p WHERE p.logical_partition_id = ANY(%(ids)s)
-UNION
-SELECT m.domain_uuid FROM machine m
-WHERE m.domain_uuid IS NOT NULL AND m.instance_id IN (
-    SELECT n.instance_id FROM nvlink_interface n  -- one machine probe per instance, not per GPU
-    WHERE n.logical_partition_id = ANY(%(ids)s) AND n.status IN ('Pending', 'Provisioning', 'Error'))
+_PARTITION_FACTS = """
+SELECT ARRAY(
+    SELECT p.domain_uuid FROM physical_partition p WHERE p.logical_partition_id = ANY(%(ids)s)
+    UNION
+    SELECT m.domain_uuid FROM machine m
+    WHERE m.domain_uuid IS NOT NULL AND m.instance_id IN (
+        SELECT n.instance_id FROM nvlink_interface n  -- one machine probe per instance, not per GPU
+        WHERE n.logical_partition_id = ANY(%(ids)s) AND n.status IN ('Pending', 'Provisioning', 'Error'))
+),
+(SELECT coalesce(json_object_agg(lp.id, lp.multicast_groups_limit), '{}') FROM logical_partition lp
+ WHERE lp.id = ANY(%(ids)s))
 """
 
 _FREE = "m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site"
-_SUMMARY = f"""
-SELECT m.domain_uuid, count(*) FILTER (WHERE m.instance_id IS NOT NULL),
-       count(*) FILTER (WHERE {_FREE})
-FROM machine m
-WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s
-GROUP BY m.domain_uuid
+# One row per domain (migration 0009's triggers keep the counts), not a scan of every machine: the
+# cost follows the number of domains with free machines, whatever the site's size.
+_SUMMARY = """
+SELECT c.domain_uuid, c.used, c.free FROM domain_capacity c
+WHERE c.site_id = %(site)s AND c.instance_type_id = %(type)s AND c.free > 0
 """
-_LOCK = f"""
+# ``=`` / ``IS NULL`` rather than ``IS NOT DISTINCT FROM``: only these reach the domain through
+# ix_machine_placement, so the lock reads one domain's machines, not the site's.
+# A few domains of each kind placement tells apart, from a random place in each kind's list (so
+# concurrent requests spread over equal domains), instead of all of them: (partition present, fragment
+# or untouched, free count) is what placement ranks by, so a list holding every kind gives the plan the
+# whole list would. Each kind's size comes along for the totals. No sort: one pass, grouped.
+_SAMPLE = """
+SELECT g.no_domain, g.free, g.n, g.domains[g.s:g.s + %(per_kind)s - 1], g.used[g.s:g.s + %(per_kind)s - 1]
+FROM (
+    SELECT c.domain_uuid = %(none)s AS no_domain, c.free, count(*) AS n,
+           array_agg(c.domain_uuid) AS domains, array_agg(c.used) AS used,  -- one order for both
+           1 + floor(random() * greatest(count(*) - %(per_kind)s + 1, 1))::int AS s
+    FROM domain_capacity c
+    WHERE c.site_id = %(site)s AND c.instance_type_id = %(type)s AND c.free > 0
+    GROUP BY c.domain_uuid = %(none)s, c.domain_uuid = ANY(%(lp)s), c.used = 0, c.free
+) g
+"""
+
+_LOCK = {
+    in_domain: f"""
 SELECT m.id, m.domain_uuid FROM machine m
 WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s
-  AND m.domain_uuid IS NOT DISTINCT FROM %(domain)s AND {_FREE}
+  AND {"m.domain_uuid = %(domain)s" if in_domain else "m.domain_uuid IS NULL"} AND {_FREE}
 ORDER BY m.chassis_serial, m.tray_index, m.id
 LIMIT %(n)s
 FOR UPDATE SKIP LOCKED
 """
+    for in_domain in (True, False)
+}
+_LOCK_LITERAL = {k: re.sub(r"%\((\w+)\)s", r"{\1}", v) for k, v in _LOCK.items()}  # sql.SQL's placeholders
 
 # Each domain's multicast budget and what the logical partitions present there (a physical partition,
 # or an unsettled binding the reconciler has not built yet) already draw from it.
@@ -68,52 +96,88 @@ async def multicast_budgets(
     return [(domain, budget, int(used), frozenset(present)) for domain, budget, used, present in rows]
 
 
-async def multicast_limits(conn: Connection, partition_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, int]:
-    """Logical partition -> its multicast groups limit."""
-    rows = await (
-        await conn.execute(
-            "SELECT id, multicast_groups_limit FROM logical_partition WHERE id = ANY(%(ids)s)",
-            {"ids": list(partition_ids)},
-        )
-    ).fetchall()
-    return {lp: int(limit) for lp, limit in rows}
-
-
 async def partition_domains(
     session: AsyncSession, partition_ids: Collection[uuid.UUID]
-) -> frozenset[uuid.UUID]:
+) -> tuple[frozenset[uuid.UUID], dict[uuid.UUID, int]]:
     """Domains with a physical partition of the partitions, or a machine whose instance has an
-    unsettled binding to them (read through the bindings' partial index)."""
+    unsettled binding to them (read through the bindings' partial index); and each partition's
+    multicast groups limit. One round trip."""
     conn = await driver_connection(session)
-    rows = await (await conn.execute(_PARTITION_DOMAINS, {"ids": list(partition_ids)})).fetchall()
-    return frozenset(domain for (domain,) in rows if domain is not None)
+    row = await (await conn.execute(_PARTITION_FACTS, {"ids": list(partition_ids)})).fetchone()
+    assert row is not None
+    domains, limits = row
+    return frozenset(d for d in domains if d is not None), {uuid.UUID(k): int(v) for k, v in limits.items()}
 
 
 async def machine_counts_by_domain(
     conn: Connection, site_id: uuid.UUID, instance_type_id: uuid.UUID
 ) -> list[tuple[uuid.UUID | None, int, int]]:
-    """(domain or None, assigned machines, free machines) of the type on the site."""
+    """(domain or None, assigned machines, free machines) of the type on the site, for the domains
+    (and machines without one) that have free machines. Read from ``domain_capacity``: committed
+    counts, so machines other requests hold right now still count as free (the lock skips them)."""
     rows = await (await conn.execute(_SUMMARY, {"site": site_id, "type": instance_type_id})).fetchall()
-    return [(domain, assigned, free) for domain, assigned, free in rows]
+    return [(None if domain == NO_DOMAIN else domain, used, free) for domain, used, free in rows]
+
+
+class Sample(NamedTuple):
+    rows: list[tuple[uuid.UUID | None, int, int]]  # (domain or None, used, free)
+    in_domains: int  # free machines in all the domains
+    best: int  # the largest free count in one domain
+
+
+async def capacity_sample(
+    conn: Connection,
+    site_id: uuid.UUID,
+    instance_type_id: uuid.UUID,
+    lp_domains: Collection[uuid.UUID],
+    per_kind: int,
+) -> Sample:
+    """Up to ``per_kind`` domains of each kind placement ranks by (with machines without a domain, if
+    free), and the totals over every domain (``_SAMPLE``)."""
+    params = {
+        "site": site_id,
+        "type": instance_type_id,
+        "lp": list(lp_domains),
+        "none": NO_DOMAIN,
+        "per_kind": per_kind,
+    }
+    rows: list[tuple[uuid.UUID | None, int, int]] = []
+    in_domains = best = 0
+    for no_domain, free, n, domains, used in await (await conn.execute(_SAMPLE, params)).fetchall():
+        if no_domain:
+            rows.append((None, 0, free))
+            continue
+        in_domains += free * n
+        best = max(best, free)
+        rows.extend((domain, assigned, free) for domain, assigned in zip(domains, used, strict=True))
+    return Sample(rows, in_domains, best)
 
 
 async def lock_free_machines(
-    conn: Connection, site_id: uuid.UUID, instance_type_id: uuid.UUID, domain: uuid.UUID | None, n: int
+    conn: Connection,
+    site_id: uuid.UUID,
+    instance_type_id: uuid.UUID,
+    domain: uuid.UUID | None,
+    n: int,
+    *,
+    savepoint: bool = False,
 ) -> list[tuple[str, uuid.UUID | None]]:
     """Up to ``n`` free machines of the type on ``domain`` (None: without a domain), contiguous trays
-    first, locked; machines other transactions hold are skipped. Rows: (machine id, domain)."""
+    first, locked; machines other transactions hold are skipped. Rows: (machine id, domain).
+    ``savepoint``: set the claim's savepoint first, in the same round trip (the values are bound on
+    the client, so the two statements go as one simple query)."""
     params = {"site": site_id, "type": instance_type_id, "domain": domain, "n": n}
-    rows = await (await conn.execute(_LOCK, params)).fetchall()
-    return [(machine_id, machine_domain) for machine_id, machine_domain in rows]
-
-
-async def savepoint(conn: Connection) -> None:
-    await conn.execute("SAVEPOINT nico_claim")
-
-
-async def release_savepoint(conn: Connection) -> None:
-    await conn.execute("RELEASE SAVEPOINT nico_claim")
+    if savepoint:
+        query = sql.SQL("SAVEPOINT nico_claim; ") + sql.SQL(_LOCK_LITERAL[domain is not None]).format(
+            **{k: sql.Literal(v) for k, v in params.items()}
+        )
+        cursor = await conn.execute(query)
+        assert cursor.nextset()  # the lock's rows are the second result
+    else:
+        cursor = await conn.execute(_LOCK[domain is not None], params)
+    return [(machine_id, machine_domain) for machine_id, machine_domain in await cursor.fetchall()]
 
 
 async def rollback_to_savepoint(conn: Connection) -> None:
+    """Release the partial pick (the savepoint stays, for the next try)."""
     await conn.execute("ROLLBACK TO SAVEPOINT nico_claim")
