@@ -23,7 +23,14 @@ import nico
 from nico.api.auth import TokenVerifier
 from nico.api.binding import NUL_TEXT
 from nico.api.context import AppContext
-from nico.api.errors import database_unavailable, error_response, install_error_handlers, unavailable_response
+from nico.api.errors import (
+    CONFLICT,
+    database_unavailable,
+    error_response,
+    install_error_handlers,
+    lost_race,
+    unavailable_response,
+)
 from nico.api.openapi import build_openapi
 from nico.api.routers import health, hoist, tenant_routers, web
 from nico.api.schemas.nvlink_interface import WireKeys
@@ -190,15 +197,15 @@ def create_app(
 
     async def integrity_error(_: Request, exc: Exception) -> Any:
         log.info("request lost a race on a database constraint: %s", str(exc).splitlines()[0])
-        return error_response(source, 409, "The request conflicts with a concurrent change, please retry")
+        return error_response(source, 409, CONFLICT)
 
     async def db_error(_: Request, exc: Exception) -> Any:
         assert isinstance(exc, DBAPIError)
         if database_unavailable(exc):
             return unavailable_response(source, exc)
-        sqlstate = getattr(exc.orig, "sqlstate", None)
-        if sqlstate in ("40001", "40P01"):  # serialization failure, deadlock
+        if lost_race(exc):  # serialization failure, deadlock
             return await integrity_error(_, exc)
+        sqlstate = getattr(exc.orig, "sqlstate", None)
         if sqlstate is not None and sqlstate.startswith("22"):  # data exception: a value the column refuses
             log.warning("value refused by the database: %s", str(exc).splitlines()[0])
             return error_response(source, 400, "Invalid value in request", {"__all__": "value out of range"})

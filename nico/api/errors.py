@@ -24,6 +24,17 @@ UNEXPECTED = "An unexpected error occurred while processing the request"
 DB_UNAVAILABLE = "The database is unavailable, please retry shortly"
 # Connection exceptions (class 08), the server shutting down or starting up, no connection slots left.
 UNAVAILABLE_STATES = ("08", "57P01", "57P02", "57P03", "53300")
+CONFLICT = "The request conflicts with a concurrent change, please retry"
+# Serialization failure, deadlock detected: the transaction lost a race and was rolled back whole.
+LOST_RACE_STATES = ("40001", "40P01")
+
+
+def lost_race(exc: BaseException) -> bool:
+    """Whether ``exc`` (a psycopg error from a raw connection, or SQLAlchemy's wrapper of one) is
+    PostgreSQL rolling the transaction back because it lost a race: the client may simply retry."""
+    if isinstance(exc, sqlalchemy.exc.DBAPIError) and exc.orig is not None:
+        exc = exc.orig
+    return isinstance(exc, psycopg.Error) and exc.sqlstate in LOST_RACE_STATES
 
 
 def database_unavailable(exc: BaseException) -> bool:
@@ -107,6 +118,9 @@ def install_error_handlers(app: FastAPI, source: str) -> None:
     async def unexpected(request: Request, exc: Exception) -> Response:
         if database_unavailable(exc):
             return unavailable_response(source, exc)
+        if lost_race(exc):  # a raw connection's statement or commit
+            log.info("request lost a race in the database: %s", str(exc).splitlines()[0])
+            return error_response(source, 409, CONFLICT)
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return error_response(source, 500, UNEXPECTED)
 

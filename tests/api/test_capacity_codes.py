@@ -8,12 +8,14 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import MachineStatus
 from nico.db.models import Machine
+from nico.services import instance_create
 from tests.api.conftest import BASE, batch_body, error, instance_body
 from tests.support import factories as f
 from tests.support.state import fingerprint
@@ -50,4 +52,32 @@ async def test_out_of_machines_is_409_on_every_path(
     before = await fingerprint(session)
     response = await client.post(f"{BASE}/{path}", json=body(world), headers=headers)
     assert error(response) == (409, message)
+    assert await fingerprint(session) == before
+
+
+@pytest.mark.parametrize(
+    "lost",
+    [psycopg.errors.DeadlockDetected("deadlock detected"), psycopg.errors.SerializationFailure("conflict")],
+    ids=["deadlock", "serialization failure"],
+)
+async def test_a_create_that_loses_a_race_in_the_database_is_409_retry_never_500(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    session: AsyncSession,
+    monkeypatch: pytest.MonkeyPatch,
+    lost: psycopg.Error,
+) -> None:
+    """Two creates whose domains' free counts change in opposite orders can deadlock at the commit
+    (``domain_capacity``'s deferred trigger; docs/architecture.md, "Locks"): PostgreSQL rolls one back,
+    and its client is told to retry, as for a constraint race, whichever connection raised it."""
+    world = await f.nvlink_site(session, racks=2, trays=2, quota=10)
+    await session.commit()
+    before = await fingerprint(session)
+
+    async def loses(*_: Any, **__: Any) -> Any:
+        raise lost
+
+    monkeypatch.setattr(instance_create, "quota_now", loses)
+    response = await client.post(f"{BASE}/instance/batch", json=batch_body(world, count=2), headers=headers)
+    assert error(response) == (409, "The request conflicts with a concurrent change, please retry")
     assert await fingerprint(session) == before
