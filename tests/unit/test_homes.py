@@ -139,7 +139,6 @@ def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, list[Step]]
         nonlocal fabric
         result = plan(desire(), fabric)
         ops = result.operations
-        paired = mode_now == "tray" or bool(classify(fabric, frozenset(owned)).homes)
         default_present = any(p.is_default for p in fabric)
         nowhere = {g for g in gpus if home_target(g, mode_now, homes, default_present) is None}  # type: ignore[arg-type]
         # Intents are recorded before any call: a crash still leaves the created names known.
@@ -147,8 +146,8 @@ def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, list[Step]]
         fabric, windows = apply(fabric, ops if limit is None else ops[:limit])
         if strict:
             assert all(w <= 1 for w in windows), (windows, ops)
-        if paired:
-            _check_pairing(ops, frozenset(nowhere))
+        # Both modes: a GPU leaving a partition is placed by the addition its removal feeds.
+        _check_pairing(ops, frozenset(nowhere))
         PASSES["count"] += 1
 
     def settle() -> None:
@@ -345,3 +344,33 @@ def test_a_swap_with_no_home_partition_to_wait_in_goes_home_first_and_finishes_n
     seen = classify(fabric, owned)
     assert all(satisfied(g, lp, seen, swapped) for g, lp in swapped.gpus.items())
     assert not plan(swapped, fabric).operations
+
+
+def test_domain_mode_a_swap_and_a_release_keep_every_gpu_at_home_but_for_one_operation() -> None:
+    """Domain mode (no tray partition on the fabric) pairs like tray mode: two re-made tenant partitions
+    trading GPUs park the GPUs that would wait across the cycle in the domain default; a released GPU
+    goes back to the default in the very next operation. Before, every removal came first: a swap left
+    GPUs out of every partition for three operations."""
+    gpus, homes, fabric = site(2, 0, 1)
+    a, b, c = LPS
+    owned = frozenset({partition_name(a), partition_name(b), partition_name(c)})
+    idle = DomainDesire(DOMAIN, dict.fromkeys(gpus), owned, "domain", homes)
+    used = replace(idle, gpus={**idle.gpus, gpus[0]: a, gpus[1]: a, gpus[4]: b, gpus[5]: b, gpus[6]: c})
+    fabric, _ = apply(fabric, plan(used, fabric).operations)
+    swapped = replace(idle, gpus={**idle.gpus, gpus[0]: b, gpus[1]: b, gpus[4]: a, gpus[5]: a})
+    ops = plan(swapped, fabric).operations
+    assert _show(ops) == [
+        ("DeletePartition", partition_name(c), [gpus[6]]),
+        ("AddGpus", "Default Partition", [gpus[6]]),
+        ("DeletePartition", partition_name(b), [gpus[4], gpus[5]]),
+        ("AddGpus", "Default Partition", [gpus[4], gpus[5]]),
+        ("DeletePartition", partition_name(a), [gpus[0], gpus[1]]),
+        ("CreatePartition", partition_name(b), [gpus[0], gpus[1]]),
+        ("RemoveGpus", "Default Partition", [gpus[4], gpus[5]]),
+        ("CreatePartition", partition_name(a), [gpus[4], gpus[5]]),
+    ]
+    after, windows = apply(fabric, ops)
+    assert windows == [1] * 7, windows
+    seen = classify(after, owned)
+    assert all(satisfied(g, lp, seen, swapped) for g, lp in swapped.gpus.items())
+    assert not plan(swapped, after).operations
