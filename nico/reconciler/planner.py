@@ -399,6 +399,7 @@ def _paired(
                 if rest:
                     left.append(RemoveGpus(removal.partition, rest, removal.role, removal.lp))
         pending = left
+        feeds = _merged(feeds)
         if isinstance(addition, AddGpus) and len(feeds) > 1:
             # One addition per source: each freed GPU is placed by the very next operation.
             fed = frozenset().union(*(freed for _, freed in feeds))
@@ -412,6 +413,24 @@ def _paired(
         body.extend(removal for removal, _ in feeds)
         body.append(addition)
     return head + body + list(pending)
+
+
+def _merged(feeds: list[tuple[Operation, frozenset[int]]]) -> list[tuple[Operation, frozenset[int]]]:
+    """The removals feeding one addition, one per source partition: GPUs that waited in their home
+    and GPUs that lived there leave it in one call."""
+    merged: list[tuple[Operation, frozenset[int]]] = []
+    at: dict[int, int] = {}  # partition id -> index in ``merged`` of its removal
+    for op, freed in feeds:
+        key = op.partition.nmx_partition_id if isinstance(op, RemoveGpus) and freed else None
+        if key is None or key not in at:
+            if key is not None:
+                at[key] = len(merged)
+            merged.append((op, freed))
+            continue
+        first, gpus = merged[at[key]]
+        assert isinstance(first, RemoveGpus)
+        merged[at[key]] = (replace(first, gpu_uids=first.gpu_uids | op_gpus(op)), gpus | freed)
+    return merged
 
 
 def _park(
@@ -437,7 +456,11 @@ def _parked_delete(removal: DeletePartition, parked: list[AddGpus]) -> list[Oper
     for i, park in enumerate(parked):
         rest = rest - park.gpu_uids
         if i == len(parked) - 1 and not rest:
-            ops += [removal, park]
+            # What is left of the partition is this group: the deletion says so (its intent too).
+            last = DeletePartition(
+                replace(removal.partition, gpu_uids=park.gpu_uids), removal.role, removal.lp
+            )
+            ops += [last, park]
             return ops
         ops += [RemoveGpus(removal.partition, park.gpu_uids, removal.role, removal.lp), park]
     left = DeletePartition(replace(removal.partition, gpu_uids=rest), removal.role, removal.lp)

@@ -120,13 +120,14 @@ def sequences(draw: st.DrawFn) -> tuple[int, int, int, str, list[Step]]:
     return trays, slotless, serials, mode, draw(st.lists(step, min_size=1, max_size=12))
 
 
-PASSES = {"count": 0}
+PASSES = {"count": 0, "sequences": 0}
 
 
 @settings(max_examples=300, deadline=None)
 @given(sequences())
 def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, list[Step]]) -> None:
     trays, slotless, serials, mode, steps = case
+    PASSES["sequences"] += 1
     gpus, homes, fabric = site(trays, slotless, serials)
     wants: dict[int, uuid.UUID | None] = dict.fromkeys(gpus)
     owned: set[str] = set()
@@ -146,8 +147,11 @@ def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, list[Step]]
         fabric, windows = apply(fabric, ops if limit is None else ops[:limit])
         if strict:
             assert all(w <= 1 for w in windows), (windows, ops)
-        # Both modes: a GPU leaving a partition is placed by the addition its removal feeds.
+        # Both modes: a GPU leaving a partition is placed by the addition its removal feeds, in the
+        # very next operation — or, for a create (it takes all its GPUs at once), after the removals
+        # feeding it, one per source partition.
         _check_pairing(ops, frozenset(nowhere))
+        assert _longest_wait(ops, frozenset(nowhere)) <= 1 + _extra_sources(ops), _show(ops)
         PASSES["count"] += 1
 
     def settle() -> None:
@@ -216,6 +220,34 @@ def _check_pairing(ops: list[Operation], nowhere: frozenset[int] = frozenset()) 
         assert not (need & earlier - feeders - nowhere), "a GPU waited across unrelated operations: " + str(
             _show(ops)
         )
+
+
+def _longest_wait(ops: list[Operation], nowhere: frozenset[int] = frozenset()) -> int:
+    """The most operations a GPU (not of ``nowhere``) spends out of every partition, from its removal
+    to its addition (0: none leaves a partition and comes back)."""
+    out: dict[int, int] = {}
+    longest = 0
+    for index, op in enumerate(ops):
+        for gpu in op_gpus(op) - nowhere:
+            if isinstance(op, RemoveGpus | DeletePartition):
+                out.setdefault(gpu, index)
+            elif gpu in out:
+                longest = max(longest, index - out.pop(gpu))
+    return longest
+
+
+def _extra_sources(ops: list[Operation]) -> int:
+    """The most source partitions beyond the first that feed one create of ``ops``."""
+    extra = 0
+    for j, op in enumerate(ops):
+        if isinstance(op, CreatePartition):
+            sources = {
+                o.partition.nmx_partition_id
+                for o in ops[:j]
+                if isinstance(o, RemoveGpus | DeletePartition) and op_gpus(o) & op.gpu_uids
+            }
+            extra = max(extra, len(sources) - 1)
+    return extra
 
 
 def _show(ops: list[Operation]) -> list[tuple[str, str, list[int]]]:
