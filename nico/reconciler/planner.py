@@ -10,25 +10,27 @@ Pure: plain data in, plain data out, no I/O. The rules:
   nico recorded before a create whose outcome it never learned (crash, late NMX-M completion): that
   partition is adopted, not rebuilt. Anything else is unknown: only the managed GPUs are taken out of
   it; GPUs of machines nico does not know are never touched.
-* Removals come first (take GPUs out, delete partitions left empty), then additions (add to existing
-  partitions, create missing ones), merged per partition: a GPU moves between partitions in one pass.
+* Removals and additions are merged per partition: a GPU moves between partitions in one pass.
 * Home partitions (:mod:`nico.reconciler.homes`): a GPU in no tenant partition lives in its home —
   the domain default in ``domain`` mode, its tray's ``tray_partition_<slot>`` in ``tray`` mode (created
   when missing). In domain mode the default partition is never deleted (the reference deletes it when
   every GPU is claimed, after which released GPUs have nowhere to go); in tray mode it is deleted once
   every GPU in it is managed and has a tray home.
-* Wherever home partitions are involved (tray mode, or tray partitions on the fabric) the operations
-  are paired: the removal that frees GPUs comes right before the addition that takes them (split per
-  destination), so a GPU is out of every partition for at most the operations feeding one addition —
-  one, for the moves between homes of a mode switch. A partition deleted so that its name can be
-  re-made holds GPUs a later addition takes when two re-made partitions trade GPUs (a swap): those go
-  to their home first (where it is on the fabric and stays through the plan) and leave it right before
-  the addition that takes them, instead of waiting out of every partition across the cycle. Where
-  that home is not on the fabric (a tray wholly in tenant partitions never had its tray partition)
-  they go home in this pass, which creates it, and reach their tenant partition in the next one (the
+* In both modes the operations are paired (issue 12, #6644: every GPU is always in its tenant
+  partition or its home): the removal that frees GPUs comes right before the addition that takes them
+  (split per source for an addition to an existing partition), so a GPU is out of every partition for
+  one operation — at most the operations feeding one create, which must take all its GPUs at once.
+  Removals of GPUs that go nowhere come first. Capacity (the domain's partition count and multicast
+  budget): existing partitions gain GPUs first, then the creates a deletion feeds (right after it),
+  then the other creates, after every deletion. A partition deleted so that its name can be re-made
+  holds GPUs a later addition takes when two re-made partitions trade GPUs (a swap): those go to their
+  home first (where it is on the fabric and stays through the plan) and leave it right before the
+  addition that takes them, instead of waiting out of every partition across the cycle. Where that
+  home is not on the fabric (a tray wholly in tenant partitions never had its tray partition) they go
+  home in this pass, which creates it, and reach their tenant partition in the next one (the
   reconciler looks again at once when a pass leaves work). Only a GPU with no home at all (slot
-  unknown, domain default gone) can still wait. (Domain mode with no tray partitions keeps the
-  historical order: every removal, then every addition.)
+  unknown, domain default gone) can still wait. The executor runs paired operations one by one; only
+  additions no removal feeds run at once.
 """
 
 from __future__ import annotations
@@ -289,10 +291,8 @@ def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[i
             additions.append(CreatePartition(name, None, frozenset(trays[name])))
         else:
             additions.append(AddGpus(present, frozenset(trays[name]), "home", None))
-    if desire.mode == "tray" or seen.homes:
-        parking = _parking(desire, seen, default, removals)
-        return Plan(_paired(removals, additions, parking, stranded), blocked)
-    return Plan(removals + additions, blocked)
+    parking = _parking(desire, seen, default, removals)
+    return Plan(_paired(removals, additions, parking, stranded), blocked)
 
 
 def _parking(
@@ -329,15 +329,9 @@ def _paired(
         gpus = op_gpus(removal)
         nowhere = gpus - consumed
         if isinstance(removal, DeletePartition):
-            if nowhere == gpus:
-                head.append(removal)
-                continue
-            if nowhere:
-                head.append(RemoveGpus(removal.partition, nowhere, removal.role, removal.lp))
-                removal = DeletePartition(
-                    replace(removal.partition, gpu_uids=gpus - nowhere), removal.role, removal.lp
-                )
-            pending.append(removal)
+            # GPUs going nowhere leave with the partition's deletion (no extra call to take them out
+            # first: they have no partition to wait for).
+            (head if nowhere == gpus else pending).append(removal)
             continue
         if nowhere:
             head.append(RemoveGpus(removal.partition, nowhere, removal.role, removal.lp))
@@ -359,7 +353,17 @@ def _paired(
                     place(b)
         ordered.append(addition)
 
-    for addition in additions:
+    # Capacity (the domain's partition count and multicast budget): existing partitions gain GPUs
+    # first, then the creates a deletion feeds (the deletion right before, freeing what they take),
+    # then the other creates, after every deletion.
+    freed_by_delete = frozenset().union(*(op_gpus(r) for r in pending if isinstance(r, DeletePartition)))
+
+    def rank(addition: Operation) -> int:
+        if not isinstance(addition, CreatePartition):
+            return 0
+        return 1 if op_gpus(addition) & freed_by_delete else 2
+
+    for addition in sorted(additions, key=rank):
         place(addition)
     body: list[Operation] = []
     for addition in ordered:
@@ -383,7 +387,7 @@ def _paired(
                 continue
             rest = gpus - freed
             if isinstance(removal, DeletePartition):
-                if rest:
+                if rest & consumed:  # others still wait for GPUs of it: the deletion waits too
                     feeds.append((RemoveGpus(removal.partition, freed, removal.role, removal.lp), freed))
                     left.append(
                         DeletePartition(replace(removal.partition, gpu_uids=rest), removal.role, removal.lp)
@@ -395,6 +399,7 @@ def _paired(
                 if rest:
                     left.append(RemoveGpus(removal.partition, rest, removal.role, removal.lp))
         pending = left
+        feeds = _merged(feeds)
         if isinstance(addition, AddGpus) and len(feeds) > 1:
             # One addition per source: each freed GPU is placed by the very next operation.
             fed = frozenset().union(*(freed for _, freed in feeds))
@@ -408,6 +413,24 @@ def _paired(
         body.extend(removal for removal, _ in feeds)
         body.append(addition)
     return head + body + list(pending)
+
+
+def _merged(feeds: list[tuple[Operation, frozenset[int]]]) -> list[tuple[Operation, frozenset[int]]]:
+    """The removals feeding one addition, one per source partition: GPUs that waited in their home
+    and GPUs that lived there leave it in one call."""
+    merged: list[tuple[Operation, frozenset[int]]] = []
+    at: dict[int, int] = {}  # partition id -> index in ``merged`` of its removal
+    for op, freed in feeds:
+        key = op.partition.nmx_partition_id if isinstance(op, RemoveGpus) and freed else None
+        if key is None or key not in at:
+            if key is not None:
+                at[key] = len(merged)
+            merged.append((op, freed))
+            continue
+        first, gpus = merged[at[key]]
+        assert isinstance(first, RemoveGpus)
+        merged[at[key]] = (replace(first, gpu_uids=first.gpu_uids | op_gpus(op)), gpus | freed)
+    return merged
 
 
 def _park(
@@ -433,7 +456,11 @@ def _parked_delete(removal: DeletePartition, parked: list[AddGpus]) -> list[Oper
     for i, park in enumerate(parked):
         rest = rest - park.gpu_uids
         if i == len(parked) - 1 and not rest:
-            ops += [removal, park]
+            # What is left of the partition is this group: the deletion says so (its intent too).
+            last = DeletePartition(
+                replace(removal.partition, gpu_uids=park.gpu_uids), removal.role, removal.lp
+            )
+            ops += [last, park]
             return ops
         ops += [RemoveGpus(removal.partition, park.gpu_uids, removal.role, removal.lp), park]
     left = DeletePartition(replace(removal.partition, gpu_uids=rest), removal.role, removal.lp)

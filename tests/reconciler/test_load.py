@@ -1,6 +1,6 @@
 """The fabric call pattern under load (issue 15): the last read-back stands in for the list before a
-change, additions run at once, and NMX-M credentials stored while the reconciler runs are used from
-the next pass."""
+change, additions no removal feeds run at once (the others right after the removal feeding them), and
+NMX-M credentials stored while the reconciler runs are used from the next pass."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.context import AppContext
 from nico.db.enums import InstanceStatus
-from nico.db.models import Instance
-from nico.fabric.backend import DomainTarget, FabricGpu, FabricPartition, PartitionEvent
+from nico.db.models import Gpu, Instance
+from nico.fabric.backend import DEFAULT_PARTITION_ID, DomainTarget, FabricGpu, FabricPartition, PartitionEvent
 from nico.fabric.nmxm.client import NmxmBackend
 from nico.reconciler import state as statemod
 from nico.reconciler.planner import partition_name
@@ -22,6 +24,7 @@ from nico.services import fabric_registry
 from nico.sim.inprocess import InProcessBackend
 from nico.sim.nmxm_app import NmxmSimulator
 from tests.reconciler.conftest import MakeReconciler
+from tests.reconciler.test_swap import longest_out, record_out
 from tests.support import factories as f
 from tests.support.sim_site import SimSite, place
 from tests.support.waiting import wait_for
@@ -106,20 +109,51 @@ async def test_a_stale_read_back_costs_a_pass_never_a_false_ready(
     await backend.close()
 
 
-async def test_additions_of_one_pass_run_at_once(
+async def test_additions_no_removal_feeds_run_at_once(
     session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler
 ) -> None:
+    """Additions whose GPUs are in no partition (a pass cut short after their removal from the default
+    left them there) run at once. (Additions that a removal feeds run right after it, one by one, so
+    that no GPU is out of every partition for more than one operation: the next test.)"""
     backend = Counting(site.fabric, call_timeout=1.0)
     d0 = site.domains[0]
     instances = []
     for n in range(3):
         lp = await f.logical_partition(session, site.nv.tenant, site.nv.site, name=f"lp{n}")
         instances.append(await place(session, site, site.machines[d0][n], dict.fromkeys(range(4), lp)))
+    ids = [m.id for m in site.machines[d0][:3]]
+    uids = [
+        int(u) for u in (await session.execute(select(Gpu.gpu_uid).where(Gpu.machine_id.in_(ids)))).scalars()
+    ]
+    assert len(uids) == 12
+    site.fabric.remove_gpus(d0, DEFAULT_PARTITION_ID, uids)
 
     result = (await make_reconciler(backend).reconcile([d0]))[d0]
 
     assert result.status == "ok"
     assert backend.most_in_flight == 3
+    for instance in instances:
+        assert await status_of(session, instance.id) == InstanceStatus.READY
+    await backend.close()
+
+
+async def test_gpus_leaving_the_default_are_out_of_every_partition_for_one_operation(
+    session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Domain mode pairs each removal with the addition it feeds (issue 12, #6644): three instances
+    placed from the default partition, each tray out of every partition for one fabric change."""
+    backend = Counting(site.fabric, call_timeout=1.0)
+    d0 = site.domains[0]
+    instances = []
+    for n in range(3):
+        lp = await f.logical_partition(session, site.nv.tenant, site.nv.site, name=f"lp{n}")
+        instances.append(await place(session, site, site.machines[d0][n], dict.fromkeys(range(4), lp)))
+    log = record_out(site, monkeypatch)
+
+    result = (await make_reconciler(backend).reconcile([d0]))[d0]
+
+    assert result.status == "ok"
+    assert len(log) == 6 and longest_out(log) == 1, log
     for instance in instances:
         assert await status_of(session, instance.id) == InstanceStatus.READY
     await backend.close()

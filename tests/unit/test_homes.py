@@ -120,13 +120,14 @@ def sequences(draw: st.DrawFn) -> tuple[int, int, int, str, list[Step]]:
     return trays, slotless, serials, mode, draw(st.lists(step, min_size=1, max_size=12))
 
 
-PASSES = {"count": 0}
+PASSES = {"count": 0, "sequences": 0}
 
 
 @settings(max_examples=300, deadline=None)
 @given(sequences())
 def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, list[Step]]) -> None:
     trays, slotless, serials, mode, steps = case
+    PASSES["sequences"] += 1
     gpus, homes, fabric = site(trays, slotless, serials)
     wants: dict[int, uuid.UUID | None] = dict.fromkeys(gpus)
     owned: set[str] = set()
@@ -139,7 +140,6 @@ def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, list[Step]]
         nonlocal fabric
         result = plan(desire(), fabric)
         ops = result.operations
-        paired = mode_now == "tray" or bool(classify(fabric, frozenset(owned)).homes)
         default_present = any(p.is_default for p in fabric)
         nowhere = {g for g in gpus if home_target(g, mode_now, homes, default_present) is None}  # type: ignore[arg-type]
         # Intents are recorded before any call: a crash still leaves the created names known.
@@ -147,8 +147,11 @@ def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, list[Step]]
         fabric, windows = apply(fabric, ops if limit is None else ops[:limit])
         if strict:
             assert all(w <= 1 for w in windows), (windows, ops)
-        if paired:
-            _check_pairing(ops, frozenset(nowhere))
+        # Both modes: a GPU leaving a partition is placed by the addition its removal feeds, in the
+        # very next operation — or, for a create (it takes all its GPUs at once), after the removals
+        # feeding it, one per source partition.
+        _check_pairing(ops, frozenset(nowhere))
+        assert _longest_wait(ops, frozenset(nowhere)) <= 1 + _extra_sources(ops), _show(ops)
         PASSES["count"] += 1
 
     def settle() -> None:
@@ -217,6 +220,34 @@ def _check_pairing(ops: list[Operation], nowhere: frozenset[int] = frozenset()) 
         assert not (need & earlier - feeders - nowhere), "a GPU waited across unrelated operations: " + str(
             _show(ops)
         )
+
+
+def _longest_wait(ops: list[Operation], nowhere: frozenset[int] = frozenset()) -> int:
+    """The most operations a GPU (not of ``nowhere``) spends out of every partition, from its removal
+    to its addition (0: none leaves a partition and comes back)."""
+    out: dict[int, int] = {}
+    longest = 0
+    for index, op in enumerate(ops):
+        for gpu in op_gpus(op) - nowhere:
+            if isinstance(op, RemoveGpus | DeletePartition):
+                out.setdefault(gpu, index)
+            elif gpu in out:
+                longest = max(longest, index - out.pop(gpu))
+    return longest
+
+
+def _extra_sources(ops: list[Operation]) -> int:
+    """The most source partitions beyond the first that feed one create of ``ops``."""
+    extra = 0
+    for j, op in enumerate(ops):
+        if isinstance(op, CreatePartition):
+            sources = {
+                o.partition.nmx_partition_id
+                for o in ops[:j]
+                if isinstance(o, RemoveGpus | DeletePartition) and op_gpus(o) & op.gpu_uids
+            }
+            extra = max(extra, len(sources) - 1)
+    return extra
 
 
 def _show(ops: list[Operation]) -> list[tuple[str, str, list[int]]]:
@@ -345,3 +376,33 @@ def test_a_swap_with_no_home_partition_to_wait_in_goes_home_first_and_finishes_n
     seen = classify(fabric, owned)
     assert all(satisfied(g, lp, seen, swapped) for g, lp in swapped.gpus.items())
     assert not plan(swapped, fabric).operations
+
+
+def test_domain_mode_a_swap_and_a_release_keep_every_gpu_at_home_but_for_one_operation() -> None:
+    """Domain mode (no tray partition on the fabric) pairs like tray mode: two re-made tenant partitions
+    trading GPUs park the GPUs that would wait across the cycle in the domain default; a released GPU
+    goes back to the default in the very next operation. Before, every removal came first: a swap left
+    GPUs out of every partition for three operations."""
+    gpus, homes, fabric = site(2, 0, 1)
+    a, b, c = LPS
+    owned = frozenset({partition_name(a), partition_name(b), partition_name(c)})
+    idle = DomainDesire(DOMAIN, dict.fromkeys(gpus), owned, "domain", homes)
+    used = replace(idle, gpus={**idle.gpus, gpus[0]: a, gpus[1]: a, gpus[4]: b, gpus[5]: b, gpus[6]: c})
+    fabric, _ = apply(fabric, plan(used, fabric).operations)
+    swapped = replace(idle, gpus={**idle.gpus, gpus[0]: b, gpus[1]: b, gpus[4]: a, gpus[5]: a})
+    ops = plan(swapped, fabric).operations
+    assert _show(ops) == [
+        ("DeletePartition", partition_name(c), [gpus[6]]),
+        ("AddGpus", "Default Partition", [gpus[6]]),
+        ("DeletePartition", partition_name(b), [gpus[4], gpus[5]]),
+        ("AddGpus", "Default Partition", [gpus[4], gpus[5]]),
+        ("DeletePartition", partition_name(a), [gpus[0], gpus[1]]),
+        ("CreatePartition", partition_name(b), [gpus[0], gpus[1]]),
+        ("RemoveGpus", "Default Partition", [gpus[4], gpus[5]]),
+        ("CreatePartition", partition_name(a), [gpus[4], gpus[5]]),
+    ]
+    after, windows = apply(fabric, ops)
+    assert windows == [1] * 7, windows
+    seen = classify(after, owned)
+    assert all(satisfied(g, lp, seen, swapped) for g, lp in swapped.gpus.items())
+    assert not plan(swapped, after).operations

@@ -18,10 +18,12 @@ from nico.reconciler.planner import (
     Operation,
     RemoveGpus,
     classify,
+    op_gpus,
     partition_name,
     plan,
     satisfied,
 )
+from tests.unit.test_homes import _check_pairing
 
 LPS = [uuid.UUID(int=n) for n in range(1, 5)]
 DOMAIN = uuid.UUID(int=99)
@@ -132,10 +134,11 @@ def test_unmanaged_gpus_are_touched_only_to_leave_nicos_own_partitions(
     desire, observed = case
     ops = plan(desire, observed).operations
     seen = classify(observed, desire.owned_names)
-    ours = {id(p) for p in seen.owned.values()}
+    # By fabric id: a deletion split per destination carries a copy of its partition.
+    ours = {p.nmx_partition_id for p in seen.owned.values()}
     in_ours = {g for p in seen.owned.values() for g in p.gpu_uids if g not in desire.gpus}
     for op in ops:
-        if isinstance(op, RemoveGpus | DeletePartition) and id(op.partition) not in ours:
+        if isinstance(op, RemoveGpus | DeletePartition) and op.partition.nmx_partition_id not in ours:
             touched = op.partition.gpu_uids if isinstance(op, DeletePartition) else op.gpu_uids
             assert touched <= set(desire.gpus), op
     after = apply(observed, ops)
@@ -167,18 +170,57 @@ def test_planning_again_yields_nothing(case: tuple[DomainDesire, list[FabricPart
 
 @settings(max_examples=400, deadline=None)
 @given(scenarios())
-def test_removals_first_and_one_operation_per_partition_and_kind(
+def test_paired_order_within_capacity_and_no_needless_operations(
     case: tuple[DomainDesire, list[FabricPartition]],
 ) -> None:
+    """Domain mode pairs like tray mode (issue 12, #6644): a GPU taken out of a partition is placed
+    by the addition its removal feeds, with nothing unrelated between (only GPUs with no home — the
+    default partition gone — may wait), and a GPU added to an existing partition was taken out by the
+    operation right before. Capacity (the domain's partition count and multicast budget, the reason
+    removals used to come first): a create that no deletion feeds comes after every deletion. Each
+    GPU is taken out of a partition, and added to one, once; one create per logical partition; the default
+    partition is never deleted."""
     desire, observed = case
     ops = plan(desire, observed).operations
-    kinds = [isinstance(op, RemoveGpus | DeletePartition) for op in ops]
-    assert kinds == sorted(kinds, reverse=True), "a removal came after an addition"
-    keys = [
-        (type(op).__name__, op.name if isinstance(op, CreatePartition) else op.partition.nmx_partition_id)
+    default_present = any(p.is_default for p in observed)
+    _check_pairing(ops, frozenset() if default_present else frozenset(desire.gpus))
+    for j, op in enumerate(ops):
+        if isinstance(op, AddGpus):
+            for i, earlier in enumerate(ops[:j]):
+                if isinstance(earlier, RemoveGpus | DeletePartition) and op_gpus(earlier) & op.gpu_uids:
+                    assert i == j - 1, ("a GPU waited for its addition", ops)
+    deleted = [i for i, op in enumerate(ops) if isinstance(op, DeletePartition)]
+    for j, op in enumerate(ops):
+        if isinstance(op, CreatePartition):
+            fed = any(isinstance(o, DeletePartition) and o.partition.gpu_uids & op.gpu_uids for o in ops)
+            fed = fed or any(
+                isinstance(o, RemoveGpus)
+                and o.gpu_uids & op.gpu_uids
+                and any(
+                    isinstance(d, DeletePartition)
+                    and d.partition.nmx_partition_id == o.partition.nmx_partition_id
+                    for d in ops
+                )
+                for o in ops
+            )
+            if not fed:
+                assert all(i < j for i in deleted), ("a create before a deletion", ops)
+    # (A GPU swapped between re-made partitions may wait in the default: in and out of it once.)
+    out = [
+        (op.partition.name, g)
         for op in ops
+        if isinstance(op, RemoveGpus | DeletePartition)
+        for g in op_gpus(op)
     ]
-    assert len(keys) == len(set(keys))
+    into = [
+        (op.name if isinstance(op, CreatePartition) else op.partition.name, g)
+        for op in ops
+        if isinstance(op, AddGpus | CreatePartition)
+        for g in op_gpus(op)
+    ]
+    assert len(out) == len(set(out)) and len(into) == len(set(into)), ops
+    deletions = [op.partition.nmx_partition_id for op in ops if isinstance(op, DeletePartition)]
+    assert len(deletions) == len(set(deletions))
     assert not any(isinstance(op, DeletePartition) and op.partition.is_default for op in ops)
     lps = [op.lp for op in ops if isinstance(op, CreatePartition)]
     assert len(lps) == len(set(lps))
@@ -195,10 +237,12 @@ def test_a_move_between_partitions_happens_in_one_pass() -> None:
         DOMAIN, {1: b, 2: a, 3: None, 4: b, 5: b}, frozenset({partition_name(a), partition_name(b)})
     )
     ops = plan(desire, observed).operations
+    # One addition per source: each GPU is out of every partition for one operation.
     assert ops == [
         RemoveGpus(observed[1], frozenset({1}), "owned", a),
+        AddGpus(observed[2], frozenset({1}), "owned", b),
         RemoveGpus(observed[0], frozenset({4}), "default", None),
-        AddGpus(observed[2], frozenset({1, 4}), "owned", b),
+        AddGpus(observed[2], frozenset({4}), "owned", b),
     ]
 
 
