@@ -187,7 +187,8 @@ def seed(url: str, racks: int) -> dict[str, str]:
         )
         domains = [uuid.uuid4() for _ in range(racks)]
         conn.execute(insert(m.NvlinkDomain), [{"uuid": d, "site_id": site} for d in domains])
-        machines, gpus = [], []
+        machines: list[dict[str, object]] = []
+        gpus: list[dict[str, object]] = []
         for r, domain in enumerate(domains):
             for t in range(18):
                 machine_id = f"bench-r{r:03d}-t{t:02d}"

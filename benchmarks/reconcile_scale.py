@@ -34,6 +34,7 @@ import tempfile
 import time
 import tracemalloc
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
@@ -52,7 +53,7 @@ from nico.sim.inprocess import InProcessBackend
 TENANT_SHARE = 4  # one machine in four holds an instance
 
 
-def copy_rows(conn: psycopg.Connection, table: str, columns: str, rows: list[tuple[object, ...]]) -> None:
+def copy_rows(conn: psycopg.Connection, table: str, columns: str, rows: Sequence[tuple[object, ...]]) -> None:
     with conn.cursor().copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)
@@ -215,8 +216,12 @@ async def measure_wire(racks: int, repeat: int, *, per_tray: bool = False) -> di
         targets = [sim.target(d) for d in fabric.domains]
         servicer = NmxcServicer(fabric, targets[0].domain_uuid)
         full = await servicer.GetPartitionInfoList(pb.GetPartitionInfoListRequest(), None)
-        count = await servicer.GetPartitionCount(pb.GetPartitionCountRequest(info_attr=1), None)
-        ids = await servicer.GetPartitionIdList(pb.GetPartitionIdListRequest(info_attr=1), None)
+        count = await servicer.GetPartitionCount(
+            pb.GetPartitionCountRequest(info_attr=pb.NMX_PARTITION_INFO_ATTR_ALL), None
+        )
+        ids = await servicer.GetPartitionIdList(
+            pb.GetPartitionIdListRequest(info_attr=pb.NMX_PARTITION_INFO_ATTR_ALL), None
+        )
         figures["full_bytes"] = full.ByteSize()
         figures["cheap_bytes"] = count.ByteSize() + ids.ByteSize()
         backend = NmxcBackend(NvLinkConfig(), call_timeout=30.0)

@@ -39,8 +39,8 @@ from typing import Any
 
 import httpx
 import psutil
-from bench_support import until_ready
-from convergence_bench import SECRET, expect, free_port, seed_provider, seed_tenant
+from bench_support import free_port, until_ready
+from convergence_bench import SECRET, expect, seed_provider, seed_tenant
 
 from nico.db import migrate
 from nico.db.embedded import start_embedded_postgres
@@ -295,7 +295,7 @@ async def run(args: argparse.Namespace) -> None:
             base_url=f"http://127.0.0.1:{port}", timeout=60, limits=limits
         ) as client:
             await until_ready(client)
-            site = await seed_provider(client, sim, database_url)
+            site = await seed_provider(client, sim.endpoints, database_url)
             machines = args.racks * 18
             tenants: list[tuple[str, dict[str, Any]]] = []
             for t in range(args.clients):
