@@ -23,49 +23,11 @@ from nico.reconciler.planner import (
     plan,
     satisfied,
 )
+from tests.support.model_fabric import apply
 from tests.unit.test_homes import _check_pairing
 
 LPS = [uuid.UUID(int=n) for n in range(1, 5)]
 DOMAIN = uuid.UUID(int=99)
-
-
-class HardwareRuleBroken(AssertionError):
-    pass
-
-
-def apply(partitions: list[FabricPartition], ops: list[Operation]) -> list[FabricPartition]:
-    """A model fabric: applies operations in order, refusing what a real controller refuses."""
-    by_id = {p.nmx_partition_id: p for p in partitions}
-    next_id = max([p.nmx_partition_id for p in partitions if not p.is_default], default=0) + 1
-
-    def holder(gpu: int) -> int | None:
-        return next((pid for pid, p in by_id.items() if gpu in p.gpu_uids), None)
-
-    for op in ops:
-        if isinstance(op, CreatePartition):
-            if any(p.name == op.name for p in by_id.values()):
-                raise HardwareRuleBroken(f"name in use: {op.name}")
-            if any(holder(g) is not None for g in op.gpu_uids):
-                raise HardwareRuleBroken("create with a GPU that is in a partition")
-            by_id[next_id] = FabricPartition(next_id, str(next_id), op.name, op.gpu_uids)
-            next_id += 1
-            continue
-        current = by_id.get(op.partition.nmx_partition_id)
-        if current is None:
-            raise HardwareRuleBroken("unknown partition")
-        if isinstance(op, DeletePartition):
-            if current.is_default:
-                raise HardwareRuleBroken("deleted the default partition")
-            del by_id[current.nmx_partition_id]
-        elif isinstance(op, RemoveGpus):
-            if not op.gpu_uids <= current.gpu_uids:
-                raise HardwareRuleBroken("removed a GPU that is not a member")
-            by_id[current.nmx_partition_id] = replace(current, gpu_uids=current.gpu_uids - op.gpu_uids)
-        elif isinstance(op, AddGpus):
-            if any(holder(g) is not None for g in op.gpu_uids):
-                raise HardwareRuleBroken("added a GPU that is in a partition")
-            by_id[current.nmx_partition_id] = replace(current, gpu_uids=current.gpu_uids | op.gpu_uids)
-    return list(by_id.values())
 
 
 @st.composite
@@ -111,7 +73,7 @@ def test_applying_the_plan_yields_the_desired_state(case: tuple[DomainDesire, li
     desire, observed = case
     result = plan(desire, observed)
     ops = result.operations
-    after = apply(observed, ops)
+    after, _ = apply(observed, ops, default_deletable=False)
     seen = classify(after, owned_after(desire, ops))
     for gpu, lp in desire.gpus.items():
         if lp in result.blocked:
@@ -141,7 +103,7 @@ def test_unmanaged_gpus_are_touched_only_to_leave_nicos_own_partitions(
         if isinstance(op, RemoveGpus | DeletePartition) and op.partition.nmx_partition_id not in ours:
             touched = op.partition.gpu_uids if isinstance(op, DeletePartition) else op.gpu_uids
             assert touched <= set(desire.gpus), op
-    after = apply(observed, ops)
+    after, _ = apply(observed, ops, default_deletable=False)
     before = {
         g: p.nmx_partition_id
         for p in observed
@@ -163,7 +125,7 @@ def test_unmanaged_gpus_are_touched_only_to_leave_nicos_own_partitions(
 def test_planning_again_yields_nothing(case: tuple[DomainDesire, list[FabricPartition]]) -> None:
     desire, observed = case
     ops = plan(desire, observed).operations
-    after = apply(observed, ops)
+    after, _ = apply(observed, ops, default_deletable=False)
     again = plan(replace(desire, owned_names=owned_after(desire, ops)), after)
     assert again.operations == [], again
 
