@@ -233,15 +233,16 @@ class EventsFirst(InProcessBackend):
             yield event
             self.handling -= 1  # the consumer asks for the next one: this one is handled
 
+    def quiet(self, domain: uuid.UUID) -> bool:
+        """Every partition event of the domain sent so far has been handled by its watcher."""
+        return self.handling == 0 and all(q.empty() for q in self.fabric.domain(domain).subscribers)
+
     async def list_partitions(self, target: DomainTarget) -> list[FabricPartition]:
         if self.hold:
             self.hold = False
-            domain = self.fabric.domain(target.domain_uuid)
-
-            async def handled() -> bool:
-                return self.handling == 0 and all(q.empty() for q in domain.subscribers)
-
-            await wait_for(handled, within=10, what="the change's events handled")
+            await wait_for(
+                lambda: self.quiet(target.domain_uuid), within=10, what="the change's events handled"
+            )
         self.listings += 1
         return await super().list_partitions(target)
 
@@ -256,16 +257,10 @@ async def test_the_partition_events_of_a_pass_s_own_change_bring_no_second_pass(
     try:
         await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp), name="one")
         await reconciler.reconcile([d0])  # subscribes to the domain's events
-
-        async def subscribed() -> bool:
-            return site.fabric.subscriber_count(d0) == 1
-
-        await wait_for(subscribed, within=10, what="the reconciler subscribed")
-
-        async def quiet() -> bool:
-            return backend.handling == 0 and all(q.empty() for q in site.fabric.domain(d0).subscribers)
-
-        await wait_for(quiet, within=10, what="the first pass's events handled")
+        await wait_for(
+            lambda: site.fabric.subscriber_count(d0) == 1, within=10, what="the reconciler subscribed"
+        )
+        await wait_for(lambda: backend.quiet(d0), within=10, what="the first pass's events handled")
         reconciler.due.clear()
         second = await place(session, site, site.machines[d0][1], dict.fromkeys(range(4), lp))
         backend.hold, backend.listings = True, 0
@@ -291,19 +286,14 @@ async def test_a_partition_event_after_the_read_back_began_brings_another_pass(
     try:
         await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp), name="one")
         await reconciler.reconcile([d0])  # subscribes to the domain's events; lists it
-
-        async def subscribed() -> bool:
-            return site.fabric.subscriber_count(d0) == 1
-
-        await wait_for(subscribed, within=10, what="the reconciler subscribed")
+        await wait_for(
+            lambda: site.fabric.subscriber_count(d0) == 1, within=10, what="the reconciler subscribed"
+        )
         reconciler._running[d0] = asyncio.current_task()  # type: ignore[assignment]
         # A change behind nico's back, reported while a pass runs, after its read-back began.
         site.fabric.delete_partition(d0, next(p.partition_id for p in site.fabric.partitions(d0)))
 
-        async def handled() -> bool:
-            return d0 in reconciler._events_in_pass
-
-        await wait_for(handled, within=10, what="the event handled")
+        await wait_for(lambda: d0 in reconciler._events_in_pass, within=10, what="the event handled")
         reconciler._running.pop(d0)
         reconciler._after_events(d0)
 

@@ -37,7 +37,7 @@ def record_out(site: SimSite, monkeypatch: pytest.MonkeyPatch) -> list[frozenset
 
 
 def longest_out(log: list[frozenset[int]]) -> int:
-    longest, streak = 0, {}
+    longest, streak = 0, dict[int, int]()
     for out in log:
         streak = {gpu: streak.get(gpu, 0) + 1 for gpu in out}
         longest = max([longest, *streak.values()])
