@@ -122,6 +122,8 @@ class Monitor(Protocol):
     call_timeout: float
     after_call: AfterCall | None
     registry: dict[str, str]
+    read_backs: ReadBacks
+    health_reads: HealthReads
 
     async def target(self, domain: uuid.UUID, chassis_serials: Iterable[str]) -> DomainTarget: ...
 
@@ -160,31 +162,29 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
     state = await _load(conn, monitor, domain)
     if state is None:
         return DomainResult(domain, "gone")
-    reads: ReadBacks | None = getattr(monitor, "read_backs", None)
+    reads = monitor.read_backs
     mode = monitor.config.default_partition_mode
     try:
-        seen = await _observe(monitor, state, reads)
+        seen = await _observe(monitor, state)
         result = plan(state.desire(mode), seen.partitions)
         if seen.cached and not result.operations:
             # Nothing to change by the last read-back: only a listing now may say what is Ready.
-            seen = replace(seen, partitions=await _list(monitor, seen.target, reads), cached=False)
+            seen = replace(seen, partitions=await _list(monitor, seen.target), cached=False)
             result = plan(state.desire(mode), seen.partitions)
     except FabricError as exc:
-        if reads is not None:
-            reads.forget(domain)
+        reads.forget(domain)
         return await failed(conn, monitor, domain, exc)
     outcomes: list[Outcome] = []
     intent_ids: dict[int, uuid.UUID] = {}
     observed = seen.partitions
     if result.operations and not seen.still_running:
         intent_ids, outcomes = await _apply(conn, monitor, domain, seen.target, result)
-        if reads is not None and any(o.status != "completed" for o in outcomes):
+        if any(o.status != "completed" for o in outcomes):
             reads.forget(domain)
         try:
-            observed = await _list(monitor, seen.target, reads)
+            observed = await _list(monitor, seen.target)
         except FabricError as exc:
-            if reads is not None:
-                reads.forget(domain)
+            reads.forget(domain)
             # The calls are made and their intents recorded: the next pass adopts what they did.
             return await failed(conn, monitor, domain, exc, operations=len(outcomes))
     unfinished = [o for o in outcomes if o.status != "completed"]
@@ -204,13 +204,12 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
         report = await write_back(session, state, outcome, mode)
         await session.commit()
     monitor.metrics.gpus_without_home(domain, report.gpus_without_home)
-    healths: HealthReads | None = getattr(monitor, "health_reads", None)
-    if healths is None or not outcomes or not healths.fresh(domain):
+    if not outcomes or not monitor.health_reads.fresh(domain):
         found = await health.observe(
             conn, monitor.backend, monitor.metrics.health, domain, seen.target, observed
         )
-        if healths is not None and found is not None:
-            healths.store(domain)
+        if found is not None:
+            monitor.health_reads.store(domain)
     return _result(monitor, state, outcome, result, again, report, still_running=seen.still_running)
 
 
@@ -238,22 +237,21 @@ def use_registry(monitor: Monitor, registry: statemod.Registry) -> None:
         use_credentials(registry.nmxm_credentials)
 
 
-async def _observe(monitor: Monitor, state: statemod.DomainState, reads: ReadBacks | None) -> _Observed:
+async def _observe(monitor: Monitor, state: statemod.DomainState) -> _Observed:
     target = await monitor.target(state.domain, state.chassis_serials)
     resolved, still_running = await monitor.check_operations(state)
-    cached = reads.fresh(target) if reads is not None and not state.pending_operations() else None
+    cached = monitor.read_backs.fresh(target) if not state.pending_operations() else None
     if cached is not None:
         return _Observed(target, resolved, still_running, cached, cached=True)
-    partitions = await _list(monitor, target, reads)
+    partitions = await _list(monitor, target)
     return _Observed(target, resolved, still_running, partitions)
 
 
-async def _list(monitor: Monitor, target: DomainTarget, reads: ReadBacks | None) -> list[FabricPartition]:
+async def _list(monitor: Monitor, target: DomainTarget) -> list[FabricPartition]:
     """List the domain's partitions, and keep the listing as the domain's latest read-back."""
     read_at = time.monotonic()
     partitions = await monitor.backend.list_partitions(target)
-    if reads is not None:
-        reads.store(target, partitions, read_at)
+    monitor.read_backs.store(target, partitions, read_at)
     return partitions
 
 

@@ -122,9 +122,7 @@ async def load_one(conn: AsyncConnection, domain: uuid.UUID) -> tuple[DomainStat
     rows = await queries.one_domain_rows(conn, domain)
     states = _build(rows.sites, rows.gpus, rows.partitions, rows.intents, rows.unsettled)
     _limits(states, rows.limits)
-    registry = Registry(
-        {serial.strip(): endpoint.strip() for serial, endpoint in rows.endpoints}, rows.credentials
-    )
+    registry = Registry(_endpoint_map(rows.endpoints), rows.credentials)
     return states.get(domain), registry
 
 
@@ -188,7 +186,12 @@ def _limits(states: dict[uuid.UUID, DomainState], rows: Iterable[Any]) -> None:
 
 async def endpoints(conn: AsyncConnection) -> dict[str, str]:
     """Chassis serial -> NMX-C endpoint URL."""
-    return {serial.strip(): endpoint.strip() for serial, endpoint in await queries.nmxc_endpoints(conn)}
+    return _endpoint_map(await queries.nmxc_endpoints(conn))
+
+
+def _endpoint_map(rows: Iterable[Any]) -> dict[str, str]:
+    """Chassis serial -> NMX-C endpoint URL, from the registry's (serial, endpoint) rows."""
+    return {serial.strip(): endpoint.strip() for serial, endpoint in rows}
 
 
 @dataclass(frozen=True)
