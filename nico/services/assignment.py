@@ -104,6 +104,17 @@ class _Counts:
     loose: int
     unlisted: int = 0
 
+    @classmethod
+    def of(cls, rows: Iterable[tuple[uuid.UUID | None, int, int]]) -> _Counts:
+        """From (domain, assigned, available) rows; the domain None is the machines without one."""
+        counts = cls({}, {}, 0)
+        for domain, assigned, available in rows:
+            if domain is None:
+                counts.loose = available
+            else:
+                counts.free[domain], counts.used[domain] = available, assigned
+        return counts
+
     def apply(self, seen: dict[uuid.UUID | None, int]) -> None:
         """What a short pick showed: no more than it gave is free there now."""
         for domain, n in seen.items():
@@ -125,23 +136,10 @@ async def _counts(conn: queries.Connection, site_id: uuid.UUID, ask: Ask, *, sam
     if sampled:
         sample = await queries.capacity_sample(conn, site_id, ask.instance_type_id, ask.lp_domains, PER_KIND)
         if sample.best >= ask.count or ask.topology_optimized:
-            counts = _Counts({}, {}, 0)
-            for domain, assigned, available in sample.rows:
-                if domain is None:
-                    counts.loose = available
-                else:
-                    counts.free[domain], counts.used[domain] = available, assigned
+            counts = _Counts.of(sample.rows)
             counts.unlisted = sample.in_domains - sum(counts.free.values())
             return counts
-    counts = _Counts({}, {}, 0)
-    for domain, assigned, available in await queries.machine_counts_by_domain(
-        conn, site_id, ask.instance_type_id
-    ):
-        if domain is None:
-            counts.loose = available
-        else:
-            counts.free[domain], counts.used[domain] = available, assigned
-    return counts
+    return _Counts.of(await queries.machine_counts_by_domain(conn, site_id, ask.instance_type_id))
 
 
 async def _over_budget(
