@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_support import free_port, server_env
+from bench_support import free_port, scratch_postgres, server_env
 
 CLIENTS = 16
 ORG = "bench-org"
@@ -351,63 +351,60 @@ def main() -> None:
     from nico.api.auth import issue_dev_token
     from nico.config import load_settings
     from nico.db import migrate
-    from nico.db.embedded import start_embedded_postgres
 
     load_at_start = _load_average()
-    with tempfile.TemporaryDirectory(prefix="nico-bench-", ignore_cleanup_errors=True) as tmp:
-        data_dir = Path(tmp)
-        url = start_embedded_postgres(data_dir, "nico_bench")
-        migrate.upgrade(url)
-        ids = seed(url, args.racks)
-        port = free_port()
-        # A pool as large as the concurrency: overflow connections are closed on return, so a
-        # smaller pool would open (fork a backend, re-plan statements) and close them all the time.
-        env = server_env(url, data_dir, SECRET, NICO_DB_POOL_SIZE=str(CLIENTS))
-        nico = str(Path(sys.executable).with_name("nico"))
-        server = subprocess.Popen([nico, "serve", "--no-reconciler", "--port", str(port)], env=env)
+    data_dir, url = scratch_postgres("nico-bench-", "nico_bench")
+    migrate.upgrade(url)
+    ids = seed(url, args.racks)
+    port = free_port()
+    # A pool as large as the concurrency: overflow connections are closed on return, so a
+    # smaller pool would open (fork a backend, re-plan statements) and close them all the time.
+    env = server_env(url, data_dir, SECRET, NICO_DB_POOL_SIZE=str(CLIENTS))
+    nico = str(Path(sys.executable).with_name("nico"))
+    server = subprocess.Popen([nico, "serve", "--no-reconciler", "--port", str(port)], env=env)
+    try:
+        wait_ready(port, server)
+        settings = load_settings(data_dir=data_dir, auth={"hs256_secret": SECRET})
+        token = issue_dev_token(settings, org=ORG, roles=["TENANT_ADMIN"])
+        base = f"/v2/org/{ORG}/nico"
+        instance = http(
+            port,
+            "POST",
+            f"{base}/instance",
+            token,
+            {
+                "name": "bench-get",
+                "instanceTypeId": ids["type"],
+                "vpcId": ids["vpc"],
+                "ipxeScript": "x",
+                "interfaces": [{"subnetId": ids["subnet"]}],
+            },
+        )
+        bare_port = free_port()
+        bare = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("uvicorn")),
+                "--app-dir",
+                str(Path(__file__).parent),
+                "bare_instance_app:app",
+                "--port",
+                str(bare_port),
+                "--log-level",
+                "warning",
+            ],
+            env=env,
+        )
         try:
-            wait_ready(port, server)
-            settings = load_settings(data_dir=data_dir, auth={"hs256_secret": SECRET})
-            token = issue_dev_token(settings, org=ORG, roles=["TENANT_ADMIN"])
-            base = f"/v2/org/{ORG}/nico"
-            instance = http(
-                port,
-                "POST",
-                f"{base}/instance",
-                token,
-                {
-                    "name": "bench-get",
-                    "instanceTypeId": ids["type"],
-                    "vpcId": ids["vpc"],
-                    "ipxeScript": "x",
-                    "interfaces": [{"subnetId": ids["subnet"]}],
-                },
+            wait_ready_path(bare_port, bare, f"{base}/instance/{instance['id']}", token)
+            results = run_scenarios(
+                args, port, bare_port, server.pid, bare.pid, token, base, ids, instance, url, data_dir
             )
-            bare_port = free_port()
-            bare = subprocess.Popen(
-                [
-                    str(Path(sys.executable).with_name("uvicorn")),
-                    "--app-dir",
-                    str(Path(__file__).parent),
-                    "bare_instance_app:app",
-                    "--port",
-                    str(bare_port),
-                    "--log-level",
-                    "warning",
-                ],
-                env=env,
-            )
-            try:
-                wait_ready_path(bare_port, bare, f"{base}/instance/{instance['id']}", token)
-                results = run_scenarios(
-                    args, port, bare_port, server.pid, bare.pid, token, base, ids, instance, url, data_dir
-                )
-            finally:
-                bare.terminate()
-                bare.wait(timeout=30)
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            bare.terminate()
+            bare.wait(timeout=30)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
     report(results)
     print(f"load average (1, 5, 15 min) at the start: {load_at_start}, at the end: {_load_average()}")
 

@@ -1,4 +1,5 @@
-"""What the benchmarks share: a free loopback port and the environment of the ``nico serve`` they start.
+"""What the benchmarks share: a scratch embedded PostgreSQL, a free loopback port and the environment
+of the ``nico serve`` they start.
 
 The benchmarks run as scripts (``python benchmarks/<name>.py``), so this folder is first on their path.
 """
@@ -6,13 +7,27 @@ The benchmarks run as scripts (``python benchmarks/<name>.py``), so this folder 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
+import shutil
 import socket
+import tempfile
 import time
 from pathlib import Path
 
 import httpx
+
+
+def scratch_postgres(prefix: str, database: str) -> tuple[Path, str]:
+    """An embedded PostgreSQL in a new temporary directory, and the URL of ``database`` there: the
+    server is stopped and its files deleted when the benchmark exits (the directory is removed after
+    the server's own clean-up, which runs first: atexit is LIFO), so no postmaster outlives a run."""
+    from nico.db.embedded import start_embedded_postgres
+
+    data = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, data, ignore_errors=True)
+    return data, start_embedded_postgres(data, database, delete_on_exit=True)
 
 
 def free_port() -> int:

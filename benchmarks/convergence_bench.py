@@ -27,25 +27,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import contextlib
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import httpx
-from bench_support import free_port, server_env, until_ready
+from bench_support import free_port, scratch_postgres, server_env, until_ready
 
 from nico.api.auth import issue_dev_token
 from nico.config import load_settings
 from nico.db import migrate
-from nico.db.embedded import start_embedded_postgres
 from nico.db.engine import make_engine, make_session_factory, transaction
 from nico.export_cli import SseReader
 from nico.fabric.nmxc.client import NmxcBackend
@@ -418,9 +414,7 @@ async def run(args: argparse.Namespace) -> None:
     counts = [
         args.baseline_instances if i == 0 and len(phases) > 1 else args.per_tenant for i in range(len(phases))
     ]
-    data = Path(tempfile.mkdtemp(prefix="nico-convergence-"))
-    atexit.register(shutil.rmtree, data, ignore_errors=True)  # after the server's own clean-up (LIFO)
-    database_url = start_embedded_postgres(data, "nico", delete_on_exit=True)
+    data, database_url = scratch_postgres("nico-convergence-", "nico")
     migrate.upgrade(database_url)
     fabric = await FabricProcess.start(args.racks, args.backend)
     env = server_env(database_url, data, SECRET)

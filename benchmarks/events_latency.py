@@ -17,14 +17,13 @@ import asyncio
 import json
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import httpx
-from bench_support import free_port, server_env
+from bench_support import free_port, scratch_postgres, server_env
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -135,12 +134,10 @@ def main() -> None:
     parser.add_argument("--instances", type=int, default=100)
     args = parser.parse_args()
     from nico.db import migrate
-    from nico.db.embedded import start_embedded_postgres
 
-    with tempfile.TemporaryDirectory(prefix="nico-bench-", ignore_cleanup_errors=True) as tmp:
-        url = start_embedded_postgres(Path(tmp), "nico_bench")
-        migrate.upgrade(url)
-        latencies = asyncio.run(run(url, Path(tmp), args.instances))
+    data_dir, url = scratch_postgres("nico-bench-", "nico_bench")
+    migrate.upgrade(url)
+    latencies = asyncio.run(run(url, data_dir, args.instances))
     ms = [v * 1000 for v in latencies]
     print(
         f"Ready -> SSE event over {len(ms)} instances: p50 {pct(ms, 50):.1f} ms, p99 {pct(ms, 99):.1f} ms, "

@@ -23,27 +23,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import itertools
 import math
 import os
 import resource
-import shutil
 import statistics
-import tempfile
 import time
 import tracemalloc
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
 
 import psycopg
+from bench_support import scratch_postgres
 from prometheus_client import CollectorRegistry
 from sqlalchemy.engine import make_url
 
 from nico.config import NvLinkConfig
 from nico.db import migrate
-from nico.db.embedded import start_embedded_postgres
 from nico.db.engine import libpq_url, make_engine, normalize_url
 from nico.reconciler.metrics import MonitorMetrics
 from nico.reconciler.monitor import Reconciler
@@ -282,9 +278,7 @@ def main() -> None:
     if server:
         server = normalize_url(server)
     else:
-        data = Path(tempfile.mkdtemp(prefix="nico-scale-"))
-        atexit.register(shutil.rmtree, data, ignore_errors=True)  # after the server's clean-up (LIFO)
-        server = start_embedded_postgres(data, "postgres", delete_on_exit=True)
+        _, server = scratch_postgres("nico-scale-", "postgres")
     print(
         f"{'racks':>6} {'GPUs':>8} {'steady pass':>12} {'deep pass':>10} {'first pass':>11} {'peak heap':>10}"
     )

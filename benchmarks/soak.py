@@ -25,25 +25,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import collections
 import os
 import random
-import shutil
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
-from bench_support import free_port, until_ready
+from bench_support import free_port, scratch_postgres, until_ready
 from convergence_bench import SECRET, expect, seed_provider, seed_tenant
 
 from nico.db import migrate
-from nico.db.embedded import start_embedded_postgres
 from nico.db.engine import make_engine, make_session_factory, transaction
 from nico.fabric.backend import DEFAULT_PARTITION_ID
 from nico.reconciler.planner import lp_of_name, partition_name
@@ -261,9 +256,7 @@ def pct(values: list[float], p: float) -> float:
 
 
 async def run(args: argparse.Namespace) -> None:
-    data = Path(tempfile.mkdtemp(prefix="nico-soak-"))
-    atexit.register(shutil.rmtree, data, ignore_errors=True)
-    database_url = start_embedded_postgres(data, "nico", delete_on_exit=True)
+    data, database_url = scratch_postgres("nico-soak-", "nico")
     migrate.upgrade(database_url)
     fabric = SimFabric(racks=args.racks, seed=16)
     sim = await NmxcSimulator(fabric).start()

@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import atexit
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -28,10 +25,10 @@ from prometheus_client import CollectorRegistry
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_support import scratch_postgres
 from reconcile_scale import fresh_database, seed
 
 from nico.config import NvLinkConfig
-from nico.db.embedded import start_embedded_postgres
 from nico.db.engine import make_engine, normalize_url
 from nico.fabric.backend import DEFAULT_PARTITION_ID
 from nico.reconciler.metrics import MonitorMetrics
@@ -101,9 +98,7 @@ def main() -> None:
     if server:
         server = normalize_url(server)
     else:
-        data = Path(tempfile.mkdtemp(prefix="nico-tray-"))
-        atexit.register(shutil.rmtree, data, ignore_errors=True)
-        server = start_embedded_postgres(data, "postgres", delete_on_exit=True)
+        _, server = scratch_postgres("nico-tray-", "postgres")
     url = fresh_database(server, f"nico_tray_{args.racks}")
     asyncio.run(measure(url, args.racks, args.latency, args.concurrency))
 
