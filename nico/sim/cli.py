@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -134,6 +134,15 @@ def stop_requested() -> Iterator[asyncio.Event]:
             loop.remove_signal_handler(sig)
 
 
+def _run_serving(serve: Callable[[], Coroutine[None, None, None]]) -> None:
+    """Run a simulator until stopped; a port it cannot listen on is one line, exit 1."""
+    try:
+        asyncio.run(serve())
+    except OSError as exc:
+        err.print(f"[bold red]error:[/] {exc}")
+        raise typer.Exit(1) from None
+
+
 @app.command()
 def nmxc(
     racks: Racks = 1,
@@ -200,7 +209,7 @@ def nmxc(
                 err.print(f"NMX-C simulator: {len(fabric.domains)} domain(s); Ctrl-C stops")
                 await stop.wait()
 
-    asyncio.run(serve())
+    _run_serving(serve)
 
 
 @app.command()
@@ -252,4 +261,4 @@ def nmxm(
                 err.print(f"NMX-M simulator: {len(fabric.domains)} domain(s), basic auth; Ctrl-C stops")
                 await stop.wait()
 
-    asyncio.run(serve())
+    _run_serving(serve)

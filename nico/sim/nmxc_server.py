@@ -781,8 +781,12 @@ class NmxcSimulator:
         return DomainTarget(domain_uuid=domain_uuid, endpoint=self.url(domain_uuid))
 
     async def start(self) -> NmxcSimulator:
-        for domain_uuid in self._domains:
-            await self.start_domain(domain_uuid)
+        try:
+            for domain_uuid in self._domains:
+                await self.start_domain(domain_uuid)
+        except BaseException:
+            await self.stop()  # the domains already listening must not outlive a failed start
+            raise
         return self
 
     async def start_domain(self, key: uuid.UUID | str) -> None:
@@ -799,17 +803,21 @@ class NmxcSimulator:
         servicer = NmxcServicer(self.fabric, domain_uuid)
         pb_grpc.add_NMX_ControllerServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
         address = f"{self.host}:{self._ports[domain_uuid]}"
-        if self.tls:
-            credentials = grpc.ssl_server_credentials(
-                [(self.tls.private_key, self.tls.certificate_chain)],
-                root_certificates=self.tls.client_ca,
-                require_client_auth=self.tls.client_ca is not None,
-            )
-            port = server.add_secure_port(address, credentials)
-        else:
-            port = server.add_insecure_port(address)
+        try:
+            if self.tls:
+                credentials = grpc.ssl_server_credentials(
+                    [(self.tls.private_key, self.tls.certificate_chain)],
+                    root_certificates=self.tls.client_ca,
+                    require_client_auth=self.tls.client_ca is not None,
+                )
+                port = server.add_secure_port(address, credentials)
+            else:
+                port = server.add_insecure_port(address)
+        except RuntimeError:  # grpcio >= 1.60 raises where older ones returned 0
+            port = 0
         if not port:
-            raise OSError(f"cannot listen on {address}")
+            await server.stop(grace=None)
+            raise OSError(f"cannot listen on {address} (is the port in use?)")
         await server.start()
         self._ports[domain_uuid] = port
         self._servers[domain_uuid] = server

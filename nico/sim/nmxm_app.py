@@ -482,7 +482,11 @@ class NmxmSimulator:
         # uvicorn writes a response's head and body separately; without this, Nagle holds the body
         # until the client's delayed ACK, and every request costs ~40 ms.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((self.host, self.port))
+        try:
+            sock.bind((self.host, self.port))
+        except OSError as exc:
+            sock.close()
+            raise OSError(exc.errno, f"cannot listen on {self.host}:{self.port} ({exc.strerror})") from exc
         self.port = sock.getsockname()[1]
         self.state.closing.clear()
         config = uvicorn.Config(self.app, lifespan="off", log_level="warning", access_log=False)

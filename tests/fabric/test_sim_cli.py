@@ -14,7 +14,7 @@ from nico.fabric.backend import DomainTarget
 from nico.fabric.nmxc.client import NmxcBackend
 from nico.fabric.nmxm.client import NmxmBackend
 from nico.sim.fabric import SimFabric
-from tests.support.net import free_port
+from tests.support.net import free_port_run
 
 pytestmark = pytest.mark.e2e  # starts `nico sim` processes
 
@@ -46,7 +46,7 @@ async def _interrupt(proc: asyncio.subprocess.Process) -> str:
 
 
 async def test_nmxc_serves_each_domain_from_the_given_port_upward() -> None:
-    base = free_port()
+    base = free_port_run(2)
     proc, printed = await _start("nmxc", "--racks", "1", "--nvl36x2", "1", "--port", str(base), lines=3)
     try:
         rows = [line.split() for line in printed]
@@ -70,7 +70,7 @@ async def test_nmxc_serves_each_domain_from_the_given_port_upward() -> None:
 
 
 async def test_nmxc_serves_each_domain_of_a_gb300_minipod_on_its_own_endpoint() -> None:
-    base = free_port()
+    base = free_port_run(3)
     proc, printed = await _start(
         "nmxc",
         "--racks",
@@ -156,3 +156,21 @@ def test_nmxc_refuses_a_malformed_health_knob() -> None:
     ):
         result = CliRunner().invoke(app, ["sim", "nmxc", "--port", "0", *bad])
         assert result.exit_code == 2, (bad, result.output)
+
+
+@pytest.mark.parametrize("kind", ["nmxc", "nmxm"])
+def test_a_port_in_use_is_one_clear_error_not_a_traceback(kind: str) -> None:
+    import socket
+
+    from typer.testing import CliRunner
+
+    from nico.cli import app
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(app, ["sim", kind, "--port", str(port)])
+    assert result.exit_code == 1, result.output
+    assert f"cannot listen on 127.0.0.1:{port}" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
