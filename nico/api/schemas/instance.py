@@ -343,7 +343,8 @@ class Instance(ResponseModel):
     status_history: list[StatusDetail]
     created: datetime
     updated: datetime
-    deprecations: tuple[Deprecation, ...] = DEPRECATIONS
+    # A factory hands out the one tuple: a plain default would be deep-copied for every instance.
+    deprecations: tuple[Deprecation, ...] = Field(default_factory=lambda: DEPRECATIONS)
 
     @classmethod
     def of(cls, view: InstanceView) -> Instance:
