@@ -343,8 +343,7 @@ class Instance(ResponseModel):
     status_history: list[StatusDetail]
     created: datetime
     updated: datetime
-    # A factory hands out the one tuple: a plain default would be deep-copied for every instance.
-    deprecations: tuple[Deprecation, ...] = Field(default_factory=lambda: DEPRECATIONS)
+    deprecations: tuple[Deprecation, ...] = DEPRECATIONS
 
     @classmethod
     def of(cls, view: InstanceView) -> Instance:
@@ -398,6 +397,7 @@ class Instance(ResponseModel):
                 "status_history": data["status_history"],
                 "created": data["created"],
                 "updated": data["updated"],
+                "deprecations": DEPRECATIONS,  # given: the default would be deep-copied per instance
             }
         )
 
