@@ -88,7 +88,8 @@ async def creation_context(
     names: list[str],
 ) -> CreationContext | None:
     """What creation checks, in one statement, and the VPC locked FOR SHARE after it (``_LOCK_VPC``),
-    in one round trip (a psycopg pipeline); None when the org has no tenant."""
+    in one round trip (a psycopg pipeline), the transaction's plans generic (``_GENERIC_PLANS``);
+    None when the org has no tenant."""
     conn = await driver_connection(session)
     params = {
         "org": org,
@@ -99,11 +100,20 @@ async def creation_context(
         "names": names,
     }
     async with conn.pipeline():  # leaving the block syncs: both results have arrived
-        context = await conn.execute(_CREATION_CONTEXT, params)
-        await conn.execute(_LOCK_VPC, {"vpc": vpc_id})
+        await conn.execute(_GENERIC_PLANS)
+        context = await conn.execute(_CREATION_CONTEXT, params, prepare=True)
+        await conn.execute(_LOCK_VPC, {"vpc": vpc_id}, prepare=True)
     row = await context.fetchone()
     return CreationContext(*row) if row is not None else None
 
+
+# A create's statements (this transaction's, from here on) take the plan their prepared statement
+# keeps for any values: each looks rows up by key, so the plan does not depend on them, and a pooled
+# connection then plans each statement once, not for its first five executions too (PostgreSQL's
+# default tries five custom plans before it settles on the generic one: with a pool of 16
+# connections taking requests in turn, that is the first 80 creates, planning the big insert each time).
+# The statements are prepared on their first execution (``prepare=True``) for the same reason.
+_GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 
 # The VPC FOR SHARE, after the context's read: a concurrent change of the VPC's default partition
 # waits for this transaction.
@@ -131,8 +141,8 @@ async def locked_reservations_and_count(
     conn = await driver_connection(session)
     where = {"tenant": tenant_id, "itype": itype_id}
     async with conn.pipeline():  # leaving the block syncs: both results have arrived
-        locked = await conn.execute(_LOCK_RESERVATIONS, where)
-        counted = await conn.execute(_COUNT_OF_TYPE, where)
+        locked = await conn.execute(_LOCK_RESERVATIONS, where, prepare=True)
+        counted = await conn.execute(_COUNT_OF_TYPE, where, prepare=True)
     values = [row[0] for row in await locked.fetchall()]
     row = await counted.fetchone()
     assert row is not None
@@ -300,7 +310,7 @@ async def insert_instances(
         "notify": notify,
     }
     async with conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(_INSERT_INSTANCES, params)
+        await cursor.execute(_INSERT_INSTANCES, params, prepare=True)
         rows: list[dict[str, Any]] = await cursor.fetchall()
     return rows
 
