@@ -46,7 +46,7 @@ class RenderedWhenSent(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self.body = self._render()
-        self.init_headers()  # the length of the body now written
+        self.headers["content-length"] = str(len(self.body))  # other headers stay as set
         await super().__call__(scope, receive, send)
 
 
