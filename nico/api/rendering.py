@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel, TypeAdapter
 from starlette.responses import PlainTextResponse, Response
+from starlette.types import Receive, Scope, Send
 
 from nico.api.pagination import Page, page_response
 
@@ -30,6 +31,33 @@ def dump_list(items: Sequence[BaseModel]) -> bytes:
 
 def list_response(items: Sequence[BaseModel], status: int = 200) -> Response:
     return Response(dump_list(items), status_code=status, media_type="application/json")
+
+
+class RenderedWhenSent(Response):
+    """A JSON response whose body is built when it is sent, not when the handler returns: after the
+    request's transaction has committed (the session dependency commits in between), so the locks a
+    create holds to its commit (the tenant's quota, last) are not held while its response is built."""
+
+    media_type = "application/json"
+
+    def __init__(self, render: Callable[[], bytes], status_code: int) -> None:
+        super().__init__(b"", status_code=status_code)
+        self._render = render
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.body = self._render()
+        self.headers["content-length"] = str(len(self.body))  # other headers stay as set
+        await super().__call__(scope, receive, send)
+
+
+def json_response_when_sent(build: Callable[[], BaseModel], status: int = 200) -> Response:
+    """:func:`json_response` of ``build()``, built after the commit (:class:`RenderedWhenSent`)."""
+    return RenderedWhenSent(lambda: build().model_dump_json().encode(), status)
+
+
+def list_response_when_sent(build: Callable[[], Sequence[BaseModel]], status: int = 200) -> Response:
+    """:func:`list_response` of ``build()``, built after the commit (:class:`RenderedWhenSent`)."""
+    return RenderedWhenSent(lambda: dump_list(build()), status)
 
 
 def paged_response(items: Sequence[BaseModel], page: Page, total: int) -> Response:

@@ -128,7 +128,6 @@ async def creation_context(
     )
     if row is None:
         raise bad_request("Org does not have a Tenant associated")
-    await queries.lock_vpc_for_share(session, spec.vpc_id)
     return Context(
         tenant=Tenant(id=row.tenant_id, org=org, targeted_instance_creation=row.targeted),
         requested_tenant_exists=row.requested_tenant_exists,
@@ -198,10 +197,10 @@ async def quota_now(session: AsyncSession, tenant: Tenant, itype: InstanceType) 
     (held to the end of the transaction), or None without an allocation. Creates call it last, after
     their inserts and their response's read, so the lock is held only to the commit; the count then
     includes the instances being created."""
-    values = await queries.locked_reservations(session, tenant.id, itype.id)
+    values, count = await queries.locked_reservations_and_count(session, tenant.id, itype.id)
     if not values:
         return None
-    return await queries.instance_count_of_type(session, tenant.id, itype.id), sum(values)
+    return count, sum(values)
 
 
 def requested_partitions(spec: InstanceSpec, vpc: Vpc) -> set[uuid.UUID]:

@@ -35,7 +35,7 @@ from nico.services.instance_checks import (
     quota_now,
     requested_partitions,
 )
-from nico.services.instance_view import InstanceView, load
+from nico.services.instance_view import InstanceView
 from nico.services.nvlink_events import CHANNEL, payload
 from nico.services.nvlink_interface import Binding, nvlink_capabilities
 from nico.services.placement import Ask, NoCapacity
@@ -51,11 +51,12 @@ async def _add_instances(
     names: Sequence[str],
     machines: Sequence[Claimed],
     bindings: Sequence[Binding],
-) -> list[uuid.UUID]:
+) -> list[InstanceView]:
     """Insert the instances with their interfaces, bindings and first history, assign the machines,
     and hand the change to the reconciler (NOTIFY of the machines' domains, in the same statement,
     so in the same transaction). A new instance starts at NVLink config version 1. Returns the new
-    ids in ``names`` order.
+    instances as their response shows them (chronological history), in ``names`` order: the insert
+    answers with them, nothing is read back.
 
     Assigning the machines moves their domains' free counts (``domain_capacity``'s trigger locks
     those rows to the commit). The caller then reads the response and, last, checks the quota under
@@ -76,7 +77,7 @@ async def _add_instances(
         if ready:
             history.append((row.id, str(InstanceStatus.READY), READY_MESSAGE))
     domains = {m.domain_uuid for m in machines if m.domain_uuid is not None}
-    inserted, assigned = await queries.insert_instances(
+    documents = await queries.insert_instances(
         session,
         queries.SharedFields(
             tenant_id=tenant.id,
@@ -98,8 +99,9 @@ async def _add_instances(
         channel=CHANNEL,
         notify=payload(domains) if domains else None,
     )
-    assert inserted == assigned == len(rows), (inserted, assigned)
-    return [r.id for r in rows]
+    by_id = {d["id"]: InstanceView(d) for d in documents}
+    assert len(by_id) == len(rows) and all(v.data["machine_id"] is not None for v in by_id.values())
+    return [by_id[r.id] for r in rows]
 
 
 async def create(
@@ -159,7 +161,7 @@ async def create(
     bindings = await creation_bindings(session, tenant, vpc, explicit, capabilities, SINGLE_CREATE)
     if bindings and machine.domain_uuid is None:
         raise bad_request(SINGLE_CREATE.no_capability)
-    (new_id,) = await _add_instances(
+    (view,) = await _add_instances(
         session,
         tenant=tenant,
         vpc=vpc,
@@ -169,7 +171,6 @@ async def create(
         machines=[machine],
         bindings=bindings,
     )
-    (view,) = await load(session, [new_id], chronological=True)
     if itype is not None:
         quota = await quota_now(session, tenant, itype)  # the check again, now under its lock: last
         if quota is None:
@@ -255,7 +256,7 @@ async def create_batch(
     machines = chosen
     if bindings and any(m.domain_uuid is None for m in machines):
         raise bad_request(BATCH_CREATE.no_capability)
-    ids = await _add_instances(
+    views = await _add_instances(
         session,
         tenant=tenant,
         vpc=vpc,
@@ -265,7 +266,6 @@ async def create_batch(
         machines=machines,
         bindings=bindings,
     )
-    views = await load(session, ids, chronological=True)
     quota = await quota_now(session, tenant, itype)  # the check again, now under its lock: last
     if quota is None:
         raise forbidden(NO_ALLOCATION)

@@ -1,8 +1,8 @@
 """The live stream of NVLink placement changes (nico extension, ``GET /nvlink-topology/events``).
 
 Events come from PostgreSQL, not from process memory: triggers append one ``placement_event`` row per
-changed interface and ``NOTIFY nico_placement`` (migration 0005), so every API replica streams the same
-events whichever process (API or reconciler) made the change. Each process holds one ``LISTEN``
+changed interface and ``NOTIFY nico_placement`` (migrations 0005, 0010), so every API replica streams
+the same events whichever process (API or reconciler) made the change. Each process holds one ``LISTEN``
 connection while it has open streams and wakes them all on a notification; a stream then reads the
 rows after its cursor. A stream that misses a notification (the listener reconnecting) still reads
 at its next heartbeat.

@@ -15,7 +15,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
-from nico.db.models import Machine
+from nico.db.models import Instance, Machine
 from nico.services import status
 from nico.services.lifecycle import finish_instance_termination
 from tests.api.conftest import batch_body, instance_body
@@ -183,6 +183,79 @@ async def test_counts_follow_machine_changes(
     response = await client.post(f"{PROVIDER_BASE}/machine/registration", json=body, headers=provider)
     assert response.status_code == 201, response.text
     assert free_of(await assert_in_step(session), new_domain) == 2
+
+
+async def test_one_statement_over_many_machines_and_domains_keeps_counts(session: AsyncSession) -> None:
+    """Migration 0010's statement trigger sums a statement's machine changes per domain: one UPDATE
+    or DELETE over machines of several domains and kinds of change (assigned, freed, moved to another
+    domain and type, a change that moves no count), a batch and its deletion, leaves the counts equal
+    to a recount; the per-statement deltas are gone at the commit, and a rolled-back savepoint's too."""
+    world = await f.nvlink_site(session, racks=3, trays=4)
+    other_type = await f.instance_type(session, world.site, name="other-type")
+    await session.commit()
+    await assert_in_step(session)
+    ids = [m.id for m in world.machines]
+
+    # A batch's worth of instances over two domains, assigned in one statement, then freed in one.
+    owners = [(machine_id, uuid.uuid4()) for machine_id in ids[:6]]
+    for n, (_, instance_id) in enumerate(owners):
+        session.add(
+            Instance(
+                id=instance_id,
+                tenant_id=world.tenant.id,
+                site_id=world.site.id,
+                vpc_id=world.vpc.id,
+                instance_type_id=world.instance_type.id,
+                name=f"multi-{n}",
+            )
+        )
+    await session.commit()
+    await session.execute(
+        text(
+            "UPDATE machine SET instance_id = u.instance_id "
+            "FROM unnest(CAST(:machines AS text[]), CAST(:owners AS uuid[])) AS u(machine_id, instance_id) "
+            "WHERE machine.id = u.machine_id"
+        ),
+        {"machines": [m for m, _ in owners], "owners": [o for _, o in owners]},
+    )
+    await session.commit()
+    kept = await assert_in_step(session)
+    assert sum(used for _, used in kept.values()) == 6
+
+    # One statement: machines of every domain change in different ways at once.
+    await session.execute(
+        text(
+            "UPDATE machine SET "
+            "status = CASE WHEN id = :down THEN 'Maintenance' ELSE status END, "
+            "domain_uuid = CASE WHEN id = :moved THEN :there ELSE domain_uuid END, "
+            "instance_type_id = CASE WHEN id = :moved THEN :other ELSE instance_type_id END, "
+            "hostname = 'renamed' "  # moves no count
+            "WHERE id = ANY(:all)"
+        ),
+        {"down": ids[8], "moved": ids[9], "there": world.domains[0], "other": other_type.id, "all": ids},
+    )
+    await session.commit()
+    kept = await assert_in_step(session)
+    assert kept[(world.site.id, other_type.id, world.domains[0])] == (1, 0)
+
+    # Deleting the instances frees their machines (ON DELETE SET NULL: one statement of the cascade).
+    await session.execute(text("DELETE FROM instance WHERE id = ANY(:ids)"), {"ids": [o for _, o in owners]})
+    await session.commit()
+    kept = await assert_in_step(session)
+    assert sum(used for _, used in kept.values()) == 0
+
+    # A change rolled back to a savepoint counts for nothing; deleting machines takes them off.
+    savepoint = await session.begin_nested()
+    await session.execute(
+        text("UPDATE machine SET status = 'Maintenance' WHERE id = ANY(:ids)"), {"ids": ids}
+    )
+    assert (await session.execute(text("SELECT count(*) FROM domain_capacity_delta"))).scalar_one() > 0
+    await savepoint.rollback()
+    await session.execute(text("DELETE FROM machine WHERE id = ANY(:ids)"), {"ids": ids[:2]})
+    await session.commit()
+    kept = await assert_in_step(session)
+    assert sum(free for free, _ in kept.values()) == len(ids) - 2 - 1  # the moved one: free, other type
+    assert (await session.execute(text("SELECT count(*) FROM domain_capacity_delta"))).scalar_one() == 0
 
 
 async def test_concurrent_batches_never_share_a_machine_and_keep_counts(

@@ -8,13 +8,15 @@ import uuid
 from typing import Any
 
 import httpx
+import psycopg
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.db.engine import libpq_url
 from nico.db.enums import LogicalPartitionStatus
 from nico.db.models import Instance, Machine
-from tests.api.conftest import BASE, batch_body, error
+from tests.api.conftest import BASE, batch_body, error, instance_body
 from tests.support import factories as f
 from tests.support.state import fingerprint
 
@@ -296,3 +298,38 @@ async def test_a_failed_batch_assigns_nothing(
     assert await fingerprint(session) == before
     assert await session.scalar(select(func.count()).select_from(Instance)) == 0
     assert await session.scalar(select(func.count()).where(Machine.instance_id.is_not(None))) == 0
+
+
+@pytest.mark.parametrize("path", ["single", "batch"])
+async def test_the_response_is_built_after_the_commit_with_no_lock_held(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+) -> None:
+    """A create's response is built when it is sent, after its transaction committed: the tenant's
+    quota lock (taken last, held to the commit) is not held while the instances are rendered, so
+    concurrent creates of the tenant wait only for the commit."""
+    from nico.api.routers import instance as router
+
+    seen: list[tuple[bool, int]] = []
+    render = router.Instance.of
+
+    def observed(view: Any) -> Any:
+        with psycopg.connect(libpq_url(database_url), autocommit=True) as other:
+            with other.transaction():  # NOWAIT: an error while another transaction holds the lock
+                other.execute("SELECT 1 FROM allocation_constraint FOR UPDATE NOWAIT")
+            visible = other.execute("SELECT count(*) FROM instance WHERE id = %s", (view.id,)).fetchone()
+        assert visible is not None
+        seen.append((True, int(visible[0])))
+        return render(view)
+
+    monkeypatch.setattr(router.Instance, "of", observed)
+    if path == "single":
+        response = await client.post(f"{BASE}/instance", json=instance_body(world), headers=headers)
+    else:
+        response = await client.post(PATH, json=batch_body(world, count=2), headers=headers)
+    assert response.status_code == 201, response.text
+    assert seen and all(visible == 1 for _, visible in seen)  # committed before it was rendered

@@ -13,10 +13,12 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api import messages
+from nico.api.rendering import json_response, list_response
 from nico.api.schemas.instance import Instance
 from nico.api.schemas.nvlink_interface import WireKeys
 from nico.services import instance
-from tests.api.conftest import BASE, instance_body
+from nico.services.instance_view import load
+from tests.api.conftest import BASE, batch_body, instance_body
 from tests.support import factories as f
 
 ODD_TEXT = 'quote " backslash \\ newline \n tab \t bell \x07 del \x7f é ✓ \u2028 </script>'
@@ -202,3 +204,74 @@ async def test_the_hoisted_route_answers_what_the_routers_answer(
     assert (await client.head(f"{BASE}/instance/{created}", headers=headers)).status_code == 405
     related = await client.get(f"{BASE}/instance/{created}?includeRelation=Site", headers=headers)
     assert related.status_code == 200 and related.json()["site"]["id"] == str(world.site.id)
+
+
+async def test_create_answers_what_a_read_of_the_new_instances_shows(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    session: AsyncSession,
+) -> None:
+    """A create builds its response from what its one insert statement returns, without reading the
+    instances back: byte for byte what reading them afterwards renders (chronological history), for a
+    single create, a batch, and an instance that is Ready at once (a machine without a domain: two
+    history entries)."""
+    partition = (await f.logical_partition(session, world.tenant, world.site, name="lp-create")).id
+    loose = world.machines[-1]
+    await session.execute(
+        text(
+            "UPDATE machine SET domain_uuid = NULL, chassis_serial = NULL, tray_index = NULL WHERE id = :id"
+        ),
+        {"id": loose.id},
+    )
+    world.tenant.targeted_instance_creation = True
+    await session.commit()
+
+    async def read(ids: list[uuid.UUID]) -> list[Instance]:
+        async with app.state.ctx.sessions() as fresh:
+            return [Instance.of(v) for v in await load(fresh, ids, chronological=True)]
+
+    single = await client.post(
+        f"{BASE}/instance",
+        json=instance_body(
+            world,
+            name="answered",
+            description=ODD_TEXT,
+            userData=ODD_TEXT,
+            labels={"team": "ml", "z": ODD_TEXT},
+            nvLinkInterfaces=[
+                {"nvLinkLogicalPartitionId": str(partition), "deviceInstance": i} for i in (2, 0, 1, 3)
+            ],
+        ),
+        headers=headers,
+    )
+    assert single.status_code == 201, single.text
+    (view,) = await read([uuid.UUID(single.json()["id"])])
+    assert single.content == json_response(view, 201).body
+
+    batch = await client.post(
+        f"{BASE}/instance/batch",
+        json=batch_body(
+            world,
+            count=3,
+            labels={"k": "v"},
+            nvLinkInterfaces=[
+                {"nvLinkLogicalPartitionId": str(partition), "deviceInstance": i} for i in (1, 0)
+            ],
+        ),
+        headers=headers,
+    )
+    assert batch.status_code == 201, batch.text
+    views = await read([uuid.UUID(i["id"]) for i in batch.json()])
+    assert batch.content == list_response(views, 201).body
+
+    ready = await client.post(
+        f"{BASE}/instance",
+        json=instance_body(world, name="ready-at-once", instanceTypeId=None, machineId=loose.id),
+        headers=headers,
+    )
+    assert ready.status_code == 201, ready.text
+    assert [h["status"] for h in ready.json()["statusHistory"]] == ["Pending", "Ready"]
+    (view,) = await read([uuid.UUID(ready.json()["id"])])
+    assert ready.content == json_response(view, 201).body

@@ -7,11 +7,13 @@ from __future__ import annotations
 import uuid
 
 import httpx
-from sqlalchemy import delete, select, update
+import psycopg
+from sqlalchemy import delete, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.models import NvlinkInterface, PhysicalPartition, PlacementEvent
-from tests.api.conftest import BASE, instance_body
+from nico.db.engine import libpq_url
+from nico.db.models import Machine, NvlinkInterface, PhysicalPartition, PlacementEvent
+from tests.api.conftest import BASE, batch_body, instance_body
 from tests.support import factories as f
 from tests.support.placement import realise
 
@@ -70,3 +72,103 @@ async def test_interface_lifecycle_is_logged(
     removed = await events(session, moved[-1].id)
     assert [e.kind for e in removed] == ["Removed"] * 4
     assert {e.interface_id for e in removed} == {e.interface_id for e in created}
+
+
+async def test_one_statement_over_many_rows_logs_each_row_once_in_row_order(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    """Migration 0010's statement triggers: a statement that inserts, updates or deletes many bindings
+    logs one event per changed row (in the statement's row order, each with its own instance, tenant,
+    domain and clique), none for rows it left as they were, and NOTIFYs once."""
+    partition = await f.logical_partition(session, world.tenant, world.site)
+    await session.commit()
+    items = [{"nvLinkLogicalPartitionId": str(partition.id), "deviceInstance": i} for i in (3, 1, 0, 2)]
+    batch = await client.post(
+        f"{BASE}/instance/batch", json=batch_body(world, count=3, nvLinkInterfaces=items), headers=headers
+    )
+    assert batch.status_code == 201, batch.text
+    created = await events(session)
+    instances = [i["id"] for i in batch.json()]
+    bindings = [(i["id"], n["id"]) for i in batch.json() for n in i["nvLinkInterfaces"]]
+    assert [(str(e.instance_id), str(e.interface_id)) for e in created] == bindings  # the insert's order
+    assert [e.kind for e in created] == ["Pending"] * 12
+    assert [e.instance_name for e in created] == [i["name"] for i in batch.json() for _ in range(4)]
+    assert {e.tenant_id for e in created} == {world.tenant.id}
+    machines = await session.execute(
+        select(Machine.instance_id, Machine.domain_uuid).where(Machine.instance_id.in_(instances))
+    )
+    domain_of = {str(i): d for i, d in machines}
+    assert [e.domain_uuid for e in created] == [domain_of[i] for i, _ in bindings]
+
+    # One UPDATE: two instances' bindings become Ready (a clique each), the third's only change a
+    # column no event shows.
+    first, second, third = (uuid.UUID(i) for i in instances)
+    await session.execute(
+        text(
+            "INSERT INTO physical_partition (id, logical_partition_id, domain_uuid, nmx_partition_id, "
+            "fabric_ref, name) VALUES (:id, :lp, :domain, 77, '77', 'pp')"
+        ),
+        {"id": uuid.uuid4(), "lp": partition.id, "domain": domain_of[str(first)]},
+    )
+    await session.commit()
+    seen = await events(session, created[-1].id)
+    await session.execute(
+        text(
+            "UPDATE nvlink_interface n SET "
+            "status = CASE WHEN n.instance_id = :third THEN n.status ELSE 'Ready' END, "
+            "domain_uuid = CASE WHEN n.instance_id = :third THEN NULL ELSE m.domain_uuid END, device = 'x' "
+            "FROM machine m WHERE m.instance_id = n.instance_id AND n.instance_id = ANY(:ids)"
+        ),
+        {"third": third, "ids": [first, second, third]},
+    )
+    await session.commit()
+    updated = await events(session, (seen or created)[-1].id)
+    assert sorted(str(e.interface_id) for e in updated) == sorted(b for i, b in bindings if i != str(third))
+    assert [e.kind for e in updated] == ["Ready"] * 8
+    clique = {e.instance_id: e.clique_id for e in updated}
+    assert clique[first] == f"{domain_of[str(first)]}.77"
+    # The second instance's domain has no physical partition of the LP (unless both share one).
+    assert clique[second] == (clique[first] if domain_of[str(second)] == domain_of[str(first)] else None)
+
+    # One DELETE of every binding (the instances' cascade): one Removed each, no name once the
+    # instance is gone.
+    await session.execute(delete(NvlinkInterface).where(NvlinkInterface.instance_id.in_([first, second])))
+    await session.commit()
+    removed = await events(session, updated[-1].id)
+    assert sorted(str(e.interface_id) for e in removed) == sorted(b for i, b in bindings if i != str(third))
+    assert [e.kind for e in removed] == ["Removed"] * 8
+    await session.execute(text("DELETE FROM instance WHERE id = :id"), {"id": third})
+    await session.commit()
+    cascaded = await events(session, removed[-1].id)
+    assert [str(e.interface_id) for e in cascaded] == [b for i, b in bindings if i == str(third)]
+    assert [(e.kind, e.instance_name) for e in cascaded] == [("Removed", None)] * 4
+
+
+async def test_a_statement_notifies_only_when_it_logged_events(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    session: AsyncSession,
+    database_url: str,
+) -> None:
+    partition = await f.logical_partition(session, world.tenant, world.site)
+    await session.commit()
+    items = [{"nvLinkLogicalPartitionId": str(partition.id), "deviceInstance": i} for i in range(4)]
+    batch = await client.post(
+        f"{BASE}/instance/batch", json=batch_body(world, count=2, nvLinkInterfaces=items), headers=headers
+    )
+    assert batch.status_code == 201, batch.text
+    url = libpq_url(database_url)
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as listener:
+        await listener.execute("LISTEN nico_placement")
+        async with await psycopg.AsyncConnection.connect(url, autocommit=True) as writer:
+            await writer.execute("UPDATE nvlink_interface SET device = 'unrelated'")  # no event
+            await writer.execute("NOTIFY nico_placement, 'first done'")
+            await writer.execute("UPDATE nvlink_interface SET status = 'Error'")  # 8 events
+            await writer.execute("NOTIFY nico_placement, 'second done'")
+        got = []
+        async for note in listener.notifies(timeout=30):  # a deadline; the sentinel ends it
+            got.append(note.payload)
+            if note.payload == "second done":
+                break
+    assert got == ["first done", "", "second done"]

@@ -27,7 +27,13 @@ from nico.api.binding import (
 from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin, context_of, get_principal
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
-from nico.api.rendering import deletion_accepted, json_response, list_response, paged_response
+from nico.api.rendering import (
+    deletion_accepted,
+    json_response,
+    json_response_when_sent,
+    list_response_when_sent,
+    paged_response,
+)
 from nico.api.routers import HotRoute
 from nico.api.schemas.instance import (
     BatchInstanceCreateRequest,
@@ -116,7 +122,7 @@ async def create_batch(org: str, principal: TenantAdmin, body: BatchBody, sessio
         instance_type_id=checked_uuid(body.instance_type_id),
         topology_optimized=body.optimized,
     )
-    return list_response([Instance.of(v) for v in views], 201)
+    return list_response_when_sent(lambda: [Instance.of(v) for v in views], 201)
 
 
 @router.post(
@@ -139,7 +145,7 @@ async def create_instance(
         instance_type_id=checked_uuid(body.instance_type_id) if body.instance_type_id else None,
         machine_id=body.machine_id,
     )
-    return json_response(Instance.of(view), 201)
+    return json_response_when_sent(lambda: Instance.of(view), 201)
 
 
 @router.get(

@@ -397,6 +397,7 @@ class Instance(ResponseModel):
                 "status_history": data["status_history"],
                 "created": data["created"],
                 "updated": data["updated"],
+                "deprecations": DEPRECATIONS,  # given: the default would be deep-copied per instance
             }
         )
 

@@ -1,7 +1,7 @@
 """ORM models, one module per aggregate. Importing this package registers every table."""
 
 from nico.db.models.allocation import Allocation, AllocationConstraint
-from nico.db.models.capacity import DomainCapacity
+from nico.db.models.capacity import DomainCapacity, DomainCapacityDelta
 from nico.db.models.fabric import FabricCredential, FabricIntent, NvlinkNmxcEndpoint
 from nico.db.models.instance import Instance, InstanceInterface, NvlinkInterface
 from nico.db.models.inventory import Gpu, InstanceType, Machine, MachineCapability, NvlinkDomain
@@ -16,6 +16,7 @@ __all__ = [
     "Allocation",
     "AllocationConstraint",
     "DomainCapacity",
+    "DomainCapacityDelta",
     "FabricCredential",
     "FabricIntent",
     "Gpu",

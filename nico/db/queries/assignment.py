@@ -4,13 +4,11 @@ locking free machines with ``FOR UPDATE SKIP LOCKED`` inside a savepoint."""
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Collection
 from typing import Any, NamedTuple
 
 import psycopg
-from psycopg import sql
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models.capacity import NO_DOMAIN
@@ -65,7 +63,6 @@ FOR UPDATE SKIP LOCKED
 """
     for in_domain in (True, False)
 }
-_LOCK_LITERAL = {k: re.sub(r"%\((\w+)\)s", r"{\1}", v) for k, v in _LOCK.items()}  # sql.SQL's placeholders
 
 # Each domain's multicast budget and what the logical partitions present there (a physical partition,
 # or an unsettled binding the reconciler has not built yet) already draw from it.
@@ -92,7 +89,7 @@ async def multicast_budgets(
 ) -> list[tuple[uuid.UUID, int, int, frozenset[uuid.UUID]]]:
     """(domain, budget, groups in use, logical partitions present) of the site's domains whose
     budget is known."""
-    rows = await (await conn.execute(_BUDGETS, {"site": site_id})).fetchall()
+    rows = await (await conn.execute(_BUDGETS, {"site": site_id}, prepare=True)).fetchall()
     return [(domain, budget, int(used), frozenset(present)) for domain, budget, used, present in rows]
 
 
@@ -103,7 +100,7 @@ async def partition_domains(
     unsettled binding to them (read through the bindings' partial index); and each partition's
     multicast groups limit. One round trip."""
     conn = await driver_connection(session)
-    row = await (await conn.execute(_PARTITION_FACTS, {"ids": list(partition_ids)})).fetchone()
+    row = await (await conn.execute(_PARTITION_FACTS, {"ids": list(partition_ids)}, prepare=True)).fetchone()
     assert row is not None
     domains, limits = row
     return frozenset(d for d in domains if d is not None), {uuid.UUID(k): int(v) for k, v in limits.items()}
@@ -115,7 +112,9 @@ async def machine_counts_by_domain(
     """(domain or None, assigned machines, free machines) of the type on the site, for the domains
     (and machines without one) that have free machines. Read from ``domain_capacity``: committed
     counts, so machines other requests hold right now still count as free (the lock skips them)."""
-    rows = await (await conn.execute(_SUMMARY, {"site": site_id, "type": instance_type_id})).fetchall()
+    rows = await (
+        await conn.execute(_SUMMARY, {"site": site_id, "type": instance_type_id}, prepare=True)
+    ).fetchall()
     return [(None if domain == NO_DOMAIN else domain, used, free) for domain, used, free in rows]
 
 
@@ -143,7 +142,9 @@ async def capacity_sample(
     }
     rows: list[tuple[uuid.UUID | None, int, int]] = []
     in_domains = best = 0
-    for no_domain, free, n, domains, used in await (await conn.execute(_SAMPLE, params)).fetchall():
+    for no_domain, free, n, domains, used in await (
+        await conn.execute(_SAMPLE, params, prepare=True)
+    ).fetchall():
         if no_domain:
             rows.append((None, 0, free))
             continue
@@ -164,17 +165,15 @@ async def lock_free_machines(
 ) -> list[tuple[str, uuid.UUID | None]]:
     """Up to ``n`` free machines of the type on ``domain`` (None: without a domain), contiguous trays
     first, locked; machines other transactions hold are skipped. Rows: (machine id, domain).
-    ``savepoint``: set the claim's savepoint first, in the same round trip (the values are bound on
-    the client, so the two statements go as one simple query)."""
+    ``savepoint``: set the claim's savepoint first, in the same round trip (a psycopg pipeline; the
+    lock stays a prepared statement, planned once per connection)."""
     params = {"site": site_id, "type": instance_type_id, "domain": domain, "n": n}
     if savepoint:
-        query = sql.SQL("SAVEPOINT nico_claim; ") + sql.SQL(_LOCK_LITERAL[domain is not None]).format(
-            **{k: sql.Literal(v) for k, v in params.items()}
-        )
-        cursor = await conn.execute(query)
-        assert cursor.nextset()  # the lock's rows are the second result
+        async with conn.pipeline():  # leaving the block syncs: the lock's rows have arrived
+            await conn.execute("SAVEPOINT nico_claim")
+            cursor = await conn.execute(_LOCK[domain is not None], params, prepare=True)
     else:
-        cursor = await conn.execute(_LOCK[domain is not None], params)
+        cursor = await conn.execute(_LOCK[domain is not None], params, prepare=True)
     return [(machine_id, machine_domain) for machine_id, machine_domain in await cursor.fetchall()]
 
 

@@ -87,7 +87,9 @@ async def creation_context(
     subnet_ids: list[uuid.UUID],
     names: list[str],
 ) -> CreationContext | None:
-    """What creation checks, in one statement; None when the org has no tenant."""
+    """What creation checks, in one statement, and the VPC locked FOR SHARE after it (``_LOCK_VPC``),
+    in one round trip (a psycopg pipeline), the transaction's plans generic (``_GENERIC_PLANS``);
+    None when the org has no tenant."""
     conn = await driver_connection(session)
     params = {
         "org": org,
@@ -97,49 +99,64 @@ async def creation_context(
         "subnets": subnet_ids,
         "names": names,
     }
-    row = await (await conn.execute(_CREATION_CONTEXT, params)).fetchone()
+    async with conn.pipeline():  # leaving the block syncs: both results have arrived
+        await conn.execute(_GENERIC_PLANS)
+        context = await conn.execute(_CREATION_CONTEXT, params, prepare=True)
+        await conn.execute(_LOCK_VPC, {"vpc": vpc_id}, prepare=True)
+    row = await context.fetchone()
     return CreationContext(*row) if row is not None else None
 
 
-async def lock_vpc_for_share(session: AsyncSession, vpc_id: uuid.UUID) -> None:
-    """FOR SHARE: a concurrent change of the VPC's default partition waits for this transaction."""
-    conn = await driver_connection(session)
-    await conn.execute("SELECT 1 FROM vpc WHERE id = %(vpc)s FOR SHARE", {"vpc": vpc_id})
+# A create's statements (this transaction's, from here on) take the plan their prepared statement
+# keeps for any values: each looks rows up by key, so the plan does not depend on them, and a pooled
+# connection then plans each statement once, not for its first five executions too (PostgreSQL's
+# default tries five custom plans before it settles on the generic one: with a pool of 16
+# connections taking requests in turn, that is the first 80 creates, planning the big insert each time).
+# The statements are prepared on their first execution (``prepare=True``) for the same reason.
+_GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
+
+# The VPC FOR SHARE, after the context's read: a concurrent change of the VPC's default partition
+# waits for this transaction.
+_LOCK_VPC = "SELECT 1 FROM vpc WHERE id = %(vpc)s FOR SHARE"
 
 
 # The tenant's reservations for the type are locked, so concurrent creates of one tenant and type
-# take turns at the count (a second statement: its snapshot must follow the lock).
+# take turns at the count.
 _LOCK_RESERVATIONS = """
 SELECT ac.constraint_value FROM allocation_constraint ac JOIN allocation a ON a.id = ac.allocation_id
 WHERE a.tenant_id = %(tenant)s AND ac.instance_type_id = %(itype)s
 ORDER BY ac.id
 FOR UPDATE OF ac
 """
+_COUNT_OF_TYPE = "SELECT count(*) FROM instance WHERE tenant_id = %(tenant)s AND instance_type_id = %(itype)s"
 
 
-async def locked_reservations(session: AsyncSession, tenant_id: uuid.UUID, itype_id: uuid.UUID) -> list[int]:
-    """The tenant's reserved machine counts of the type, locked to the end of the transaction."""
+async def locked_reservations_and_count(
+    session: AsyncSession, tenant_id: uuid.UUID, itype_id: uuid.UUID
+) -> tuple[list[int], int]:
+    """The tenant's reserved machine counts of the type, locked to the end of the transaction, and its
+    instances of the type counted after the lock: two statements (the count's snapshot must follow
+    the lock; PostgreSQL takes it when the count starts, after the lock statement has finished) in
+    one round trip (a psycopg pipeline)."""
     conn = await driver_connection(session)
     where = {"tenant": tenant_id, "itype": itype_id}
-    return [row[0] for row in await (await conn.execute(_LOCK_RESERVATIONS, where)).fetchall()]
-
-
-async def instance_count_of_type(session: AsyncSession, tenant_id: uuid.UUID, itype_id: uuid.UUID) -> int:
-    conn = await driver_connection(session)
-    row = await (
-        await conn.execute(
-            "SELECT count(*) FROM instance WHERE tenant_id = %(tenant)s AND instance_type_id = %(itype)s",
-            {"tenant": tenant_id, "itype": itype_id},
-        )
-    ).fetchone()
+    async with conn.pipeline():  # leaving the block syncs: both results have arrived
+        locked = await conn.execute(_LOCK_RESERVATIONS, where, prepare=True)
+        counted = await conn.execute(_COUNT_OF_TYPE, where, prepare=True)
+    values = [row[0] for row in await locked.fetchall()]
+    row = await counted.fetchone()
     assert row is not None
-    return int(row[0])
+    return values, int(row[0])
 
 
 # One statement for everything a create writes (a batch is 18 instances with their interfaces,
 # bindings and history): row-by-row statements cost more CPU than the inserts themselves. Foreign keys
 # are checked at the end of the statement, when every row of it exists. Rows that are listed in
-# creation order get clock_timestamp(), taken row by row in request order.
+# creation order get clock_timestamp(), taken row by row in request order. The arrays go in binary
+# (``%(...)b``): dumped as text they cost the server several times the CPU. The statement answers
+# with the response's documents, built from what each insert returns (``RETURNING``), in the shape
+# and order of ``_BY_IDS`` with chronological history (pinned by ``tests/api/test_instance_document.py``,
+# ``test_create_answers_what_a_read_of_the_new_instances_shows``): a create reads nothing back.
 _INSERT_INSTANCES = """
 WITH new AS (
     INSERT INTO instance (id, tenant_id, site_id, instance_type_id, vpc_id, name, description, ipxe_script,
@@ -147,38 +164,76 @@ WITH new AS (
                           created_by, nvlink_config_version, nvlink_config_changed_at, created, updated)
     SELECT u.id, %(tenant)s, %(site)s, %(itype)s, %(vpc)s, u.name, %(description)s, %(ipxe)s, %(user_data)s,
            %(always_ipxe)s, %(phone_home)s, %(labels)s::jsonb, u.status, %(by)s, 1, now(), now(), now()
-    FROM unnest(%(ids)s::uuid[], %(names)s::text[], %(statuses)s::text[]) AS u(id, name, status)
-    RETURNING id
+    FROM unnest(%(ids)b::uuid[], %(names)b::text[], %(statuses)b::text[]) AS u(id, name, status)
+    RETURNING id, name, description, tenant_id, site_id, instance_type_id, vpc_id, ipxe_script, user_data,
+              always_boot_with_custom_ipxe, phone_home_enabled, labels, status, created, updated
 ), assigned AS (
     UPDATE machine SET instance_id = u.instance_id, updated = now()
-    FROM unnest(%(machines)s::text[], %(ids)s::uuid[]) AS u(machine_id, instance_id)
+    FROM unnest(%(machines)b::text[], %(ids)b::uuid[]) AS u(machine_id, instance_id)
     WHERE machine.id = u.machine_id
-    RETURNING machine.id
+      AND machine.id = ANY(%(machines)b::text[])  -- by the key, whatever the statistics say
+    RETURNING machine.id, machine.instance_id
 ), history AS (
     INSERT INTO status_detail (instance_id, status, message, created, updated)
     SELECT u.instance_id, u.status, u.message, clock_timestamp(), clock_timestamp()
-    FROM unnest(%(h_ids)s::uuid[], %(h_statuses)s::text[], %(h_messages)s::text[])
+    FROM unnest(%(h_ids)b::uuid[], %(h_statuses)b::text[], %(h_messages)b::text[])
          WITH ORDINALITY AS u(instance_id, status, message, n)
     ORDER BY u.n
+    RETURNING id, instance_id, status, message, created, updated
 ), ports AS (
     INSERT INTO instance_interface (id, instance_id, subnet_id, is_physical, status, created, updated)
     SELECT gen_random_uuid(), u.instance_id, u.subnet_id, u.physical, 'Ready', clock_timestamp(),
            clock_timestamp()
-    FROM unnest(%(p_ids)s::uuid[], %(p_subnets)s::uuid[], %(p_physical)s::boolean[])
+    FROM unnest(%(p_ids)b::uuid[], %(p_subnets)b::uuid[], %(p_physical)b::boolean[])
          WITH ORDINALITY AS u(instance_id, subnet_id, physical, n)
     ORDER BY u.n
+    RETURNING id, instance_id, subnet_id, is_physical, status, created, updated
 ), bindings AS (
     INSERT INTO nvlink_interface (id, instance_id, logical_partition_id, site_id, device_instance, device,
                                   status, created_by, created, updated)
     SELECT gen_random_uuid(), u.instance_id, u.partition_id, %(site)s, u.device_instance, u.device, 'Pending',
            %(by)s, clock_timestamp(), clock_timestamp()
-    FROM unnest(%(b_ids)s::uuid[], %(b_partitions)s::uuid[], %(b_devices)s::int[], %(b_names)s::text[])
+    FROM unnest(%(b_ids)b::uuid[], %(b_partitions)b::uuid[], %(b_devices)b::int[], %(b_names)b::text[])
          WITH ORDINALITY AS u(instance_id, partition_id, device_instance, device, n)
     ORDER BY u.n
+    RETURNING id, instance_id, logical_partition_id, domain_uuid, device_instance, gpu_uid, status, created,
+              updated
+), x AS (
+    SELECT x.instance_id, json_agg(json_build_object(
+               'id', x.id, 'instance_id', x.instance_id, 'subnet_id', x.subnet_id,
+               'is_physical', x.is_physical, 'status', x.status, 'created', x.created, 'updated', x.updated)
+           ORDER BY x.created, x.id) AS interfaces
+    FROM ports x GROUP BY x.instance_id
+), n AS (
+    SELECT n.instance_id, json_agg(json_build_object(
+               'id', n.id, 'instance_id', n.instance_id,
+               'nv_link_logical_partition_id', n.logical_partition_id, 'nv_link_domain_id', n.domain_uuid,
+               'device_instance', n.device_instance,
+               'gpu_guid', n.gpu_uid::text, 'status', n.status, 'created', n.created, 'updated', n.updated,
+               'nv_link_clique_id', {clique})
+           ORDER BY n.created, n.device_instance, n.id) AS nvlink_interfaces
+    FROM bindings n GROUP BY n.instance_id
+), h AS (
+    SELECT h.instance_id, json_agg(json_build_object(
+               'status', h.status, 'message', h.message, 'created', h.created, 'updated', h.updated)
+           ORDER BY h.created, h.id) AS status_history
+    FROM history h GROUP BY h.instance_id
+), note AS (
+    SELECT CASE WHEN %(notify)s::text IS NOT NULL THEN pg_notify(%(channel)s, %(notify)s) END
 )
-SELECT (SELECT count(*) FROM new), (SELECT count(*) FROM assigned),
-       CASE WHEN %(notify)s::text IS NOT NULL THEN pg_notify(%(channel)s, %(notify)s) END
-"""
+SELECT i.id, i.name, i.description, i.tenant_id, i.site_id, i.instance_type_id, i.vpc_id, i.ipxe_script,
+       i.user_data, i.always_boot_with_custom_ipxe, i.phone_home_enabled, i.labels, i.status, i.created,
+       i.updated, s.infrastructure_provider_id, s.serial_console_hostname, m.id AS machine_id,
+       coalesce(x.interfaces, '[]') AS interfaces, coalesce(n.nvlink_interfaces, '[]') AS nvlink_interfaces,
+       coalesce(h.status_history, '[]') AS status_history
+FROM new i
+JOIN site s ON s.id = i.site_id
+LEFT JOIN assigned m ON m.instance_id = i.id
+LEFT JOIN x ON x.instance_id = i.id
+LEFT JOIN n ON n.instance_id = i.id
+LEFT JOIN h ON h.instance_id = i.id
+CROSS JOIN note
+""".replace("{clique}", CLIQUE_OF_INTERFACE.strip())
 
 
 @dataclass(frozen=True)
@@ -218,11 +273,12 @@ async def insert_instances(
     *,
     channel: str,
     notify: str | None,
-) -> tuple[int, int]:
+) -> list[dict[str, Any]]:
     """Insert instances, assign their machines, and add their history (instance, status, message),
     Ethernet interfaces (instance, subnet, physical) and NVLink bindings (instance, partition, GPU
     index, device name), in list order, NOTIFYing ``notify`` on ``channel`` in the same statement.
-    Returns (instances inserted, machines assigned)."""
+    Returns the new instances' documents as :func:`instance_documents` reads them (chronological
+    history; any order), from what the inserts returned."""
     conn = await driver_connection(session)
     params = {
         "tenant": shared.tenant_id,
@@ -253,9 +309,10 @@ async def insert_instances(
         "channel": channel,
         "notify": notify,
     }
-    row = await (await conn.execute(_INSERT_INSTANCES, params)).fetchone()
-    assert row is not None
-    return int(row[0]), int(row[1])
+    async with conn.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(_INSERT_INSTANCES, params, prepare=True)
+        rows: list[dict[str, Any]] = await cursor.fetchall()
+    return rows
 
 
 # ---- reading instances as responses show them ---------------------------------------------------
