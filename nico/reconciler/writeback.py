@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from nico.db.queries import reconciler as queries
 from nico.fabric.backend import FabricPartition
@@ -52,7 +52,7 @@ class WriteBackReport:
 
 
 async def record_intents(
-    session: AsyncSession, domain: uuid.UUID, operations: Sequence[Operation]
+    session: AsyncSession | AsyncConnection, domain: uuid.UUID, operations: Sequence[Operation]
 ) -> dict[int, uuid.UUID]:
     """Write what is about to be asked of the fabric (committed by the caller before any call).
     Returns intent ids by position in ``operations``."""

@@ -230,7 +230,7 @@ async def release_domain_lock(conn: AsyncConnection, key: int) -> None:
 # ---- write-back ---------------------------------------------------------------------------------
 
 
-async def insert_intents(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+async def insert_intents(session: AsyncSession | AsyncConnection, rows: list[dict[str, Any]]) -> None:
     """Insert pending intents (keys: id, domain, lp, operation, name, ref, gpus)."""
     await session.execute(
         text(
