@@ -143,8 +143,10 @@ async def reconcile_domain(engine: AsyncEngine, monitor: Monitor, domain: uuid.U
         finally:
             try:
                 await conn.rollback()
+                # Outside any transaction: one round trip, not BEGIN, unlock, COMMIT (the pool puts
+                # the isolation level back when the connection returns).
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
                 await queries.release_domain_lock(conn, key)
-                await conn.commit()
             except Exception:  # the session is gone and its lock with it; never reuse it
                 await conn.invalidate()
 
@@ -164,6 +166,8 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
         return DomainResult(domain, "gone")
     reads = monitor.read_backs
     mode = monitor.config.default_partition_mode
+    # The load's transaction (read-only so far) stays open until the plan is known: the intents of a
+    # pass that changes something are written in it (one transaction fewer).
     try:
         seen = await _observe(monitor, state)
         result = plan(state.desire(mode), seen.partitions)
@@ -172,12 +176,15 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
             seen = replace(seen, partitions=await _list(monitor, seen.target), cached=False)
             result = plan(state.desire(mode), seen.partitions)
     except FabricError as exc:
+        await conn.rollback()
         reads.forget(domain)
         return await failed(conn, monitor, domain, exc)
     outcomes: list[Outcome] = []
     intent_ids: dict[int, uuid.UUID] = {}
     observed = seen.partitions
-    if result.operations and not seen.still_running:
+    if not result.operations or seen.still_running:
+        await conn.commit()
+    else:
         intent_ids, outcomes = await _apply(conn, monitor, domain, seen.target, result)
         if any(o.status != "completed" for o in outcomes):
             reads.forget(domain)
@@ -214,8 +221,8 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
 
 
 async def _load(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID) -> statemod.DomainState | None:
+    """The domain's state, in the lock's transaction (left open for the intents: :func:`locked_pass`)."""
     state, registry = await statemod.load_one(conn, domain)
-    await conn.commit()
     use_registry(monitor, registry)
     return state
 
@@ -258,10 +265,10 @@ async def _list(monitor: Monitor, target: DomainTarget) -> list[FabricPartition]
 async def _apply(
     conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID, target: DomainTarget, result: Plan
 ) -> tuple[dict[int, uuid.UUID], list[Outcome]]:
-    """Record the plan's intents (committed before any call), then make the calls."""
-    async with AsyncSession(bind=conn, expire_on_commit=False) as session:
-        intent_ids = await record_intents(session, domain, result.operations)
-        await session.commit()
+    """Record the plan's intents in the load's transaction and commit it before any call, then make
+    the calls."""
+    intent_ids = await record_intents(conn, domain, result.operations)
+    await conn.commit()
     outcomes = await execute(
         monitor.backend,
         target,

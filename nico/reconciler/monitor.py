@@ -107,6 +107,9 @@ class Reconciler:
         # Partition events that arrived while the domain's pass ran (latest arrival): the pass's own
         # changes announce themselves this way. One more pass only if its read-back started earlier.
         self._events_in_pass: dict[uuid.UUID, float] = {}
+        # Domains whose passes ended and whose gauge figures are still to read (one task reads them).
+        self._figures_due: set[uuid.UUID] = set()
+        self._figures_task: asyncio.Task[None] | None = None
 
     # ---- wake-ups -------------------------------------------------------------------------------
 
@@ -133,6 +136,9 @@ class Reconciler:
     async def close(self) -> None:
         """Stop watching partition events (the backend is closed by its owner)."""
         tasks = [task for _, task in self._subscriptions.values()] + list(self._running.values())
+        if self._figures_task is not None and not self._figures_task.done():
+            tasks.append(self._figures_task)
+        self._figures_task = None
         self._subscriptions.clear()
         self._running.clear()
         for task in tasks:
@@ -183,7 +189,7 @@ class Reconciler:
         """One domain's pass started by :meth:`_loop`; then what comes next for it."""
         started = time.monotonic()
         try:
-            await self.reconcile([domain])
+            await self.reconcile([domain], figures=False)
         except Exception:
             log.exception("reconcile of domain %s failed", domain)
             self.request([domain], delay=1.0)
@@ -192,6 +198,19 @@ class Reconciler:
             self._running.pop(domain, None)
             self._after_events(domain)
             self.wake.set()
+        # The gauges follow without holding the domain: a change that arrived during this pass starts
+        # the next one now, not after a read of figures; passes ending meanwhile are read together.
+        self._figures_due.add(domain)
+        if self._figures_task is None or self._figures_task.done():
+            self._figures_task = asyncio.create_task(self._refresh_figures(), name="nvlink-figures")
+
+    async def _refresh_figures(self) -> None:
+        """The gauge figures of the domains whose passes ended (see :meth:`_pass`), one read for all
+        that ended since the last."""
+        while self._figures_due:
+            domains = list(self._figures_due)
+            self._figures_due.clear()
+            await self._domain_figures(domains)
 
     def _after_events(self, domain: uuid.UUID) -> None:
         """The partition events that arrived while the domain's pass ran: nothing more to do if the

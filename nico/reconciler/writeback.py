@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from nico.db.queries import reconciler as queries
 from nico.fabric.backend import FabricPartition
@@ -35,7 +35,7 @@ from nico.reconciler.planner import (
     satisfied,
     without_home,
 )
-from nico.reconciler.state import DomainState
+from nico.reconciler.state import DomainState, UnsettledInstance
 from nico.services import lifecycle
 
 
@@ -52,7 +52,7 @@ class WriteBackReport:
 
 
 async def record_intents(
-    session: AsyncSession, domain: uuid.UUID, operations: Sequence[Operation]
+    session: AsyncSession | AsyncConnection, domain: uuid.UUID, operations: Sequence[Operation]
 ) -> dict[int, uuid.UUID]:
     """Write what is about to be asked of the fabric (committed by the caller before any call).
     Returns intent ids by position in ``operations``."""
@@ -254,6 +254,8 @@ async def _settle_instances(
 ) -> None:
     owned = {id(p) for p in seen.owned.values()}
     now = datetime.now(UTC)
+    settling: dict[uuid.UUID, UnsettledInstance] = {}
+    observations: list[lifecycle.Observation] = []
     for instance in state.unsettled.values():
         gpus = state.gpus_of(instance.machine_id)
         if instance.terminating:
@@ -271,10 +273,14 @@ async def _settle_instances(
             satisfied(g.gpu_uid, instance.bindings.get(device), seen, desire) for device, g in gpus.items()
         ):
             continue
+        settling[instance.id] = instance
         observation = {device: (state.domain, g.gpu_uid) for device, g in gpus.items()}
-        if await lifecycle.apply_nvlink_observation(session, instance.id, instance.version, observation):
-            report.instances_ready.append(instance.id)
-            report.apply_latencies_ms.append(max(0.0, (now - instance.changed_at).total_seconds() * 1000.0))
+        observations.append(lifecycle.Observation(instance.id, instance.version, observation))
+    # Every instance the read-back shows realised, at once: one lock, one write (issue 15).
+    for instance_id in await lifecycle.apply_nvlink_observations(session, observations):
+        report.instances_ready.append(instance_id)
+        changed_at = settling[instance_id].changed_at
+        report.apply_latencies_ms.append(max(0.0, (now - changed_at).total_seconds() * 1000.0))
 
 
 async def record_domain_error(session: AsyncSession, domain: uuid.UUID, error: str) -> None:

@@ -7,57 +7,65 @@ so a report may be repeated or arrive after the tenant changed their mind.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from uuid import UUID
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.enums import InstanceStatus, LogicalPartitionStatus, NvLinkInterfaceStatus
+from nico.db.enums import InstanceStatus, LogicalPartitionStatus
 from nico.db.queries import instance as instances
 from nico.db.queries import partition as partitions
-from nico.services import status
+from nico.db.queries import reconciler as reconciler_queries
 
 WAITING_FOR_FABRIC = (InstanceStatus.PENDING, InstanceStatus.CONFIGURING)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The fabric holds exactly the desired membership of NVLink config ``version`` of an instance;
+    ``gpus`` maps its device_instance -> (domain uuid, gpu_uid)."""
+
+    instance_id: UUID
+    version: int
+    gpus: Mapping[int, tuple[UUID, int]]
 
 
 async def apply_nvlink_observation(
     session: AsyncSession, instance_id: UUID, version: int, gpus: Mapping[int, tuple[UUID, int]]
 ) -> bool:
-    """The fabric holds exactly the desired membership of NVLink config ``version`` of the instance;
-    ``gpus`` maps its device_instance -> (domain uuid, gpu_uid).
+    """:func:`apply_nvlink_observations` for one instance; whether it applied."""
+    return bool(await apply_nvlink_observations(session, [Observation(instance_id, version, gpus)]))
+
+
+async def apply_nvlink_observations(session: AsyncSession, observations: Sequence[Observation]) -> list[UUID]:
+    """Each observed instance's NVLink config version is realised on the fabric.
 
     Live bindings become Ready with their domain and GPU GUID, Deleting ones are removed, the version
-    is recorded as applied and a waiting instance becomes Ready. Returns False, changing nothing,
-    when the instance is gone, Terminating, or at another config version.
+    is recorded as applied and a waiting instance becomes Ready (with a status history entry). An
+    instance gone, Terminating, or at another config version than observed is left as it is. Every
+    instance is locked first (one statement, in id order), then all are changed in one statement.
+    Returns the instances applied, in the order observed.
     """
-    instance = await instances.locked_instance(session, instance_id, refresh=True)
-    if (
-        instance is None
-        or instance.status == InstanceStatus.TERMINATING
-        or instance.nvlink_config_version != version
-    ):
-        return False
-    bindings = await instances.bindings_of_instance(session, instance_id)
-    for binding in bindings:
-        if binding.status == NvLinkInterfaceStatus.DELETING:
-            await session.delete(binding)
+    wanted = {o.instance_id: o for o in observations}
+    if not wanted:
+        return []
+    versions: dict[UUID, int] = {}
+    waiting: list[UUID] = []
+    gpus: list[tuple[UUID, int, UUID, int]] = []
+    for row in await reconciler_queries.locked_settling_instances(session, list(wanted)):
+        observed = wanted[row.id]
+        if row.status == InstanceStatus.TERMINATING or row.version != observed.version:
             continue
-        if binding.device_instance not in gpus:
-            raise ValueError(
-                f"no GPU reported for device_instance {binding.device_instance} of {instance_id}"
-            )
-        domain, gpu_uid = gpus[binding.device_instance]
-        binding.status = NvLinkInterfaceStatus.READY
-        binding.domain_uuid = domain
-        binding.gpu_uid = gpu_uid
-    instance.nvlink_applied_version = version
-    if instance.status in WAITING_FOR_FABRIC:
-        instance.status = InstanceStatus.READY
-        await status.record(
-            session, "instance_id", instance.id, InstanceStatus.READY, "Instance is ready for use"
-        )
-    await session.flush()
-    return True
+        if missing := [d for d in row.devices if d not in observed.gpus]:
+            raise ValueError(f"no GPU reported for device_instance {missing[0]} of {row.id}")
+        versions[row.id] = row.version
+        if row.status in WAITING_FOR_FABRIC:
+            waiting.append(row.id)
+        gpus.extend((row.id, device, domain, gpu_uid) for device, (domain, gpu_uid) in observed.gpus.items())
+    if versions:
+        await reconciler_queries.settle_instances(session, versions, waiting, gpus)
+    return [i for i in wanted if i in versions]
 
 
 async def finish_instance_termination(session: AsyncSession, instance_id: UUID) -> bool:

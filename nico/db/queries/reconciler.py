@@ -8,9 +8,9 @@ plain rows; :mod:`nico.reconciler.state` turns them into domain state.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from sqlalchemy import bindparam, text
@@ -230,7 +230,7 @@ async def release_domain_lock(conn: AsyncConnection, key: int) -> None:
 # ---- write-back ---------------------------------------------------------------------------------
 
 
-async def insert_intents(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+async def insert_intents(session: AsyncSession | AsyncConnection, rows: list[dict[str, Any]]) -> None:
     """Insert pending intents (keys: id, domain, lp, operation, name, ref, gpus)."""
     await session.execute(
         text(
@@ -301,6 +301,76 @@ async def update_gpu_observations(
             bindparam("pids", type_=ARRAY(BigInteger)),
         ),
         {"uids": gpu_uids, "pps": physical_partition_ids, "pids": fabric_partition_ids},
+    )
+
+
+class SettlingInstance(NamedTuple):
+    """An instance locked to settle: its current status and NVLink config version, and the device
+    instances of its live (not Deleting) bindings."""
+
+    id: uuid.UUID
+    status: str
+    version: int
+    devices: list[int]
+
+
+async def locked_settling_instances(
+    session: AsyncSession, ids: Sequence[uuid.UUID]
+) -> list[SettlingInstance]:
+    """The instances FOR UPDATE (in id order, the order every set of them is locked in), as they
+    are once locked; instances that are gone are missing."""
+    rows = await session.execute(
+        text(
+            "SELECT i.id, i.status, i.nvlink_config_version, ARRAY(SELECT n.device_instance "
+            "FROM nvlink_interface n WHERE n.instance_id = i.id AND n.status <> 'Deleting') "
+            "FROM instance i WHERE i.id = ANY(:ids) ORDER BY i.id FOR UPDATE OF i"
+        ),
+        {"ids": list(ids)},
+    )
+    return [SettlingInstance(i, status, version, list(devices)) for i, status, version, devices in rows.all()]
+
+
+async def settle_instances(
+    session: AsyncSession,
+    versions: Mapping[uuid.UUID, int],
+    waiting: Sequence[uuid.UUID],
+    gpus: Sequence[tuple[uuid.UUID, int, uuid.UUID, int]],
+) -> None:
+    """In one statement, for instances the caller holds locked: Deleting bindings go, the others
+    become Ready with their domain and GPU GUID (``gpus``: instance, device_instance, domain,
+    gpu_uid), each instance's applied NVLink config version is recorded (``versions``), and the
+    ``waiting`` ones become Ready with a status history entry. Rows already so are not rewritten."""
+    await session.execute(
+        text(
+            "WITH gone AS (DELETE FROM nvlink_interface WHERE instance_id = ANY(:ids) "
+            "AND status = 'Deleting' RETURNING 1), "
+            "bound AS (UPDATE nvlink_interface n SET status = 'Ready', domain_uuid = o.domain, "
+            "gpu_uid = o.gpu, updated = now() "
+            "FROM unnest(CAST(:g_inst AS uuid[]), CAST(:g_dev AS int[]), CAST(:g_dom AS uuid[]), "
+            "CAST(:g_uid AS numeric[])) AS o(instance_id, device, domain, gpu) "
+            "WHERE n.instance_id = o.instance_id AND n.device_instance = o.device AND n.status <> 'Deleting' "
+            "AND (n.status <> 'Ready' OR n.domain_uuid IS DISTINCT FROM o.domain "
+            "OR n.gpu_uid IS DISTINCT FROM o.gpu) RETURNING 1), "
+            "applied AS (UPDATE instance i SET nvlink_applied_version = v.version, "
+            "status = CASE WHEN i.id = ANY(:waiting) THEN 'Ready' ELSE i.status END, updated = now() "
+            "FROM unnest(CAST(:ids AS uuid[]), CAST(:versions AS bigint[])) AS v(id, version) "
+            "WHERE i.id = v.id AND (i.nvlink_applied_version IS DISTINCT FROM v.version "
+            "OR i.id = ANY(:waiting)) RETURNING 1), "
+            "history AS (INSERT INTO status_detail (instance_id, status, message) "
+            "SELECT w, 'Ready', 'Instance is ready for use' FROM unnest(CAST(:waiting AS uuid[])) AS w "
+            "RETURNING 1) "
+            "SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM bound), "
+            "(SELECT count(*) FROM applied), (SELECT count(*) FROM history)"
+        ).bindparams(bindparam("g_uid", type_=ARRAY(String))),
+        {
+            "ids": list(versions),
+            "versions": list(versions.values()),
+            "waiting": list(waiting),
+            "g_inst": [g[0] for g in gpus],
+            "g_dev": [g[1] for g in gpus],
+            "g_dom": [g[2] for g in gpus],
+            "g_uid": [str(g[3]) for g in gpus],
+        },
     )
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import uuid
 from collections.abc import Iterator
@@ -52,6 +53,9 @@ from nico.fabric.return_codes import code_from_name, return_code_error
 log = logging.getLogger(__name__)
 
 API = "/nmx/v1"
+# How old a site GPU listing may be to serve a health read (``domain_health``): the reconciler's health
+# read lists the GPUs and asks for the domain's health right after; health itself stands for seconds.
+HEALTH_LISTING_REUSE = 1.0
 _STATES: dict[str, OperationState] = {
     "pending": "pending",
     "in-progress": "in-progress",
@@ -103,6 +107,7 @@ class NmxmBackend:
         self._by_id: dict[str, _Gpu] = {}
         self._by_uid: dict[int, _Gpu] = {}
         self._partition_domain: dict[str, uuid.UUID] = {}
+        self._gpus_listed: tuple[float, list[dict[str, Any]]] | None = None  # (began, GET /gpus)
 
     @classmethod
     def from_config(cls, config: NvLinkConfig, username: str | None, password: str | None) -> NmxmBackend:
@@ -268,6 +273,7 @@ class NmxmBackend:
     # ------------------------------------------------------------------------------------- GPU map
 
     async def _refresh_gpus(self) -> list[dict[str, Any]]:
+        started = asyncio.get_running_loop().time()
         listed = await self._request("GET", "/gpus")
         by_id: dict[str, _Gpu] = {}
         with self._parsing("GET /gpus"):
@@ -276,7 +282,18 @@ class NmxmBackend:
                 by_id[gpu.entity_id] = gpu
         self._by_id = by_id
         self._by_uid = {g.gpu_uid: g for g in by_id.values()}
-        return cast(list[dict[str, Any]], listed)
+        self._gpus_listed = (started, cast(list[dict[str, Any]], listed))
+        return self._gpus_listed[1]
+
+    async def _recent_gpus(self) -> list[dict[str, Any]]:
+        """The site's GPU listing for health: the last one when it began at most
+        ``HEALTH_LISTING_REUSE`` seconds ago (the reconciler's health read lists the GPUs right before
+        it asks for the domain's health), else a new one."""
+        if self._gpus_listed is not None:
+            started, listed = self._gpus_listed
+            if asyncio.get_running_loop().time() - started <= HEALTH_LISTING_REUSE:
+                return listed
+        return await self._refresh_gpus()
 
     async def _entity_ids(self, target: DomainTarget, gpu_uids: frozenset[int]) -> list[str]:
         if any(uid not in self._by_uid for uid in gpu_uids):
@@ -437,7 +454,9 @@ class NmxmBackend:
             ]
 
     async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
-        listed = await self._refresh_gpus()
+        return self._domain_gpus(target, await self._refresh_gpus())
+
+    def _domain_gpus(self, target: DomainTarget, listed: list[dict[str, Any]]) -> list[FabricGpu]:
         with self._parsing("GET /gpus"):
             return [
                 _gpu(item, target.domain_uuid)
@@ -447,8 +466,13 @@ class NmxmBackend:
 
     async def list_compute_nodes(self, target: DomainTarget) -> list[FabricComputeNode]:
         """The domain's compute trays with their ``Health`` (``GET /compute-nodes``)."""
-        listed = await self._request("GET", "/compute-nodes")
-        gpus = {g["ID"]: g for g in await self._refresh_gpus() if isinstance(g, dict) and "ID" in g}
+        listed, gpus = await asyncio.gather(self._request("GET", "/compute-nodes"), self._refresh_gpus())
+        return self._nodes(target, listed, gpus)
+
+    def _nodes(
+        self, target: DomainTarget, listed: Any, gpu_listing: list[dict[str, Any]]
+    ) -> list[FabricComputeNode]:
+        gpus = {g["ID"]: g for g in gpu_listing if isinstance(g, dict) and "ID" in g}
         with self._parsing("GET /compute-nodes"):
             nodes = []
             for item in listed:
@@ -472,10 +496,14 @@ class NmxmBackend:
 
     async def domain_health(self, target: DomainTarget) -> DomainHealth:
         """GPU, compute-node and partition ``Health`` counts; NMX-M reports no switch or controller
-        health, so those stay empty / UNKNOWN."""
-        gpus = await self.list_gpus(target)
-        nodes = await self.list_compute_nodes(target)
-        partitions = await self.list_partitions(target)
+        health, so those stay empty / UNKNOWN. The three site-wide listings are asked at once, the
+        GPUs' only when the last listing is older than ``HEALTH_LISTING_REUSE`` (a health read lists
+        them right before)."""
+        gpu_listing, node_listing, partitions = await asyncio.gather(
+            self._recent_gpus(), self._request("GET", "/compute-nodes"), self.list_partitions(target)
+        )
+        gpus = self._domain_gpus(target, gpu_listing)
+        nodes = self._nodes(target, node_listing, gpu_listing)
         return DomainHealth(
             domain_uuid=target.domain_uuid,
             gpus=health_counts(g.health for g in gpus),
@@ -509,7 +537,13 @@ def _member_ids(members: Any) -> list[str]:
 
 
 def _uuid(value: Any) -> uuid.UUID | None:
+    return _uuid_of(str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _uuid_of(text: str) -> uuid.UUID | None:
+    """A listing repeats a few domain uuids over every GPU: each is parsed once."""
     try:
-        return uuid.UUID(str(value))
+        return uuid.UUID(text)
     except ValueError:
         return None
