@@ -3,9 +3,10 @@
 Events come from PostgreSQL, not from process memory: triggers append one ``placement_event`` row per
 changed interface and ``NOTIFY nico_placement`` (migrations 0005, 0010), so every API replica streams
 the same events whichever process (API or reconciler) made the change. Each process holds one ``LISTEN``
-connection while it has open streams and wakes them all on a notification; a stream then reads the
-rows after its cursor. A stream that misses a notification (the listener reconnecting) still reads
-at its next heartbeat.
+connection while it has open streams; a notification names the (tenant, site) pairs of its events
+(migration 0011) and wakes only the streams of those tenants and sites (a provider's streams: of those
+sites), which then read the rows after their cursors. A stream that misses a notification (the
+listener reconnecting) still reads at its next heartbeat.
 
 The cursor (the SSE ``id``, sent back as ``Last-Event-ID``) is ``<txid>-<id>``: events are delivered
 in (writing transaction, row) order and only from transactions older than every running one, so a
@@ -61,53 +62,40 @@ def parse_cursor(value: str | None) -> Cursor | None:
     return Cursor(int(match[1]), int(match[2]))
 
 
-class PlacementListener:
-    """One ``LISTEN nico_placement`` connection per process, shared by every open stream."""
+def parse_audience(payload: str) -> frozenset[tuple[str, str]] | None:
+    """The ``<tenant>:<site>`` pairs a notification names (migration 0011); None: everyone (an
+    empty payload: too many pairs to name, or a writer that names none)."""
+    pairs = set()
+    for item in payload.split(","):
+        tenant, sep, site = item.strip().partition(":")
+        if not sep or not site:
+            return None
+        pairs.add((tenant, site))
+    return frozenset(pairs) or None
 
-    def __init__(self, url: str) -> None:
-        self._url = libpq_url(url)
-        self._users = 0
-        self._lock = asyncio.Lock()
-        self._task: asyncio.Task[None] | None = None
-        self._wake = asyncio.Event()
+
+class Waiter:
+    """One stream's wake-up: bumped by the notifications that name its scope's tenant or site."""
+
+    def __init__(self, scope: Scope) -> None:
+        self._tenant = str(scope.tenant_id) if scope.tenant_id is not None else None
+        self._site = str(scope.site_id) if scope.site_id is not None else None
         self.generation = 0
-        self._last_prune = 0.0
+        self.settling = False
+        self._wake = asyncio.Event()
 
-    async def acquire(self) -> None:
-        async with self._lock:
-            if self._task is None or self._task.done():
-                conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
-                try:
-                    await conn.execute(f"LISTEN {q.CHANNEL}")
-                except BaseException:
-                    await conn.close()
-                    raise
-                self._task = asyncio.create_task(self._run(conn), name="nico-placement-listener")
-            self._users += 1
+    def concerned(self, audience: frozenset[tuple[str, str]] | None) -> bool:
+        """Whether a notification for ``audience`` may hold events of this scope. A provider's
+        scope has no tenant and is not told its sites: it wakes for every site, or its one site. A
+        stream waiting for its events to become final wakes for every commit that might free them."""
+        if audience is None or self.settling:
+            return True
+        return any(
+            (self._tenant is None or tenant == self._tenant) and (self._site is None or site == self._site)
+            for tenant, site in audience
+        )
 
-    async def release(self) -> None:
-        async with self._lock:
-            self._users -= 1
-            if self._users == 0 and self._task is not None:
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await self._task
-                self._task = None
-
-    async def _run(self, conn: psycopg.AsyncConnection[Any]) -> None:
-        try:
-            async for _ in conn.notifies():
-                self._bump()
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # connection lost: streams fall back to reading at each heartbeat
-            log.warning("placement listener lost its connection", exc_info=True)
-        finally:
-            self._bump()
-            with contextlib.suppress(Exception):
-                await conn.close()
-
-    def _bump(self) -> None:
+    def bump(self) -> None:
         self.generation += 1
         wake, self._wake = self._wake, asyncio.Event()
         wake.set()
@@ -122,6 +110,60 @@ class PlacementListener:
         except TimeoutError:
             return False
         return True
+
+
+class PlacementListener:
+    """One ``LISTEN nico_placement`` connection per process, shared by every open stream; a
+    notification wakes only the streams whose scope it names."""
+
+    def __init__(self, url: str) -> None:
+        self._url = libpq_url(url)
+        self._waiters: set[Waiter] = set()
+        self._lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._last_prune = 0.0
+
+    async def acquire(self, scope: Scope) -> Waiter:
+        async with self._lock:
+            if self._task is None or self._task.done():
+                conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+                try:
+                    await conn.execute(f"LISTEN {q.CHANNEL}")
+                except BaseException:
+                    await conn.close()
+                    raise
+                self._task = asyncio.create_task(self._run(conn), name="nico-placement-listener")
+            waiter = Waiter(scope)
+            self._waiters.add(waiter)
+            return waiter
+
+    async def release(self, waiter: Waiter) -> None:
+        async with self._lock:
+            self._waiters.discard(waiter)
+            if not self._waiters and self._task is not None:
+                self._task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await self._task
+                self._task = None
+
+    async def _run(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        try:
+            async for note in conn.notifies():
+                self.notify(parse_audience(note.payload))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # connection lost: streams fall back to reading at each heartbeat
+            log.warning("placement listener lost its connection", exc_info=True)
+        finally:
+            self.notify(None)
+            with contextlib.suppress(Exception):
+                await conn.close()
+
+    def notify(self, audience: frozenset[tuple[str, str]] | None) -> None:
+        """Wake the streams ``audience`` concerns (None: every stream)."""
+        for waiter in self._waiters:
+            if waiter.concerned(audience):
+                waiter.bump()
 
     def prune_due(self) -> bool:
         now = time.monotonic()
@@ -171,7 +213,7 @@ async def stream(
     """SSE text: ``hello`` (the start cursor), then ``placement`` events, heartbeats when idle, and
     ``reset`` if the resumed cursor is older than the retention window (the client re-reads the export).
     """
-    await listener.acquire()
+    waiter = await listener.acquire(scope)
     try:
         if listener.prune_due():
             await _rows(raw, q.PRUNE, {"seconds": retention_seconds})
@@ -200,7 +242,7 @@ async def stream(
         # the horizon back), read again soon rather than at the next heartbeat.
         backoff: float | None = None
         while True:
-            seen = listener.generation
+            seen = waiter.generation
             after = {"after_txid": cursor.txid, "after_id": cursor.id}
             rows = await _rows(raw, q.EVENTS_AFTER, params | after)
             for row in rows:
@@ -210,7 +252,9 @@ async def stream(
                 backoff = None
                 continue
             timeout = heartbeat_seconds if backoff is None else backoff
-            if await listener.wait(seen, timeout):
+            # Told of events that are not final yet: any commit may be the one holding them back.
+            waiter.settling = backoff is not None
+            if await waiter.wait(seen, timeout):
                 backoff = SETTLE_FIRST
             elif backoff is not None and backoff < heartbeat_seconds:
                 backoff = min(backoff * 2, heartbeat_seconds)
@@ -220,4 +264,4 @@ async def stream(
                 backoff = None
                 yield ": heartbeat\n\n"
     finally:
-        await listener.release()
+        await listener.release(waiter)

@@ -13,6 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.engine import libpq_url
 from nico.db.models import Machine, NvlinkInterface, PhysicalPartition, PlacementEvent
+from nico.services.placement_events import PlacementListener, Waiter, parse_audience
+from nico.services.placement_export import Scope
 from tests.api.conftest import BASE, batch_body, instance_body
 from tests.support import factories as f
 from tests.support.placement import realise
@@ -171,4 +173,53 @@ async def test_a_statement_notifies_only_when_it_logged_events(
             got.append(note.payload)
             if note.payload == "second done":
                 break
-    assert got == ["first done", "", "second done"]
+    # The events' audience (migration 0011): the one (tenant, site) pair of the 8 events.
+    assert got == ["first done", f"{world.tenant.id}:{world.site.id}", "second done"]
+
+
+async def test_a_notification_wakes_only_the_streams_it_names(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    session: AsyncSession,
+    database_url: str,
+) -> None:
+    """One tenant's change wakes that tenant's streams and the site's provider streams, not another
+    tenant's (which used to read, find nothing and retry on every change of the site), unless that
+    stream waits for events of its own to become final."""
+    partition = await f.logical_partition(session, world.tenant, world.site)
+    other = uuid.uuid4()
+    await session.commit()
+    listener = PlacementListener(database_url)
+    mine = await listener.acquire(Scope(tenant_id=world.tenant.id))
+    theirs = await listener.acquire(Scope(tenant_id=other))
+    settling = await listener.acquire(Scope(tenant_id=other, site_id=world.site.id))
+    settling.settling = True  # its own events were announced but are not final yet
+    provider_site = await listener.acquire(Scope(provider_id=uuid.uuid4(), site_id=world.site.id))
+    provider_elsewhere = await listener.acquire(Scope(provider_id=uuid.uuid4(), site_id=uuid.uuid4()))
+    sentinel = await listener.acquire(Scope(tenant_id=uuid.uuid4()))
+    try:
+        items = [{"nvLinkLogicalPartitionId": str(partition.id), "deviceInstance": i} for i in range(4)]
+        batch = await client.post(
+            f"{BASE}/instance/batch", json=batch_body(world, count=2, nvLinkInterfaces=items), headers=headers
+        )
+        assert batch.status_code == 201, batch.text
+        async with await psycopg.AsyncConnection.connect(libpq_url(database_url), autocommit=True) as c:
+            await c.execute(f"NOTIFY nico_placement, '{sentinel._tenant}:{uuid.uuid4()}'")
+        # Notifications arrive in commit order: once the sentinel's is in, the batch's was handled.
+        assert await sentinel.wait(0, 30.0)
+        assert mine.generation == 1
+        assert provider_site.generation == 1
+        assert settling.generation == 2  # the batch's and the sentinel's: any commit may free its events
+        assert theirs.generation == 0 and provider_elsewhere.generation == 0
+    finally:
+        for waiter in (mine, theirs, settling, provider_site, provider_elsewhere, sentinel):
+            await listener.release(waiter)
+
+
+def test_a_notification_names_its_audience_or_everyone() -> None:
+    tenant, site = uuid.uuid4(), uuid.uuid4()
+    assert parse_audience(f"{tenant}:{site},:{site}") == {(str(tenant), str(site)), ("", str(site))}
+    assert parse_audience("") is None  # too many pairs to name: every stream reads
+    assert parse_audience("not a pair") is None  # a writer that names no audience
+    assert Waiter(Scope(tenant_id=tenant)).concerned(None)
