@@ -53,7 +53,9 @@ def main() -> int:
             with fuzzing.serving(settings) as base:
                 for role, org in (("TENANT_ADMIN", tenant_org), ("PROVIDER_ADMIN", provider_org)):
                     token = issue_dev_token(settings, org=org, roles=[role])
-                    outcome = fuzzing.run(base, token, org, max_examples=args.max_examples, seed=args.seed)
+                    outcome = fuzzing.run(
+                        base, token, org, role=role, max_examples=args.max_examples, seed=args.seed
+                    )
                     total_cases += outcome.cases
                     print(f"\n{role} ({org}): {outcome.cases} cases, exit code {outcome.exit_code}")
                     print(f"  {'check':32} {'ran':>7} {'failed':>7}")

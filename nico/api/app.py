@@ -184,7 +184,8 @@ def create_app(
         description=(
             "Control plane for NVLink partitions on rack-scale GPU systems. The tenant API under "
             f"`/{settings.api.route_version}/org/{{org}}/{source}` is wire-compatible with NVIDIA Infra "
-            "Controller (NICo)."
+            "Controller (NICo). Bodies are read like Go's `encoding/json`: keys match case-insensitively, "
+            "unknown keys are ignored, and a field declared `integer` takes a JSON integer (`2`, not `2.0`)."
         ),
         lifespan=lifespan,
         docs_url=None,  # served below from packaged assets: no CDN, works offline

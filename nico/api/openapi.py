@@ -3,6 +3,8 @@ their schemas are declared here and merged into the generated document."""
 
 from __future__ import annotations
 
+import copy
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import FastAPI
@@ -38,6 +40,119 @@ ERROR_TEXTS = {
 }
 ENVELOPE_REF = {"$ref": "#/components/schemas/ErrorEnvelope"}
 
+TENANT, PROVIDER = "TENANT_ADMIN", "PROVIDER_ADMIN"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why an operation may refuse a request that its declaration accepts: a rule OpenAPI cannot
+    express (the state of the data, the caller's role). The operation's error response says so, and
+    the API fuzz test allows exactly these statuses on exactly this operation (tests/api/fuzzing.py)."""
+
+    reason: str
+    status: str = "400"
+    roles: frozenset[str] = frozenset({TENANT, PROVIDER})  # the callers it applies to
+
+
+# By operation id. Everything a request carries on its own (ids, formats, lengths, ranges, required
+# fields, enums) is declared in the document instead; these are the rules left.
+REFUSALS: dict[str, tuple[Refusal, ...]] = {
+    "create-tenant": (Refusal("deprecated by the reference: always 400 `endpoint has been deprecated`"),),
+    "update-current-tenant": (
+        Refusal("deprecated by the reference: always 400 `endpoint has been deprecated`"),
+    ),
+    "get-all-machine": (
+        Refusal(
+            "a tenant must give `siteId` (`Site ID must be specified in query when retrieving Machines as a "
+            "privileged Tenant`), a provider need not",
+            roles=frozenset({TENANT}),
+        ),
+    ),
+    "update-site": (
+        Refusal(
+            "a tenant holding the site may set none of its fields (`value is not configurable by Tenant`)"
+        ),
+        Refusal(
+            "serial console settings need a Registered site; native networking stays on while FNN VPCs exist"
+        ),
+    ),
+    "delete-site": (Refusal("the site still has tenant resources (VPCs, subnets, instances, partitions)"),),
+    "create-vpc": (
+        Refusal(
+            "the site does not exist, is not Registered, lacks native networking (FNN) or NVLink partitions "
+            "(a default partition)"
+        ),
+    ),
+    "update-vpc": (Refusal("a default partition on a site without NVLink partitions, or not the VPC's"),),
+    "delete-vpc": (Refusal("the VPC still has subnets or instances"),),
+    "create-subnet": (
+        Refusal(
+            "the VPC does not exist, is not the tenant's, not Ready or not Ethernet; the site not Registered"
+        ),
+    ),
+    "update-subnet": (Refusal("the subnet's site is not Registered"),),
+    "delete-subnet": (Refusal("instances still use the subnet"),),
+    "create-nvlink-logical-partition": (
+        Refusal("the site is not Registered, lacks NVLink partitions, or is not the tenant's"),
+    ),
+    "update-nvlink-logical-partition": (Refusal("the partition's site is not Registered"),),
+    "delete-nvlink-logical-partition": (
+        Refusal("instances still use the partition; its site is not Registered"),
+    ),
+    "create-instance": (
+        Refusal(
+            "a `tenantId` (deprecated) other than the org's tenant; the VPC, instance type, machine, "
+            "subnet or partition does not exist or is in the wrong state (the reference's 400s, spec §5.2)"
+        ),
+    ),
+    "batch-create-instance": (
+        Refusal(
+            "a `tenantId` (deprecated) other than the org's tenant; the VPC, instance type, subnet or "
+            "partition does not exist or is in the wrong state (the reference's 400s, spec §5.3)"
+        ),
+    ),
+    "update-instance": (
+        Refusal("the site is not Registered; a partition that does not exist or does not fit"),
+    ),
+    "create-allocation": (
+        Refusal("the site, tenant or instance type does not exist or is not the provider's"),
+    ),
+    "update-allocation": (Refusal("the allocation is not the provider's"),),
+    "delete-allocation": (Refusal("the tenant would keep fewer machines than it has active instances"),),
+    "update-allocation-constraint": (
+        Refusal("the tenant would keep fewer machines than it has active instances, or too few are free"),
+    ),
+    "create-instance-type": (
+        Refusal(
+            "the site does not exist or is not the provider's; two machine capabilities share a type and "
+            "name (JSON Schema cannot say that items differ)"
+        ),
+    ),
+    "update-instance-type": (
+        Refusal("two machine capabilities share a type and name (JSON Schema cannot say that items differ)"),
+        Refusal("machine capabilities cannot change while machines are associated", status="412"),
+    ),
+    "delete-instance-type": (Refusal("instances or allocations still use the instance type"),),
+    "create-instance-type-machine-association": (
+        Refusal("a machine is not Ready or Reset, or not at the instance type's site"),
+    ),
+    "delete-instance-type-machine-association": (Refusal("an instance still uses the machine"),),
+    "register-machines": (
+        Refusal(
+            "the instance type is not at the site; the request gives a machine id, tray, GPU uid or a "
+            "machine's GPU device id twice, or one machine's GPUs different names (JSON Schema cannot say "
+            "that items differ or agree)"
+        ),
+    ),
+    "update-machine": (
+        Refusal(
+            "the machine is in use, not Ready or Reset, at another or an unregistered site, or leaving its "
+            "instance type would break the allocation constraints"
+        ),
+    ),
+    "delete-machine": (Refusal("the machine is still on its site, or in use by an instance"),),
+}
+
 
 def error_statuses(path: str, method: str, operation: dict[str, Any], tenant_prefix: str) -> list[str]:
     """The error statuses an operation can answer, derived from what it declares: every tenant route
@@ -64,13 +179,17 @@ def declare_errors(schema: dict[str, Any], tenant_prefix: str) -> None:
         for method, operation in item.items():
             if not path.startswith(tenant_prefix):
                 operation["security"] = []  # health, readiness and metrics need no token
-            if method == "patch" and "requestBody" in operation:
+            body = operation.get("requestBody")
+            if body is not None and "required" not in body:
                 # binding reads an absent body as {} (binding.read_body): a PATCH without one changes nothing
-                operation["requestBody"]["required"] = False
+                body["required"] = method != "patch"
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
             for status in error_statuses(path, method, operation, tenant_prefix):
                 responses.setdefault(status, {"description": ERROR_TEXTS[status]})
+            for refusal in REFUSALS.get(operation.get("operationId", ""), ()):
+                response = responses.setdefault(refusal.status, {"description": ""})
+                response["description"] += f". Also to a request valid by this document: {refusal.reason}"
             for status, response in responses.items():
                 if status >= "400":  # a route's own extra statuses (412, say) carry the envelope too
                     response["content"] = {"application/json": {"schema": ENVELOPE_REF}}
@@ -81,11 +200,61 @@ def declare_errors(schema: dict[str, Any], tenant_prefix: str) -> None:
                 }
 
 
-def json_body(model: type[BaseModel], *, required: bool = True) -> dict[str, Any]:
-    """``openapi_extra`` for a route whose JSON body is ``model``."""
+def json_body(model: type[BaseModel], *, required: bool | None = None) -> dict[str, Any]:
+    """``openapi_extra`` for a route whose JSON body is ``model``. ``required`` defaults to true, false for
+    a PATCH (an absent body reads as {}, see :func:`declare_errors`); a PATCH whose empty body is refused
+    says ``required=True``."""
     _BODY_MODELS[model.__name__] = model
     ref = {"$ref": f"#/components/schemas/{model.__name__}"}
-    return {"requestBody": {"required": required, "content": {"application/json": {"schema": ref}}}}
+    body: dict[str, Any] = {"content": {"application/json": {"schema": ref}}}
+    if required is not None:
+        body["required"] = required
+    return {"requestBody": body}
+
+
+NO_NUL = "^[^\\u0000]*$"
+ANY_JSON = "JsonWithoutNul"
+
+
+def any_json_schema() -> dict[str, Any]:
+    """What an unknown key of a body may carry: binding ignores it, but refuses NUL anywhere."""
+    ref = {"$ref": f"#/components/schemas/{ANY_JSON}"}
+    return {
+        "description": "Any JSON value without NUL in a string or key.",
+        "anyOf": [
+            {"type": ["null", "boolean", "number"]},
+            {"type": "string", "pattern": NO_NUL},
+            {"type": "array", "items": ref},
+            {"type": "object", "propertyNames": {"pattern": NO_NUL}, "additionalProperties": ref},
+        ],
+    }
+
+
+def forbid_nul(schema: Any) -> None:
+    """Every string and object key of a request body schema declared free of NUL: binding refuses NUL
+    anywhere in a body (PostgreSQL cannot store it, :func:`nico.api.binding.text_problem`)."""
+    if isinstance(schema, list):
+        for item in schema:
+            forbid_nul(item)
+        return
+    if not isinstance(schema, dict):
+        return
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if "default" in schema and schema["default"] is None and "type" in schema and "null" not in kinds:
+        del schema["default"]  # a declared non-nullable field: null is no example of it
+    if "string" in kinds and not {"pattern", "format", "enum", "const"} & schema.keys():
+        schema["pattern"] = NO_NUL
+    if "object" in kinds:
+        names = schema.setdefault("propertyNames", {})
+        names.setdefault("pattern", NO_NUL)
+        if schema.get("additionalProperties", True) is True:  # unknown keys: ignored, but never NUL
+            schema["additionalProperties"] = {"$ref": f"#/components/schemas/{ANY_JSON}"}
+    for key in ("properties", "$defs"):
+        for child in schema.get(key, {}).values():
+            forbid_nul(child)
+    for key in ("items", "additionalProperties", "anyOf", "oneOf", "allOf"):
+        forbid_nul(schema.get(key))
 
 
 def build_openapi(app: FastAPI) -> dict[str, Any]:
@@ -99,8 +268,12 @@ def build_openapi(app: FastAPI) -> dict[str, Any]:
         tags=app.openapi_tags,
     )
     components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components[ANY_JSON] = any_json_schema()
     for name, model in sorted(_BODY_MODELS.items()):
-        body = model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+        body = copy.deepcopy(
+            model.model_json_schema(by_alias=True, ref_template="#/components/schemas/{model}")
+        )
+        forbid_nul(body)
         for def_name, definition in body.pop("$defs", {}).items():
             components.setdefault(def_name, definition)
         components[name] = body

@@ -20,11 +20,13 @@ from typing import Any
 import uvicorn
 
 from nico.api.app import create_app
+from nico.api.openapi import REFUSALS
 from nico.config import Settings
 from tests.support.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "openapi.yaml"
+HOOKS = Path(__file__).with_name("fuzz_hooks.py")  # integers as JSON integers
 ALL_PHASES = "examples,coverage,fuzzing,stateful"
 
 
@@ -48,6 +50,41 @@ def serving(settings: Settings) -> Iterator[str]:
         thread.join(timeout=30)
 
 
+# What positive_data_acceptance expects of a request valid by the document (schemathesis' default).
+ACCEPTED = ("2xx", "3xx", "401", "403", "404", "409", "429", "5xx")
+# Paths whose other methods reach a sibling route with a path parameter, as the reference's router does:
+# PATCH or DELETE /instance/type is PATCH or DELETE /instance/{instanceId} with the id "type", which
+# answers 400 `Invalid Instance ID in URL`, not 405.
+SHADOWED_PATHS = ("/instance/type", "/instance/batch")
+
+
+def config_text(org: str, role: str) -> str:
+    """schemathesis.toml: the org in every path; per operation, the statuses a valid request may also
+    get (``nico.api.openapi.REFUSALS``, each with its reason) and the paths whose undeclared methods
+    are routed elsewhere (:data:`SHADOWED_PATHS`)."""
+    lines = [f'hooks = "{HOOKS}"', "", "[parameters]", f'"path.org" = "{org}"']
+    for operation_id, refusals in sorted(REFUSALS.items()):
+        mine = [refusal for refusal in refusals if role in refusal.roles]
+        if not mine:
+            continue
+        statuses = ", ".join(f'"{status}"' for status in sorted({*ACCEPTED, *(r.status for r in mine)}))
+        lines += ["", *(f"# {refusal.status}: {refusal.reason}" for refusal in mine)]
+        lines += [
+            "[[operations]]",
+            f'include-operation-id = "{operation_id}"',
+            f"checks.positive_data_acceptance.expected-statuses = [{statuses}]",
+        ]
+    for path in SHADOWED_PATHS:
+        lines += [
+            "",
+            f"# other methods on {path} are routed to the route with a path parameter next to it",
+            "[[operations]]",
+            f'include-path = "/v2/org/{{org}}/nico{path}"',
+            "checks.unsupported_method.enabled = false",
+        ]
+    return "\n".join(lines) + "\n"
+
+
 @dataclass
 class Outcome:
     cases: int = 0
@@ -58,14 +95,24 @@ class Outcome:
 
 
 def run(
-    url: str, token: str, org: str, *, max_examples: int, phases: str = ALL_PHASES, seed: int = 1
+    url: str,
+    token: str,
+    org: str,
+    *,
+    role: str,
+    max_examples: int,
+    phases: str = ALL_PHASES,
+    seed: int = 1,
 ) -> Outcome:
-    """One schemathesis run in ``org``, every check on; the counts from its NDJSON event stream."""
+    """One schemathesis run in ``org`` with a ``role`` token and the configuration of
+    :func:`config_text`; the counts from its NDJSON event stream. Every check runs (schemathesis'
+    default: all but max_response_time, which needs a limit); ``--checks=all`` is not given, as it
+    would override the per-operation settings."""
     cli = shutil.which("schemathesis", path=str(Path(sys.executable).parent)) or "schemathesis"
     with tempfile.TemporaryDirectory(prefix="nico-fuzz-") as tmp:
         events = Path(tmp) / "events.ndjson"
         config = Path(tmp) / "schemathesis.toml"
-        config.write_text(f'[parameters]\n"path.org" = "{org}"\n')
+        config.write_text(config_text(org, role))
         command = [
             cli,
             f"--config-file={config}",
@@ -73,7 +120,6 @@ def run(
             str(SPEC),
             f"--url={url}",
             f"--header=Authorization: Bearer {token}",
-            "--checks=all",
             f"--phases={phases}",
             f"--max-examples={max_examples}",
             f"--seed={seed}",

@@ -44,10 +44,10 @@ def data_operations(app: Any) -> list[tuple[str, str]]:
 
 
 def required_query(operation: dict[str, Any]) -> str:
-    """A query string giving each required query parameter its first declared value, so that the
-    request reaches the database instead of being refused for what it lacks."""
+    """A query string giving each required query parameter its first declared value (a fresh UUID for
+    an id), so that the request reaches the database instead of being refused for what it lacks."""
     pairs = [
-        f"{p['name']}={p['schema']['enum'][0]}"
+        f"{p['name']}={p['schema']['enum'][0] if 'enum' in p['schema'] else uuid.uuid4()}"
         for p in operation.get("parameters", [])
         if p.get("in") == "query" and p.get("required")
     ]

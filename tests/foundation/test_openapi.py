@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from nico.api.openapi import render_yaml
+from nico.api.openapi import REFUSALS, render_yaml
 
 COMMITTED = Path(__file__).resolve().parents[2] / "openapi.yaml"
 
@@ -78,3 +78,52 @@ def test_list_operations_declare_their_paging_parameters() -> None:
         assert parameters["pageNumber"]["maximum"] == 2**31 - 1
         assert "NAME_ASC" in parameters["orderBy"]["enum"]
         assert parameters["includeRelation"]["items"]["enum"]
+
+
+def test_resource_ids_in_paths_are_declared_uuids_and_machine_ids_are_not() -> None:
+    """The server answers 400 ``Invalid ... ID in URL`` to a path id that is not a UUID, so the document
+    declares each one ``format: uuid``; machine ids (and the association reference, a machine id or an
+    old association id) are plain strings."""
+    document = yaml.safe_load(COMMITTED.read_text())
+    plain = {"org", "machineId", "machineAssociationId"}
+    seen = set()
+    for path, operations in document["paths"].items():
+        for method, operation in operations.items():
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] != "path":
+                    continue
+                seen.add(parameter["name"])
+                is_uuid = parameter["schema"].get("format") == "uuid"
+                assert is_uuid == (parameter["name"] not in plain), (method, path, parameter)
+    assert {"instanceId", "siteId", "vpcId", "nvLinkLogicalPartitionId", "machineId"} <= seen
+
+
+def test_refusals_name_operations_of_the_document_and_say_why_there() -> None:
+    """Each rule OpenAPI cannot express (REFUSALS, which the fuzz test allows per operation) names an
+    operation of the document, whose error response tells a client about it."""
+    document = yaml.safe_load(COMMITTED.read_text())
+    operations = {
+        operation["operationId"]: operation
+        for item in document["paths"].values()
+        for operation in item.values()
+        if "operationId" in operation
+    }
+    for operation_id, refusals in REFUSALS.items():
+        assert operation_id in operations, operation_id
+        for refusal in refusals:
+            assert refusal.reason in operations[operation_id]["responses"][refusal.status]["description"]
+
+
+def test_query_parameters_the_server_always_needs_are_required() -> None:
+    document = yaml.safe_load(COMMITTED.read_text())
+    for path in (
+        "/machine/gpu/stats",
+        "/machine/instance-type/stats",
+        "/machine/instance-type/stats/summary",
+        "/tenant/instance-type/stats",
+    ):
+        parameters = {
+            p["name"]: p for p in document["paths"]["/v2/org/{org}/nico" + path]["get"]["parameters"]
+        }
+        assert parameters["siteId"]["required"] is True, path
+        assert parameters["siteId"]["schema"]["format"] == "uuid", path

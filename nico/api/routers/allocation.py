@@ -191,7 +191,7 @@ async def delete_allocation(
     operation_id="update-allocation-constraint",
     response_model=AllocationConstraint,
     summary="Change the number of machines an allocation reserves",
-    openapi_extra=json_body(AllocationConstraintUpdateRequest),
+    openapi_extra=json_body(AllocationConstraintUpdateRequest, required=True),  # constraintValue is required
 )
 async def update_allocation_constraint(
     org: str,

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Query
+from pydantic import WithJsonSchema
 from starlette.responses import Response, StreamingResponse
 
 from nico.api.auth import Principal
@@ -21,7 +22,13 @@ ScopeParam = Annotated[
     Literal["tenant", "provider"],
     Query(description="tenant: the caller's instances; provider: every instance at the provider's sites"),
 ]
-SiteParam = Annotated[str | None, Query(alias="siteId", description="Only this site")]
+SiteParam = Annotated[
+    str | None,
+    Query(alias="siteId", description="Only this site"),
+    WithJsonSchema({"type": "string", "anyOf": [{"format": "uuid"}, {"maxLength": 0}]}),
+]
+# the id of an event as this stream sent it (placement_events.parse_cursor); empty: from now
+LAST_EVENT_ID_SCHEMA = {"type": "string", "pattern": "^([0-9]{1,19}-[0-9]{1,19})?$"}
 
 
 def authorize(principal: Principal, org: str, scope: str) -> bool:
@@ -81,7 +88,9 @@ async def placement_event_stream(
     ctx: CtxDep,
     scope: ScopeParam = "tenant",
     site_id: SiteParam = None,
-    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+    last_event_id: Annotated[
+        str | None, Header(alias="Last-Event-ID"), WithJsonSchema(LAST_EVENT_ID_SCHEMA)
+    ] = None,
 ) -> Response:
     provider_side = authorize(principal, org, scope)
     cursor = placement_events.parse_cursor(last_event_id)

@@ -12,6 +12,7 @@ from starlette.responses import Response
 from nico.api import messages
 from nico.api.auth import Principal
 from nico.api.binding import (
+    UUID_PATH,
     checked_body,
     checked_id,
     checked_relations,
@@ -193,7 +194,7 @@ async def list_instances(
 @router.get(ITEM, operation_id="get-instance", response_model=Instance, summary="Get an instance")
 async def get_instance(
     org: str,
-    instanceId: str,  # the path's name, as the OpenAPI document has always declared it
+    instanceId: UUID_PATH,  # the path's name; declared format uuid like every other instance route
     request: Request,
     include_relation: Annotated[
         list[str] | None, Query(alias="includeRelation"), relations_schema(RELATIONS)

@@ -122,6 +122,20 @@ async def register_machines(
     response_model=list[Machine],
     responses=PAGED,
     summary="List the provider's machines (or, for a privileged tenant, those at one of its sites)",
+    description="A tenant (one with targeted instance creation) must give `siteId`: without it the answer is "
+    "400 `Site ID must be specified in query when retrieving Machines as a privileged Tenant`. The rule "
+    "depends on the caller's role, which OpenAPI cannot express, so `siteId` is declared optional.",
+    openapi_extra={
+        "parameters": [
+            {
+                "name": "siteId",
+                "in": "query",
+                "required": False,
+                "description": "Only machines at this site; required for a tenant (see above)",
+                "schema": {"type": "string", "format": "uuid"},
+            }
+        ]
+    },
 )
 async def list_machines(
     viewer: MachineViewer, page: Paging, included: Relations, request: Request, session: SessionDep
@@ -201,7 +215,7 @@ async def get_machine_status_history(
     operation_id="update-machine",
     response_model=Machine,
     summary="Set or clear a machine's instance type, maintenance mode or labels (one at a time)",
-    openapi_extra=json_body(MachineUpdateRequest),
+    openapi_extra=json_body(MachineUpdateRequest, required=True),  # {} answers "no updates specified"
 )
 async def update_machine(
     viewer: MachineEditor, machine_id: MachineId, body: UpdateBody, session: SessionDep

@@ -27,6 +27,19 @@ from nico.services.errors import bad_request
 
 router = APIRouter(tags=["stats"])
 
+# The stats reads answer 400 "Site ID must be specified in query" without one (site_param reads it).
+SITE_REQUIRED = {
+    "parameters": [
+        {
+            "name": "siteId",
+            "in": "query",
+            "required": True,
+            "description": "The provider's site",
+            "schema": {"type": "string", "format": "uuid"},
+        }
+    ]
+}
+
 
 def site_param(request: Request) -> uuid.UUID | None:
     raw = single_param(request, "siteId")
@@ -41,6 +54,7 @@ def site_param(request: Request) -> uuid.UUID | None:
 @router.get(
     "/machine/gpu/stats",
     operation_id="get-machine-gpu-stats",
+    openapi_extra=SITE_REQUIRED,
     response_model=list[MachineGpuStats],
     summary="Retrieve GPU stats for machines at a site",
 )
@@ -52,6 +66,7 @@ async def gpu_stats(org: str, _: ProviderAdmin, request: Request, session: ReadS
 @router.get(
     "/machine/instance-type/stats",
     operation_id="get-machine-instance-type-stats",
+    openapi_extra=SITE_REQUIRED,
     response_model=list[MachineInstanceTypeStats],
     summary="Retrieve detailed per-instance-type machine stats for a site",
 )
@@ -65,6 +80,7 @@ async def instance_type_stats(
 @router.get(
     "/machine/instance-type/stats/summary",
     operation_id="get-machine-instance-type-stats-summary",
+    openapi_extra=SITE_REQUIRED,
     response_model=MachineInstanceTypeSummary,
     summary="Retrieve machine instance type assignment summary for a site",
 )
@@ -81,6 +97,7 @@ async def instance_type_summary(
 @router.get(
     "/tenant/instance-type/stats",
     operation_id="get-tenant-instance-type-stats",
+    openapi_extra=SITE_REQUIRED,
     response_model=list[TenantInstanceTypeStats],
     summary="Retrieve per-tenant instance type allocation stats for a site",
 )

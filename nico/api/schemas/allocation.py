@@ -4,18 +4,31 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
 from nico.api.binding import REQUIRED, FieldErrors, description_problem, name_problem, uuid_problem
-from nico.api.schemas.common import RequestModel, ResponseModel, StatusDetail, omit_if_none
+from nico.api.schemas.common import (
+    DESCRIPTION_SCHEMA,
+    NAME_SCHEMA,
+    UUID_SCHEMA,
+    RequestModel,
+    ResponseModel,
+    StatusDetail,
+    declared,
+    nullable,
+    omit_if_none,
+    required,
+)
 from nico.api.schemas.instance_type import InstanceTypeSummary
 from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
 from nico.api.schemas.site import SiteSummary
 from nico.services.allocation import CONSTRAINT_TYPES, RESOURCE_TYPES, AllocationView, ConstraintView
 
 INT32_MAX = 2**31 - 1
+# constraint_value_problem: 0 (Go's zero value) reads as absent
+CONSTRAINT_VALUE_SCHEMA = {"type": "integer", "minimum": 1, "maximum": INT32_MAX}
 
 
 class AllocationConstraint(ResponseModel):
@@ -90,18 +103,28 @@ class Allocation(ResponseModel):
 
 
 class AllocationConstraintRequest(RequestModel):
-    resource_type: str | None = None
-    resource_type_id: str | None = None
-    constraint_type: str | None = None
-    constraint_value: int | None = None
+    model_config = required("resourceType", "resourceTypeId", "constraintType", "constraintValue")
+
+    resource_type: Annotated[
+        str | None, declared({"type": "string", "enum": sorted(str(t) for t in RESOURCE_TYPES)})
+    ] = None
+    resource_type_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    # the binding knows three types; the service takes Reserved only (400 "Only Constraint Type: Reserved
+    # is supported at this time")
+    constraint_type: Annotated[str | None, declared({"type": "string", "enum": ["Reserved"]})] = None
+    constraint_value: Annotated[int | None, declared(CONSTRAINT_VALUE_SCHEMA)] = None
 
 
 class AllocationCreateRequest(RequestModel):
-    name: str | None = None
-    description: str | None = None
-    tenant_id: str | None = None
-    site_id: str | None = None
-    allocation_constraints: list[AllocationConstraintRequest] | None = None
+    model_config = required("name", "tenantId", "siteId", "allocationConstraints")
+
+    name: Annotated[str | None, declared(NAME_SCHEMA)] = None
+    description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
+    tenant_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    site_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    allocation_constraints: list[AllocationConstraintRequest] | None = Field(
+        default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": 1}
+    )
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name))
@@ -113,8 +136,8 @@ class AllocationCreateRequest(RequestModel):
 
 
 class AllocationUpdateRequest(RequestModel):
-    name: str | None = None
-    description: str | None = None
+    name: Annotated[str | None, declared(nullable(NAME_SCHEMA))] = None
+    description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name, required=False))
@@ -122,7 +145,9 @@ class AllocationUpdateRequest(RequestModel):
 
 
 class AllocationConstraintUpdateRequest(RequestModel):
-    constraint_value: int | None = None
+    model_config = required("constraintValue")
+
+    constraint_value: Annotated[int | None, declared(CONSTRAINT_VALUE_SCHEMA)] = None
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("constraintValue", constraint_value_problem(self.constraint_value))

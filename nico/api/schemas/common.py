@@ -43,6 +43,26 @@ NAME_SCHEMA = {
 }
 DESCRIPTION_SCHEMA = {"type": "string", "maxLength": 1024, "pattern": "^[^\\u0000]*$"}
 UUID_SCHEMA = {"type": "string", "format": "uuid"}
+# binding.uuid_problem(required=False): null, "" or a UUID
+OPTIONAL_UUID_SCHEMA = {"type": ["string", "null"], "anyOf": [{"format": "uuid"}, {"maxLength": 0}]}
+# binding.labels_problem: up to 10 pairs, keys 1..255 characters, values strings of at most 255
+LABELS_SCHEMA = {
+    "type": ["object", "null"],
+    "maxProperties": 10,
+    "propertyNames": {"minLength": 1, "maxLength": 255},
+    "additionalProperties": {"type": "string", "maxLength": 255},
+}
+
+
+def nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` or null: an optional field the server reads null as absent."""
+    return {**schema, "type": [schema["type"], "null"]}
+
+
+def required(*fields: str) -> ConfigDict:
+    """A request model's required fields in the OpenAPI document (each refused when absent, null or
+    empty: declare the field itself non-nullable, with its minimum length)."""
+    return ConfigDict(json_schema_extra={"required": list(fields)})
 
 
 def omit_if_none(value: Any) -> bool:

@@ -21,13 +21,16 @@ from nico.api.binding import (
 )
 from nico.api.schemas.common import (
     DESCRIPTION_SCHEMA,
+    LABELS_SCHEMA,
     NAME_SCHEMA,
+    OPTIONAL_UUID_SCHEMA,
     UUID_SCHEMA,
     Deprecation,
     RequestModel,
     ResponseModel,
     StatusDetail,
     declared,
+    nullable,
     omit_if_none,
 )
 from nico.api.schemas.instance_type import InstanceTypeSummary
@@ -56,8 +59,35 @@ UNSUPPORTED_FIELDS = {
 }
 
 UNSUPPORTED_SCHEMA = {"type": "null", "description": "not supported by nico: a non-empty value answers 400"}
-IPXE_SCHEMA = {"type": "string", "pattern": "\\S", "description": "required: nico boots by iPXE only"}
+IPXE_SCHEMA = {
+    "type": "string",
+    "pattern": "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$",  # not only whitespace, no NUL
+    "description": "required: nico boots by iPXE only",
+}
 USER_DATA_SCHEMA = {"type": "string", "maxLength": USER_DATA_MAX}
+# check_unsupported refuses a non-empty value only
+UNSUPPORTED_TEXT_SCHEMA = {
+    "type": ["string", "null"],
+    "maxLength": 0,
+    "description": "not supported by nico: a non-empty value answers 400",
+}
+UNSUPPORTED_LIST_SCHEMA = {
+    "type": ["array", "null"],
+    "maxItems": 0,
+    "description": "not supported by nico: a non-empty value answers 400",
+}
+# rebooting is not supported: true answers 400
+NO_REBOOT_SCHEMA = {
+    "type": ["boolean", "null"],
+    "enum": [False, None],
+    "description": f"Rebooting {UNSUPPORTED}",
+}
+TENANT_ID_SCHEMA = {
+    **OPTIONAL_UUID_SCHEMA,
+    "deprecated": True,
+    "description": "Deprecated (the org's tenant is used); when given it must be the org's tenant's id, "
+    "anything else answers 400 `TenantID in request is not valid`",
+}
 
 DEPRECATIONS = (
     Deprecation(
@@ -85,11 +115,18 @@ class InstanceFields(RequestModel):
     """What single and batch creation share."""
 
     description: Annotated[str | None, declared(DESCRIPTION_SCHEMA)] = None
-    tenant_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    tenant_id: Annotated[str | None, declared(TENANT_ID_SCHEMA)] = None
     instance_type_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
     vpc_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
     interfaces: list[InterfaceRequest] | None = Field(
-        default=None, json_schema_extra={"minItems": 1, "maxItems": MAX_INTERFACES}
+        default=None,
+        json_schema_extra={
+            "type": "array",  # not null: at least one
+            "minItems": 1,
+            "maxItems": MAX_INTERFACES,
+            "maxContains": 1,  # only one physical
+            "contains": {"required": ["isPhysical"], "properties": {"isPhysical": {"const": True}}},
+        },
     )
     nv_link_interfaces: list[NVLinkInterfaceRequest] | None = None
     operating_system_id: Annotated[str | None, declared(UNSUPPORTED_SCHEMA)] = None
@@ -97,7 +134,7 @@ class InstanceFields(RequestModel):
     user_data: Annotated[str | None, declared(USER_DATA_SCHEMA)] = None
     phone_home_enabled: bool | None = None
     always_boot_with_custom_ipxe: bool | None = None
-    labels: dict[str, str] | None = None
+    labels: Annotated[dict[str, str] | None, declared(LABELS_SCHEMA)] = None
     ssh_key_group_ids: Annotated[list[str] | None, declared(UNSUPPORTED_SCHEMA)] = None
     network_security_group_id: Annotated[str | None, declared(UNSUPPORTED_SCHEMA)] = None
     infiniband_interfaces: Annotated[list[dict[str, Any]] | None, declared(UNSUPPORTED_SCHEMA)] = None
@@ -124,10 +161,16 @@ class InstanceFields(RequestModel):
 
 
 class InstanceCreateRequest(InstanceFields):
-    model_config = ConfigDict(json_schema_extra={"required": ["name", "vpcId", "ipxeScript", "interfaces"]})
+    model_config = ConfigDict(
+        json_schema_extra={
+            "required": ["name", "vpcId", "ipxeScript", "interfaces"],
+            # exactly one of the two (check)
+            "oneOf": [{"required": ["instanceTypeId"]}, {"required": ["machineId"]}],
+        }
+    )
 
     name: Annotated[str | None, declared(NAME_SCHEMA)] = None
-    machine_id: str | None = None
+    machine_id: Annotated[str | None, declared({"type": "string", "minLength": 1})] = None
     allow_unhealthy_machine: bool | None = None
 
     def check(self, errors: FieldErrors) -> None:
@@ -180,24 +223,29 @@ class BatchInstanceCreateRequest(InstanceFields):
 
 
 class InstanceUpdateRequest(RequestModel):
-    name: str | None = None
-    description: str | None = None
-    labels: dict[str, str] | None = None
-    trigger_reboot: bool | None = None
-    reboot_with_custom_ipxe: bool | None = None
-    apply_updates_on_reboot: bool | None = None
-    operating_system_id: str | None = None
-    ipxe_script: str | None = None
-    user_data: str | None = None
+    name: Annotated[str | None, declared(nullable(NAME_SCHEMA))] = None
+    description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
+    labels: Annotated[dict[str, str] | None, declared(LABELS_SCHEMA)] = None
+    trigger_reboot: Annotated[bool | None, declared(NO_REBOOT_SCHEMA)] = None
+    reboot_with_custom_ipxe: Annotated[bool | None, declared(NO_REBOOT_SCHEMA)] = None
+    apply_updates_on_reboot: Annotated[bool | None, declared(NO_REBOOT_SCHEMA)] = None
+    operating_system_id: Annotated[str | None, declared(UNSUPPORTED_TEXT_SCHEMA)] = None
+    ipxe_script: Annotated[str | None, declared(nullable(IPXE_SCHEMA))] = None
+    user_data: Annotated[str | None, declared(nullable(USER_DATA_SCHEMA))] = None
     phone_home_enabled: bool | None = None
     always_boot_with_custom_ipxe: bool | None = None
-    secondary_vpc_ids: list[str] | None = None
-    interfaces: list[InterfaceRequest] | None = None
-    infiniband_interfaces: list[dict[str, Any]] | None = None
-    dpu_extension_service_deployments: list[dict[str, Any]] | None = None
+    secondary_vpc_ids: Annotated[list[str] | None, declared(UNSUPPORTED_LIST_SCHEMA)] = None
+    interfaces: Annotated[
+        list[InterfaceRequest] | None,
+        declared({"type": "null", "description": f"Updating Interfaces {UNSUPPORTED}"}),
+    ] = None
+    infiniband_interfaces: Annotated[list[dict[str, Any]] | None, declared(UNSUPPORTED_LIST_SCHEMA)] = None
+    dpu_extension_service_deployments: Annotated[
+        list[dict[str, Any]] | None, declared(UNSUPPORTED_LIST_SCHEMA)
+    ] = None
     nv_link_interfaces: list[NVLinkInterfaceRequest] | None = None
-    ssh_key_group_ids: list[str] | None = None
-    network_security_group_id: str | None = None
+    ssh_key_group_ids: Annotated[list[str] | None, declared(UNSUPPORTED_LIST_SCHEMA)] = None
+    network_security_group_id: Annotated[str | None, declared(UNSUPPORTED_TEXT_SCHEMA)] = None
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name, required=False))

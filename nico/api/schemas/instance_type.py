@@ -5,9 +5,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import asdict
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, WithJsonSchema
 
 from nico.api.binding import (
     NAME_LENGTH,
@@ -18,12 +18,19 @@ from nico.api.binding import (
     uuid_problem,
 )
 from nico.api.schemas.common import (
+    DESCRIPTION_SCHEMA,
+    LABELS_SCHEMA,
+    NAME_SCHEMA,
+    UUID_SCHEMA,
     Deprecation,
     RequestModel,
     ResponseModel,
     StatusDetail,
+    declared,
+    nullable,
     omit_if_empty,
     omit_if_none,
+    required,
 )
 from nico.api.schemas.org import InfrastructureProviderSummary
 from nico.api.schemas.site import SiteSummary
@@ -38,6 +45,7 @@ MAX_MACHINES_PER_REQUEST = 10_000
 # Column widths of machine_capability: longer values are refused with a field message, not a 500.
 CAPABILITY_TEXT_LIMITS = {"frequency": 64, "capacity": 64, "vendor": 256, "hardware_revision": 64}
 DEVICE_TYPE_LIMIT = 32
+INT32_MAX = 2**31 - 1
 
 
 class InstanceTypeSummary(ResponseModel):
@@ -185,18 +193,60 @@ class InstanceType(ResponseModel):
         )
 
 
+def _text(limit: int) -> WithJsonSchema:
+    return declared({"type": ["string", "null"], "maxLength": limit})
+
+
+_COUNT = declared({"type": ["integer", "null"], "minimum": 0, "maximum": INT32_MAX})
+
+
+def capability_rules(*, reported: bool) -> dict[str, Any]:
+    """The device-type and inactive-device rules of ``check_capabilities`` as JSON Schema: GPU NVLink,
+    Network DPU, no other type a device type; inactive devices only on InfiniBand. ``reported``
+    capabilities (machine registration) may also carry an empty device type."""
+
+    def either(kinds: list[str], devices: dict[str, Any]) -> dict[str, Any]:
+        return {"anyOf": [{"properties": {"type": {"not": {"enum": kinds}}}}, {"properties": devices}]}
+
+    empty = [""] if reported else []
+    return {
+        "required": ["type", "name"],
+        "allOf": [
+            either(["GPU"], {"deviceType": {"enum": [None, *empty, "NVLink"]}}),
+            either(["Network"], {"deviceType": {"enum": [None, *empty, "DPU"]}}),
+            either(
+                [t.value for t in CapabilityType if t.value not in ("GPU", "Network")],
+                {"deviceType": {"enum": [None, *empty]}},
+            ),
+            either(
+                [t.value for t in CapabilityType if t.value != "InfiniBand"],
+                {"inactiveDevices": {"anyOf": [{"type": "null"}, {"type": "array", "maxItems": 0}]}},
+            ),
+        ],
+    }
+
+
 class MachineCapabilityRequest(RequestModel):
-    type: str | None = None
-    name: str | None = None
-    frequency: str | None = None
-    capacity: str | None = None
-    vendor: str | None = None
-    cores: int | None = None
-    threads: int | None = None
-    inactive_devices: list[int] | None = None
-    hardware_revision: str | None = None
-    count: int | None = None
-    device_type: str | None = None
+    model_config = ConfigDict(json_schema_extra=capability_rules(reported=False))
+
+    type: Annotated[str | None, declared({"type": "string", "enum": [t.value for t in CapabilityType]})] = (
+        None
+    )
+    name: Annotated[str | None, declared(NAME_SCHEMA)] = None
+    frequency: Annotated[str | None, _text(CAPABILITY_TEXT_LIMITS["frequency"])] = None
+    capacity: Annotated[str | None, _text(CAPABILITY_TEXT_LIMITS["capacity"])] = None
+    vendor: Annotated[str | None, _text(CAPABILITY_TEXT_LIMITS["vendor"])] = None
+    cores: Annotated[int | None, _COUNT] = None
+    threads: Annotated[int | None, _COUNT] = None
+    inactive_devices: Annotated[
+        list[int] | None,
+        declared(
+            {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0, "maximum": INT32_MAX}}
+        ),
+    ] = None
+    hardware_revision: Annotated[str | None, _text(CAPABILITY_TEXT_LIMITS["hardware_revision"])] = None
+    count: Annotated[int | None, _COUNT] = None
+    device_type: Annotated[str | None, _text(DEVICE_TYPE_LIMIT)] = None
 
     def problems(self) -> dict[str, str]:
         """The first failing rule per field of this item."""
@@ -274,11 +324,15 @@ def capability_problems(items: list[MachineCapabilityRequest] | None) -> dict[st
 
 
 class InstanceTypeCreateRequest(RequestModel):
-    name: str | None = None
-    description: str | None = None
-    site_id: str | None = None
-    labels: dict[str, Any] | None = None
-    controller_machine_type: str | None = None
+    model_config = required("name", "siteId")
+
+    name: Annotated[str | None, declared(NAME_SCHEMA)] = None
+    description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
+    site_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    labels: Annotated[dict[str, Any] | None, declared(LABELS_SCHEMA)] = None
+    controller_machine_type: Annotated[
+        str | None, declared({"type": ["string", "null"], "minLength": 2, "maxLength": 256})
+    ] = None
     machine_capabilities: list[MachineCapabilityRequest] | None = None
 
     def check(self, errors: FieldErrors) -> None:
@@ -292,9 +346,9 @@ class InstanceTypeCreateRequest(RequestModel):
 
 
 class InstanceTypeUpdateRequest(RequestModel):
-    name: str | None = None
-    description: str | None = None
-    labels: dict[str, Any] | None = None
+    name: Annotated[str | None, declared(nullable(NAME_SCHEMA))] = None
+    description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
+    labels: Annotated[dict[str, Any] | None, declared(LABELS_SCHEMA)] = None
     machine_capabilities: list[MachineCapabilityRequest] | None = None
 
     def check(self, errors: FieldErrors) -> None:
@@ -305,7 +359,19 @@ class InstanceTypeUpdateRequest(RequestModel):
 
 
 class MachineAssociationRequest(RequestModel):
-    machine_ids: list[str] | None = None
+    model_config = required("machineIds")
+
+    machine_ids: Annotated[
+        list[str] | None,
+        declared(
+            {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": MAX_MACHINES_PER_REQUEST,
+                "items": {"type": "string", "minLength": 1, "maxLength": MACHINE_ID_LIMIT},
+            }
+        ),
+    ] = None
 
     def check(self, errors: FieldErrors) -> None:
         ids = self.machine_ids

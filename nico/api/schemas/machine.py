@@ -5,28 +5,70 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, WithJsonSchema
 
 from nico.api.binding import FieldErrors, labels_problem, uuid_problem
 from nico.api.schemas.common import (
+    LABELS_SCHEMA,
+    NAME_SCHEMA,
+    OPTIONAL_UUID_SCHEMA,
+    UUID_SCHEMA,
     Deprecation,
     RequestModel,
     ResponseModel,
     StatusDetail,
+    declared,
+    nullable,
     omit_if_none,
+    required,
 )
-from nico.api.schemas.instance_type import InstanceTypeSummary, MachineCapability, MachineCapabilityRequest
+from nico.api.schemas.instance_type import (
+    InstanceTypeSummary,
+    MachineCapability,
+    MachineCapabilityRequest,
+    capability_rules,
+)
 from nico.api.schemas.org import InfrastructureProviderSummary
 from nico.api.schemas.site import SiteSummary
 from nico.db.models import Gpu as GpuRow
 from nico.db.models import Machine as MachineRow
+from nico.db.types import U64_MAX
 from nico.services import inventory
 from nico.services.instance_type import rendered_status
+from nico.services.inventory_records import (
+    INT32_MAX,
+    MACHINE_ID,
+    MAX_GPUS,
+    MAX_MACHINES,
+    TEXT_LIMITS,
+)
 from nico.services.machine import MachineView
 
 UPDATE_FIELDS = "setMaintenanceMode, instanceTypeId, clearInstanceType or labels"
+_NULL = {"type": "null"}
+_MESSAGE = {"type": "string", "minLength": 5, "maxLength": 256}
+
+
+def _one_update(field: str, schema: dict[str, Any], **more: dict[str, Any]) -> dict[str, Any]:
+    """The body that sets ``field`` alone (the other three null or absent; ``more`` required too)."""
+    nulls = dict.fromkeys(("setMaintenanceMode", "instanceTypeId", "clearInstanceType", "labels"), _NULL)
+    return {
+        "required": [field, *more],
+        "properties": {**nulls, "maintenanceMessage": _NULL, field: schema, **more},
+    }
+
+
+# MachineUpdateRequest.check: exactly one of the four (null reads as absent); maintenanceMessage (5..256)
+# with setMaintenanceMode true and only then; clearInstanceType only true.
+MACHINE_UPDATE_ONE_OF: list[Any] = [
+    _one_update("setMaintenanceMode", {"const": True}, maintenanceMessage=_MESSAGE),
+    _one_update("setMaintenanceMode", {"const": False}),
+    _one_update("instanceTypeId", {**OPTIONAL_UUID_SCHEMA, "type": "string"}),
+    _one_update("clearInstanceType", {"const": True}),
+    _one_update("labels", {**LABELS_SCHEMA, "type": "object"}),
+]
 
 
 def _deprecation(old: str, new: str) -> Deprecation:
@@ -149,11 +191,15 @@ class Machine(ResponseModel):
 
 
 class MachineUpdateRequest(RequestModel):
-    instance_type_id: str | None = None
-    clear_instance_type: bool | None = None
+    model_config = ConfigDict(json_schema_extra={"oneOf": MACHINE_UPDATE_ONE_OF})
+
+    instance_type_id: Annotated[str | None, declared(OPTIONAL_UUID_SCHEMA)] = None
+    clear_instance_type: Annotated[
+        bool | None, declared({"type": ["boolean", "null"], "enum": [True, None]})
+    ] = None
     set_maintenance_mode: bool | None = None
-    maintenance_message: str | None = None
-    labels: dict[str, Any] | None = None
+    maintenance_message: Annotated[str | None, declared(nullable(_MESSAGE))] = None
+    labels: Annotated[dict[str, Any] | None, declared(LABELS_SCHEMA)] = None
 
     def check(self, errors: FieldErrors) -> None:
         chosen = [
@@ -180,13 +226,31 @@ class MachineUpdateRequest(RequestModel):
         errors.add("labels", labels_problem(self.labels))
 
 
+# not only whitespace, no NUL
+SOME_TEXT = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
+
+
 class GpuRequest(RequestModel):
-    device_id: int | None = None
-    gpu_uid: str | int | None = Field(
-        default=None, description="Unsigned 64-bit fabric GUID: a decimal string or a JSON integer."
-    )
-    slot_id: int | None = None
-    name: str | None = Field(
+    model_config = required("deviceId", "gpuUid")
+
+    device_id: Annotated[int | None, declared({"type": "integer", "minimum": 1, "maximum": INT32_MAX})] = None
+    gpu_uid: Annotated[
+        str | int | None,
+        declared(
+            {
+                "anyOf": [
+                    {"type": "string", "pattern": "^[0-9]{1,19}$"},
+                    {"type": "integer", "minimum": 0, "maximum": U64_MAX},
+                ]
+            }
+        ),
+    ] = Field(default=None, description="Unsigned 64-bit fabric GUID: a decimal string or a JSON integer.")
+    slot_id: Annotated[
+        int | None, declared({"type": ["integer", "null"], "minimum": 0, "maximum": INT32_MAX})
+    ] = None
+    name: Annotated[
+        str | None, declared({"type": ["string", "null"], "pattern": SOME_TEXT, "maxLength": 256})
+    ] = Field(
         default=None,
         description='nico extension: the GPU\'s name as the fabric reports it (e.g. "NVIDIA GB300"); '
         "names the derived GPU capability.",
@@ -194,10 +258,17 @@ class GpuRequest(RequestModel):
 
 
 class NvLinkInfoRequest(RequestModel):
-    domain_uuid: str | None = None
-    chassis_serial: str | None = None
-    tray_index: int | None = None
-    gpus: list[GpuRequest] | None = None
+    model_config = required("domainUuid", "chassisSerial", "trayIndex", "gpus")
+
+    domain_uuid: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    # 1..256 characters without surrounding whitespace
+    chassis_serial: Annotated[str | None, declared({**NAME_SCHEMA, "minLength": 1})] = None
+    tray_index: Annotated[int | None, declared({"type": "integer", "minimum": 0, "maximum": INT32_MAX})] = (
+        None
+    )
+    gpus: list[GpuRequest] | None = Field(
+        default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": MAX_GPUS}
+    )
 
     def record(self) -> inventory.NvlinkInfo:
         return inventory.NvlinkInfo(
@@ -211,23 +282,39 @@ class NvLinkInfoRequest(RequestModel):
         )
 
 
+class ReportedCapabilityRequest(MachineCapabilityRequest):
+    """A capability as a machine's inventory reports it (an empty device type allowed)."""
+
+    model_config = ConfigDict(json_schema_extra=capability_rules(reported=True))
+
+
+def _text(limit: int) -> WithJsonSchema:
+    return declared({"type": ["string", "null"], "maxLength": limit})
+
+
 class MachineRecordRequest(RequestModel):
-    id: str | None = None
-    hostname: str | None = None
-    serial_number: str | None = None
-    vendor: str | None = None
-    product_name: str | None = None
-    hw_sku_device_type: str | None = None
-    machine_capabilities: list[MachineCapabilityRequest] | None = None
+    model_config = required("id")
+
+    id: Annotated[str | None, declared({"type": "string", "pattern": MACHINE_ID.pattern})] = None
+    hostname: Annotated[str | None, _text(TEXT_LIMITS["hostname"])] = None
+    serial_number: Annotated[str | None, _text(TEXT_LIMITS["serialNumber"])] = None
+    vendor: Annotated[str | None, _text(TEXT_LIMITS["vendor"])] = None
+    product_name: Annotated[str | None, _text(TEXT_LIMITS["productName"])] = None
+    hw_sku_device_type: Annotated[str | None, _text(TEXT_LIMITS["hwSkuDeviceType"])] = None
+    machine_capabilities: list[ReportedCapabilityRequest] | None = None
     nv_link_info: NvLinkInfoRequest | None = Field(default=None, alias="nvLinkInfo")
 
 
 class MachineRegistrationRequest(RequestModel):
     """nico extension: ``POST /machine/registration`` (and ``nico admin machine register``)."""
 
-    site_id: str | None = None
-    instance_type_id: str | None = None
-    machines: list[MachineRecordRequest] | None = None
+    model_config = required("siteId", "machines")
+
+    site_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    instance_type_id: Annotated[str | None, declared(OPTIONAL_UUID_SCHEMA)] = None
+    machines: list[MachineRecordRequest] | None = Field(
+        default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": MAX_MACHINES}
+    )
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("siteId", uuid_problem(self.site_id))

@@ -17,6 +17,7 @@ from nico.api.schemas.common import (
     ResponseModel,
     StatusDetail,
     declared,
+    nullable,
     omit_if_empty,
     omit_if_none,
 )
@@ -32,12 +33,19 @@ class LogicalPartitionCreateRequest(RequestModel):
 
     name: Annotated[str | None, declared(NAME_SCHEMA)] = None
     # the reference sets no limit; nico's is every other resource's
-    description: Annotated[str | None, declared(DESCRIPTION_SCHEMA)] = None
+    description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
     site_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
     # nico extension: multicast groups each physical partition asks the fabric for (default 16)
     multicast_groups_limit: Annotated[
         int | None,
-        declared({"type": "integer", "minimum": 0, "maximum": MAX_MULTICAST_GROUPS_LIMIT, "multipleOf": 4}),
+        declared(
+            {
+                "type": ["integer", "null"],
+                "minimum": 0,
+                "maximum": MAX_MULTICAST_GROUPS_LIMIT,
+                "multipleOf": 4,
+            }
+        ),
     ] = None
 
     def check(self, errors: FieldErrors) -> None:
@@ -56,7 +64,7 @@ def multicast_limit_problem(value: int | None) -> str | None:
 
 
 class LogicalPartitionUpdateRequest(RequestModel):
-    name: Annotated[str | None, declared(NAME_SCHEMA)] = None
+    name: Annotated[str | None, declared(nullable(NAME_SCHEMA))] = None
     # "" is stored; null or absent leaves it as it is
     description: Annotated[str | None, declared({**DESCRIPTION_SCHEMA, "type": ["string", "null"]})] = None
 

@@ -5,11 +5,22 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import Field
 
 from nico.api.binding import FieldErrors, description_problem, hostname_problem, name_problem
-from nico.api.schemas.common import RequestModel, ResponseModel, StatusDetail, omit_if_none
+from nico.api.schemas.common import (
+    DESCRIPTION_SCHEMA,
+    NAME_SCHEMA,
+    RequestModel,
+    ResponseModel,
+    StatusDetail,
+    declared,
+    nullable,
+    omit_if_none,
+    required,
+)
 from nico.api.schemas.org import InfrastructureProviderSummary
 from nico.db.enums import SiteStatus
 from nico.db.models import InfrastructureProvider as ProviderRow
@@ -19,6 +30,16 @@ from nico.services.site import SiteView
 LOCATION_LIMIT = 256
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 NOT_BY_TENANT = "value is not configurable by Tenant"
+# binding.hostname_problem: "" or RFC 1123 labels, 253 characters at most
+_LABEL = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOSTNAME_SCHEMA = {
+    "type": ["string", "null"],
+    "maxLength": 253,
+    "pattern": f"^({_LABEL}(\\.{_LABEL})*\\.?)?$",
+}
+PLACE_SCHEMA = {"type": ["string", "null"], "maxLength": LOCATION_LIMIT}
+# place_problems: "" or an address of at most 254 characters
+EMAIL_SCHEMA = {"type": ["string", "null"], "maxLength": 254, "pattern": "^([^@\\s]+@[^@\\s]+\\.[^@\\s]+)?$"}
 
 
 class SiteCapabilities(ResponseModel):
@@ -153,13 +174,13 @@ class Site(ResponseModel):
 
 
 class LocationRequest(RequestModel):
-    city: str | None = None
-    state: str | None = None
-    country: str | None = None
+    city: Annotated[str | None, declared(PLACE_SCHEMA)] = None
+    state: Annotated[str | None, declared(PLACE_SCHEMA)] = None
+    country: Annotated[str | None, declared(PLACE_SCHEMA)] = None
 
 
 class ContactRequest(RequestModel):
-    email: str | None = None
+    email: Annotated[str | None, declared(EMAIL_SCHEMA)] = None
 
 
 class CapabilitiesRequest(RequestModel):
@@ -184,9 +205,11 @@ class CapabilitiesRequest(RequestModel):
 
 
 class SiteCreateRequest(RequestModel):
-    name: str | None = None
-    description: str | None = None
-    serial_console_hostname: str | None = None
+    model_config = required("name")
+
+    name: Annotated[str | None, declared(NAME_SCHEMA)] = None
+    description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
+    serial_console_hostname: Annotated[str | None, declared(HOSTNAME_SCHEMA)] = None
     location: LocationRequest | None = None
     contact: ContactRequest | None = None
     capabilities: CapabilitiesRequest | None = Field(
@@ -202,16 +225,24 @@ class SiteCreateRequest(RequestModel):
 
 
 class SiteUpdateRequest(RequestModel):
-    name: str | None = None
-    description: str | None = None
+    """A site update. The provider may set every field but ``isSerialConsoleSSHKeysEnabled``, which no
+    caller may set; a tenant holding the site may set none (400 ``value is not configurable by Tenant``)."""
+
+    name: Annotated[str | None, declared(nullable(NAME_SCHEMA))] = None
+    description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
     renew_registration_token: bool | None = None
-    serial_console_hostname: str | None = None
+    serial_console_hostname: Annotated[str | None, declared(HOSTNAME_SCHEMA)] = None
     is_serial_console_enabled: bool | None = None
-    serial_console_idle_timeout: int | None = None
-    serial_console_max_session_length: int | None = None
-    is_serial_console_ssh_keys_enabled: bool | None = Field(
-        default=None, alias="isSerialConsoleSSHKeysEnabled"
-    )
+    serial_console_idle_timeout: Annotated[
+        int | None, declared({"type": ["integer", "null"], "minimum": 1})
+    ] = None
+    serial_console_max_session_length: Annotated[
+        int | None, declared({"type": ["integer", "null"], "minimum": 1})
+    ] = None
+    is_serial_console_ssh_keys_enabled: Annotated[
+        bool | None,
+        declared({"type": "null", "description": "no longer configurable (update SSH Key Groups instead)"}),
+    ] = Field(default=None, alias="isSerialConsoleSSHKeysEnabled")
     location: LocationRequest | None = None
     contact: ContactRequest | None = None
     capabilities: CapabilitiesRequest | None = None

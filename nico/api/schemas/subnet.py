@@ -4,14 +4,29 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from typing import Annotated
 
 from pydantic import Field
 
 from nico.api.binding import NAME_LENGTH, FieldErrors, description_problem, uuid_problem
-from nico.api.schemas.common import RequestModel, ResponseModel, StatusDetail, omit_if_none
+from nico.api.schemas.common import (
+    DESCRIPTION_SCHEMA,
+    OPTIONAL_UUID_SCHEMA,
+    UUID_SCHEMA,
+    RequestModel,
+    ResponseModel,
+    StatusDetail,
+    declared,
+    nullable,
+    omit_if_none,
+    required,
+)
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import VpcSummary
 from nico.services.subnet import SubnetView
+
+# name_length_problem: 2..256 characters, no whitespace rule
+SUBNET_NAME_SCHEMA = {"type": "string", "minLength": 2, "maxLength": 256}
 
 
 class Subnet(ResponseModel):
@@ -66,14 +81,20 @@ class Subnet(ResponseModel):
 
 
 class SubnetCreateRequest(RequestModel):
-    name: str | None = None
-    description: str | None = None
-    vpc_id: str | None = None
-    ipv4_block_id: str | None = Field(
+    model_config = required("name", "vpcId")
+
+    name: Annotated[str | None, declared(SUBNET_NAME_SCHEMA)] = None
+    description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
+    vpc_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    ipv4_block_id: Annotated[str | None, declared(OPTIONAL_UUID_SCHEMA)] = Field(
         default=None, description="Optional in nico (no IP address management)."
     )
-    ipv6_block_id: str | None = None
-    prefix_length: int | None = Field(default=None, description="Optional in nico; 8..30 when given.")
+    ipv6_block_id: Annotated[
+        str | None, declared({"type": "null", "description": "IPv6 is not supported"})
+    ] = None
+    prefix_length: Annotated[
+        int | None, declared({"type": ["integer", "null"], "minimum": 8, "maximum": 30})
+    ] = Field(default=None, description="Optional in nico; 8..30 when given.")
     ip_block_size: int | None = None
 
     def check(self, errors: FieldErrors) -> None:
@@ -91,8 +112,8 @@ class SubnetCreateRequest(RequestModel):
 
 
 class SubnetUpdateRequest(RequestModel):
-    name: str | None = None
-    description: str | None = None
+    name: Annotated[str | None, declared(nullable(SUBNET_NAME_SCHEMA))] = None
+    description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_length_problem(self.name, required=False))

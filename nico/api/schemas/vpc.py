@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -16,7 +16,20 @@ from nico.api.binding import (
     name_problem,
     uuid_problem,
 )
-from nico.api.schemas.common import RequestModel, ResponseModel, StatusDetail, omit_if_none
+from nico.api.schemas.common import (
+    DESCRIPTION_SCHEMA,
+    LABELS_SCHEMA,
+    NAME_SCHEMA,
+    OPTIONAL_UUID_SCHEMA,
+    UUID_SCHEMA,
+    RequestModel,
+    ResponseModel,
+    StatusDetail,
+    declared,
+    nullable,
+    omit_if_none,
+    required,
+)
 from nico.api.schemas.nvlink_interface import NVLinkLogicalPartitionSummary
 from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
 from nico.api.schemas.site import SiteSummary
@@ -26,19 +39,36 @@ from nico.services.vpc import VpcView
 
 VNI_MAX = 65535
 UNSUPPORTED = "is not supported by nico"
+# a non-empty networkSecurityGroupId answers 400
+NO_NSG_SCHEMA = {
+    "type": ["string", "null"],
+    "maxLength": 0,
+    "description": f"Network Security Groups {UNSUPPORTED}",
+}
 
 
 class VpcCreateRequest(RequestModel):
-    name: str | None = None
-    description: str | None = None
-    site_id: str | None = None
-    id: str | None = None
-    network_virtualization_type: str | None = None
-    labels: dict[str, str] | None = None
-    network_security_group_id: str | None = None
-    vni: int | None = None
-    routing_profile: str | None = None
-    nv_link_logical_partition_id: str | None = None
+    model_config = required("name", "siteId")
+
+    name: Annotated[str | None, declared(NAME_SCHEMA)] = None
+    description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
+    site_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
+    id: Annotated[str | None, declared(OPTIONAL_UUID_SCHEMA)] = None
+    network_virtualization_type: Annotated[
+        str | None,
+        declared(
+            {"type": ["string", "null"], "enum": [*sorted(str(t) for t in NetworkVirtualizationType), None]}
+        ),
+    ] = None
+    labels: Annotated[dict[str, str] | None, declared(LABELS_SCHEMA)] = None
+    network_security_group_id: Annotated[str | None, declared(NO_NSG_SCHEMA)] = None
+    vni: Annotated[int | None, declared({"type": ["integer", "null"], "minimum": 0, "maximum": VNI_MAX})] = (
+        None
+    )
+    routing_profile: Annotated[
+        str | None, declared({"type": ["string", "null"], "minLength": 1, "maxLength": 64})
+    ] = None
+    nv_link_logical_partition_id: Annotated[str | None, declared(nullable(UUID_SCHEMA))] = None
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name))
@@ -61,11 +91,15 @@ class VpcCreateRequest(RequestModel):
 
 
 class VpcUpdateRequest(RequestModel):
-    name: str | None = None
-    description: str | None = None
-    labels: dict[str, str] | None = None
-    network_security_group_id: str | None = None
-    nv_link_logical_partition_id: str | None = None
+    name: Annotated[str | None, declared(nullable(NAME_SCHEMA))] = None
+    description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
+    labels: Annotated[dict[str, str] | None, declared(LABELS_SCHEMA)] = None
+    network_security_group_id: Annotated[str | None, declared(NO_NSG_SCHEMA)] = None
+    # "" clears the VPC's default partition
+    nv_link_logical_partition_id: Annotated[
+        str | None,
+        declared({"anyOf": [UUID_SCHEMA, {"type": "string", "maxLength": 0}, {"type": "null"}]}),
+    ] = None
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name, required=False))
