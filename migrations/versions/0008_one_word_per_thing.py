@@ -10,12 +10,12 @@ Revises: 0007
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
-from pathlib import Path
 from types import ModuleType
 
 from alembic import op
+
+from nico.db.migrate import sibling_revision
 
 revision: str = "0008"
 down_revision: str | None = "0007"
@@ -49,12 +49,7 @@ INDEXES = [("ix_machine_nvlink_domain_uuid", "ix_machine_domain_uuid")]
 
 def _placement_events() -> ModuleType:
     """Revision 0005, whose trigger functions name the old columns."""
-    path = next(Path(__file__).parent.glob("0005_*.py"))
-    spec = importlib.util.spec_from_file_location("nico_migration_0005", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return sibling_revision(__file__, "0005")
 
 
 def _functions(renamed: bool) -> list[str]:

@@ -25,13 +25,12 @@ Revises: 0009
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
-from pathlib import Path
-from types import ModuleType
 
 import sqlalchemy as sa
 from alembic import op
+
+from nico.db.migrate import sibling_revision
 
 revision: str = "0010"
 down_revision: str | None = "0009"
@@ -149,15 +148,6 @@ _OLD_INTERFACE_TRIGGER = (
 )
 
 
-def _revision(prefix: str) -> ModuleType:
-    path = next(Path(__file__).parent.glob(f"{prefix}_*.py"))
-    spec = importlib.util.spec_from_file_location(f"nico_migration_{prefix}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def upgrade() -> None:
     op.execute("DROP TRIGGER trg_placement_event_interface ON nvlink_interface")
     op.execute("DROP FUNCTION nico_placement_event_interface()")
@@ -192,7 +182,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    capacity = _revision("0009")
+    capacity = sibling_revision(__file__, "0009")
     for name, _, _ in _MACHINE_TRIGGERS:
         op.execute(f"DROP TRIGGER domain_capacity_collect_{name} ON machine")
     op.execute("DROP FUNCTION domain_capacity_collect()")
@@ -202,7 +192,7 @@ def downgrade() -> None:
     op.execute(capacity.FOLLOW)
     op.execute(capacity.TRIGGER)
 
-    renamed = _revision("0008")
+    renamed = sibling_revision(__file__, "0008")
     for name, _, _ in _INTERFACE_TRIGGERS:
         op.execute(f"DROP TRIGGER trg_placement_events_{name} ON nvlink_interface")
     op.execute("DROP FUNCTION nico_placement_events_of_interfaces()")

@@ -14,12 +14,11 @@ Revises: 0010
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
-from pathlib import Path
-from types import ModuleType
 
 from alembic import op
+
+from nico.db.migrate import sibling_revision
 
 revision: str = "0011"
 down_revision: str | None = "0010"
@@ -29,17 +28,8 @@ depends_on: str | Sequence[str] | None = None
 AUDIENCE_LIMIT = 7000  # bytes of payload; NOTIFY refuses 8,000 and more
 
 
-def _revision(prefix: str) -> ModuleType:
-    path = next(Path(__file__).parent.glob(f"{prefix}_*.py"))
-    spec = importlib.util.spec_from_file_location(f"nico_migration_{prefix}", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _function() -> str:
-    base = _revision("0010")
+    base = sibling_revision(__file__, "0010")
     logged = """
         WITH logged AS ({insert}
             RETURNING tenant_id, site_id)
@@ -73,5 +63,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    base = _revision("0010")
+    base = sibling_revision(__file__, "0010")
     op.execute(base.INTERFACE_EVENTS.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))

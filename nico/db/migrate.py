@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
+from types import ModuleType
 
 from alembic import command
 from alembic.config import Config
@@ -24,6 +26,17 @@ def migrations_dir() -> Path:
     if env:
         return Path(env)
     return PACKAGED if (PACKAGED / "env.py").is_file() else CHECKOUT
+
+
+def sibling_revision(beside: str, prefix: str) -> ModuleType:
+    """The revision file ``<prefix>_*.py`` in the folder of ``beside`` (a revision's ``__file__``),
+    loaded as a module: for a revision that re-creates or restores SQL an earlier one wrote."""
+    path = next(Path(beside).parent.glob(f"{prefix}_*.py"))
+    spec = importlib.util.spec_from_file_location(f"nico_migration_{prefix}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def alembic_config(url: str) -> Config:
