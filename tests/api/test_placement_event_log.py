@@ -146,13 +146,10 @@ async def test_one_statement_over_many_rows_logs_each_row_once_in_row_order(
     assert [(e.kind, e.instance_name) for e in cascaded] == [("Removed", None)] * 4
 
 
-async def test_a_statement_notifies_only_when_it_logged_events(
-    client: httpx.AsyncClient,
-    headers: dict[str, str],
-    world: f.NvlinkSite,
-    session: AsyncSession,
-    database_url: str,
+async def two_instances_in_a_partition(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
 ) -> None:
+    """A batch of two instances, every GPU bound to a new logical partition of the tenant: 8 events."""
     partition = await f.logical_partition(session, world.tenant, world.site)
     await session.commit()
     items = [{"nvLinkLogicalPartitionId": str(partition.id), "deviceInstance": i} for i in range(4)]
@@ -160,6 +157,16 @@ async def test_a_statement_notifies_only_when_it_logged_events(
         f"{BASE}/instance/batch", json=batch_body(world, count=2, nvLinkInterfaces=items), headers=headers
     )
     assert batch.status_code == 201, batch.text
+
+
+async def test_a_statement_notifies_only_when_it_logged_events(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    session: AsyncSession,
+    database_url: str,
+) -> None:
+    await two_instances_in_a_partition(client, headers, world, session)
     url = libpq_url(database_url)
     async with await psycopg.AsyncConnection.connect(url, autocommit=True) as listener:
         await listener.execute("LISTEN nico_placement")
@@ -187,9 +194,7 @@ async def test_a_notification_wakes_only_the_streams_it_names(
     """One tenant's change wakes that tenant's streams and the site's provider streams, not another
     tenant's (which used to read, find nothing and retry on every change of the site), unless that
     stream waits for events of its own to become final."""
-    partition = await f.logical_partition(session, world.tenant, world.site)
-    other = uuid.uuid4()
-    await session.commit()
+    other, bystander = uuid.uuid4(), uuid.uuid4()
     listener = PlacementListener(database_url)
     mine = await listener.acquire(Scope(tenant_id=world.tenant.id))
     theirs = await listener.acquire(Scope(tenant_id=other))
@@ -197,15 +202,11 @@ async def test_a_notification_wakes_only_the_streams_it_names(
     settling.settling = True  # its own events were announced but are not final yet
     provider_site = await listener.acquire(Scope(provider_id=uuid.uuid4(), site_id=world.site.id))
     provider_elsewhere = await listener.acquire(Scope(provider_id=uuid.uuid4(), site_id=uuid.uuid4()))
-    sentinel = await listener.acquire(Scope(tenant_id=uuid.uuid4()))
+    sentinel = await listener.acquire(Scope(tenant_id=bystander))
     try:
-        items = [{"nvLinkLogicalPartitionId": str(partition.id), "deviceInstance": i} for i in range(4)]
-        batch = await client.post(
-            f"{BASE}/instance/batch", json=batch_body(world, count=2, nvLinkInterfaces=items), headers=headers
-        )
-        assert batch.status_code == 201, batch.text
+        await two_instances_in_a_partition(client, headers, world, session)
         async with await psycopg.AsyncConnection.connect(libpq_url(database_url), autocommit=True) as c:
-            await c.execute(f"NOTIFY nico_placement, '{sentinel._tenant}:{uuid.uuid4()}'")
+            await c.execute(f"NOTIFY nico_placement, '{bystander}:{uuid.uuid4()}'")
         # Notifications arrive in commit order: once the sentinel's is in, the batch's was handled.
         assert await sentinel.wait(0, 30.0)
         assert mine.generation == 1
