@@ -145,8 +145,9 @@ async def watch(exporter: Exporter, scope_params: dict[str, str]) -> None:
         while True:
             await wake.get()  # hello (start), reset (resume too old: re-read everything) or placement
             with contextlib.suppress(TimeoutError):
-                while True:
-                    await asyncio.wait_for(wake.get(), DEBOUNCE_SECONDS)
+                while True:  # asyncio.timeout: wait_for on 3.11 can lose a Ctrl-C's cancellation
+                    async with asyncio.timeout(DEBOUNCE_SECONDS):
+                        await wake.get()
             await exporter.publish()
     finally:
         follower.cancel()

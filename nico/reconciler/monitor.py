@@ -182,8 +182,11 @@ class Reconciler:
             counting = [count_at] if self._partitions_asked else []
             timeout = min([next_full, *waiting, *counting]) - now
             self.wake.clear()
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation that arrives
+            # as the wake-up completes, and the loop (and whoever awaits the stop) would run on forever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout=max(timeout, 0.0))
+                async with asyncio.timeout(max(timeout, 0.0)):
+                    await self.wake.wait()
 
     async def _pass(self, domain: uuid.UUID) -> None:
         """One domain's pass started by :meth:`_loop`; then what comes next for it."""

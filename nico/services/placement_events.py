@@ -106,7 +106,8 @@ class Waiter:
             return True
         wake = self._wake
         try:
-            await asyncio.wait_for(wake.wait(), seconds)
+            async with asyncio.timeout(seconds):  # not wait_for: see Reconciler._loop
+                await wake.wait()
         except TimeoutError:
             return False
         return True
