@@ -1,5 +1,5 @@
-"""The executor: carries out one domain's planned operations against the fabric (removals in order, then
-the additions at once).
+"""The executor: carries out one domain's planned operations against the fabric (paired removals and
+additions in waves, the rest in order).
 
 Every call has a deadline (the backend's, and a safety net here). A failed removal blocks the
 additions that need its GPUs; an unreachable or hanging manager stops the domain at once (further
@@ -59,48 +59,119 @@ async def execute(
     call_timeout: float,
     after_call: AfterCall | None = None,
 ) -> list[Outcome]:
-    """Carry out ``operations`` and say what became of each (in their order). Removals run one by one,
-    in order; the additions after them (each on its own partition, with GPUs no other touches) run at
-    once, at most ``PARALLEL_ADDITIONS`` at a time, so a pass waits about one call for all of them.
-    ``after_call`` runs after every successful call (tests use it to stop the reconciler between a call
-    and its write-back; with it the calls run one by one)."""
+    """Carry out ``operations`` and say what became of each (in their order).
+
+    The planner pairs each addition with the removals that free its GPUs, right before it. Paired
+    units that touch no partition another unit of theirs touches run as one wave: the wave's removals
+    from one partition go as one call, removals from different partitions at once, and each addition
+    starts as soon as the removals feeding it return, all at once. So a GPU is out of every partition
+    only while its own addition is being made (the call that takes it back waits on nothing but the
+    removal that freed it), and a pass placing N instances waits about two calls, not 2N. Deletions and
+    removals of GPUs that go nowhere run one by one, in order, between waves. ``after_call`` runs after
+    every successful call (tests use it to stop the reconciler between a call and its write-back; with
+    it every call runs one by one, in the planned order)."""
     run = _Run(backend, target, metrics, call_timeout, after_call)
     outcomes: list[Outcome | None] = [None] * len(operations)
-    first_addition = next(
-        (i for i, op in enumerate(operations) if isinstance(op, AddGpus | CreatePartition)), len(operations)
-    )
-    additions = operations[first_addition:]
-    at_once = after_call is None and _independent(additions)
-    for i, op in enumerate(operations if not at_once else operations[:first_addition]):
-        outcomes[i] = await run.one(op)
-    if at_once and additions:
-        gate = asyncio.Semaphore(PARALLEL_ADDITIONS)
-
-        async def addition(i: int) -> None:
-            async with gate:
-                outcomes[i] = await run.one(operations[i])
-
-        await asyncio.gather(*(addition(i) for i in range(first_addition, len(operations))))
+    if after_call is not None:
+        for i, op in enumerate(operations):
+            outcomes[i] = await run.one(op)
+    else:
+        for step in _steps(operations):
+            if isinstance(step, int):
+                outcomes[step] = await run.one(operations[step])
+            else:
+                await _wave(run, operations, step, outcomes)
     return [o for o in outcomes if o is not None]
 
 
-PARALLEL_ADDITIONS = 8
+PARALLEL_ADDITIONS = 8  # the most additions (and removals) one wave has in flight
 
 
-def _independent(additions: list[Operation]) -> bool:
-    """Only additions, each on a partition of its own, no GPU in two of them."""
-    keys: set[str] = set()
-    gpus: set[int] = set()
-    for op in additions:
-        if not isinstance(op, AddGpus | CreatePartition):
-            return False
-        key = "name:" + op.name if isinstance(op, CreatePartition) else "ref:" + op.partition.ref
-        uids = op_gpus(op)
-        if key in keys or uids & gpus:
-            return False
-        keys.add(key)
-        gpus |= uids
-    return True
+@dataclass(frozen=True)
+class _Unit:
+    """Removals (indexes into the plan) and the addition they feed (its GPUs hold all of theirs)."""
+
+    removals: tuple[int, ...]
+    addition: int
+
+
+def _key(op: Operation) -> str:
+    """The partition an operation touches."""
+    return "name:" + op.name if isinstance(op, CreatePartition) else "ref:" + op.partition.ref
+
+
+def _steps(operations: list[Operation]) -> list[int | list[_Unit]]:
+    """The plan as steps: an operation to make alone, or a wave of paired units to make at once
+    (:func:`execute`). A unit joins the wave before it when no partition it removes from is one the
+    wave adds to, and the other way round, its addition's partition is new to the wave and the wave
+    is not full; the wave's order then changes nothing the planner's order would have done."""
+    steps: list[int | list[_Unit]] = []
+    wave: list[_Unit] = []
+    sources: set[str] = set()
+    targets: set[str] = set()
+
+    def flush() -> None:
+        nonlocal wave
+        if wave:
+            steps.append(wave)
+        wave = []
+        sources.clear()
+        targets.clear()
+
+    i = 0
+    while i < len(operations):
+        j = i
+        while j < len(operations) and isinstance(operations[j], RemoveGpus):
+            j += 1
+        addition = operations[j] if j < len(operations) else None
+        if not isinstance(addition, AddGpus | CreatePartition) or not all(
+            op_gpus(operations[k]) <= op_gpus(addition) for k in range(i, j)
+        ):
+            flush()
+            steps.append(i)  # a deletion, or a removal whose GPUs go nowhere or to a later addition
+            i += 1
+            continue
+        unit = _Unit(tuple(range(i, j)), j)
+        from_ = {_key(operations[k]) for k in unit.removals}
+        to = _key(addition)
+        if len(wave) >= PARALLEL_ADDITIONS or to in targets or to in sources or from_ & targets:
+            flush()
+        wave.append(unit)
+        sources.update(from_)
+        targets.add(to)
+        i = j + 1
+    flush()
+    return steps
+
+
+async def _wave(
+    run: _Run, operations: list[Operation], units: list[_Unit], outcomes: list[Outcome | None]
+) -> None:
+    """Make one wave (:func:`execute`): the outcome of a removal merged with others is theirs too."""
+    by_source: dict[str, list[int]] = {}
+    for unit in units:
+        for k in unit.removals:
+            by_source.setdefault(_key(operations[k]), []).append(k)
+    async with asyncio.TaskGroup() as group:
+        removals: dict[str, asyncio.Task[Outcome]] = {}
+        for key, indexes in by_source.items():
+            first = operations[indexes[0]]
+            assert isinstance(first, RemoveGpus)
+            merged = replace(first, gpu_uids=frozenset().union(*(op_gpus(operations[k]) for k in indexes)))
+            removals[key] = group.create_task(run.one(merged))
+
+        async def addition(unit: _Unit) -> None:
+            feeding = {removals[_key(operations[k])] for k in unit.removals}
+            if feeding:
+                await asyncio.wait(feeding)
+            outcomes[unit.addition] = await run.one(operations[unit.addition])
+
+        for unit in units:
+            group.create_task(addition(unit))
+    for key, indexes in by_source.items():
+        done = removals[key].result()
+        for k in indexes:
+            outcomes[k] = replace(done, op=operations[k])
 
 
 @dataclass

@@ -39,6 +39,7 @@ from nico.reconciler.monitor import Reconciler
 from nico.sim.fabric import SimDomain, SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
 from tests.support import db as testdb
+from tests.support.out_of_partition import OutJournal
 from tests.support.waiting import stop_within, wait_for
 
 pytestmark = pytest.mark.e2e
@@ -161,10 +162,11 @@ async def upgraded(tmp_path: Path) -> AsyncIterator[Upgraded]:
 
 class Journal:
     """The simulated controllers' operation log from the restart on: every partition change, with the
-    GPUs of its domain that are in no partition right after it."""
+    GPUs of its domain that are in no partition right after it; and the reconciler's change calls."""
 
     def __init__(self, fabric: SimFabric, monkeypatch: pytest.MonkeyPatch) -> None:
         self.entries: list[tuple[uuid.UUID, int, frozenset[int]]] = []
+        self.calls = OutJournal(fabric, NmxcBackend, monkeypatch)
         original = fabric._changed
 
         def changed(domain: SimDomain, partition_id: int) -> None:
@@ -179,16 +181,9 @@ class Journal:
         return {(d, p) for d, p, _ in self.entries}
 
     def longest_out(self) -> int:
-        """The most consecutive operations of one domain after which one GPU was in no partition."""
-        longest = 0
-        streak: dict[tuple[uuid.UUID, int], int] = {}
-        for domain, _, out in self.entries:
-            for key in [k for k in streak if k[0] == domain and k[1] not in out]:
-                del streak[key]
-            for gpu in out:
-                streak[(domain, gpu)] = streak.get((domain, gpu), 0) + 1
-                longest = max(longest, streak[(domain, gpu)])
-        return longest
+        """The most operations, one after another, one GPU was out of every partition for (the calls
+        of the reconciler's NMX-C backend, journaled where they are made)."""
+        return self.calls.longest_out()
 
 
 @pytest.fixture

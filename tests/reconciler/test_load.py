@@ -24,8 +24,8 @@ from nico.services import fabric_registry
 from nico.sim.inprocess import InProcessBackend
 from nico.sim.nmxm_app import NmxmSimulator
 from tests.reconciler.conftest import MakeReconciler
-from tests.reconciler.test_swap import longest_out, record_out
 from tests.support import factories as f
+from tests.support.out_of_partition import OutJournal
 from tests.support.sim_site import SimSite, place
 from tests.support.waiting import wait_for
 
@@ -140,23 +140,53 @@ async def test_additions_no_removal_feeds_run_at_once(
 async def test_gpus_leaving_the_default_are_out_of_every_partition_for_one_operation(
     session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Domain mode pairs each removal with the addition it feeds (issue 12, #6644): three instances
-    placed from the default partition, each tray out of every partition for one fabric change."""
+    """Domain mode pairs each removal with the addition it feeds (issue 12, #6644), and the executor
+    makes the pairs of one pass as a wave: three instances placed from the default partition leave it
+    in one removal, then their three partitions are created at once. Each tray is out of every
+    partition only while its own create is made: one operation."""
     backend = Counting(site.fabric, call_timeout=1.0)
     d0 = site.domains[0]
     instances = []
     for n in range(3):
         lp = await f.logical_partition(session, site.nv.tenant, site.nv.site, name=f"lp{n}")
         instances.append(await place(session, site, site.machines[d0][n], dict.fromkeys(range(4), lp)))
-    log = record_out(site, monkeypatch)
+    journal = OutJournal(site.fabric, backend, monkeypatch)
 
     result = (await make_reconciler(backend).reconcile([d0]))[d0]
 
     assert result.status == "ok"
-    assert len(log) == 6 and longest_out(log) == 1, log
+    assert journal.calls == 4 and journal.longest_out() == 1, journal.events
+    assert backend.most_in_flight == 3
     for instance in instances:
         assert await status_of(session, instance.id) == InstanceStatus.READY
     await backend.close()
+
+
+async def test_the_journal_counts_calls_made_one_after_another_not_calls_made_at_once(
+    site: SimSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The measure above can fail: two trays leaving the default one by one and then created one by
+    one leave the first out while the second's removal is made too (two operations); leaving in one
+    removal and created at once, each is out for one."""
+    for domain, made_at_once, expected in ((site.domains[0], False, 2), (site.domains[1], True, 1)):
+        sim = site.fabric.domain(domain)
+        trays = [frozenset(u for u, g in sim.gpus.items() if g.slot_id == slot) for slot in (1, 2)]
+        backend = InProcessBackend(site.fabric, call_timeout=1.0)
+        target = DomainTarget(domain, None)
+        default = next(p for p in await backend.list_partitions(target) if p.is_default)
+        journal = OutJournal(site.fabric, backend, monkeypatch)
+        if made_at_once:
+            await backend.remove_gpus(target, default, trays[0] | trays[1])
+            await asyncio.gather(*(backend.create_partition(target, f"t{n}", t) for n, t in enumerate(trays)))
+        else:
+            for tray in trays:
+                await backend.remove_gpus(target, default, tray)
+                default = next(p for p in await backend.list_partitions(target) if p.is_default)
+            for n, tray in enumerate(trays):
+                await backend.create_partition(target, f"t{n}", tray)
+        assert len(trays[0]) == len(trays[1]) == 4
+        assert journal.longest_out() == expected, journal.events
+        await backend.close()
 
 
 async def test_nmx_m_credentials_stored_while_running_are_used_from_the_next_pass(

@@ -14,34 +14,13 @@ from nico.db.models import Instance, LogicalPartition, NvlinkInterface
 from nico.reconciler.homes import tray_partition_name
 from nico.reconciler.planner import partition_name
 from nico.services.nvlink_events import desired_state_changed
-from nico.sim.fabric import SimDomain
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler
 from tests.support import factories as f
+from tests.support.out_of_partition import OutJournal
 from tests.support.sim_site import SimSite, place
 
 PASSES = 3  # the swap itself, a follow-up where a GPU had to go home first, and one to spare
-
-
-def record_out(site: SimSite, monkeypatch: pytest.MonkeyPatch) -> list[frozenset[int]]:
-    """After every partition change of the fabric, the GPUs of its domain in no partition."""
-    log: list[frozenset[int]] = []
-    original = site.fabric._changed
-
-    def changed(domain: SimDomain, partition_id: int) -> None:
-        original(domain, partition_id)
-        log.append(frozenset(set(domain.gpus) - set(domain.owner)))
-
-    monkeypatch.setattr(site.fabric, "_changed", changed)
-    return log
-
-
-def longest_out(log: list[frozenset[int]]) -> int:
-    longest, streak = 0, dict[int, int]()
-    for out in log:
-        streak = {gpu: streak.get(gpu, 0) + 1 for gpu in out}
-        longest = max([longest, *streak.values()])
-    return longest
 
 
 async def rebind(session: AsyncSession, instance: Instance, lp: LogicalPartition) -> None:
@@ -92,7 +71,7 @@ async def test_two_instances_trading_partitions_keep_every_gpu_at_most_one_opera
             if partition.name.startswith("tray_partition_") and not partition.gpu_uids:
                 site.fabric.delete_partition(d0, partition.partition_id)
     trays = {p.name for p in site.fabric.partitions(d0) if p.name.startswith("tray_partition_")}
-    log = record_out(site, monkeypatch)
+    journal = OutJournal(site.fabric, backend, monkeypatch)
 
     await rebind(session, one, b)
     await rebind(session, two, a)
@@ -111,7 +90,7 @@ async def test_two_instances_trading_partitions_keep_every_gpu_at_most_one_opera
         row = await session.get(Instance, instance.id, populate_existing=True)
         assert row is not None and row.status == InstanceStatus.READY
     assert reconciler.metrics.snapshot.without_home[d0] == 0
-    assert log and longest_out(log) == 1, log
+    assert journal.calls and journal.longest_out() == 1, journal.events
     # Where a GPU had to go home first, its tray partition was made for it.
     made = {n for n in now if n.startswith("tray_partition_")} - trays
     sim = site.fabric.domain(d0)
