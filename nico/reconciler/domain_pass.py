@@ -89,10 +89,10 @@ class ReadBacks:
         return found is not None and found[0] >= at
 
 
-# How long a domain's last health read stands for a pass that changed the fabric: such a pass (one per
-# instance created, several a second on a busy domain) does not read health again within this time, so
-# the two or three health calls and their writes do not hold the domain up for the next change. A pass
-# that changes nothing reads health always, and a health event from the fabric makes one.
+# How long a domain's last health read stands: a pass (one per instance created, several a second on a
+# busy domain, and the passes partition events bring) does not read health again within this time, so
+# the two or three health calls and their writes do not hold the domain up for the next change. A health
+# event from the fabric makes the last read old at once (and brings a pass that reads it).
 HEALTH_FRESH_SECONDS = 5.0
 
 
@@ -211,7 +211,7 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
         report = await write_back(session, state, outcome, mode)
         await session.commit()
     monitor.metrics.gpus_without_home(domain, report.gpus_without_home)
-    if not outcomes or not monitor.health_reads.fresh(domain):
+    if not monitor.health_reads.fresh(domain):
         found = await health.observe(
             conn, monitor.backend, monitor.metrics.health, domain, seen.target, observed
         )
