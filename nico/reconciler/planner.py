@@ -29,8 +29,9 @@ Pure: plain data in, plain data out, no I/O. The rules:
   home is not on the fabric (a tray wholly in tenant partitions never had its tray partition) they go
   home in this pass, which creates it, and reach their tenant partition in the next one (the
   reconciler looks again at once when a pass leaves work). Only a GPU with no home at all (slot
-  unknown, domain default gone) can still wait. The executor runs paired operations one by one; only
-  additions no removal feeds run at once.
+  unknown, domain default gone) can still wait. The order is the contract with the executor, which
+  makes consecutive independent pairs at once (:mod:`nico.reconciler.executor`): "one operation" is
+  one call of the GPU's own, not one change of the whole domain.
 """
 
 from __future__ import annotations
