@@ -52,6 +52,9 @@ class DomainResult:
     error: str | None = None
     follow_up: bool = False  # the read-back still differs from the desire: look again soon
     report: WriteBackReport | None = None
+    # The fabric partition id each completed change call touched, one entry per call (a partition the
+    # pass changed twice is here twice): the partition events those calls will bring (``echoes``).
+    changed: tuple[int, ...] = ()
 
 
 # How long a domain's last read-back stands in for the listing before a change. Only ever used to plan
@@ -217,7 +220,8 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
         )
         if found is not None:
             monitor.health_reads.store(domain)
-    return _result(monitor, state, outcome, result, again, report, still_running=seen.still_running)
+    done = _result(monitor, state, outcome, result, again, report, still_running=seen.still_running)
+    return replace(done, changed=changed_partitions(outcomes, observed))
 
 
 async def _load(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID) -> statemod.DomainState | None:
@@ -326,6 +330,21 @@ async def failed(
         await session.commit()
     monitor.metrics.domain_result(domain, error=message, partitions=None, blocked=0)
     return DomainResult(domain, "error", operations, retryable=exc.retryable, error=message)
+
+
+def changed_partitions(outcomes: list[Outcome], observed: list[FabricPartition]) -> tuple[int, ...]:
+    """The fabric partition id of each completed change call (a create's from the read-back)."""
+    ids = {p.name: p.nmx_partition_id for p in observed}
+    calls: dict[int | None, int] = {}
+    for o in outcomes:
+        if o.status != "completed" or o.call in calls:
+            continue
+        if isinstance(o.op, CreatePartition):
+            if o.op.name in ids:
+                calls[o.call] = ids[o.op.name]
+        else:
+            calls[o.call] = o.op.partition.nmx_partition_id
+    return tuple(calls.values())
 
 
 def _created(outcomes: list[Outcome]) -> frozenset[str]:

@@ -48,6 +48,7 @@ class Outcome:
     error: str | None = None
     operation_id: str | None = None  # an NMX-M operation to check on later
     retryable: bool = False
+    call: int | None = None  # which call of the execution made it (removals merged in a wave share one)
 
 
 async def execute(
@@ -187,6 +188,7 @@ class _Run:
     current: dict[str, FabricPartition] = field(default_factory=dict)  # by partition ref
     blocked: set[int] = field(default_factory=set)
     stop: str | None = None
+    calls: int = 0
 
     async def one(self, op: Operation) -> Outcome:
         if self.stop is not None:
@@ -195,6 +197,8 @@ class _Run:
         if adds and op_gpus(op) & self.blocked:
             return Outcome(op, "skipped", "needs GPUs a failed removal left in place", retryable=True)
         started = time.monotonic()
+        call = self.calls
+        self.calls += 1
         try:
             async with asyncio.timeout(self.call_timeout * 2 + 1):
                 await _call(self.backend, self.target, op, self.current)
@@ -213,6 +217,7 @@ class _Run:
                 self.blocked |= op_gpus(op)
         else:
             outcome = Outcome(op, "completed")
+        outcome = replace(outcome, call=call)
         if self.metrics is not None:
             self.metrics.operation_done(metric_operation(op), outcome.status, time.monotonic() - started)
         if outcome.status == "completed" and self.after_call is not None:

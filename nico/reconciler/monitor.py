@@ -19,6 +19,7 @@ import logging
 import math
 import time
 import uuid
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -104,9 +105,11 @@ class Reconciler:
         # Domains with a pass under way (run by _loop, each its own task within ``limit``): a request
         # for one of them waits in ``due`` and becomes one more pass when this one ends (coalesced).
         self._running: dict[uuid.UUID, asyncio.Task[None]] = {}
-        # Partition events that arrived while the domain's pass ran (latest arrival): the pass's own
-        # changes announce themselves this way. One more pass only if its read-back started earlier.
-        self._events_in_pass: dict[uuid.UUID, float] = {}
+        # Partition events that arrived while the domain's pass ran (arrival, partition id): the pass's
+        # own changes announce themselves this way. One more pass only for an event its read-back
+        # began before that is not the echo of one of its own calls.
+        self._events_in_pass: dict[uuid.UUID, list[tuple[float, int | None]]] = {}
+        self.echoes = Echoes()
         # Domains whose passes ended and whose gauge figures are still to read (one task reads them).
         self._figures_due: set[uuid.UUID] = set()
         self._figures_task: asyncio.Task[None] | None = None
@@ -192,7 +195,8 @@ class Reconciler:
         """One domain's pass started by :meth:`_loop`; then what comes next for it."""
         started = time.monotonic()
         try:
-            await self.reconcile([domain], figures=False)
+            result = (await self.reconcile([domain], figures=False))[domain]
+            self.echoes.expect(domain, result.changed)
         except Exception:
             log.exception("reconcile of domain %s failed", domain)
             self.request([domain], delay=1.0)
@@ -216,11 +220,14 @@ class Reconciler:
             await self._domain_figures(domains)
 
     def _after_events(self, domain: uuid.UUID) -> None:
-        """The partition events that arrived while the domain's pass ran: nothing more to do if the
-        pass's last listing began after the latest of them (it holds what they announce, usually the
-        pass's own changes); otherwise forget that listing and make another pass."""
-        arrived = self._events_in_pass.pop(domain, None)
-        if arrived is not None and not self.read_backs.listed_since(domain, arrived):
+        """The partition events that arrived while the domain's pass ran: nothing more to do for one
+        the pass's last listing began after (it holds what the event announces) or that echoes one of
+        the pass's own calls; for any other, forget that listing and make another pass."""
+        again = False
+        for arrived, partition in self._events_in_pass.pop(domain, []):
+            echo = self.echoes.heard(domain, partition)  # an echo is used up, covered or not
+            again = again or not (echo or self.read_backs.listed_since(domain, arrived))
+        if again:
             self.read_backs.forget(domain)
             self.request([domain], self.config.notify_debounce.total_seconds())
 
@@ -426,8 +433,12 @@ class Reconciler:
                     if event.kind == "partition" and domain in self._running:
                         # The running pass lists the domain after its changes: if that listing starts
                         # after this event, it holds the change (often the pass's own) already.
-                        self._events_in_pass[domain] = time.monotonic()
+                        self._events_in_pass.setdefault(domain, []).append(
+                            (time.monotonic(), event.nmx_partition_id)
+                        )
                         continue
+                    if event.kind == "partition" and self.echoes.heard(domain, event.nmx_partition_id):
+                        continue  # a change of nico's last pass, which its read-back holds
                     self.read_backs.forget(domain)
                     if event.kind != "partition":
                         self.health_reads.forget(domain)
@@ -533,6 +544,42 @@ class Reconciler:
             logical = await queries.logical_partition_count(conn)
         self._partitions_asked, self._partitions_counted_at = False, time.monotonic()
         self.metrics.all_figures(_figures(rows), logical_partitions=logical)
+
+
+# How long after a pass its own changes may still be announced by partition events (``Echoes``).
+ECHO_SECONDS = 2.0
+
+
+class Echoes:
+    """The partition events a domain's last passes have coming: NMX-C announces every change, nico's
+    own too, and those arrive after the pass that made them (and read them back) has often ended; each
+    would otherwise bring one more pass that lists the domain and finds nothing to do. One event per
+    completed change call of the partition it touched, expected for ``ECHO_SECONDS`` after the pass: an
+    event beyond those (a change made behind nico's back), one for another partition, one arriving
+    later, or one naming no partition brings a pass as before; the periodic full pass remains the
+    backstop for a change whose event was taken for an echo."""
+
+    def __init__(self, window: float = ECHO_SECONDS) -> None:
+        self.window = window
+        self._due: dict[uuid.UUID, tuple[float, Counter[int]]] = {}
+
+    def expect(self, domain: uuid.UUID, partitions: Iterable[int]) -> None:
+        """A pass over ``domain`` made change calls on ``partitions`` (one entry per call)."""
+        calls = Counter(partitions)
+        if not calls:
+            return
+        until, due = self._due.get(domain, (0.0, Counter[int]()))
+        if until < time.monotonic():
+            due = Counter()
+        self._due[domain] = (time.monotonic() + self.window, due + calls)
+
+    def heard(self, domain: uuid.UUID, partition: int | None) -> bool:
+        """Whether a partition event is the echo of a change nico made (and now used up)."""
+        until, due = self._due.get(domain, (0.0, Counter[int]()))
+        if partition is None or until < time.monotonic() or not due[partition]:
+            return False
+        due[partition] -= 1
+        return True
 
 
 def _figures(rows: Iterable[Any]) -> dict[uuid.UUID, DomainFigures]:

@@ -337,6 +337,64 @@ async def test_a_partition_event_after_the_read_back_began_brings_another_pass(
         await backend.close()
 
 
+class HeldEvents(InProcessBackend):
+    """The in-process backend whose partition events wait for ``gate`` before they reach the watcher."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.handling = 0
+
+    async def partition_events(self, target: DomainTarget) -> AsyncIterator[PartitionEvent]:
+        async for event in super().partition_events(target):
+            self.handling += 1
+            await self.gate.wait()
+            yield event
+            self.handling -= 1
+
+    def quiet(self, domain: uuid.UUID) -> bool:
+        return self.handling == 0 and all(q.empty() for q in self.fabric.domain(domain).subscribers)
+
+
+async def test_the_echoes_of_a_pass_s_own_calls_after_it_ended_bring_no_pass_and_a_later_change_does(
+    session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler
+) -> None:
+    """NMX-C announces nico's own changes too, often after the pass that made them has ended: one
+    event per call of the pass is its echo (no pass); a change behind nico's back to the very partition
+    it just changed, within the echo window, still brings one."""
+    backend = HeldEvents(site.fabric, call_timeout=1.0)
+    d0 = site.domains[0]
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    reconciler = make_reconciler(backend)
+    try:
+        await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp), name="one")
+        await reconciler.reconcile([d0])  # subscribes to the domain's events
+        await wait_for(
+            lambda: site.fabric.subscriber_count(d0) == 1, within=10, what="the reconciler subscribed"
+        )
+        await wait_for(lambda: backend.quiet(d0), within=10, what="the first pass's events handled")
+        reconciler.due.clear()
+        second = await place(session, site, site.machines[d0][1], dict.fromkeys(range(4), lp))
+        backend.gate.clear()  # the pass's own events reach the watcher after the pass
+        reconciler._running[d0] = asyncio.current_task()  # type: ignore[assignment]
+        await reconciler._pass(d0)
+        assert await status_of(session, second.id) == InstanceStatus.READY
+
+        backend.gate.set()
+        await wait_for(lambda: backend.quiet(d0), within=10, what="the pass's events handled")
+        assert d0 not in reconciler.due  # two calls, two echoes: nothing to look at again
+        mine = next(p.partition_id for p in site.fabric.partitions(d0) if p.name == partition_name(lp.id))
+        site.fabric.delete_partition(d0, mine)
+        await wait_for(
+            lambda: d0 in reconciler.due, within=10, what="a pass for the change behind nico's back"
+        )
+        assert not reconciler.read_backs.listed_since(d0, 0.0)  # listed afresh before any change
+    finally:
+        await reconciler.close()
+        await backend.close()
+
+
 async def test_a_pass_loads_its_domain_in_one_round_trip_as_the_bulk_load_does(
     session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler, app_context: AppContext
 ) -> None:
