@@ -55,6 +55,15 @@ class DomainResult:
     # The fabric partition id each completed change call touched, one entry per call (a partition the
     # pass changed twice is here twice): the partition events those calls will bring (``echoes``).
     changed: tuple[int, ...] = ()
+    health: HealthDue | None = None  # the domain's health is to be read now (:func:`read_health`)
+
+
+@dataclass(frozen=True)
+class HealthDue:
+    """A health read a pass leaves to be made after it: where, and the partitions it read back."""
+
+    target: DomainTarget
+    partitions: list[FabricPartition]
 
 
 # How long a domain's last read-back stands in for the listing before a change. Only ever used to plan
@@ -93,9 +102,10 @@ class ReadBacks:
 
 
 # How long a domain's last health read stands: a pass (one per instance created, several a second on a
-# busy domain, and the passes partition events bring) does not read health again within this time, so
-# the two or three health calls and their writes do not hold the domain up for the next change. A health
-# event from the fabric makes the last read old at once (and brings a pass that reads it).
+# busy domain, and the passes partition events bring) does not read health again within this time. A
+# health event from the fabric makes the last read old at once (and brings a pass that reads it). The
+# read itself (two or three calls and their writes) is made after the pass, outside the domain's lock
+# (``HealthDue``), so it never holds the domain up for the next change.
 HEALTH_FRESH_SECONDS = 5.0
 
 
@@ -214,14 +224,23 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
         report = await write_back(session, state, outcome, mode)
         await session.commit()
     monitor.metrics.gpus_without_home(domain, report.gpus_without_home)
+    due = None
     if not monitor.health_reads.fresh(domain):
-        found = await health.observe(
-            conn, monitor.backend, monitor.metrics.health, domain, seen.target, observed
-        )
-        if found is not None:
-            monitor.health_reads.store(domain)
+        monitor.health_reads.store(domain)  # taken: one read at a time; forgotten if it fails
+        due = HealthDue(seen.target, observed)
     done = _result(monitor, state, outcome, result, again, report, still_running=seen.still_running)
-    return replace(done, changed=changed_partitions(outcomes, observed))
+    return replace(done, changed=changed_partitions(outcomes, observed), health=due)
+
+
+async def read_health(engine: AsyncEngine, monitor: Monitor, domain: uuid.UUID, due: HealthDue) -> None:
+    """Read, store and export the domain's health a pass left due, on a connection of its own and
+    without the domain's lock (a pass may run meanwhile: health rows are only ever updated)."""
+    async with engine.connect() as conn:
+        found = await health.observe(
+            conn, monitor.backend, monitor.metrics.health, domain, due.target, due.partitions
+        )
+    if found is None:
+        monitor.health_reads.forget(domain)  # the next pass tries again
 
 
 async def _load(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID) -> statemod.DomainState | None:

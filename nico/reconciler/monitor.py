@@ -113,6 +113,8 @@ class Reconciler:
         # Domains whose passes ended and whose gauge figures are still to read (one task reads them).
         self._figures_due: set[uuid.UUID] = set()
         self._figures_task: asyncio.Task[None] | None = None
+        # Health reads the loop's passes left due, made beside the next passes (one per domain).
+        self._health_tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
 
     # ---- wake-ups -------------------------------------------------------------------------------
 
@@ -139,6 +141,8 @@ class Reconciler:
     async def close(self) -> None:
         """Stop watching partition events (the backend is closed by its owner)."""
         tasks = [task for _, task in self._subscriptions.values()] + list(self._running.values())
+        tasks += [task for task in self._health_tasks.values() if not task.done()]
+        self._health_tasks.clear()
         if self._figures_task is not None and not self._figures_task.done():
             tasks.append(self._figures_task)
         self._figures_task = None
@@ -195,7 +199,7 @@ class Reconciler:
         """One domain's pass started by :meth:`_loop`; then what comes next for it."""
         started = time.monotonic()
         try:
-            result = (await self.reconcile([domain], figures=False))[domain]
+            result = (await self.reconcile([domain], figures=False, health_aside=True))[domain]
             self.echoes.expect(domain, result.changed)
         except Exception:
             log.exception("reconcile of domain %s failed", domain)
@@ -261,14 +265,22 @@ class Reconciler:
     # ---- passes ---------------------------------------------------------------------------------
 
     async def reconcile(
-        self, domains: Iterable[uuid.UUID], *, figures: bool = True
+        self, domains: Iterable[uuid.UUID], *, figures: bool = True, health_aside: bool = False
     ) -> dict[uuid.UUID, DomainResult]:
-        """Reconcile the given domains now (bounded concurrency); schedule retries as needed; then
-        refresh those domains' gauge figures (``figures``; the full pass refreshes every domain's)."""
+        """Reconcile the given domains now (bounded concurrency); schedule retries as needed; read
+        the health the passes left due (before returning, or in tasks of their own: ``health_aside``,
+        the loop's way, so the domain is free for its next pass at once); then refresh those domains'
+        gauge figures (``figures``; the full pass refreshes every domain's)."""
         wanted = list(dict.fromkeys(domains))
         results = await asyncio.gather(*(self._guarded(d) for d in wanted))
         for result in results:
             self._schedule_after(result)
+        reads = [self._read_health(r.domain, r.health) for r in results if r.health is not None]
+        if health_aside:
+            for domain, read in zip((r.domain for r in results if r.health is not None), reads, strict=True):
+                self._health_tasks[domain] = asyncio.create_task(read, name=f"nvlink-health-{domain}")
+        elif reads:
+            await asyncio.gather(*reads)
         reports = [r.report for r in results if r.report is not None]
         snap = self.metrics.snapshot
         snap.machine_status_updates = sum(r.machines_updated for r in reports)
@@ -320,6 +332,16 @@ class Reconciler:
             self.request([result.domain], delay)
         elif result.follow_up:
             self.request([result.domain], 0.0 if not result.failed else 0.5)
+
+    async def _read_health(self, domain: uuid.UUID, due: domain_pass.HealthDue) -> None:
+        try:
+            await domain_pass.read_health(self.engine, self, domain, due)
+        except Exception as exc:  # a database failure: the next pass reads again
+            log.warning("health of domain %s not recorded: %s", domain, exc)
+            self.health_reads.forget(domain)
+        finally:
+            if self._health_tasks.get(domain) is asyncio.current_task():
+                del self._health_tasks[domain]
 
     async def _guarded(self, domain: uuid.UUID) -> DomainResult:
         async with self.limit:

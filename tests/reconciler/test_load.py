@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.context import AppContext
@@ -248,6 +248,55 @@ async def test_a_pass_reads_health_only_when_the_last_read_is_old(
     assert backend.health_reads == 3
     await reconciler.close()
     await backend.close()
+
+
+class SlowHealth(InProcessBackend):
+    """The in-process backend whose health read (the GPU inventory) waits for ``gate``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gate = asyncio.Event()
+        self.waiting = 0
+
+    async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
+        self.waiting += 1
+        await self.gate.wait()
+        self.waiting -= 1
+        return await super().list_gpus(target)
+
+
+async def test_the_loop_s_pass_reads_health_after_it_ends_without_holding_the_domain(
+    session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler
+) -> None:
+    backend = SlowHealth(site.fabric, call_timeout=5.0)
+    d0 = site.domains[0]
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    reconciler = make_reconciler(backend)
+    try:
+        first = await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp), name="one")
+        reconciler._running[d0] = asyncio.current_task()  # type: ignore[assignment]
+        async with asyncio.timeout(10):  # a pass that read health itself would wait for the gate
+            await reconciler._pass(d0)  # as the loop runs it
+
+        assert await status_of(session, first.id) == InstanceStatus.READY
+        assert d0 not in reconciler._running and backend.waiting == 1  # free, its health still being read
+        second = await place(session, site, site.machines[d0][1], dict.fromkeys(range(4), lp), name="two")
+        assert (await reconciler.reconcile([d0]))[d0].status == "ok"  # the next pass does not wait
+        assert await status_of(session, second.id) == InstanceStatus.READY
+        assert backend.waiting == 1  # and reads no health of its own meanwhile
+
+        backend.gate.set()
+        await wait_for(lambda: not reconciler._health_tasks, within=10, what="the health read")
+        async with reconciler.engine.connect() as conn:
+            recorded = await conn.scalar(
+                select(func.count())
+                .select_from(Gpu)
+                .where(Gpu.health.is_not(None), Gpu.machine_id.in_([m.id for m in site.machines[d0]]))
+            )
+        assert recorded == 4 * len(site.machines[d0])
+    finally:
+        await reconciler.close()
+        await backend.close()
 
 
 class EventsFirst(InProcessBackend):
