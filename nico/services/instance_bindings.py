@@ -96,6 +96,7 @@ async def replace_bindings(session: AsyncSession, row: Instance, items: list[Bin
     for binding in live:
         binding.status = NvLinkInterfaceStatus.DELETING
     await session.flush()  # the live-GPU unique index must see the old bindings go first
+    placed = await queries.machine_domain_of(session, row.id)
     new = [
         NvlinkInterface(
             id=uuid.uuid4(),
@@ -104,6 +105,7 @@ async def replace_bindings(session: AsyncSession, row: Instance, items: list[Bin
             site_id=row.site_id,
             device_instance=item.device_instance,
             status=NvLinkInterfaceStatus.PENDING,
+            placed_domain_uuid=placed,
         )
         for item in items
     ]

@@ -22,6 +22,7 @@ from nico.db.models import (
     NvlinkInterface,
     PhysicalPartition,
 )
+from nico.db.queries import assignment
 from tests.api.conftest import BASE, error, instance_body
 from tests.support import factories as f
 from tests.support.auth import bearer
@@ -495,6 +496,41 @@ async def test_placement_prefers_the_partitions_domain_then_best_fit(
         )
     ).json()
     assert domain_of[inst["machineId"]] == away
+
+
+async def test_bindings_record_their_machine_s_domain_where_placement_finds_their_partition(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    """A binding made by a create or by a PATCH carries its machine's domain (migration 0012); the
+    API's ``nvLinkDomainId`` stays null until the fabric holds it. Placement finds where a partition
+    is about to be from those domains: a partition a PATCH moved onto an instance is present in that
+    instance's domain, and only there."""
+    domain_of = {m.id: m.domain_uuid for m in world.machines}
+    first, second = await lp(session, world, "first"), await lp(session, world, "second")
+    made = (
+        await client.post(
+            PATH, json=instance_body(world, name="made", nvLinkInterfaces=items(first, 0, 1)), headers=headers
+        )
+    ).json()
+    home = domain_of[made["machineId"]]
+    assert [b["nvLinkDomainId"] for b in made["nvLinkInterfaces"]] == [None, None]
+    assert await assignment.partition_domains(session, {first}) == (frozenset({home}), {first: 16})
+    assert (await assignment.partition_domains(session, {second}))[0] == frozenset()
+
+    patched = await client.patch(
+        f"{PATH}/{made['id']}", json={"nvLinkInterfaces": items(second, 0)}, headers=headers
+    )
+
+    assert patched.status_code == 200, patched.text
+    placed = await session.scalars(
+        select(NvlinkInterface.placed_domain_uuid).where(
+            NvlinkInterface.instance_id == uuid.UUID(made["id"]),
+            NvlinkInterface.logical_partition_id == second,
+        )
+    )
+    assert list(placed) == [home]
+    assert (await assignment.partition_domains(session, {second}))[0] == frozenset({home})
+    assert (await assignment.partition_domains(session, {first}))[0] == frozenset()  # Deleting now
 
 
 async def test_best_fit_keeps_whole_domains_free(

@@ -30,7 +30,7 @@ from nico.config import NvLinkConfig
 from nico.db.engine import libpq_url, make_engine
 from nico.db.enums import InstanceStatus
 from nico.db.migrate import head_revision
-from nico.db.models import Gpu, Instance, Machine, NvlinkNmxcEndpoint
+from nico.db.models import Gpu, Instance, Machine, NvlinkInterface, NvlinkNmxcEndpoint
 from nico.fabric.backend import DEFAULT_PARTITION_ID
 from nico.fabric.nmxc.client import NmxcBackend
 from nico.reconciler.homes import home_names
@@ -239,6 +239,15 @@ async def test_an_upgrade_tears_down_no_partition_and_keeps_every_instance_ready
     before = await statuses(upgraded.engine)
     assert before.pop(deleted) == InstanceStatus.TERMINATING  # the delete the old release left to do
     assert len(before) == 26 and set(before.values()) == {InstanceStatus.READY}
+    async with upgraded.engine.connect() as conn:  # 0012 gave every binding its machine's domain
+        placed = (
+            await conn.execute(
+                select(NvlinkInterface.placed_domain_uuid, Machine.domain_uuid).join(
+                    Machine, Machine.instance_id == NvlinkInterface.instance_id
+                )
+            )
+        ).all()
+    assert placed and all(p == d and d is not None for p, d in placed)
     lps = made()["logical_partitions"]
     assert isinstance(lps, dict)
     tenant = {k for k in upgraded.before_identities if "/nico-" in k}

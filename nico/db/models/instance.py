@@ -83,7 +83,8 @@ class NvlinkInterface(Base):
     """Binding of one instance GPU (``device_instance`` = device_id - 1) to one logical partition.
 
     A GPU has at most one live (non-``Deleting``) binding; ``domain_uuid`` and ``gpu_uid``
-    are filled by the reconciler when it has seen the binding realised on the fabric.
+    are filled by the reconciler when it has seen the binding realised on the fabric;
+    ``placed_domain_uuid`` when the binding is made.
     """
 
     __tablename__ = "nvlink_interface"
@@ -98,11 +99,13 @@ class NvlinkInterface(Base):
             unique=True,
             postgresql_where=text("status <> 'Deleting'"),
         ),
-        # Bindings the fabric does not hold yet, by partition: few at any time however large the
-        # partition, so placement finds where a partition is about to be without scanning it all.
+        # Bindings the fabric does not hold yet, by partition and placed domain: placement finds the
+        # domains where a partition is about to be with a skip scan, one probe per domain, however
+        # many such bindings there are (migration 0012).
         Index(
             "ix_nvlink_interface_unsettled",
             "logical_partition_id",
+            "placed_domain_uuid",
             postgresql_where=text("status IN ('Pending', 'Provisioning', 'Error')"),
         ),
     )
@@ -119,6 +122,9 @@ class NvlinkInterface(Base):
     status: Mapped[str] = mapped_column(String(32), default=NvLinkInterfaceStatus.PENDING)
     domain_uuid: Mapped[uuid.UUID | None]
     gpu_uid: Mapped[int | None] = mapped_column(GpuUid)
+    # The domain of the instance's machine when the binding was made (placement's view; ``domain_uuid``
+    # is the fabric's, set when Ready): where the partition is about to be, for placement.
+    placed_domain_uuid: Mapped[uuid.UUID | None]
     created_by: Mapped[str | None] = mapped_column(String(256))
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()

@@ -172,7 +172,7 @@ WITH new AS (
     FROM unnest(%(machines)b::text[], %(ids)b::uuid[]) AS u(machine_id, instance_id)
     WHERE machine.id = u.machine_id
       AND machine.id = ANY(%(machines)b::text[])  -- by the key, whatever the statistics say
-    RETURNING machine.id, machine.instance_id
+    RETURNING machine.id, machine.instance_id, machine.domain_uuid
 ), history AS (
     INSERT INTO status_detail (instance_id, status, message, created, updated)
     SELECT u.instance_id, u.status, u.message, clock_timestamp(), clock_timestamp()
@@ -190,11 +190,12 @@ WITH new AS (
     RETURNING id, instance_id, subnet_id, is_physical, status, created, updated
 ), bindings AS (
     INSERT INTO nvlink_interface (id, instance_id, logical_partition_id, site_id, device_instance, device,
-                                  status, created_by, created, updated)
+                                  status, created_by, placed_domain_uuid, created, updated)
     SELECT gen_random_uuid(), u.instance_id, u.partition_id, %(site)s, u.device_instance, u.device, 'Pending',
-           %(by)s, clock_timestamp(), clock_timestamp()
+           %(by)s, a.domain_uuid, clock_timestamp(), clock_timestamp()
     FROM unnest(%(b_ids)b::uuid[], %(b_partitions)b::uuid[], %(b_devices)b::int[], %(b_names)b::text[])
          WITH ORDINALITY AS u(instance_id, partition_id, device_instance, device, n)
+    LEFT JOIN assigned a ON a.instance_id = u.instance_id  -- the machine's domain, as placed
     ORDER BY u.n
     RETURNING id, instance_id, logical_partition_id, domain_uuid, device_instance, gpu_uid, status, created,
               updated
@@ -520,3 +521,11 @@ INSTANCE_ORDER: dict[str, Any] = {
     "has_infiniband": Instance.created,
     "network_security_group.name": Instance.created,
 }
+
+
+async def machine_domain_of(session: AsyncSession, instance_id: uuid.UUID) -> uuid.UUID | None:
+    """The NVLink domain of the instance's machine (None: no machine, or one without a domain)."""
+    found: uuid.UUID | None = await session.scalar(
+        select(Machine.domain_uuid).where(Machine.instance_id == instance_id)
+    )
+    return found
