@@ -20,7 +20,7 @@ and the load average.
 
     python benchmarks/convergence_bench.py [--racks 16] [--tenants 1,16] [--per-tenant 7]
         [--baseline-instances 30] [--backend nmxc|nmxm] [--fabric-latency 0.02]
-        [--observe events|poll|both] [--poll 0.01] [--reconciler in-serve|own-process]
+        [--observe events|poll|both] [--poll 0.01] [--reconciler in-serve|own-process] [--workers 1]
 """
 
 from __future__ import annotations
@@ -365,8 +365,11 @@ def cpu_seconds(nico: list[int], data: Path) -> dict[str, float]:
     totals = {"nico": 0.0, "postgres": 0.0}
     for pid in nico:
         with contextlib.suppress(psutil.Error):
-            times = psutil.Process(pid).cpu_times()
-            totals["nico"] += times.user + times.system
+            root = psutil.Process(pid)
+            for each in [root, *root.children(recursive=True)]:  # API workers (--workers)
+                with contextlib.suppress(psutil.Error):
+                    times = each.cpu_times()
+                    totals["nico"] += times.user + times.system
     for proc in psutil.process_iter(["name", "cmdline"]):
         if (proc.info["name"] or "").startswith("postgres") and str(data) in " ".join(
             proc.info["cmdline"] or []
@@ -429,6 +432,8 @@ async def run(args: argparse.Namespace) -> None:
     serve = ["serve", "--port", str(port)]
     if args.reconciler == "own-process":
         serve.append("--no-reconciler")
+    if args.workers > 1:
+        serve += ["--workers", str(args.workers), "--metrics-port", "0"]
     server = await asyncio.create_subprocess_exec(sys.executable, "-m", "nico.cli", *serve, env=env)
     reconciler = None
     if args.reconciler == "own-process":
@@ -461,7 +466,8 @@ async def run(args: argparse.Namespace) -> None:
             load_after = os.getloadavg()
         print(
             f"{args.backend} backend, {args.racks} racks, "
-            f"{args.fabric_latency * 1000:.0f} ms per fabric call, reconciler {args.reconciler}; "
+            f"{args.fabric_latency * 1000:.0f} ms per fabric call, reconciler {args.reconciler}, "
+            f"{args.workers} API worker(s); "
             f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
             f"({os.cpu_count()} cores)"
         )
@@ -513,6 +519,9 @@ def main() -> None:
         choices=["in-serve", "own-process"],
         default="in-serve",
         help="the reconciler inside `nico serve`, or `nico serve --no-reconciler` beside `nico reconcile`",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="`nico serve --workers`: API processes beside the reconciler's"
     )
     parser.add_argument("--fabric-host", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
