@@ -52,9 +52,10 @@ class DomainResult:
     error: str | None = None
     follow_up: bool = False  # the read-back still differs from the desire: look again soon
     report: WriteBackReport | None = None
-    # The fabric partition id each completed change call touched, one entry per call (a partition the
-    # pass changed twice is here twice): the partition events those calls will bring (``echoes``).
-    changed: tuple[int, ...] = ()
+    # The fabric partition id each completed change call touched and when it ended, one entry per call
+    # (a partition the pass changed twice is here twice): the partition events those calls will bring
+    # (``monitor.Echoes``).
+    changed: tuple[tuple[int, float], ...] = ()
     health: HealthDue | None = None  # the domain's health is to be read now (:func:`read_health`)
 
 
@@ -351,18 +352,21 @@ async def failed(
     return DomainResult(domain, "error", operations, retryable=exc.retryable, error=message)
 
 
-def changed_partitions(outcomes: list[Outcome], observed: list[FabricPartition]) -> tuple[int, ...]:
-    """The fabric partition id of each completed change call (a create's from the read-back)."""
+def changed_partitions(
+    outcomes: list[Outcome], observed: list[FabricPartition]
+) -> tuple[tuple[int, float], ...]:
+    """The fabric partition id of each completed change call (a create's from the read-back) and when
+    the call ended."""
     ids = {p.name: p.nmx_partition_id for p in observed}
-    calls: dict[int | None, int] = {}
+    calls: dict[int | None, tuple[int, float]] = {}
     for o in outcomes:
-        if o.status != "completed" or o.call in calls:
+        if o.status != "completed" or o.call in calls or o.done_at is None:
             continue
         if isinstance(o.op, CreatePartition):
             if o.op.name in ids:
-                calls[o.call] = ids[o.op.name]
+                calls[o.call] = (ids[o.op.name], o.done_at)
         else:
-            calls[o.call] = o.op.partition.nmx_partition_id
+            calls[o.call] = (o.op.partition.nmx_partition_id, o.done_at)
     return tuple(calls.values())
 
 

@@ -49,6 +49,7 @@ class Outcome:
     operation_id: str | None = None  # an NMX-M operation to check on later
     retryable: bool = False
     call: int | None = None  # which call of the execution made it (removals merged in a wave share one)
+    done_at: float | None = None  # when the call ended (time.monotonic())
 
 
 async def execute(
@@ -217,7 +218,7 @@ class _Run:
                 self.blocked |= op_gpus(op)
         else:
             outcome = Outcome(op, "completed")
-        outcome = replace(outcome, call=call)
+        outcome = replace(outcome, call=call, done_at=time.monotonic())
         if self.metrics is not None:
             self.metrics.operation_done(metric_operation(op), outcome.status, time.monotonic() - started)
         if outcome.status == "completed" and self.after_call is not None:

@@ -200,6 +200,7 @@ class Reconciler:
         started = time.monotonic()
         try:
             result = (await self.reconcile([domain], figures=False, health_aside=True))[domain]
+            # Only the loop's passes expect echoes: events during them wait for _after_events.
             self.echoes.expect(domain, result.changed)
         except Exception:
             log.exception("reconcile of domain %s failed", domain)
@@ -452,6 +453,7 @@ class Reconciler:
                 async for event in self.backend.partition_events(target):
                     backoff = 1.0
                     domain = event.domain_uuid
+                    self.echoes.listening(domain, fresh=event.kind == "resync")
                     if event.kind == "partition" and domain in self._running:
                         # The running pass lists the domain after its changes: if that listing starts
                         # after this event, it holds the change (often the pass's own) already.
@@ -469,6 +471,8 @@ class Reconciler:
                 raise
             except Exception as exc:
                 log.debug("partition events of %s stopped: %s", target.domain_uuid, exc)
+            finally:
+                self.echoes.deaf(target.domain_uuid)  # a new stream proves itself again
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 30.0)
 
@@ -569,31 +573,51 @@ class Reconciler:
 
 
 # How long after a pass its own changes may still be announced by partition events (``Echoes``).
-ECHO_SECONDS = 2.0
+ECHO_SECONDS = 1.0
 
 
 class Echoes:
     """The partition events a domain's last passes have coming: NMX-C announces every change, nico's
     own too, and those arrive after the pass that made them (and read them back) has often ended; each
-    would otherwise bring one more pass that lists the domain and finds nothing to do. One event per
-    completed change call of the partition it touched, expected for ``ECHO_SECONDS`` after the pass: an
-    event beyond those (a change made behind nico's back), one for another partition, one arriving
-    later, or one naming no partition brings a pass as before; the periodic full pass remains the
-    backstop for a change whose event was taken for an echo."""
+    would otherwise bring one more pass that lists the domain and finds nothing to do.
+
+    One event per completed change call of the partition it touched is expected for ``ECHO_SECONDS``
+    after the pass, for the calls that completed while the domain's event stream was known to be live
+    (it had delivered an event before they completed: a change made before the stream was open is
+    never announced, and its echo must not stand in for another). An event beyond those (a change made
+    behind nico's back), one for another partition, one arriving later, or one naming no partition
+    brings a pass as before; the periodic full pass remains the backstop for a change whose event was
+    taken for an echo."""
 
     def __init__(self, window: float = ECHO_SECONDS) -> None:
         self.window = window
         self._due: dict[uuid.UUID, tuple[float, Counter[int]]] = {}
+        self._live_since: dict[uuid.UUID, float] = {}
 
-    def expect(self, domain: uuid.UUID, partitions: Iterable[int]) -> None:
-        """A pass over ``domain`` made change calls on ``partitions`` (one entry per call)."""
-        calls = Counter(partitions)
-        if not calls:
+    def listening(self, domain: uuid.UUID, *, fresh: bool = False) -> None:
+        """The domain's event stream delivered an event (``fresh``: on a stream opened anew, whose
+        predecessor's events may be lost)."""
+        if fresh:
+            self.deaf(domain)
+        self._live_since.setdefault(domain, time.monotonic())
+
+    def deaf(self, domain: uuid.UUID) -> None:
+        """The domain's event stream ended: no echo is expected until a new one proves itself."""
+        self._live_since.pop(domain, None)
+        self._due.pop(domain, None)
+
+    def expect(self, domain: uuid.UUID, calls: Iterable[tuple[int, float]]) -> None:
+        """A pass over ``domain`` completed change calls: (partition touched, when), one per call."""
+        since = self._live_since.get(domain)
+        if since is None:
+            return
+        heard = Counter(partition for partition, done in calls if done > since)
+        if not heard:
             return
         until, due = self._due.get(domain, (0.0, Counter[int]()))
         if until < time.monotonic():
             due = Counter()
-        self._due[domain] = (time.monotonic() + self.window, due + calls)
+        self._due[domain] = (time.monotonic() + self.window, due + heard)
 
     def heard(self, domain: uuid.UUID, partition: int | None) -> bool:
         """Whether a partition event is the echo of a change nico made (and now used up)."""
