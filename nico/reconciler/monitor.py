@@ -113,8 +113,8 @@ class Reconciler:
         # Domains whose passes ended and whose gauge figures are still to read (one task reads them).
         self._figures_due: set[uuid.UUID] = set()
         self._figures_task: asyncio.Task[None] | None = None
-        # Health reads the loop's passes left due, made beside the next passes (one per domain).
-        self._health_tasks: dict[uuid.UUID, asyncio.Task[None]] = {}
+        # Health reads the loop's passes left due, made beside the next passes.
+        self._health_tasks: set[asyncio.Task[None]] = set()
 
     # ---- wake-ups -------------------------------------------------------------------------------
 
@@ -141,7 +141,7 @@ class Reconciler:
     async def close(self) -> None:
         """Stop watching partition events (the backend is closed by its owner)."""
         tasks = [task for _, task in self._subscriptions.values()] + list(self._running.values())
-        tasks += [task for task in self._health_tasks.values() if not task.done()]
+        tasks += [task for task in self._health_tasks if not task.done()]
         self._health_tasks.clear()
         if self._figures_task is not None and not self._figures_task.done():
             tasks.append(self._figures_task)
@@ -278,8 +278,10 @@ class Reconciler:
             self._schedule_after(result)
         reads = [self._read_health(r.domain, r.health) for r in results if r.health is not None]
         if health_aside:
-            for domain, read in zip((r.domain for r in results if r.health is not None), reads, strict=True):
-                self._health_tasks[domain] = asyncio.create_task(read, name=f"nvlink-health-{domain}")
+            for read in reads:
+                task = asyncio.create_task(read, name="nvlink-health")
+                self._health_tasks.add(task)
+                task.add_done_callback(self._health_tasks.discard)
         elif reads:
             await asyncio.gather(*reads)
         reports = [r.report for r in results if r.report is not None]
@@ -340,9 +342,6 @@ class Reconciler:
         except Exception as exc:  # a database failure: the next pass reads again
             log.warning("health of domain %s not recorded: %s", domain, exc)
             self.health_reads.forget(domain)
-        finally:
-            if self._health_tasks.get(domain) is asyncio.current_task():
-                del self._health_tasks[domain]
 
     async def _guarded(self, domain: uuid.UUID) -> DomainResult:
         async with self.limit:
