@@ -1,6 +1,7 @@
 """The fabric call pattern under load (issue 15): the last read-back stands in for the list before a
-change, additions no removal feeds run at once (the others right after the removal feeding them), and
-NMX-M credentials stored while the reconciler runs are used from the next pass."""
+change, paired moves run as waves (additions at once, each right after the removal feeding it), the
+echoes of a pass's own calls bring no pass, health is read beside the pass, and NMX-M credentials
+stored while the reconciler runs are used from the next pass."""
 
 from __future__ import annotations
 
@@ -113,8 +114,9 @@ async def test_additions_no_removal_feeds_run_at_once(
     session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler
 ) -> None:
     """Additions whose GPUs are in no partition (a pass cut short after their removal from the default
-    left them there) run at once. (Additions that a removal feeds run right after it, one by one, so
-    that no GPU is out of every partition for more than one operation: the next test.)"""
+    left them there) run at once. (Additions that a removal feeds run right after it, the pairs of a
+    pass at once, so that no GPU is out of every partition for more than one operation: the next
+    test.)"""
     backend = Counting(site.fabric, call_timeout=1.0)
     d0 = site.domains[0]
     instances = []
