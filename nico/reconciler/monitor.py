@@ -600,6 +600,10 @@ class Echoes:
             self.deaf(domain)
         self._live_since.setdefault(domain, time.monotonic())
 
+    def live(self, domain: uuid.UUID) -> bool:
+        """Whether the domain's event stream has delivered an event (echoes are owed from then on)."""
+        return domain in self._live_since
+
     def deaf(self, domain: uuid.UUID) -> None:
         """The domain's event stream ended: no echo is expected until a new one proves itself."""
         self._live_since.pop(domain, None)

@@ -424,6 +424,11 @@ async def test_the_echoes_of_a_pass_s_own_calls_after_it_ended_bring_no_pass_and
         await wait_for(
             lambda: site.fabric.subscriber_count(d0) == 1, within=10, what="the reconciler subscribed"
         )
+        # The stream has delivered an event (echoes are owed only for calls made after one): a
+        # health change, in case the first pass's calls came before the stream opened.
+        gpu = next(iter(site.fabric.domain(d0).gpus))
+        site.fabric.set_gpu_health(gpu, "DEGRADED")
+        await wait_for(lambda: reconciler.echoes.live(d0), within=10, what="an event delivered")
         await wait_for(lambda: backend.quiet(d0), within=10, what="the first pass's events handled")
         reconciler.due.clear()
         second = await place(session, site, site.machines[d0][1], dict.fromkeys(range(4), lp))
