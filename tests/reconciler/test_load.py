@@ -281,7 +281,8 @@ async def test_the_loop_s_pass_reads_health_after_it_ends_without_holding_the_do
             await reconciler._pass(d0)  # as the loop runs it
 
         assert await status_of(session, first.id) == InstanceStatus.READY
-        assert d0 not in reconciler._running and backend.waiting == 1  # free, its health still being read
+        assert d0 not in reconciler._running  # free, while its health is read beside it:
+        await wait_for(lambda: backend.waiting == 1, within=10, what="the health read under way")
         second = await place(session, site, site.machines[d0][1], dict.fromkeys(range(4), lp), name="two")
         assert (await reconciler.reconcile([d0]))[d0].status == "ok"  # the next pass does not wait
         assert await status_of(session, second.id) == InstanceStatus.READY
