@@ -212,14 +212,21 @@ async def test_nmx_m_credentials_stored_while_running_are_used_from_the_next_pas
 
 
 class HealthCounting(InProcessBackend):
-    """The in-process backend, counting health reads (the GPU inventory with its health)."""
+    """The in-process backend, counting health reads (the GPU inventory with its health); each read
+    waits for ``gate`` (open unless a test closes it), and ``waiting`` counts the reads held there."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.health_reads = 0
+        self.waiting = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
 
     async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
         self.health_reads += 1
+        self.waiting += 1
+        await self.gate.wait()
+        self.waiting -= 1
         return await super().list_gpus(target)
 
 
@@ -252,25 +259,11 @@ async def test_a_pass_reads_health_only_when_the_last_read_is_old(
     await backend.close()
 
 
-class SlowHealth(InProcessBackend):
-    """The in-process backend whose health read (the GPU inventory) waits for ``gate``."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.gate = asyncio.Event()
-        self.waiting = 0
-
-    async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
-        self.waiting += 1
-        await self.gate.wait()
-        self.waiting -= 1
-        return await super().list_gpus(target)
-
-
 async def test_the_loop_s_pass_reads_health_after_it_ends_without_holding_the_domain(
     session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler
 ) -> None:
-    backend = SlowHealth(site.fabric, call_timeout=5.0)
+    backend = HealthCounting(site.fabric, call_timeout=5.0)
+    backend.gate.clear()
     d0 = site.domains[0]
     lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
     reconciler = make_reconciler(backend)
@@ -304,17 +297,21 @@ async def test_the_loop_s_pass_reads_health_after_it_ends_without_holding_the_do
 
 class EventsFirst(InProcessBackend):
     """The in-process backend whose read-back after a change waits (when ``hold``) until the change's
-    partition events have been handled by the reconciler watching them."""
+    partition events have been handled by the reconciler watching them, and whose partition events
+    wait for ``gate`` (open unless a test closes it) before they reach the watcher."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.hold = False
         self.handling = 0
         self.listings = 0
+        self.gate = asyncio.Event()
+        self.gate.set()
 
     async def partition_events(self, target: DomainTarget) -> AsyncIterator[PartitionEvent]:
         async for event in super().partition_events(target):
             self.handling += 1
+            await self.gate.wait()
             yield event
             self.handling -= 1  # the consumer asks for the next one: this one is handled
 
@@ -389,33 +386,13 @@ async def test_a_partition_event_after_the_read_back_began_brings_another_pass(
         await backend.close()
 
 
-class HeldEvents(InProcessBackend):
-    """The in-process backend whose partition events wait for ``gate`` before they reach the watcher."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.gate = asyncio.Event()
-        self.gate.set()
-        self.handling = 0
-
-    async def partition_events(self, target: DomainTarget) -> AsyncIterator[PartitionEvent]:
-        async for event in super().partition_events(target):
-            self.handling += 1
-            await self.gate.wait()
-            yield event
-            self.handling -= 1
-
-    def quiet(self, domain: uuid.UUID) -> bool:
-        return self.handling == 0 and all(q.empty() for q in self.fabric.domain(domain).subscribers)
-
-
 async def test_the_echoes_of_a_pass_s_own_calls_after_it_ended_bring_no_pass_and_a_later_change_does(
     session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler
 ) -> None:
     """NMX-C announces nico's own changes too, often after the pass that made them has ended: one
     event per call of the pass is its echo (no pass); a change behind nico's back to the very partition
     it just changed, within the echo window, still brings one."""
-    backend = HeldEvents(site.fabric, call_timeout=1.0)
+    backend = EventsFirst(site.fabric, call_timeout=1.0)
     d0 = site.domains[0]
     lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
     reconciler = make_reconciler(backend)
