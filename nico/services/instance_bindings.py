@@ -96,7 +96,7 @@ async def replace_bindings(session: AsyncSession, row: Instance, items: list[Bin
     for binding in live:
         binding.status = NvLinkInterfaceStatus.DELETING
     await session.flush()  # the live-GPU unique index must see the old bindings go first
-    placed = await queries.machine_domain_of(session, row.id)
+    placed = machine.domain_uuid if machine is not None else None
     new = [
         NvlinkInterface(
             id=uuid.uuid4(),

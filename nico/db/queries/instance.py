@@ -521,11 +521,3 @@ INSTANCE_ORDER: dict[str, Any] = {
     "has_infiniband": Instance.created,
     "network_security_group.name": Instance.created,
 }
-
-
-async def machine_domain_of(session: AsyncSession, instance_id: uuid.UUID) -> uuid.UUID | None:
-    """The NVLink domain of the instance's machine (None: no machine, or one without a domain)."""
-    found: uuid.UUID | None = await session.scalar(
-        select(Machine.domain_uuid).where(Machine.instance_id == instance_id)
-    )
-    return found
