@@ -357,12 +357,17 @@ class FabricProcess:
             await self.process.wait()
 
 
-def cpu_seconds(nico: list[int], data: Path) -> dict[str, float]:
-    """CPU seconds used so far by nico's processes and by this run's PostgreSQL (its postmaster, found
-    by its data directory, and the backends under it)."""
+def cpu_seconds(nico: list[int], data: Path, fabric: int) -> dict[str, float]:
+    """CPU seconds used so far by nico's processes, by this run's PostgreSQL (its postmaster, found
+    by its data directory, and the backends under it), by the simulated fabric and by the tenants (this
+    process): the last two share the machine with the first two."""
     import psutil
 
-    totals = {"nico": 0.0, "postgres": 0.0}
+    totals = {"nico": 0.0, "postgres": 0.0, "fabric": 0.0, "tenants": 0.0}
+    for key, pid in (("fabric", fabric), ("tenants", os.getpid())):
+        with contextlib.suppress(psutil.Error):
+            times = psutil.Process(pid).cpu_times()
+            totals[key] = times.user + times.system
     for pid in nico:
         with contextlib.suppress(psutil.Error):
             root = psutil.Process(pid)
@@ -444,7 +449,7 @@ async def run(args: argparse.Namespace) -> None:
     nico_pids = [server.pid] + ([reconciler.pid] if reconciler is not None else [])
 
     def cpu() -> dict[str, float]:
-        return cpu_seconds(nico_pids, data)
+        return cpu_seconds(nico_pids, data, fabric.process.pid)
 
     try:
         limits = httpx.Limits(max_connections=2 * max(phases) + 4)
@@ -484,7 +489,8 @@ async def run(args: argparse.Namespace) -> None:
                 print(
                     f"  {label}{many:2d} tenant(s) at once, 201 -> all interfaces Ready: "
                     f"{figures(latencies)}{ratio}; CPU per instance: nico {per['nico']:.0f} ms, "
-                    f"PostgreSQL {per['postgres']:.0f} ms"
+                    f"PostgreSQL {per['postgres']:.0f} ms (and the simulated fabric {per['fabric']:.0f} ms, "
+                    f"the tenants {per['tenants']:.0f} ms)"
                 )
     finally:
         for process in (server, reconciler):
