@@ -251,7 +251,10 @@ async def stream(
                 yield sse("placement", event_body(row), cursor)
             if rows:
                 backoff = None
-                continue
+                if len(rows) == BATCH:
+                    continue  # more may be waiting
+                # Everything final when the read began is sent: what came after has notified (after
+                # ``seen``), so the wait below returns at once for it; no read to find nothing.
             timeout = heartbeat_seconds if backoff is None else backoff
             # Told of events that are not final yet: any commit may be the one holding them back.
             waiter.settling = backoff is not None
