@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from nico.api.auth import TokenVerifier
 from nico.config import Settings
+from nico.db.engine import reading
 from nico.db.migrate import schema_problem
 from nico.db.raw import RawPool
 from nico.services.placement_events import PlacementListener
@@ -35,7 +36,7 @@ class AppContext:
     async def readiness_problem(self) -> str | None:
         """None when the database is reachable and its schema at head, else what is wrong."""
         try:
-            async with self.engine.connect() as conn:
+            async with reading(self.engine) as conn:
                 await conn.execute(text("SELECT 1"))
                 return await schema_problem(conn)
         except Exception as exc:

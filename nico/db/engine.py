@@ -10,7 +10,13 @@ from typing import Any
 import psycopg
 from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 
 from nico.config import Settings
 from nico.db.embedded import start_embedded_postgres
@@ -65,6 +71,17 @@ def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
     )
     event.listen(engine.sync_engine, "checkout", _check_out)
     return engine
+
+
+@asynccontextmanager
+async def reading(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection for reads outside any transaction (autocommit: each statement its own), for
+    readers that write nothing. No BEGIN and no ROLLBACK go out: a ROLLBACK would also cost the pooled
+    connection every statement psycopg had prepared on it (psycopg forgets them all on a ROLLBACK),
+    and the passes and requests that use the connection next would have them parsed and planned
+    again."""
+    async with engine.connect() as conn:
+        yield await conn.execution_options(isolation_level="AUTOCOMMIT")
 
 
 def make_session_factory(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:

@@ -11,8 +11,9 @@ server when taken from the pool (so a database restart costs no request).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -84,3 +85,32 @@ async def driver_connection(session: AsyncSession) -> psycopg.AsyncConnection[An
     driver = raw.driver_connection
     assert isinstance(driver, psycopg.AsyncConnection)
     return driver
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement of :func:`pipelined`: psycopg placeholders (``%(name)s``) and its parameters."""
+
+    sql: str
+    params: Mapping[str, Any] | None = None
+
+
+async def pipelined(
+    driver: psycopg.AsyncConnection[Any], statements: Sequence[Statement], *, commit: bool = False
+) -> list[list[Any]]:
+    """Send ``statements`` (and then COMMIT, with ``commit``) in one psycopg pipeline: one round trip
+    for all of them, run one after another in order, in the connection's current transaction. Returns
+    each statement's rows (none for a statement without rows); the first error raises, and what
+    follows it is not run.
+
+    The caller's SQLAlchemy transaction must have begun on the connection (the statements are in it);
+    after ``commit`` its own commit finds nothing to do and sends nothing."""
+    cursors = []
+    async with driver.pipeline():  # leaving the block syncs: every result has arrived
+        for statement in statements:
+            cursor = driver.cursor()
+            await cursor.execute(statement.sql, statement.params)
+            cursors.append(cursor)
+        if commit:
+            await driver.commit()
+    return [await c.fetchall() if c.description is not None else [] for c in cursors]

@@ -57,6 +57,9 @@ class DomainResult:
     # (``monitor.Echoes``).
     changed: tuple[tuple[int, float], ...] = ()
     health: HealthDue | None = None  # the domain's health is to be read now (:func:`read_health`)
+    # When (monotonic) the pass began to load the domain's state: every commit the reconciler had
+    # been told of (NOTIFY) before then is in what the pass acted on.
+    loaded_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -148,12 +151,19 @@ async def reconcile_domain(engine: AsyncEngine, monitor: Monitor, domain: uuid.U
     """Take the domain's lock (``busy`` if another reconciler holds it) and make one pass."""
     async with engine.connect() as conn:
         key = lock_key(domain)
-        if not await queries.try_domain_lock(conn, key):
-            await conn.rollback()
+        loaded_at = time.monotonic()
+        try:
+            # The lock is the session's; the load goes out with it (one round trip), in its transaction.
+            state, registry, locked = await statemod.load_one(conn, domain, lock=key)
+        except BaseException:
+            await conn.invalidate()  # the lock may be taken: end the session, and the lock with it
+            raise
+        if not locked:
+            await conn.commit()  # it read only; a ROLLBACK would cost the connection its prepared statements
             return DomainResult(domain, "busy")
         try:
-            # The lock is the session's: the load goes on in the lock's transaction (one commit fewer).
-            return await locked_pass(conn, monitor, domain)
+            use_registry(monitor, registry)
+            return await locked_pass(conn, monitor, domain, state, loaded_at)
         finally:
             try:
                 await conn.rollback()
@@ -174,8 +184,15 @@ class _Observed:
     cached: bool = False  # ``partitions`` is the last pass's read-back, not a listing made now
 
 
-async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID) -> DomainResult:
-    state = await _load(conn, monitor, domain)
+async def locked_pass(
+    conn: AsyncConnection,
+    monitor: Monitor,
+    domain: uuid.UUID,
+    state: statemod.DomainState | None,
+    loaded_at: float,
+) -> DomainResult:
+    """The pass, once the domain's lock is taken and its state loaded (at ``loaded_at``, monotonic),
+    in the load's transaction."""
     if state is None:
         return DomainResult(domain, "gone")
     reads = monitor.read_backs
@@ -223,14 +240,14 @@ async def locked_pass(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID
     )
     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
         report = await write_back(session, state, outcome, mode)
-        await session.commit()
+        await session.commit()  # committed by write_back already: nothing is sent
     monitor.metrics.gpus_without_home(domain, report.gpus_without_home)
     due = None
     if not monitor.health_reads.fresh(domain):
         monitor.health_reads.store(domain)  # taken: one read at a time; forgotten if it fails
         due = HealthDue(seen.target, observed)
     done = _result(monitor, state, outcome, result, again, report, still_running=seen.still_running)
-    return replace(done, changed=changed_partitions(outcomes, observed), health=due)
+    return replace(done, changed=changed_partitions(outcomes, observed), health=due, loaded_at=loaded_at)
 
 
 async def read_health(engine: AsyncEngine, monitor: Monitor, domain: uuid.UUID, due: HealthDue) -> None:
@@ -242,13 +259,6 @@ async def read_health(engine: AsyncEngine, monitor: Monitor, domain: uuid.UUID, 
         )
     if found is None:
         monitor.health_reads.forget(domain)  # the next pass tries again
-
-
-async def _load(conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID) -> statemod.DomainState | None:
-    """The domain's state, in the lock's transaction (left open for the intents: :func:`locked_pass`)."""
-    state, registry = await statemod.load_one(conn, domain)
-    use_registry(monitor, registry)
-    return state
 
 
 async def refresh_registry(conn: AsyncConnection, monitor: Monitor) -> None:
@@ -289,10 +299,9 @@ async def _list(monitor: Monitor, target: DomainTarget) -> list[FabricPartition]
 async def _apply(
     conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID, target: DomainTarget, result: Plan
 ) -> tuple[dict[int, uuid.UUID], list[Outcome]]:
-    """Record the plan's intents in the load's transaction and commit it before any call, then make
-    the calls."""
+    """Record the plan's intents in the load's transaction and commit it before any call (one round
+    trip), then make the calls."""
     intent_ids = await record_intents(conn, domain, result.operations)
-    await conn.commit()
     outcomes = await execute(
         monitor.backend,
         target,

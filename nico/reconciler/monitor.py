@@ -28,7 +28,7 @@ import psycopg
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from nico.config import NvLinkConfig
-from nico.db.engine import libpq_url
+from nico.db.engine import libpq_url, reading
 from nico.db.queries import reconciler as queries
 from nico.fabric.backend import (
     AsyncOperations,
@@ -88,6 +88,9 @@ class Reconciler:
         self.call_timeout = config.fabric_call_timeout.total_seconds()
         self.limit = asyncio.Semaphore(config.reconcile_concurrency)
         self.due: dict[uuid.UUID, float] = {}
+        # When each domain was last asked for (monotonic): a request older than a pass's load is
+        # covered by that pass (see _covered).
+        self._asked: dict[uuid.UUID, float] = {}
         self.wake = asyncio.Event()
         self.registry: dict[str, str] = {}
         self.verified: dict[str, uuid.UUID] = {}  # endpoint -> domain its Hello named
@@ -120,10 +123,24 @@ class Reconciler:
 
     def request(self, domains: Iterable[uuid.UUID], delay: float = 0.0) -> None:
         """Reconcile ``domains`` after ``delay`` seconds (sooner if already due sooner)."""
-        at = time.monotonic() + delay
+        now = time.monotonic()
         for domain in domains:
-            self.due[domain] = min(self.due.get(domain, math.inf), at)
+            self.due[domain] = min(self.due.get(domain, math.inf), now + delay)
+            self._asked[domain] = now
         self.wake.set()
+
+    def _covered(self, result: DomainResult) -> None:
+        """Drop the domain's waiting request when the pass that just ended already did what it asked:
+        the pass ended with nothing left to do, and every request came before it loaded the domain's
+        state (so it saw the commits they announce: a NOTIFY is delivered after its commit). Such
+        a request, made while the pass ran (a create committed just before the pass loaded it, its
+        notification arriving after), would otherwise cost one more pass that lists the fabric and
+        holds the domain while the next change waits."""
+        loaded = result.loaded_at
+        if result.status != "ok" or result.follow_up or loaded is None:
+            return
+        if self._asked.get(result.domain, math.inf) < loaded:
+            self.due.pop(result.domain, None)
 
     async def run(self) -> None:
         """Reconcile until cancelled."""
@@ -202,6 +219,7 @@ class Reconciler:
             result = (await self.reconcile([domain], figures=False, health_aside=True))[domain]
             # Only the loop's passes expect echoes: events during them wait for _after_events.
             self.echoes.expect(domain, result.changed)
+            self._covered(result)
         except Exception:
             log.exception("reconcile of domain %s failed", domain)
             self.request([domain], delay=1.0)
@@ -260,7 +278,7 @@ class Reconciler:
                 backoff = min(backoff * 2, 10.0)
 
     async def _all_domains(self) -> list[uuid.UUID]:
-        async with self.engine.connect() as conn:
+        async with reading(self.engine) as conn:
             return await queries.all_domain_uuids(conn)
 
     # ---- passes ---------------------------------------------------------------------------------
@@ -297,7 +315,7 @@ class Reconciler:
         their indexes (the cost does not grow with the site). A failure leaves the old figures; the
         next pass or full pass refreshes them. The logical-partition count follows shortly after."""
         try:
-            async with self.engine.connect() as conn:
+            async with reading(self.engine) as conn:
                 rows = await queries.domain_figures(conn, domains)
         except Exception as exc:
             log.warning("gauge figures of %d domains not refreshed: %s", len(domains), exc)
@@ -317,7 +335,7 @@ class Reconciler:
         self._partitions_asked = False
         self._partitions_counted_at = time.monotonic()
         try:
-            async with self.engine.connect() as conn:
+            async with reading(self.engine) as conn:
                 count = await queries.logical_partition_count(conn)
         except Exception as exc:
             log.warning("logical partitions not counted: %s", exc)
@@ -495,7 +513,7 @@ class Reconciler:
         return report
 
     async def _quick_scan(self, report: FullPassReport) -> list[uuid.UUID]:
-        async with self.engine.connect() as conn:
+        async with reading(self.engine) as conn:
             found = await statemod.summaries(conn)
             await domain_pass.refresh_registry(conn, self)
         report.domains = len(found)
@@ -564,7 +582,7 @@ class Reconciler:
             await session.commit()
 
     async def _global_figures(self) -> None:
-        async with self.engine.connect() as conn:
+        async with reading(self.engine) as conn:
             rows = await queries.domain_figures(conn, None)
             logical = await queries.logical_partition_count(conn)
         self._partitions_asked, self._partitions_counted_at = False, time.monotonic()

@@ -116,14 +116,17 @@ async def load(
     return states
 
 
-async def load_one(conn: AsyncConnection, domain: uuid.UUID) -> tuple[DomainState | None, Registry]:
-    """The state of one domain (None: no such domain) and the fabric registry, in one round trip
-    (:func:`queries.one_domain_rows`): the load of a pass triggered by a change."""
-    rows = await queries.one_domain_rows(conn, domain)
+async def load_one(
+    conn: AsyncConnection, domain: uuid.UUID, *, lock: int | None = None
+) -> tuple[DomainState | None, Registry, bool]:
+    """The state of one domain (None: no such domain), the fabric registry, and whether the domain's
+    lock ``lock`` was taken (True without one), in one round trip (:func:`queries.one_domain_rows`):
+    the load of a pass triggered by a change. Not locked: the state is not to be acted on."""
+    rows = await queries.one_domain_rows(conn, domain, lock=lock)
     states = _build(rows.sites, rows.gpus, rows.partitions, rows.intents, rows.unsettled)
     _limits(states, rows.limits)
     registry = Registry(_endpoint_map(rows.endpoints), rows.credentials)
-    return states.get(domain), registry
+    return states.get(domain), registry, rows.locked
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from nico.reconciler.planner import (
     satisfied,
     without_home,
 )
-from nico.reconciler.state import DomainState, UnsettledInstance
+from nico.reconciler.state import DomainState
 from nico.services import lifecycle
 
 
@@ -52,10 +52,10 @@ class WriteBackReport:
 
 
 async def record_intents(
-    session: AsyncSession | AsyncConnection, domain: uuid.UUID, operations: Sequence[Operation]
+    conn: AsyncConnection, domain: uuid.UUID, operations: Sequence[Operation]
 ) -> dict[int, uuid.UUID]:
-    """Write what is about to be asked of the fabric (committed by the caller before any call).
-    Returns intent ids by position in ``operations``."""
+    """Write what is about to be asked of the fabric and commit it (before any call is made), in one
+    round trip. Returns intent ids by position in ``operations``."""
     ids: dict[int, uuid.UUID] = {}
     rows = []
     for index, op in enumerate(operations):
@@ -73,8 +73,8 @@ async def record_intents(
                 "gpus": [str(g) for g in sorted(op_gpus(op))],
             }
         )
-    if rows:
-        await queries.insert_intents(session, rows)
+    await queries.insert_intents(conn, rows, commit=True)
+    await conn.commit()  # SQLAlchemy's own: the transaction is committed already, nothing is sent
     return ids
 
 
@@ -101,29 +101,52 @@ class PassOutcome:
 async def write_back(
     session: AsyncSession, state: DomainState, outcome: PassOutcome, mode: Mode = "domain"
 ) -> WriteBackReport:
-    """Record the read-back of ``outcome`` for ``state.domain`` (module docstring); ``mode`` is the
-    default partition mode (where a GPU in no tenant partition belongs)."""
+    """Record the read-back of ``outcome`` for ``state.domain`` (module docstring) and commit it;
+    ``mode`` is the default partition mode (where a GPU in no tenant partition belongs).
+
+    Two round trips in the usual pass (the statements go out together, :class:`queries.PassWrites`):
+    intents, GPU observations and the lock of the instances to settle; then the instances settled,
+    the domain's pass and the commit. Partition records that change, instances that finish
+    terminating and logical partitions that finish deleting take round trips of their own, in between
+    (in the order of the locks: docs/architecture.md, "Locks")."""
     report = WriteBackReport()
     created = {o.op.name for o in outcome.outcomes if isinstance(o.op, CreatePartition)}
     seen = classify(outcome.observed, state.owned_names() | created)
     pp_ids = await _align_partitions(session, state, seen, outcome.before, report)
-    await _close_intents(
-        session, state, seen, outcome.outcomes, outcome.intent_ids, outcome.resolved_operations
-    )
-    await _record_gpu_observations(session, state, seen, pp_ids, report)
-    # Instances: Ready only on an exact match for the version loaded at the start of the pass.
     desire = state.desire(mode)
-    await _settle_instances(session, state, seen, outcome.blocked, report, desire)
-    report.partitions_removed = await finish_deleted_partitions(session)
+    writes = queries.PassWrites()
+    writes.close_intents(_intent_updates(state, seen, outcome))
+    _record_gpu_observations(writes, state, seen, pp_ids, report)
+    # Instances: Ready only on an exact match for the version loaded at the start of the pass.
+    finishing, observations = _observations(state, seen, outcome.blocked, report, desire)
+    if observations and not finishing:
+        writes.lock_settling([o.instance_id for o in observations])
+    writes.deleting_partitions()
+    found = await writes.send(session)
+    for instance_id in finishing:  # before the others are locked, as always (rare: deletions)
+        if await lifecycle.finish_instance_termination(session, instance_id):
+            report.instances_terminated += 1
+    if observations and finishing:
+        ids = [o.instance_id for o in observations]
+        found.settling = await queries.locked_settling_instances(session, ids)
+    settled = lifecycle.settlement(observations, found.settling)
+    if settled.versions:
+        writes.settle(settled.versions, settled.waiting, settled.gpus)
+    if found.deleting:  # the settle goes first, then each partition under its own lock
+        await writes.send(session)
+        for lp_id in found.deleting:
+            if await lifecycle.finish_partition_deletion(session, lp_id):
+                report.partitions_removed += 1
+    _ready(report, state, settled.applied)
     # Every GPU always has a home (#6644): checked on every pass, repaired by the next plan.
     report.gpus_without_home = len(without_home(desire, seen))
-    await queries.record_domain_pass(
-        session,
+    writes.record_domain_pass(
         state.domain,
         fabric_digest(outcome.observed, mode),
         outcome.settled and not report.unsatisfiable,
         report.gpus_without_home,
     )
+    await writes.send(session, commit=True)
     return report
 
 
@@ -167,8 +190,8 @@ async def _align_partitions(
     return pp_ids
 
 
-async def _record_gpu_observations(
-    session: AsyncSession,
+def _record_gpu_observations(
+    writes: queries.PassWrites,
     state: DomainState,
     seen: Classified,
     pp_ids: dict[str, uuid.UUID],
@@ -188,8 +211,7 @@ async def _record_gpu_observations(
             pps.append(str(pp_id) if pp_id else None)
             pids.append(fabric_pid)
             machines.add(gpu.machine_id)
-    if uids:
-        await queries.update_gpu_observations(session, uids, pps, pids)
+    writes.gpu_observations(uids, pps, pids)
     report.machines_updated = len(machines)
 
 
@@ -202,32 +224,24 @@ async def finish_deleted_partitions(session: AsyncSession) -> int:
     return removed
 
 
-async def _close_intents(
-    session: AsyncSession,
-    state: DomainState,
-    seen: Classified,
-    outcomes: list[Outcome],
-    intent_ids: dict[int, uuid.UUID],
-    resolved_operations: dict[str, str],
-) -> None:
+def _intent_updates(state: DomainState, seen: Classified, outcome: PassOutcome) -> list[dict[str, object]]:
+    """The final state of this pass's intents, and of earlier passes' open intents it can close."""
     present = {p.name for p in seen.owned.values()} | set(seen.homes)
     updates: list[dict[str, object]] = []
-    for index, outcome in enumerate(outcomes):
-        intent_id = intent_ids.get(index)
+    for index, done in enumerate(outcome.outcomes):
+        intent_id = outcome.intent_ids.get(index)
         if intent_id is None:
             continue
-        if outcome.status == "skipped":
+        if done.status == "skipped":
             new_state = "abandoned"
-        elif outcome.status == "timedout" and outcome.operation_id:
+        elif done.status == "timedout" and done.operation_id:
             new_state = "timedout"
         else:
-            new_state = outcome.status
-        updates.append(
-            {"id": intent_id, "state": new_state, "error": outcome.error, "op": outcome.operation_id}
-        )
+            new_state = done.status
+        updates.append({"id": intent_id, "state": new_state, "error": done.error, "op": done.operation_id})
     for intent in state.intents:  # open intents of earlier passes
         if intent.operation_id and intent.state in ("pending", "timedout"):
-            final = resolved_operations.get(intent.operation_id)
+            final = outcome.resolved_operations.get(intent.operation_id)
             if final is None:
                 continue
             new_state = {"completed": "completed", "failed": "failed", "cancelled": "failed"}.get(
@@ -240,28 +254,27 @@ async def _close_intents(
         else:
             new_state = "abandoned"
         updates.append({"id": intent.id, "state": new_state, "error": None, "op": intent.operation_id})
-    if updates:
-        await queries.close_intents(session, updates)
+    return updates
 
 
-async def _settle_instances(
-    session: AsyncSession,
+def _observations(
     state: DomainState,
     seen: Classified,
     blocked: dict[uuid.UUID, str],
     report: WriteBackReport,
     desire: DomainDesire,
-) -> None:
+) -> tuple[list[uuid.UUID], list[lifecycle.Observation]]:
+    """The terminating instances whose GPUs are out of every tenant partition (to finish), and an
+    observation of each other instance the read-back shows realised (to settle, all at once: one
+    lock, one write). Instances bound to GPUs their machine lacks go to ``report.unsatisfiable``."""
     owned = {id(p) for p in seen.owned.values()}
-    now = datetime.now(UTC)
-    settling: dict[uuid.UUID, UnsettledInstance] = {}
+    finishing: list[uuid.UUID] = []
     observations: list[lifecycle.Observation] = []
     for instance in state.unsettled.values():
         gpus = state.gpus_of(instance.machine_id)
         if instance.terminating:
-            out = all(id(seen.location.get(g.gpu_uid)) not in owned for g in gpus.values())
-            if out and await lifecycle.finish_instance_termination(session, instance.id):
-                report.instances_terminated += 1
+            if all(id(seen.location.get(g.gpu_uid)) not in owned for g in gpus.values()):
+                finishing.append(instance.id)
             continue
         missing = sorted(set(instance.bindings) - set(gpus))
         if missing:
@@ -273,13 +286,17 @@ async def _settle_instances(
             satisfied(g.gpu_uid, instance.bindings.get(device), seen, desire) for device, g in gpus.items()
         ):
             continue
-        settling[instance.id] = instance
         observation = {device: (state.domain, g.gpu_uid) for device, g in gpus.items()}
         observations.append(lifecycle.Observation(instance.id, instance.version, observation))
-    # Every instance the read-back shows realised, at once: one lock, one write (issue 15).
-    for instance_id in await lifecycle.apply_nvlink_observations(session, observations):
+    return finishing, observations
+
+
+def _ready(report: WriteBackReport, state: DomainState, applied: list[uuid.UUID]) -> None:
+    """The instances applied, with how long each took from its config change to now."""
+    now = datetime.now(UTC)
+    for instance_id in applied:
         report.instances_ready.append(instance_id)
-        changed_at = settling[instance_id].changed_at
+        changed_at = state.unsettled[instance_id].changed_at
         report.apply_latencies_ms.append(max(0.0, (now - changed_at).total_seconds() * 1000.0))
 
 

@@ -47,13 +47,37 @@ async def apply_nvlink_observations(session: AsyncSession, observations: Sequenc
     instance is locked first (one statement, in id order), then all are changed in one statement.
     Returns the instances applied, in the order observed.
     """
-    wanted = {o.instance_id: o for o in observations}
-    if not wanted:
+    if not observations:
         return []
+    ids = [o.instance_id for o in observations]
+    found = settlement(observations, await reconciler_queries.locked_settling_instances(session, ids))
+    if found.versions:
+        await reconciler_queries.settle_instances(session, found.versions, found.waiting, found.gpus)
+    return found.applied
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What :func:`apply_nvlink_observations` writes for observed instances, once they are locked:
+    each applied instance's version, those waiting for the fabric, each bound GPU (instance,
+    device_instance, domain, gpu_uid), and the instances applied in the order observed."""
+
+    versions: dict[UUID, int]
+    waiting: list[UUID]
+    gpus: list[tuple[UUID, int, UUID, int]]
+    applied: list[UUID]
+
+
+def settlement(
+    observations: Sequence[Observation], locked: Sequence[reconciler_queries.SettlingInstance]
+) -> Settlement:
+    """Which observed instances apply, as ``locked`` (the rows locked for them) shows them: not gone,
+    not Terminating, still at the version observed (see :func:`apply_nvlink_observations`)."""
+    wanted = {o.instance_id: o for o in observations}
     versions: dict[UUID, int] = {}
     waiting: list[UUID] = []
     gpus: list[tuple[UUID, int, UUID, int]] = []
-    for row in await reconciler_queries.locked_settling_instances(session, list(wanted)):
+    for row in locked:
         observed = wanted[row.id]
         if row.status == InstanceStatus.TERMINATING or row.version != observed.version:
             continue
@@ -63,9 +87,7 @@ async def apply_nvlink_observations(session: AsyncSession, observations: Sequenc
         if row.status in WAITING_FOR_FABRIC:
             waiting.append(row.id)
         gpus.extend((row.id, device, domain, gpu_uid) for device, (domain, gpu_uid) in observed.gpus.items())
-    if versions:
-        await reconciler_queries.settle_instances(session, versions, waiting, gpus)
-    return [i for i in wanted if i in versions]
+    return Settlement(versions, waiting, gpus, [i for i in wanted if i in versions])
 
 
 async def finish_instance_termination(session: AsyncSession, instance_id: UUID) -> bool:

@@ -447,8 +447,8 @@ async def test_a_pass_loads_its_domain_in_one_round_trip_as_the_bulk_load_does(
 
     async with app_context.engine.connect() as conn:
         bulk = (await statemod.load(conn, [d0]))[d0]
-        one, registry = await statemod.load_one(conn, d0)
-        missing, _ = await statemod.load_one(conn, uuid.uuid4())
+        one, registry, _ = await statemod.load_one(conn, d0)
+        missing, _, _ = await statemod.load_one(conn, uuid.uuid4())
         endpoints = await statemod.endpoints(conn)
 
     assert one == bulk

@@ -7,16 +7,18 @@ plain rows; :mod:`nico.reconciler.state` turns them into domain state.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import psycopg
-from sqlalchemy import bindparam, text
-from sqlalchemy.dialects.postgresql import ARRAY
+from psycopg.types.json import Jsonb
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
-from sqlalchemy.types import BigInteger, String
+
+from nico.db.raw import Statement, driver_connection, pipelined
 
 
 def _domain_filter(column: str, domains: Sequence[uuid.UUID] | None) -> str:
@@ -129,7 +131,8 @@ async def nmxm_credentials(conn: AsyncConnection) -> tuple[str, str] | None:
 @dataclass
 class DomainRows:
     """One domain's state rows (as :func:`domain_sites`, :func:`gpu_wants`, ... return them, with the
-    multicast limits of every logical partition bound on the domain) and the fabric registry."""
+    multicast limits of every logical partition bound on the domain) and the fabric registry;
+    ``locked``: the domain's lock was taken with them (:func:`one_domain_rows`)."""
 
     sites: list[Any]
     gpus: list[Any]
@@ -139,6 +142,7 @@ class DomainRows:
     limits: list[Any]
     endpoints: list[Any]
     credentials: tuple[str, str] | None
+    locked: bool = True
 
 
 def _psycopg(sql: str) -> str:
@@ -160,23 +164,30 @@ _ONE_DOMAIN = [
     _NMXC_ENDPOINTS,
     _NMXM_CREDENTIALS,
 ]
+_TRY_LOCK = "SELECT pg_try_advisory_lock(%(k)s)"
 
 
-async def one_domain_rows(conn: AsyncConnection, domain: uuid.UUID) -> DomainRows:
-    """Everything a pass loads about ``domain``, and the registry, in one round trip: the statements
-    go out together in a psycopg pipeline, in the connection's current transaction."""
+async def _driver(conn: AsyncConnection) -> psycopg.AsyncConnection[Any]:
+    """The psycopg connection under ``conn``, in a transaction SQLAlchemy knows of."""
     if not conn.in_transaction():
         await conn.begin()
     driver = (await conn.get_raw_connection()).driver_connection
     assert isinstance(driver, psycopg.AsyncConnection)
+    return driver
+
+
+async def one_domain_rows(conn: AsyncConnection, domain: uuid.UUID, *, lock: int | None = None) -> DomainRows:
+    """Everything a pass loads about ``domain``, and the registry, in one round trip: the statements
+    go out together in a psycopg pipeline, in the connection's current transaction. With ``lock``, the
+    domain's session-level advisory lock ``lock`` is tried first in the same round trip; when
+    another session holds it, ``locked`` is False and the rows are to be thrown away."""
+    driver = await _driver(conn)
     params = {"domains": [domain]}
-    cursors = []
-    async with driver.pipeline():  # leaving the block syncs: every result has arrived
-        for sql in _ONE_DOMAIN:
-            cursor = driver.cursor()
-            await cursor.execute(sql, params if "%(" in sql else None)
-            cursors.append(cursor)
-    results = [await cursor.fetchall() for cursor in cursors]
+    statements = [Statement(sql, params if "%(" in sql else None) for sql in _ONE_DOMAIN]
+    if lock is not None:
+        statements.insert(0, Statement(_TRY_LOCK, {"k": lock}))
+    results = await pipelined(driver, statements)
+    locked = bool(results.pop(0)[0][0]) if lock is not None else True
     sites, gpus, partitions, intents, unsettled, limits, endpoints, credentials = results
     return DomainRows(
         sites,
@@ -187,6 +198,7 @@ async def one_domain_rows(conn: AsyncConnection, domain: uuid.UUID) -> DomainRow
         limits,
         endpoints,
         (str(credentials[0][0]), str(credentials[0][1])) if credentials else None,
+        locked,
     )
 
 
@@ -218,11 +230,6 @@ async def all_domain_uuids(conn: AsyncConnection) -> list[uuid.UUID]:
 # ---- the per-domain lock ------------------------------------------------------------------------
 
 
-async def try_domain_lock(conn: AsyncConnection, key: int) -> bool:
-    """Take the session-level advisory lock ``key`` if free."""
-    return bool((await conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})).scalar())
-
-
 async def release_domain_lock(conn: AsyncConnection, key: int) -> None:
     await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
 
@@ -230,17 +237,25 @@ async def release_domain_lock(conn: AsyncConnection, key: int) -> None:
 # ---- write-back ---------------------------------------------------------------------------------
 
 
-async def insert_intents(session: AsyncSession | AsyncConnection, rows: list[dict[str, Any]]) -> None:
-    """Insert pending intents (keys: id, domain, lp, operation, name, ref, gpus)."""
-    await session.execute(
-        text(
-            "INSERT INTO fabric_intent (id, domain_uuid, logical_partition_id, operation, "
-            "partition_name, fabric_ref, gpu_uids, state) "
-            "SELECT :id, :domain, lp.id, :operation, :name, :ref, CAST(:gpus AS numeric[]), 'pending' "
-            "FROM (SELECT 1) one LEFT JOIN logical_partition lp ON lp.id = :lp"
-        ).bindparams(bindparam("gpus", type_=ARRAY(String))),
-        rows,
-    )
+_INSERT_INTENTS = (
+    "INSERT INTO fabric_intent (id, domain_uuid, logical_partition_id, operation, "
+    "partition_name, fabric_ref, gpu_uids, state) "
+    "SELECT r.id, r.domain, lp.id, r.operation, r.name, r.ref, "
+    "ARRAY(SELECT CAST(g AS numeric) FROM jsonb_array_elements_text(r.gpus) AS g), 'pending' "
+    "FROM jsonb_to_recordset(%(rows)s) AS r(id uuid, domain uuid, lp uuid, operation text, name text, "
+    "ref text, gpus jsonb) LEFT JOIN logical_partition lp ON lp.id = r.lp"
+)
+
+
+async def insert_intents(conn: AsyncConnection, rows: list[dict[str, Any]], *, commit: bool = False) -> None:
+    """Insert pending intents (keys: id, domain, lp, operation, name, ref, gpus: GPU uids as text),
+    one statement for all, and with ``commit`` commit them, in one round trip."""
+    statements = [Statement(_INSERT_INTENTS, {"rows": Jsonb(rows, dumps=_dumps)})] if rows else []
+    await pipelined(await _driver(conn), statements, commit=commit)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=str)
 
 
 async def delete_physical_partition(session: AsyncSession, physical_partition_id: uuid.UUID) -> None:
@@ -282,26 +297,52 @@ async def upsert_physical_partition(
     return row.scalar()
 
 
-async def update_gpu_observations(
-    session: AsyncSession,
-    gpu_uids: list[str],
-    physical_partition_ids: list[str | None],
-    fabric_partition_ids: list[int | None],
-) -> None:
-    """Store each GPU's observed partition, one statement for the whole domain."""
-    await session.execute(
-        text(
-            "UPDATE gpu SET physical_partition_id = v.pp, nmx_partition_id = v.pid, "
-            "observed_at = now(), updated = now() "
-            "FROM unnest(CAST(:uids AS numeric[]), CAST(:pps AS uuid[]), CAST(:pids AS bigint[])) "
-            "AS v(uid, pp, pid) WHERE gpu.gpu_uid = v.uid"
-        ).bindparams(
-            bindparam("uids", type_=ARRAY(String)),
-            bindparam("pps", type_=ARRAY(String)),
-            bindparam("pids", type_=ARRAY(BigInteger)),
-        ),
-        {"uids": gpu_uids, "pps": physical_partition_ids, "pids": fabric_partition_ids},
-    )
+_GPU_OBSERVATIONS = (
+    "UPDATE gpu SET physical_partition_id = v.pp, nmx_partition_id = v.pid, "
+    "observed_at = now(), updated = now() "
+    "FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(pps)s AS uuid[]), CAST(%(pids)s AS bigint[])) "
+    "AS v(uid, pp, pid) WHERE gpu.gpu_uid = v.uid"
+)
+_CLOSE_INTENTS = (
+    "UPDATE fabric_intent f SET state = v.state, error = v.error, "
+    "operation_id = COALESCE(v.op, f.operation_id), updated = now() "
+    "FROM jsonb_to_recordset(%(rows)s) AS v(id uuid, state text, error text, op text) WHERE f.id = v.id"
+)
+_LOCKED_SETTLING = (
+    "SELECT i.id, i.status, i.nvlink_config_version, ARRAY(SELECT n.device_instance "
+    "FROM nvlink_interface n WHERE n.instance_id = i.id AND n.status <> 'Deleting') "
+    "FROM instance i WHERE i.id = ANY(%(ids)s) ORDER BY i.id FOR UPDATE OF i"
+)
+_SETTLE = (
+    "WITH gone AS (DELETE FROM nvlink_interface WHERE instance_id = ANY(%(ids)s) "
+    "AND status = 'Deleting' RETURNING 1), "
+    "bound AS (UPDATE nvlink_interface n SET status = 'Ready', domain_uuid = o.domain, "
+    "gpu_uid = o.gpu, updated = now() "
+    "FROM unnest(CAST(%(g_inst)s AS uuid[]), CAST(%(g_dev)s AS int[]), CAST(%(g_dom)s AS uuid[]), "
+    "CAST(%(g_uid)s AS numeric[])) AS o(instance_id, device, domain, gpu) "
+    "WHERE n.instance_id = o.instance_id AND n.device_instance = o.device AND n.status <> 'Deleting' "
+    "AND (n.status <> 'Ready' OR n.domain_uuid IS DISTINCT FROM o.domain "
+    "OR n.gpu_uid IS DISTINCT FROM o.gpu) RETURNING 1), "
+    "applied AS (UPDATE instance i SET nvlink_applied_version = v.version, "
+    "status = CASE WHEN i.id = ANY(%(waiting)s) THEN 'Ready' ELSE i.status END, updated = now() "
+    "FROM unnest(CAST(%(ids)s AS uuid[]), CAST(%(versions)s AS bigint[])) AS v(id, version) "
+    "WHERE i.id = v.id AND (i.nvlink_applied_version IS DISTINCT FROM v.version "
+    "OR i.id = ANY(%(waiting)s)) RETURNING 1), "
+    "history AS (INSERT INTO status_detail (instance_id, status, message) "
+    "SELECT w, 'Ready', 'Instance is ready for use' FROM unnest(CAST(%(waiting)s AS uuid[])) AS w "
+    "RETURNING 1) "
+    "SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM bound), "
+    "(SELECT count(*) FROM applied), (SELECT count(*) FROM history)"
+)
+_DELETING_WITH_NOTHING_LEFT = (
+    "SELECT lp.id FROM logical_partition lp WHERE lp.status = 'Deleting' "
+    "AND NOT EXISTS (SELECT 1 FROM physical_partition pp WHERE pp.logical_partition_id = lp.id)"
+)
+_RECORD_DOMAIN_PASS = (
+    "UPDATE nvlink_domain SET last_pass_at = now(), last_error = NULL, consecutive_failures = 0, "
+    "fabric_digest = %(digest)s, settled = %(settled)s, gpus_without_home = %(homeless)s, "
+    "updated = now() WHERE uuid = %(d)s"
+)
 
 
 class SettlingInstance(NamedTuple):
@@ -314,20 +355,105 @@ class SettlingInstance(NamedTuple):
     devices: list[int]
 
 
+@dataclass
+class PassRows:
+    """What the statements of a :class:`PassWrites` read: the instances locked to settle, and the
+    logical partitions being deleted that have nothing left."""
+
+    settling: list[SettlingInstance] = field(default_factory=list)
+    deleting: list[uuid.UUID] = field(default_factory=list)
+
+
+class PassWrites:
+    """Statements of a pass's write-back, queued in the order they are to run and sent together: one
+    round trip for all of them (:func:`nico.db.raw.pipelined`), the commit included when asked."""
+
+    def __init__(self) -> None:
+        self._statements: list[Statement] = []
+        self._settling: int | None = None
+        self._deleting: int | None = None
+
+    def close_intents(self, updates: list[dict[str, object]]) -> None:
+        """Set intents' final state (keys: id, state, error, op), one statement for all."""
+        if updates:
+            self._statements.append(Statement(_CLOSE_INTENTS, {"rows": Jsonb(updates, dumps=_dumps)}))
+
+    def gpu_observations(self, gpu_uids: list[str], pps: list[str | None], pids: list[int | None]) -> None:
+        """Store each GPU's observed partition (one statement for the whole domain)."""
+        if gpu_uids:
+            self._statements.append(
+                Statement(_GPU_OBSERVATIONS, {"uids": gpu_uids, "pps": pps, "pids": pids})
+            )
+
+    def lock_settling(self, ids: Sequence[uuid.UUID]) -> None:
+        """Lock the instances (FOR UPDATE, in id order, the order every set of them is locked in) and
+        read them as they are once locked (:attr:`PassRows.settling`; instances gone are missing)."""
+        self._settling = len(self._statements)
+        self._statements.append(Statement(_LOCKED_SETTLING, {"ids": list(ids)}))
+
+    def deleting_partitions(self) -> None:
+        """Read the logical partitions being deleted that have no physical partition left."""
+        self._deleting = len(self._statements)
+        self._statements.append(Statement(_DELETING_WITH_NOTHING_LEFT))
+
+    def settle(
+        self,
+        versions: Mapping[uuid.UUID, int],
+        waiting: Sequence[uuid.UUID],
+        gpus: Sequence[tuple[uuid.UUID, int, uuid.UUID, int]],
+    ) -> None:
+        """:func:`settle_instances`, queued."""
+        self._statements.append(Statement(_SETTLE, _settle_params(versions, waiting, gpus)))
+
+    def record_domain_pass(self, domain: uuid.UUID, digest: str, settled: bool, without_home: int) -> None:
+        self._statements.append(
+            Statement(
+                _RECORD_DOMAIN_PASS,
+                {"d": domain, "digest": digest, "settled": settled, "homeless": without_home},
+            )
+        )
+
+    async def send(self, session: AsyncSession, *, commit: bool = False) -> PassRows:
+        """Run the queued statements in the session's transaction (then commit it, with ``commit``)
+        and empty the queue."""
+        statements, self._statements = self._statements, []
+        settling, deleting = self._settling, self._deleting
+        self._settling = self._deleting = None
+        if not statements and not commit:
+            return PassRows()
+        if commit:
+            await session.flush()  # nothing of the ORM's may be left to a later transaction
+        results = await pipelined(await driver_connection(session), statements, commit=commit)
+        return PassRows(
+            [SettlingInstance(*row) for row in results[settling]] if settling is not None else [],
+            [lp_id for (lp_id,) in results[deleting]] if deleting is not None else [],
+        )
+
+
+def _settle_params(
+    versions: Mapping[uuid.UUID, int],
+    waiting: Sequence[uuid.UUID],
+    gpus: Sequence[tuple[uuid.UUID, int, uuid.UUID, int]],
+) -> dict[str, Any]:
+    return {
+        "ids": list(versions),
+        "versions": list(versions.values()),
+        "waiting": list(waiting),
+        "g_inst": [g[0] for g in gpus],
+        "g_dev": [g[1] for g in gpus],
+        "g_dom": [g[2] for g in gpus],
+        "g_uid": [str(g[3]) for g in gpus],
+    }
+
+
 async def locked_settling_instances(
     session: AsyncSession, ids: Sequence[uuid.UUID]
 ) -> list[SettlingInstance]:
     """The instances FOR UPDATE (in id order, the order every set of them is locked in), as they
     are once locked; instances that are gone are missing."""
-    rows = await session.execute(
-        text(
-            "SELECT i.id, i.status, i.nvlink_config_version, ARRAY(SELECT n.device_instance "
-            "FROM nvlink_interface n WHERE n.instance_id = i.id AND n.status <> 'Deleting') "
-            "FROM instance i WHERE i.id = ANY(:ids) ORDER BY i.id FOR UPDATE OF i"
-        ),
-        {"ids": list(ids)},
-    )
-    return [SettlingInstance(i, status, version, list(devices)) for i, status, version, devices in rows.all()]
+    writes = PassWrites()
+    writes.lock_settling(ids)
+    return (await writes.send(session)).settling
 
 
 async def settle_instances(
@@ -340,73 +466,16 @@ async def settle_instances(
     become Ready with their domain and GPU GUID (``gpus``: instance, device_instance, domain,
     gpu_uid), each instance's applied NVLink config version is recorded (``versions``), and the
     ``waiting`` ones become Ready with a status history entry. Rows already so are not rewritten."""
-    await session.execute(
-        text(
-            "WITH gone AS (DELETE FROM nvlink_interface WHERE instance_id = ANY(:ids) "
-            "AND status = 'Deleting' RETURNING 1), "
-            "bound AS (UPDATE nvlink_interface n SET status = 'Ready', domain_uuid = o.domain, "
-            "gpu_uid = o.gpu, updated = now() "
-            "FROM unnest(CAST(:g_inst AS uuid[]), CAST(:g_dev AS int[]), CAST(:g_dom AS uuid[]), "
-            "CAST(:g_uid AS numeric[])) AS o(instance_id, device, domain, gpu) "
-            "WHERE n.instance_id = o.instance_id AND n.device_instance = o.device AND n.status <> 'Deleting' "
-            "AND (n.status <> 'Ready' OR n.domain_uuid IS DISTINCT FROM o.domain "
-            "OR n.gpu_uid IS DISTINCT FROM o.gpu) RETURNING 1), "
-            "applied AS (UPDATE instance i SET nvlink_applied_version = v.version, "
-            "status = CASE WHEN i.id = ANY(:waiting) THEN 'Ready' ELSE i.status END, updated = now() "
-            "FROM unnest(CAST(:ids AS uuid[]), CAST(:versions AS bigint[])) AS v(id, version) "
-            "WHERE i.id = v.id AND (i.nvlink_applied_version IS DISTINCT FROM v.version "
-            "OR i.id = ANY(:waiting)) RETURNING 1), "
-            "history AS (INSERT INTO status_detail (instance_id, status, message) "
-            "SELECT w, 'Ready', 'Instance is ready for use' FROM unnest(CAST(:waiting AS uuid[])) AS w "
-            "RETURNING 1) "
-            "SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM bound), "
-            "(SELECT count(*) FROM applied), (SELECT count(*) FROM history)"
-        ).bindparams(bindparam("g_uid", type_=ARRAY(String))),
-        {
-            "ids": list(versions),
-            "versions": list(versions.values()),
-            "waiting": list(waiting),
-            "g_inst": [g[0] for g in gpus],
-            "g_dev": [g[1] for g in gpus],
-            "g_dom": [g[2] for g in gpus],
-            "g_uid": [str(g[3]) for g in gpus],
-        },
-    )
+    writes = PassWrites()
+    writes.settle(versions, waiting, gpus)
+    await writes.send(session)
 
 
 async def deleting_partitions_with_nothing_left(session: AsyncSession) -> list[uuid.UUID]:
     """Logical partitions being deleted that have no physical partition left."""
-    rows = await session.execute(
-        text(
-            "SELECT lp.id FROM logical_partition lp WHERE lp.status = 'Deleting' "
-            "AND NOT EXISTS (SELECT 1 FROM physical_partition pp WHERE pp.logical_partition_id = lp.id)"
-        )
-    )
-    return [lp_id for (lp_id,) in rows.all()]
-
-
-async def record_domain_pass(
-    session: AsyncSession, domain: uuid.UUID, digest: str, settled: bool, without_home: int = 0
-) -> None:
-    await session.execute(
-        text(
-            "UPDATE nvlink_domain SET last_pass_at = now(), last_error = NULL, consecutive_failures = 0, "
-            "fabric_digest = :digest, settled = :settled, gpus_without_home = :homeless, updated = now() "
-            "WHERE uuid = :d"
-        ),
-        {"d": domain, "digest": digest, "settled": settled, "homeless": without_home},
-    )
-
-
-async def close_intents(session: AsyncSession, updates: list[dict[str, object]]) -> None:
-    """Set intents' final state (keys: id, state, error, op)."""
-    await session.execute(
-        text(
-            "UPDATE fabric_intent SET state = :state, error = :error, "
-            "operation_id = COALESCE(:op, operation_id), updated = now() WHERE id = :id"
-        ),
-        updates,
-    )
+    writes = PassWrites()
+    writes.deleting_partitions()
+    return (await writes.send(session)).deleting
 
 
 async def record_domain_error(session: AsyncSession, domain: uuid.UUID, error: str) -> None:
