@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.context import AppContext
@@ -20,6 +20,7 @@ from nico.db.models import Gpu, Instance
 from nico.fabric.backend import DEFAULT_PARTITION_ID, DomainTarget, FabricGpu, FabricPartition, PartitionEvent
 from nico.fabric.nmxm.client import NmxmBackend
 from nico.reconciler import state as statemod
+from nico.reconciler.domain_pass import lock_key
 from nico.reconciler.planner import partition_name
 from nico.services import fabric_registry
 from nico.sim.inprocess import InProcessBackend
@@ -462,3 +463,22 @@ async def test_a_pass_loads_its_domain_in_one_round_trip_as_the_bulk_load_does(
     assert missing is None
     await reconciler.close()
     await backend.close()
+
+
+async def test_the_domain_lock_goes_out_with_the_load_and_a_held_lock_is_reported(
+    site: SimSite, app_context: AppContext
+) -> None:
+    d0 = site.domains[0]
+    key = lock_key(d0)
+    engine = app_context.engine
+    async with engine.connect() as first, engine.connect() as second:
+        state, _, locked = await statemod.load_one(first, d0, lock=key)
+        assert locked and state is not None and state.gpus
+        await first.commit()  # the lock is the session's: it outlives the load's transaction
+        _, _, also = await statemod.load_one(second, d0, lock=key)
+        assert not also  # held by the first session: a pass there reports the domain busy
+        await second.commit()
+        assert await first.scalar(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+        _, _, now = await statemod.load_one(second, d0, lock=key)
+        assert now
+        assert await second.scalar(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
