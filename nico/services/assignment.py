@@ -2,8 +2,9 @@
 
 Placement (pure) chooses; this module locks the choice with ``FOR UPDATE SKIP LOCKED``, re-checking
 that each machine is still Ready and unassigned. A machine another transaction holds or has taken is
-left out and placement chooses again, so a request fails only when capacity is really gone. The
-tries run in a savepoint, so a partial pick is released before the next one. Locks: docs/architecture.md.
+left out and placement chooses again, so a request fails only when capacity is really gone. A pick is
+all or nothing (one statement, migration 0013), so a partial one holds nothing when placement chooses
+again. Locks: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ async def claim(
     Placement decides how many machines to take from which domain, from counts (``domain_capacity``,
     kept by triggers; a random sample of each kind of domain when one fits); the database picks and
     locks that many in each (contiguous trays first), skipping machines other requests hold. When a
-    domain yields fewer (another request won the race for it), the partial pick is released and
+    domain yields fewer (another request won the race for it), nothing of the pick stays locked and
     placement decides again with what is really left: the next candidate, not a 409, so a request
     fails only when capacity is really gone (:class:`NoCapacity`).
     """
@@ -74,21 +75,14 @@ async def claim(
     counts = await _counts(conn, site_id, ask, sampled=seed is None and not over)
     rng = random.Random(seed)
     seen_short: dict[uuid.UUID | None, int] = {}
-    first = True
     while True:  # ends: every short pick lowers a free count, until placement gives up
         plan = _plan_within_budgets(counts, ask, rng, over)
-        locked: list[Claimed] = []
-        for domain, n in plan:
-            rows = await queries.lock_free_machines(
-                conn, site_id, ask.instance_type_id, domain, n, savepoint=first
-            )
-            first = False
-            locked.extend(Claimed(machine_id, machine_domain) for machine_id, machine_domain in rows)
-            if len(rows) < n:  # the rest are held by other requests (or went since the counts)
-                seen_short[domain] = len(rows)
-        if len(locked) == ask.count:
-            return locked  # the savepoint stays open to the commit, which keeps its locks too
-        await queries.rollback_to_savepoint(conn)  # releases the partial pick for others
+        pick = await queries.lock_free_machines(conn, site_id, ask.instance_type_id, plan)
+        if not pick.short:
+            assert len(pick.locked) == ask.count
+            return [Claimed(machine_id, machine_domain) for machine_id, machine_domain in pick.locked]
+        # The rest are held by other requests (or went since the counts); nothing stays locked.
+        seen_short.update(pick.short)
         counts.apply(seen_short)
         if counts.unlisted and max(counts.free.values(), default=0) < ask.count:
             counts = await _counts(conn, site_id, ask, sampled=False)  # the sample ran out: all of them

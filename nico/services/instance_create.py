@@ -31,8 +31,8 @@ from nico.services.instance_checks import (
     check_subnets,
     check_tenant,
     check_vpc,
+    commit_within_quota,
     creation_context,
-    quota_now,
     requested_partitions,
 )
 from nico.services.instance_view import InstanceView
@@ -59,9 +59,9 @@ async def _add_instances(
     answers with them, nothing is read back.
 
     Assigning the machines moves their domains' free counts (``domain_capacity``'s trigger locks
-    those rows to the commit). The caller then reads the response and, last, checks the quota under
-    its lock (:func:`quota_now`): the locks other creates wait for are held only to the commit
-    that follows (lock order: docs/architecture.md, "Locks")."""
+    those rows to the commit). The caller then, last, checks the quota under its lock and commits in
+    the same round trip (:func:`commit_within_quota`): the locks other creates wait for are held only
+    for the commit (lock order: docs/architecture.md, "Locks")."""
     ports = list(spec.ports)
     if not any(p.is_physical for p in ports):
         ports[0] = Port(ports[0].subnet_id, True)  # the first interface is the physical one
@@ -172,11 +172,9 @@ async def create(
         bindings=bindings,
     )
     if itype is not None:
-        quota = await quota_now(session, tenant, itype)  # the check again, now under its lock: last
-        if quota is None:
-            raise forbidden(NO_ALLOCATION)
-        if quota[0] > quota[1]:  # these instances included
-            raise forbidden(QUOTA_REACHED)
+        refused = await commit_within_quota(session, tenant, itype)  # the check again, with the commit
+        if refused is not None:
+            raise forbidden(NO_ALLOCATION if refused.reserved is None else QUOTA_REACHED)
     return view
 
 
@@ -266,9 +264,9 @@ async def create_batch(
         machines=machines,
         bindings=bindings,
     )
-    quota = await quota_now(session, tenant, itype)  # the check again, now under its lock: last
-    if quota is None:
-        raise forbidden(NO_ALLOCATION)
-    if quota[0] > quota[1]:  # these instances included
-        raise forbidden(batch_quota_message(quota[0] - count, count, quota[1]))
+    refused = await commit_within_quota(session, tenant, itype)  # the check again, with the commit
+    if refused is not None:
+        if refused.count is None or refused.reserved is None:
+            raise forbidden(NO_ALLOCATION)
+        raise forbidden(batch_quota_message(refused.count - count, count, refused.reserved))  # these included
     return views

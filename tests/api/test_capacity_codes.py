@@ -77,7 +77,7 @@ async def test_a_create_that_loses_a_race_in_the_database_is_409_retry_never_500
     async def loses(*_: Any, **__: Any) -> Any:
         raise lost
 
-    monkeypatch.setattr(instance_create, "quota_now", loses)
+    monkeypatch.setattr(instance_create, "commit_within_quota", loses)
     response = await client.post(f"{BASE}/instance/batch", json=batch_body(world, count=2), headers=headers)
     assert error(response) == (409, "The request conflicts with a concurrent change, please retry")
     assert await fingerprint(session) == before

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -16,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.engine import libpq_url
 from nico.db.enums import LogicalPartitionStatus
 from nico.db.models import Instance, Machine
+from nico.services import instance_create
 from tests.api.conftest import BASE, batch_body, error, instance_body
 from tests.support import factories as f
 from tests.support.state import fingerprint
@@ -154,6 +156,34 @@ async def test_quota_is_403_with_the_numbers(
         "Current: 3, Requested: 3, Max: 5",
     )
     assert await fingerprint(session) == before
+
+
+async def test_the_quota_checked_with_the_commit_refuses_what_a_concurrent_create_used_up(
+    client: httpx.AsyncClient, headers: dict[str, str], session: AsyncSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first check reads the quota before a concurrent create commits (here: made to read no
+    instances); the check made with the commit, under the reservations' lock, counts them: 403 with
+    the same numbers, and nothing of the batch is committed."""
+    world = await f.nvlink_site(session, racks=1, trays=8, quota=5)
+    await session.commit()
+    assert (await client.post(PATH, json=batch_body(world, count=3), headers=headers)).status_code == 201
+    before = await fingerprint(session)
+    first_check = instance_create.creation_context
+
+    async def stale(*args: Any, **kwargs: Any) -> Any:
+        return replace(await first_check(*args, **kwargs), instances_of_type=0)
+
+    monkeypatch.setattr(instance_create, "creation_context", stale)
+    response = await client.post(PATH, json=batch_body(world, count=3), headers=headers)
+    assert error(response) == (
+        403,
+        "Tenant has reached the maximum number of Instances for Instance Type. "
+        "Current: 3, Requested: 3, Max: 5",
+    )
+    assert await fingerprint(session) == before
+    body = instance_body(world, name="one-more")
+    single = await client.post(f"{BASE}/instance", json=body, headers=headers)
+    assert single.status_code == 201  # 4 of 5: the refused batch left nothing behind, nor any lock
 
 
 async def test_capacity_409s(

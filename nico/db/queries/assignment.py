@@ -1,6 +1,6 @@
 """The SQL of giving free machines to new instances (driver-level: on a 200-rack site this is the
 create request's hot spot): where logical partitions are, free and used machines per domain, and
-locking free machines with ``FOR UPDATE SKIP LOCKED`` inside a savepoint."""
+locking free machines with ``FOR UPDATE SKIP LOCKED``, all or nothing."""
 
 from __future__ import annotations
 
@@ -67,17 +67,8 @@ FROM (
 ) g
 """
 
-_LOCK = {
-    in_domain: f"""
-SELECT m.id, m.domain_uuid FROM machine m
-WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s
-  AND {"m.domain_uuid = %(domain)s" if in_domain else "m.domain_uuid IS NULL"} AND {_FREE}
-ORDER BY m.chassis_serial, m.tray_index, m.id
-LIMIT %(n)s
-FOR UPDATE SKIP LOCKED
-"""
-    for in_domain in (True, False)
-}
+# Migration 0013: every domain of the plan picked and locked in one statement, all or nothing.
+_LOCK = "SELECT * FROM nico_lock_free_machines(%(site)s, %(type)s, %(domains)s::uuid[], %(counts)s::int[])"
 
 # Each domain's multicast budget and what the logical partitions present there (a physical partition,
 # or an unsettled binding the reconciler has not built yet) already draw from it.
@@ -169,29 +160,30 @@ async def capacity_sample(
     return Sample(rows, in_domains, best)
 
 
+class Pick(NamedTuple):
+    """What :func:`lock_free_machines` got: the machines locked (machine id, domain), every one the
+    plan asked for; or none, and what each domain that came up short gave (its locks released)."""
+
+    locked: list[tuple[str, uuid.UUID | None]]
+    short: dict[uuid.UUID | None, int]
+
+
 async def lock_free_machines(
     conn: Connection,
     site_id: uuid.UUID,
     instance_type_id: uuid.UUID,
-    domain: uuid.UUID | None,
-    n: int,
-    *,
-    savepoint: bool = False,
-) -> list[tuple[str, uuid.UUID | None]]:
-    """Up to ``n`` free machines of the type on ``domain`` (None: without a domain), contiguous trays
-    first, locked; machines other transactions hold are skipped. Rows: (machine id, domain).
-    ``savepoint``: set the claim's savepoint first, in the same round trip (a psycopg pipeline; the
-    lock stays a prepared statement, planned once per connection)."""
-    params = {"site": site_id, "type": instance_type_id, "domain": domain, "n": n}
-    if savepoint:
-        async with conn.pipeline():  # leaving the block syncs: the lock's rows have arrived
-            await conn.execute("SAVEPOINT nico_claim")
-            cursor = await conn.execute(_LOCK[domain is not None], params, prepare=True)
-    else:
-        cursor = await conn.execute(_LOCK[domain is not None], params, prepare=True)
-    return [(machine_id, machine_domain) for machine_id, machine_domain in await cursor.fetchall()]
-
-
-async def rollback_to_savepoint(conn: Connection) -> None:
-    """Release the partial pick (the savepoint stays, for the next try)."""
-    await conn.execute("ROLLBACK TO SAVEPOINT nico_claim")
+    plan: list[tuple[uuid.UUID | None, int]],
+) -> Pick:
+    """Lock ``n`` free machines of the type on each ``(domain, n)`` of ``plan`` (domain None: machines
+    without one), contiguous trays first, skipping machines other transactions hold; all of them or
+    none (``nico_lock_free_machines``, migration 0013: one statement, no savepoint to roll back)."""
+    params = {
+        "site": site_id,
+        "type": instance_type_id,
+        "domains": [domain for domain, _ in plan],
+        "counts": [n for _, n in plan],
+    }
+    rows = await (await conn.execute(_LOCK, params, prepare=True)).fetchall()
+    if rows and rows[0][0] is None:
+        return Pick([], {domain: got for _, domain, got in rows})
+    return Pick([(machine_id, domain) for machine_id, domain, _ in rows], {})

@@ -18,7 +18,7 @@ from nico.db.enums import NvLinkInterfaceStatus
 from nico.db.models import Instance, InstanceType, Machine, MachineCapability, NvlinkInterface, Vpc
 from nico.db.queries.common import columns, sites_of_provider, text_search
 from nico.db.queries.placement_events import CLIQUE_OF_INTERFACE
-from nico.db.raw import driver_connection
+from nico.db.raw import Statement, driver_connection, pipelined
 
 # ---- creation -----------------------------------------------------------------------------------
 
@@ -120,33 +120,41 @@ _GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 _LOCK_VPC = "SELECT 1 FROM vpc WHERE id = %(vpc)s FOR SHARE"
 
 
-# The tenant's reservations for the type are locked, so concurrent creates of one tenant and type
-# take turns at the count.
-_LOCK_RESERVATIONS = """
-SELECT ac.constraint_value FROM allocation_constraint ac JOIN allocation a ON a.id = ac.allocation_id
-WHERE a.tenant_id = %(tenant)s AND ac.instance_type_id = %(itype)s
-ORDER BY ac.id
-FOR UPDATE OF ac
-"""
-_COUNT_OF_TYPE = "SELECT count(*) FROM instance WHERE tenant_id = %(tenant)s AND instance_type_id = %(itype)s"
+# Migration 0013: the tenant's reservations for the type locked (concurrent creates of one tenant and
+# type take turns at the count), its instances of the type counted after the lock, and an error
+# raised when there is no allocation (NC002) or the count is over (NC003, detail "count/reserved").
+_CHECK_QUOTA = "SELECT nico_check_quota(%(tenant)s, %(itype)s)"
+_NO_ALLOCATION, _OVER_QUOTA = "NC002", "NC003"
 
 
-async def locked_reservations_and_count(
+@dataclass(frozen=True)
+class QuotaRefusal:
+    """Why a create's commit was refused: no allocation for the type (``reserved`` None), or the
+    tenant's instances of the type (``count``, the create's included) over ``reserved``."""
+
+    count: int | None = None
+    reserved: int | None = None
+
+
+async def commit_within_quota(
     session: AsyncSession, tenant_id: uuid.UUID, itype_id: uuid.UUID
-) -> tuple[list[int], int]:
-    """The tenant's reserved machine counts of the type, locked to the end of the transaction, and its
-    instances of the type counted after the lock: two statements (the count's snapshot must follow
-    the lock; PostgreSQL takes it when the count starts, after the lock statement has finished) in
-    one round trip (a psycopg pipeline)."""
+) -> QuotaRefusal | None:
+    """Check the tenant's quota for the type under the lock of its reservations and commit the
+    session's transaction, in one round trip: the lock, held to the commit, is held for no round
+    trip. None: committed. Else nothing is committed (the transaction is aborted: the caller's
+    rollback ends it) and the refusal says why."""
     conn = await driver_connection(session)
-    where = {"tenant": tenant_id, "itype": itype_id}
-    async with conn.pipeline():  # leaving the block syncs: both results have arrived
-        locked = await conn.execute(_LOCK_RESERVATIONS, where, prepare=True)
-        counted = await conn.execute(_COUNT_OF_TYPE, where, prepare=True)
-    values = [row[0] for row in await locked.fetchall()]
-    row = await counted.fetchone()
-    assert row is not None
-    return values, int(row[0])
+    try:
+        check = Statement(_CHECK_QUOTA, {"tenant": tenant_id, "itype": itype_id})
+        await pipelined(conn, [check], commit=True)
+    except psycopg.Error as exc:
+        if exc.sqlstate == _NO_ALLOCATION:
+            return QuotaRefusal()
+        if exc.sqlstate == _OVER_QUOTA and exc.diag.message_detail:
+            count, reserved = exc.diag.message_detail.split("/")
+            return QuotaRefusal(int(count), int(reserved))
+        raise
+    return None
 
 
 # One statement for everything a create writes (a batch is 18 instances with their interfaces,
