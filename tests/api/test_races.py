@@ -12,11 +12,18 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
 from nico.db.models import Instance, Machine
+from nico.db.queries import assignment as assignment_queries
+from nico.db.raw import driver_connection
 from tests.api.conftest import batch_body, instance_body
 from tests.support import factories as f
 from tests.support.auth import bearer
 
 TENANTS = 4
+
+
+def another_session(session: AsyncSession) -> AsyncSession:
+    """Another session on the same engine: its own connection, its own transaction."""
+    return AsyncSession(bind=session.bind, expire_on_commit=False)
 
 
 async def tenants_on(session: AsyncSession, world: f.NvlinkSite, count: int) -> list[f.NvlinkSite]:
@@ -151,3 +158,31 @@ async def test_partition_delete_never_strands_a_binding(
             )
         for response in made:  # clean up for the next round
             await client.delete(f"/v2/org/tenant-org/nico/instance/{response.json()['id']}", headers=headers)
+
+
+async def test_a_short_pick_keeps_none_of_its_machines_locked(session: AsyncSession) -> None:
+    """A pick is all or nothing (``nico_lock_free_machines``, migration 0013): when a domain gives fewer
+    machines than asked (another transaction holds some), the function says how many it gave and
+    keeps none of them locked, so other requests can take them at once; a pick that fits locks them
+    all, to the end of its transaction."""
+    world = await f.nvlink_site(session, racks=2, trays=4)
+    await session.commit()
+    d0, d1 = world.domains
+    site, itype = world.site.id, world.instance_type.id
+    async with another_session(session) as holder, another_session(session) as picker:
+        held = await assignment_queries.lock_free_machines(
+            await driver_connection(holder), site, itype, [(d0, 3)]
+        )  # 3 of d0's 4 machines held by another request
+        assert len(held.locked) == 3 and not held.short
+        short = await assignment_queries.lock_free_machines(
+            await driver_connection(picker), site, itype, [(d1, 4), (d0, 2)]
+        )
+        assert short == assignment_queries.Pick([], {d0: 1})  # d1 gave 4, d0 only 1: nothing kept
+        async with another_session(session) as third:
+            rest = await assignment_queries.lock_free_machines(
+                await driver_connection(third), site, itype, [(d1, 4), (d0, 1)]
+            )  # the short pick's machines are free to lock: all of d1, d0's last one
+            assert len(rest.locked) == 5 and {d for _, d in rest.locked} == {d0, d1}
+            await third.rollback()
+        await picker.rollback()
+        await holder.rollback()
