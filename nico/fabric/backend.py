@@ -299,6 +299,11 @@ class FabricHealth(Protocol):
 
     async def domain_health(self, target: DomainTarget) -> DomainHealth: ...
 
+    async def health_gpus(self, target: DomainTarget) -> list[FabricGpu]:
+        """The domain's GPUs for a health read: may come from a listing shared with other domains'
+        health reads, up to a second old (NMX-M lists the whole site; ``list_gpus`` lists now)."""
+        ...
+
 
 @runtime_checkable
 class FabricTopology(Protocol):

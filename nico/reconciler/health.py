@@ -40,8 +40,11 @@ async def observe(
 ) -> DomainHealth | None:
     """Read, store and export the domain's health; None when the fabric could not say."""
     try:
-        gpus = await backend.list_gpus(target)
-        summary = await backend.domain_health(target) if isinstance(backend, FabricHealth) else None
+        if isinstance(backend, FabricHealth):
+            gpus = await backend.health_gpus(target)
+            summary: DomainHealth | None = await backend.domain_health(target)
+        else:
+            gpus, summary = await backend.list_gpus(target), None
         budget = await queries.domain_multicast_budget(conn, domain)
         if budget is None and isinstance(backend, FabricTopology):
             budget = (await backend.domain_limits(target)).max_multicast_groups

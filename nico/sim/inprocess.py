@@ -178,6 +178,9 @@ class InProcessBackend:
             max_num_ports=SWITCH_PORTS * SWITCHES_PER_TRAY * SWITCH_TRAYS * chassis,
         )
 
+    async def health_gpus(self, target: DomainTarget) -> list[FabricGpu]:
+        return await self.list_gpus(target)
+
     async def domain_health(self, target: DomainTarget) -> DomainHealth:
         domain = await self._enter(target)
         nodes = await self.list_compute_nodes(target)

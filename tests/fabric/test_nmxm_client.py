@@ -4,6 +4,7 @@ domain attribution, asynchronous operations (failed, cancelled, pending, late), 
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 import httpx
 import pytest
@@ -12,11 +13,13 @@ from nico.config import NvLinkConfig
 from nico.fabric.backend import (
     DEFAULT_PARTITION_ID,
     AsyncOperations,
+    DomainHealth,
     DomainTarget,
     EndpointNotConfigured,
     FabricBackend,
     FabricBusy,
     FabricError,
+    FabricGpu,
     FabricPartition,
     FabricRejected,
     FabricTimeout,
@@ -367,3 +370,43 @@ async def test_a_reply_of_the_wrong_shape_is_an_error_not_a_crash() -> None:
             assert caught.value.code == "BAD_RESPONSE"
     finally:
         await garbled.close()
+
+
+class CountingTransport(httpx.AsyncBaseTransport):
+    """Real HTTP to the simulator, counting the requests by path."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.paths: Counter[str] = Counter()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.paths[request.url.path.removeprefix("/nmx/v1")] += 1
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_health_reads_of_many_domains_share_the_site_listings_and_a_read_back_never_does(
+    fabric: SimFabric, nmxm_sim: NmxmSimulator
+) -> None:
+    counting = CountingTransport()
+    nmxm = NmxmBackend(nmxm_sim.url, USER, PASSWORD, call_timeout=CALL_TIMEOUT, transport=counting)
+    domains = [target(fabric, serial) for serial in ("SIM-0001", "SIM-0002", "SIM-0003")]
+    try:
+
+        async def health(where: DomainTarget) -> tuple[list[FabricGpu], DomainHealth]:
+            return await nmxm.health_gpus(where), await nmxm.domain_health(where)
+
+        found = await asyncio.gather(*(health(where) for where in domains))
+        for where, (gpus, summary) in zip(domains, found, strict=True):
+            assert {g.domain_uuid for g in gpus} == {where.domain_uuid} and len(gpus) == 72
+            assert summary.gpus == {"HEALTHY": 72} and sum(summary.partitions.values()) == 1
+        # Three domains' health, one listing of each kind for the site.
+        assert counting.paths == Counter({"/gpus": 1, "/compute-nodes": 1, "/partitions": 1})
+        taken = await drain(nmxm, domains[0], 2)  # lists the partitions afresh, then changes one
+        assert counting.paths["/partitions"] == 2
+        gpus = {g.gpu_uid: g for g in await nmxm.list_gpus(domains[0])}  # lists now, not shared
+        assert counting.paths["/gpus"] == 2 and all(gpus[uid].nmx_partition_id is None for uid in taken)
+    finally:
+        await nmxm.close()

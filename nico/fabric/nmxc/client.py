@@ -340,6 +340,10 @@ class NmxcBackend:
             max_num_ports=reply.max_num_ports,
         )
 
+    async def health_gpus(self, target: DomainTarget) -> list[FabricGpu]:
+        """The domain's GPUs (NMX-C lists one domain: nothing to share)."""
+        return await self.list_gpus(target)
+
     async def domain_health(self, target: DomainTarget) -> DomainHealth:
         """Health counts of the domain's GPUs, compute nodes, switch trays and partitions, and the
         controller's state, read concurrently."""

@@ -23,7 +23,7 @@ import contextlib
 import functools
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
@@ -53,8 +53,10 @@ from nico.fabric.return_codes import code_from_name, return_code_error
 log = logging.getLogger(__name__)
 
 API = "/nmx/v1"
-# How old a site GPU listing may be to serve a health read (``domain_health``): the reconciler's health
-# read lists the GPUs and asks for the domain's health right after; health itself stands for seconds.
+# How old a site-wide listing (GPUs, compute nodes, partitions) may be to serve a health read or a
+# domain's GPU list: the reconciler reads the health of many domains at once (every domain's first pass
+# after a quiet spell), and each would otherwise list the whole site three times; health itself stands
+# for seconds. A read-back after a change never takes a shared listing (``list_partitions``).
 HEALTH_LISTING_REUSE = 1.0
 _STATES: dict[str, OperationState] = {
     "pending": "pending",
@@ -108,6 +110,9 @@ class NmxmBackend:
         self._by_uid: dict[int, _Gpu] = {}
         self._partition_domain: dict[str, uuid.UUID] = {}
         self._gpus_listed: tuple[float, list[dict[str, Any]]] | None = None  # (began, GET /gpus)
+        # Listings shared by the reads that may take one HEALTH_LISTING_REUSE seconds old: path ->
+        # (began, the listing, done or still on its way).
+        self._shared: dict[str, tuple[float, asyncio.Future[Any]]] = {}
 
     @classmethod
     def from_config(cls, config: NvLinkConfig, username: str | None, password: str | None) -> NmxmBackend:
@@ -286,14 +291,31 @@ class NmxmBackend:
         return self._gpus_listed[1]
 
     async def _recent_gpus(self) -> list[dict[str, Any]]:
-        """The site's GPU listing for health: the last one when it began at most
-        ``HEALTH_LISTING_REUSE`` seconds ago (the reconciler's health read lists the GPUs right before
-        it asks for the domain's health), else a new one."""
+        """The site's GPU listing for health and domain GPU lists: the last one when it began at most
+        ``HEALTH_LISTING_REUSE`` seconds ago, else one shared with the concurrent reads
+        (:meth:`_recent`)."""
         if self._gpus_listed is not None:
             started, listed = self._gpus_listed
             if asyncio.get_running_loop().time() - started <= HEALTH_LISTING_REUSE:
                 return listed
-        return await self._refresh_gpus()
+        return cast(list[dict[str, Any]], await self._recent("/gpus", self._refresh_gpus))
+
+    async def _recent(self, path: str, fetch: Callable[[], Awaitable[Any]]) -> Any:
+        """A site-wide listing that began at most ``HEALTH_LISTING_REUSE`` seconds ago, waited for if it
+        is still on its way, else a new one (``fetch``) that the reads arriving meanwhile share: the
+        health reads of 16 domains at once list the site once, not 16 times. A failed listing is not
+        shared beyond the reads that waited for it."""
+        loop = asyncio.get_running_loop()
+        found = self._shared.get(path)
+        if found is None or loop.time() - found[0] > HEALTH_LISTING_REUSE:
+            found = (loop.time(), asyncio.ensure_future(fetch()))
+            self._shared[path] = found
+        try:
+            return await asyncio.shield(found[1])  # one reader cancelled does not cancel the others'
+        except Exception:
+            if self._shared.get(path) is found:
+                del self._shared[path]
+            raise
 
     async def _entity_ids(self, target: DomainTarget, gpu_uids: frozenset[int]) -> list[str]:
         if any(uid not in self._by_uid for uid in gpu_uids):
@@ -326,7 +348,10 @@ class NmxmBackend:
         return DomainHello(domain_uuid=target.domain_uuid)
 
     async def list_partitions(self, target: DomainTarget) -> list[FabricPartition]:
-        listed = await self._request("GET", "/partitions")
+        """The domain's partitions, from a listing made now (a read-back: never a shared one)."""
+        return await self._partitions_of(target, await self._request("GET", "/partitions"))
+
+    async def _partitions_of(self, target: DomainTarget, listed: Any) -> list[FabricPartition]:
         with self._parsing("GET /partitions"):
             members_of = {str(p["ID"]): _member_ids(p.get("Members")) for p in listed}
             if any(m not in self._by_id for ids in members_of.values() for m in ids):
@@ -456,6 +481,11 @@ class NmxmBackend:
     async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
         return self._domain_gpus(target, await self._refresh_gpus())
 
+    async def health_gpus(self, target: DomainTarget) -> list[FabricGpu]:
+        """The domain's GPUs from a site listing at most ``HEALTH_LISTING_REUSE`` seconds old, shared
+        with the other domains' health reads."""
+        return self._domain_gpus(target, await self._recent_gpus())
+
     def _domain_gpus(self, target: DomainTarget, listed: list[dict[str, Any]]) -> list[FabricGpu]:
         with self._parsing("GET /gpus"):
             return [
@@ -496,12 +526,14 @@ class NmxmBackend:
 
     async def domain_health(self, target: DomainTarget) -> DomainHealth:
         """GPU, compute-node and partition ``Health`` counts; NMX-M reports no switch or controller
-        health, so those stay empty / UNKNOWN. The three site-wide listings are asked at once, the
-        GPUs' only when the last listing is older than ``HEALTH_LISTING_REUSE`` (a health read lists
-        them right before)."""
-        gpu_listing, node_listing, partitions = await asyncio.gather(
-            self._recent_gpus(), self._request("GET", "/compute-nodes"), self.list_partitions(target)
+        health, so those stay empty / UNKNOWN. The three site-wide listings are asked at once, each
+        shared with the other domains' health reads (``HEALTH_LISTING_REUSE``)."""
+        gpu_listing, node_listing, partition_listing = await asyncio.gather(
+            self._recent_gpus(),
+            self._recent("/compute-nodes", lambda: self._request("GET", "/compute-nodes")),
+            self._recent("/partitions", lambda: self._request("GET", "/partitions")),
         )
+        partitions = await self._partitions_of(target, partition_listing)
         gpus = self._domain_gpus(target, gpu_listing)
         nodes = self._nodes(target, node_listing, gpu_listing)
         return DomainHealth(
