@@ -129,6 +129,12 @@ class Reconciler:
             self._asked[domain] = now
         self.wake.set()
 
+    def _burst_wait(self, ready: Iterable[uuid.UUID], now: float, debounce: float) -> float:
+        """How long to wait before starting the passes of the ``ready`` domains: until the newest
+        request among them is ``debounce`` old (0: at once)."""
+        newest = max((self._asked.get(d, -math.inf) for d in ready), default=-math.inf)
+        return max(newest + debounce - now, 0.0)
+
     def _covered(self, result: DomainResult) -> None:
         """Drop the domain's waiting request when the pass that just ended already did what it asked:
         the pass ended with nothing left to do, and every request came before it loaded the domain's
@@ -187,9 +193,13 @@ class Reconciler:
                     log.exception("full reconcile pass failed")
                 next_full = time.monotonic() + interval
                 continue
-            if any(at <= now and d not in self._running for d, at in self.due.items()):
-                if debounce > 0:
-                    await asyncio.sleep(debounce)  # let a burst of commits arrive as one wake-up
+            ready = [d for d, at in self.due.items() if at <= now and d not in self._running]
+            if ready:
+                # Let a burst of commits arrive as one wake-up: wait until the newest request is
+                # ``debounce`` old (a request that waited for its domain's running pass starts at once).
+                settle = self._burst_wait(ready, now, debounce)
+                if settle > 0:
+                    await asyncio.sleep(settle)
                 now = time.monotonic()
                 for domain in [d for d, at in self.due.items() if at <= now and d not in self._running]:
                     del self.due[domain]

@@ -1,6 +1,8 @@
 """A request for a domain that came before a pass loaded the domain's state is covered by that pass
 (its NOTIFY followed the commit the load saw): when the pass ends with nothing left to do, the request
-is dropped instead of costing one more pass (``Reconciler._covered``). Anything else still brings one."""
+is dropped instead of costing one more pass (``Reconciler._covered``). Anything else still brings one.
+And the debounce waits only for fresh requests: one that waited for its domain's running pass starts
+its pass at once (``Reconciler._burst_wait``)."""
 
 from __future__ import annotations
 
@@ -55,3 +57,15 @@ def test_a_pass_without_a_load_covers_nothing() -> None:
     r.request([DOMAIN])
     r._covered(DomainResult(DOMAIN, "ok"))  # a pass of a domain that is gone, say
     assert DOMAIN in r.due
+
+
+def test_passes_wait_for_a_burst_to_settle_only_after_a_fresh_request() -> None:
+    r = reconciler()
+    other = uuid.uuid4()
+    r.request([DOMAIN])
+    now = time.monotonic()
+    assert 0.0 < r._burst_wait([DOMAIN], now, 0.005) <= 0.005  # just asked: a burst may follow
+    assert r._burst_wait([DOMAIN], now + 0.1, 0.005) == 0.0  # asked long ago (waited for its pass)
+    r.request([other])
+    assert r._burst_wait([DOMAIN, other], now + 0.1, 0.005) == 0.0  # both old by then
+    assert r._burst_wait([DOMAIN], time.monotonic(), 0.0) == 0.0  # no debounce configured
