@@ -134,9 +134,7 @@ async def write_back(
         writes.settle(settled.versions, settled.waiting, settled.gpus)
     if found.deleting:  # the settle goes first, then each partition under its own lock
         await writes.send(session)
-        for lp_id in found.deleting:
-            if await lifecycle.finish_partition_deletion(session, lp_id):
-                report.partitions_removed += 1
+        report.partitions_removed = await _finish_partitions(session, found.deleting)
     _ready(report, state, settled.applied)
     # Every GPU always has a home (#6644): checked on every pass, repaired by the next plan.
     report.gpus_without_home = len(without_home(desire, seen))
@@ -217,8 +215,13 @@ def _record_gpu_observations(
 
 async def finish_deleted_partitions(session: AsyncSession) -> int:
     """Logical partitions being deleted vanish once nothing of them remains; returns how many went."""
+    return await _finish_partitions(session, await queries.deleting_partitions_with_nothing_left(session))
+
+
+async def _finish_partitions(session: AsyncSession, lp_ids: list[uuid.UUID]) -> int:
+    """Finish the deletion of each logical partition (each under its own lock); how many went."""
     removed = 0
-    for lp_id in await queries.deleting_partitions_with_nothing_left(session):
+    for lp_id in lp_ids:
         if await lifecycle.finish_partition_deletion(session, lp_id):
             removed += 1
     return removed
