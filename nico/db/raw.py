@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from nico.db.engine import is_stale, libpq_url
 
@@ -77,10 +77,16 @@ class RawPool:
                 await conn.close()
 
 
-async def driver_connection(session: AsyncSession) -> psycopg.AsyncConnection[Any]:
-    """The psycopg connection under a session's transaction, for statements on a hot path that run
-    at the driver level (SQLAlchemy's statement machinery costs more CPU than they do)."""
-    connection = await session.connection()
+async def driver_connection(holder: AsyncSession | AsyncConnection) -> psycopg.AsyncConnection[Any]:
+    """The psycopg connection under a session's (or a connection's) transaction, begun if need be,
+    for statements on a hot path that run at the driver level (SQLAlchemy's statement machinery costs
+    more CPU than they do); SQLAlchemy knows of the transaction, so its commit or rollback ends it."""
+    if isinstance(holder, AsyncSession):
+        connection = await holder.connection()
+    else:
+        connection = holder
+        if not connection.in_transaction():
+            await connection.begin()
     raw = await connection.get_raw_connection()
     driver = raw.driver_connection
     assert isinstance(driver, psycopg.AsyncConnection)

@@ -14,7 +14,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.enums import SubnetStatus, VpcStatus
 from nico.db.models import InstanceType, MachineCapability, Tenant, Vpc
 from nico.db.queries import instance as queries
-from nico.db.queries.instance import QuotaRefusal
 from nico.services.errors import bad_request
 from nico.services.nvlink_interface import BATCH, SINGLE, Binding, PartitionTexts
 
@@ -191,16 +190,6 @@ def check_subnets(context: Context, vpc: Vpc, ports: Sequence[Port], texts: Subn
             raise bad_request(texts.ready.format(id=port.subnet_id))
         if uuid.UUID(subnet["vpc_id"]) != vpc.id:
             raise bad_request(texts.vpc.format(id=port.subnet_id))
-
-
-async def commit_within_quota(
-    session: AsyncSession, tenant: Tenant, itype: InstanceType
-) -> QuotaRefusal | None:
-    """The quota checked again, now under the lock of the tenant's reservations, and the create
-    committed with it (one round trip; :func:`queries.commit_within_quota`): None when committed.
-    Creates call it last, after their inserts, so the lock other creates of the tenant wait for is
-    held only for the commit; the count includes the instances being created."""
-    return await queries.commit_within_quota(session, tenant.id, itype.id)
 
 
 def requested_partitions(spec: InstanceSpec, vpc: Vpc) -> set[uuid.UUID]:

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.enums import InstanceStatus, MachineStatus, SiteStatus
 from nico.db.models import Machine, Tenant, Vpc
 from nico.db.queries import instance as queries
+from nico.db.queries.instance import commit_within_quota
 from nico.services import assignment
 from nico.services.assignment import Claimed
 from nico.services.errors import bad_request, conflict, forbidden
@@ -31,7 +32,6 @@ from nico.services.instance_checks import (
     check_subnets,
     check_tenant,
     check_vpc,
-    commit_within_quota,
     creation_context,
     requested_partitions,
 )
@@ -172,7 +172,7 @@ async def create(
         bindings=bindings,
     )
     if itype is not None:
-        refused = await commit_within_quota(session, tenant, itype)  # the check again, with the commit
+        refused = await commit_within_quota(session, tenant.id, itype.id)  # the check again, with the commit
         if refused is not None:
             raise forbidden(NO_ALLOCATION if refused.reserved is None else QUOTA_REACHED)
     return view
@@ -264,7 +264,7 @@ async def create_batch(
         machines=machines,
         bindings=bindings,
     )
-    refused = await commit_within_quota(session, tenant, itype)  # the check again, with the commit
+    refused = await commit_within_quota(session, tenant.id, itype.id)  # the check again, with the commit
     if refused is not None:
         if refused.count is None or refused.reserved is None:
             raise forbidden(NO_ALLOCATION)

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import psycopg
 from psycopg.types.json import Jsonb
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -167,21 +166,12 @@ _ONE_DOMAIN = [
 _TRY_LOCK = "SELECT pg_try_advisory_lock(%(k)s)"
 
 
-async def _driver(conn: AsyncConnection) -> psycopg.AsyncConnection[Any]:
-    """The psycopg connection under ``conn``, in a transaction SQLAlchemy knows of."""
-    if not conn.in_transaction():
-        await conn.begin()
-    driver = (await conn.get_raw_connection()).driver_connection
-    assert isinstance(driver, psycopg.AsyncConnection)
-    return driver
-
-
 async def one_domain_rows(conn: AsyncConnection, domain: uuid.UUID, *, lock: int | None = None) -> DomainRows:
     """Everything a pass loads about ``domain``, and the registry, in one round trip: the statements
     go out together in a psycopg pipeline, in the connection's current transaction. With ``lock``, the
     domain's session-level advisory lock ``lock`` is tried first in the same round trip; when
     another session holds it, ``locked`` is False and the rows are to be thrown away."""
-    driver = await _driver(conn)
+    driver = await driver_connection(conn)
     params = {"domains": [domain]}
     statements = [Statement(sql, params if "%(" in sql else None) for sql in _ONE_DOMAIN]
     if lock is not None:
@@ -251,7 +241,7 @@ async def insert_intents(conn: AsyncConnection, rows: list[dict[str, Any]], *, c
     """Insert pending intents (keys: id, domain, lp, operation, name, ref, gpus: GPU uids as text),
     one statement for all, and with ``commit`` commit them, in one round trip."""
     statements = [Statement(_INSERT_INTENTS, {"rows": Jsonb(rows, dumps=_dumps)})] if rows else []
-    await pipelined(await _driver(conn), statements, commit=commit)
+    await pipelined(await driver_connection(conn), statements, commit=commit)
 
 
 def _dumps(value: Any) -> str:
@@ -403,7 +393,16 @@ class PassWrites:
         gpus: Sequence[tuple[uuid.UUID, int, uuid.UUID, int]],
     ) -> None:
         """:func:`settle_instances`, queued."""
-        self._statements.append(Statement(_SETTLE, _settle_params(versions, waiting, gpus)))
+        params = {
+            "ids": list(versions),
+            "versions": list(versions.values()),
+            "waiting": list(waiting),
+            "g_inst": [g[0] for g in gpus],
+            "g_dev": [g[1] for g in gpus],
+            "g_dom": [g[2] for g in gpus],
+            "g_uid": [str(g[3]) for g in gpus],
+        }
+        self._statements.append(Statement(_SETTLE, params))
 
     def record_domain_pass(self, domain: uuid.UUID, digest: str, settled: bool, without_home: int) -> None:
         self._statements.append(
@@ -428,22 +427,6 @@ class PassWrites:
             [SettlingInstance(*row) for row in results[settling]] if settling is not None else [],
             [lp_id for (lp_id,) in results[deleting]] if deleting is not None else [],
         )
-
-
-def _settle_params(
-    versions: Mapping[uuid.UUID, int],
-    waiting: Sequence[uuid.UUID],
-    gpus: Sequence[tuple[uuid.UUID, int, uuid.UUID, int]],
-) -> dict[str, Any]:
-    return {
-        "ids": list(versions),
-        "versions": list(versions.values()),
-        "waiting": list(waiting),
-        "g_inst": [g[0] for g in gpus],
-        "g_dev": [g[1] for g in gpus],
-        "g_dom": [g[2] for g in gpus],
-        "g_uid": [str(g[3]) for g in gpus],
-    }
 
 
 async def locked_settling_instances(
