@@ -61,6 +61,15 @@ def _check_out(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
         raise DisconnectionError("pooled connection closed by the server")  # the pool opens a new one
 
 
+# Statements are prepared on a connection the first time they run there (psycopg's default waits for
+# the fifth): the engine's pool holds up to twice db_pool_size connections, and under load the
+# reconciler's and the requests' statements spread over all of them, so with the default most ran
+# parsed and planned anew for as long as a burst lasted (half of the statements of a 16-tenant
+# benchmark phase went unprepared). nico's SQL is a fixed set of texts, well under psycopg's cache of
+# 100 per connection.
+PREPARE_THRESHOLD = 0
+
+
 def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
     engine = create_async_engine(
         normalize_url(url),
@@ -68,6 +77,7 @@ def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
         max_overflow=pool_size,
         pool_pre_ping=False,  # is_stale on check-out finds dead connections without a round trip
         pool_recycle=1800,
+        connect_args={"prepare_threshold": PREPARE_THRESHOLD},
     )
     event.listen(engine.sync_engine, "checkout", _check_out)
     return engine

@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from nico.db.engine import is_stale, libpq_url
+from nico.db.engine import PREPARE_THRESHOLD, is_stale, libpq_url
 
 
 class RawPool:
@@ -56,7 +56,9 @@ class RawPool:
             if self._idle.empty() and self._opened < self._size:
                 self._opened += 1  # counted before the await, so concurrent callers respect the size
                 try:
-                    return await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+                    return await psycopg.AsyncConnection.connect(
+                        self._url, autocommit=True, prepare_threshold=PREPARE_THRESHOLD
+                    )
                 except BaseException:
                     self._opened -= 1
                     self._idle.put_nowait(None)
