@@ -47,7 +47,7 @@ class AppContext:
     @cached_property
     def placement_listener(self) -> PlacementListener:
         """The process's one LISTEN connection for placement events, shared by every open stream."""
-        return PlacementListener(self.engine.url.render_as_string(hide_password=False))
+        return PlacementListener(self.engine.url.render_as_string(hide_password=False), self.raw)
 
     async def close(self) -> None:
         if "raw" in self.__dict__:

@@ -9,8 +9,13 @@ sites), which then read the rows after their cursors. A stream that misses a not
 listener reconnecting) still reads at its next heartbeat.
 
 The cursor (the SSE ``id``, sent back as ``Last-Event-ID``) is ``<txid>-<id>``: events are delivered
-in (writing transaction, row) order and only from transactions older than every running one, so a
-slow transaction that commits late never lands behind a cursor that has moved on.
+in (writing transaction, row) order and only from transactions older than every running one (below
+the horizon), so a slow transaction that commits late never lands behind a cursor that has moved on.
+A stream that read events not final yet waits for the horizon to pass them. The listener watches the
+horizon for all of its streams at once: one probe after each notification (any commit may be the
+one that moves it) or, without any, after a delay that doubles; a stream is woken, and reads again,
+only when the horizon has passed its first event not yet final. (Streams that re-read on every
+notification while they waited read seven times per instance under 16 tenants.)
 """
 
 from __future__ import annotations
@@ -39,11 +44,11 @@ log = logging.getLogger(__name__)
 BATCH = 500
 RETRY_MS = 1000
 PRUNE_EVERY_SECONDS = 60.0
-# A notification whose events are not final yet (an older writing transaction still runs) is read
-# again after SETTLE_FIRST, then twice as long each time up to SETTLE_LAST. The writers that hold the
-# horizon back are short (a create writes in the round trip of its commit; a pass's write-back is two
-# round trips), so the first retry comes soon: 20 ms made the last Ready event of an instance wait
-# for it more often than not under 16 tenants.
+# While a stream waits for the horizon, it is probed after every notification and, without any (the
+# transaction holding it back announced nothing), after SETTLE_FIRST, then twice as long each time up
+# to SETTLE_LAST. The writers that hold the horizon back are short (a create writes in the round trip
+# of its commit; a pass's write-back is two round trips), so the first probe comes soon: 20 ms made
+# the last Ready event of an instance wait for it more often than not under 16 tenants.
 SETTLE_FIRST, SETTLE_LAST = 0.005, 2.0
 _CURSOR = re.compile(r"^(\d{1,19})-(\d{1,19})$")
 
@@ -80,20 +85,20 @@ def parse_audience(payload: str) -> frozenset[tuple[str, str]] | None:
 
 
 class Waiter:
-    """One stream's wake-up: bumped by the notifications that name its scope's tenant or site."""
+    """One stream's wake-up: bumped by the notifications that name its scope's tenant or site, and
+    when the horizon passes ``pending``, the txid of its first event not final yet."""
 
     def __init__(self, scope: Scope) -> None:
         self._tenant = str(scope.tenant_id) if scope.tenant_id is not None else None
         self._site = str(scope.site_id) if scope.site_id is not None else None
         self.generation = 0
-        self.settling = False
+        self.pending: int | None = None
         self._wake = asyncio.Event()
 
     def concerned(self, audience: frozenset[tuple[str, str]] | None) -> bool:
         """Whether a notification for ``audience`` may hold events of this scope. A provider's
-        scope has no tenant and is not told its sites: it wakes for every site, or its one site. A
-        stream waiting for its events to become final wakes for every commit that might free them."""
-        if audience is None or self.settling:
+        scope has no tenant and is not told its sites: it wakes for every site, or its one site."""
+        if audience is None:
             return True
         return any(
             (self._tenant is None or tenant == self._tenant) and (self._site is None or site == self._site)
@@ -120,14 +125,19 @@ class Waiter:
 
 class PlacementListener:
     """One ``LISTEN nico_placement`` connection per process, shared by every open stream; a
-    notification wakes only the streams whose scope it names."""
+    notification wakes only the streams whose scope it names. It also watches the horizon for the
+    streams waiting for their events to become final (``raw`` runs its probes)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, raw: RawPool) -> None:
         self._url = libpq_url(url)
+        self._raw = raw
         self._waiters: set[Waiter] = set()
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._last_prune = 0.0
+        self._committed = asyncio.Event()  # a notification since the last probe
+        self._prober: asyncio.Task[None] | None = None
+        self.probes = 0
 
     async def acquire(self, scope: Scope) -> Waiter:
         async with self._lock:
@@ -146,11 +156,13 @@ class PlacementListener:
     async def release(self, waiter: Waiter) -> None:
         async with self._lock:
             self._waiters.discard(waiter)
-            if not self._waiters and self._task is not None:
-                self._task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await self._task
-                self._task = None
+            if not self._waiters:
+                for task in (self._task, self._prober):
+                    if task is not None:
+                        task.cancel()
+                        with contextlib.suppress(asyncio.CancelledError, Exception):
+                            await task
+                self._task = self._prober = None
 
     async def _run(self, conn: psycopg.AsyncConnection[Any]) -> None:
         try:
@@ -166,10 +178,43 @@ class PlacementListener:
                 await conn.close()
 
     def notify(self, audience: frozenset[tuple[str, str]] | None) -> None:
-        """Wake the streams ``audience`` concerns (None: every stream)."""
+        """Wake the streams ``audience`` concerns (None: every stream), and the horizon's prober."""
         for waiter in self._waiters:
             if waiter.concerned(audience):
                 waiter.bump()
+        self._committed.set()
+
+    def wait_for_horizon(self, waiter: Waiter, txid: int | None) -> None:
+        """Wake ``waiter`` once the horizon has passed ``txid`` (None: it waits for nothing)."""
+        waiter.pending = txid
+        if txid is not None and (self._prober is None or self._prober.done()):
+            self._prober = asyncio.create_task(self._probe(), name="nico-placement-horizon")
+
+    async def _probe(self) -> None:
+        """Probe the horizon while streams wait for it: after each notification, else after a delay
+        that doubles; one probe at a time, whatever the number of streams."""
+        delay = SETTLE_FIRST
+        while True:
+            try:
+                async with asyncio.timeout(delay):  # not wait_for: see Reconciler._loop
+                    await self._committed.wait()
+                delay = SETTLE_FIRST
+            except TimeoutError:
+                delay = min(delay * 2, SETTLE_LAST)
+            self._committed.clear()  # a notification from here on brings the next probe at once
+            if not any(w.pending is not None for w in self._waiters):
+                return
+            try:
+                (row,) = await _rows(self._raw, q.HORIZON, {})
+            except Exception:  # the database away: streams still read at every heartbeat
+                log.warning("cannot read the placement events' horizon", exc_info=True)
+                delay = SETTLE_LAST
+                continue
+            self.probes += 1
+            for waiter in self._waiters:
+                if waiter.pending is not None and waiter.pending < row["horizon"]:
+                    waiter.pending = None
+                    waiter.bump()
 
     def prune_due(self) -> bool:
         now = time.monotonic()
@@ -244,33 +289,23 @@ async def stream(
         else:
             yield sse("hello", {"retentionSeconds": retention_seconds}, cursor)
         params = scope.params() | {"limit": BATCH}
-        # After a notification that brought nothing final (an older transaction still runs and holds
-        # the horizon back), read again soon rather than at the next heartbeat.
-        backoff: float | None = None
         while True:
             seen = waiter.generation
             after = {"after_txid": cursor.txid, "after_id": cursor.id}
             rows = await _rows(raw, q.EVENTS_AFTER, params | after)
+            pending = None
             for row in rows:
+                if row["txid"] >= row["horizon"]:
+                    pending = row["txid"]  # not final, nor anything after it: wait for the horizon
+                    break
                 cursor = Cursor(row["txid"], row["id"])
                 yield sse("placement", event_body(row), cursor)
-            if rows:
-                backoff = None
-                if len(rows) == BATCH:
-                    continue  # more may be waiting
-                # Everything final when the read began is sent: what came after has notified (after
-                # ``seen``), so the wait below returns at once for it; no read to find nothing.
-            timeout = heartbeat_seconds if backoff is None else backoff
-            # Told of events that are not final yet: any commit may be the one holding them back.
-            waiter.settling = backoff is not None
-            if await waiter.wait(seen, timeout):
-                backoff = SETTLE_FIRST
-            elif backoff is not None and backoff < heartbeat_seconds:
-                backoff = min(backoff * 2, heartbeat_seconds)
-                if backoff >= SETTLE_LAST:
-                    backoff = None
-            else:
-                backoff = None
+            if pending is None and len(rows) == BATCH:
+                continue  # more may be waiting
+            # Everything final when the read began is sent: what came after has notified (after
+            # ``seen``), so the wait below returns at once for it; no read to find nothing.
+            listener.wait_for_horizon(waiter, pending)
+            if not await waiter.wait(seen, heartbeat_seconds):
                 yield ": heartbeat\n\n"
     finally:
         await listener.release(waiter)

@@ -4,20 +4,28 @@ events too."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import uuid
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import psycopg
+import pytest
 from sqlalchemy import delete, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.engine import libpq_url
-from nico.db.models import Machine, NvlinkInterface, PhysicalPartition, PlacementEvent
-from nico.services.placement_events import PlacementListener, Waiter, parse_audience
+from nico.db.models import Instance, Machine, NvlinkInterface, PhysicalPartition, PlacementEvent
+from nico.db.raw import RawPool
+from nico.services.placement_events import PlacementListener, Waiter, parse_audience, stream
 from nico.services.placement_export import Scope
 from tests.api.conftest import BASE, batch_body, instance_body
 from tests.support import factories as f
 from tests.support.placement import realise
+from tests.support.waiting import wait_for
 
 
 async def events(session: AsyncSession, after: int = 0) -> list[PlacementEvent]:
@@ -192,14 +200,16 @@ async def test_a_notification_wakes_only_the_streams_it_names(
     database_url: str,
 ) -> None:
     """One tenant's change wakes that tenant's streams and the site's provider streams, not another
-    tenant's (which used to read, find nothing and retry on every change of the site), unless that
-    stream waits for events of its own to become final."""
+    tenant's (which used to read, find nothing and retry on every change of the site), even one that
+    waits for events of its own to become final: the horizon's prober wakes that one, when the
+    horizon has passed them (used to be: on every commit)."""
     other, bystander = uuid.uuid4(), uuid.uuid4()
-    listener = PlacementListener(database_url)
+    raw = RawPool(database_url, 2)
+    listener = PlacementListener(database_url, raw)
     mine = await listener.acquire(Scope(tenant_id=world.tenant.id))
     theirs = await listener.acquire(Scope(tenant_id=other))
-    settling = await listener.acquire(Scope(tenant_id=other, site_id=world.site.id))
-    settling.settling = True  # its own events were announced but are not final yet
+    waiting = await listener.acquire(Scope(tenant_id=other, site_id=world.site.id))
+    listener.wait_for_horizon(waiting, 2**62)  # its own events, not final for as long as this test runs
     provider_site = await listener.acquire(Scope(provider_id=uuid.uuid4(), site_id=world.site.id))
     provider_elsewhere = await listener.acquire(Scope(provider_id=uuid.uuid4(), site_id=uuid.uuid4()))
     sentinel = await listener.acquire(Scope(tenant_id=bystander))
@@ -211,11 +221,105 @@ async def test_a_notification_wakes_only_the_streams_it_names(
         assert await sentinel.wait(0, 30.0)
         assert mine.generation == 1
         assert provider_site.generation == 1
-        assert settling.generation == 2  # the batch's and the sentinel's: any commit may free its events
-        assert theirs.generation == 0 and provider_elsewhere.generation == 0
+        await wait_for(lambda: listener.probes >= 1, within=30, what="the horizon probed")
+        assert theirs.generation == 0 and provider_elsewhere.generation == 0 and waiting.generation == 0
     finally:
-        for waiter in (mine, theirs, settling, provider_site, provider_elsewhere, sentinel):
+        for waiter in (mine, theirs, waiting, provider_site, provider_elsewhere, sentinel):
             await listener.release(waiter)
+        await raw.close()
+
+
+class Streamed:
+    """One tenant's placement event stream (the service's generator, on a real database), read into
+    a list by a task."""
+
+    def __init__(self, database_url: str, tenant_id: uuid.UUID) -> None:
+        self.raw = RawPool(database_url, 4)
+        self.listener = PlacementListener(database_url, self.raw)
+        self.events: list[dict[str, Any]] = []
+        self.started = asyncio.Event()
+        body = stream(
+            self.raw,
+            self.listener,
+            Scope(tenant_id=tenant_id),
+            None,
+            heartbeat_seconds=30,
+            retention_seconds=3600,
+        )
+        self._task = asyncio.create_task(self._read(body))
+
+    async def _read(self, body: AsyncIterator[str]) -> None:
+        async for text_ in body:
+            event = dict(line.split(": ", 1) for line in text_.strip().splitlines() if ": " in line)
+            if event.get("event") == "hello":
+                self.started.set()
+            elif event.get("event") == "placement":
+                self.events.append({"id": event["id"], **json.loads(event["data"])})
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        await self.raw.close()
+
+
+async def _bindings_of(session: AsyncSession, tenant_id: uuid.UUID) -> list[uuid.UUID]:
+    rows = await session.scalars(
+        select(NvlinkInterface.instance_id)
+        .join(Instance, Instance.id == NvlinkInterface.instance_id)
+        .where(Instance.tenant_id == tenant_id)
+        .group_by(NvlinkInterface.instance_id)
+        .order_by(NvlinkInterface.instance_id)
+    )
+    return list(rows)
+
+
+@pytest.mark.parametrize("older_writes_events", [True, False], ids=["older-announces", "older-silent"])
+async def test_a_stream_holds_events_until_every_older_transaction_ended(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    session: AsyncSession,
+    database_url: str,
+    older_writes_events: bool,
+) -> None:
+    """A transaction that began before another and commits after it: the newer one's events wait on
+    the stream until the older one has ended, then come after the older one's, none lost. With
+    ``older-silent`` the older transaction writes no event, so its commit announces nothing and only
+    the horizon's prober, probing on its own, can release the newer events."""
+    fail = "UPDATE nvlink_interface SET status = 'Error' WHERE instance_id = %s"  # 4 events
+    await two_instances_in_a_partition(client, headers, world, session)
+    first, second = await _bindings_of(session, world.tenant.id)
+    streamed = Streamed(database_url, world.tenant.id)
+    url = libpq_url(database_url)
+    try:
+        async with asyncio.timeout(30):
+            await streamed.started.wait()
+        async with (
+            await psycopg.AsyncConnection.connect(url) as older,
+            await psycopg.AsyncConnection.connect(url, autocommit=True) as newer,
+        ):
+            if older_writes_events:
+                await older.execute(fail, [first])
+            else:
+                await older.execute("SELECT pg_current_xact_id()")  # a txid, and no event
+            await newer.execute(fail, [second])
+            # The stream has read the newer events and found them not final (or, wrongly, sent
+            # them), and the horizon has been probed twice since (after the newer commit's
+            # notification, then on its own).
+            await wait_for(
+                lambda: streamed.listener.probes >= 2 or streamed.events, within=30, what="two probes"
+            )
+            assert streamed.events == []
+            await older.commit()
+        expected = 8 if older_writes_events else 4
+        await wait_for(lambda: len(streamed.events) >= expected, within=30, what="the events streamed")
+    finally:
+        await streamed.stop()
+    got = [(uuid.UUID(e["instanceId"]), e["kind"]) for e in streamed.events]
+    assert got == ([(first, "Error")] * 4 if older_writes_events else []) + [(second, "Error")] * 4
+    cursors = [tuple(int(part) for part in e["id"].split("-")) for e in streamed.events]
+    assert cursors == sorted(cursors)
 
 
 def test_a_notification_names_its_audience_or_everyone() -> None:

@@ -45,16 +45,19 @@ WHERE (%(tenant)s::uuid IS NULL OR i.tenant_id = %(tenant)s::uuid)
 ORDER BY i.name, i.id
 """
 
-# The transactions older than every running one: their events are final (no slower transaction can
-# still add an event before them in (txid, id) order).
-_FINAL = "e.txid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+# The horizon: the oldest running transaction. The events of transactions below it are final (no
+# slower transaction can still add an event before them in (txid, id) order).
+_HORIZON = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
+_FINAL = f"e.txid < {_HORIZON}"
 
-# Events after the cursor (``after_txid``, ``after_id``) in scope (scope parameters as PLACEMENT).
+# Events after the cursor (``after_txid``, ``after_id``) in scope (scope parameters as PLACEMENT),
+# final or not, each with the horizon of the statement's snapshot: the rows before the first one at
+# or past it are final; that one's txid is what the stream waits for the horizon to pass.
 EVENTS_AFTER = f"""
 SELECT e.id, e.txid, e.created, e.tenant_id, e.site_id, e.instance_id, e.instance_name, e.interface_id,
-       e.device_instance, e.kind, e.domain_uuid, e.logical_partition_id, e.clique_id
+       e.device_instance, e.kind, e.domain_uuid, e.logical_partition_id, e.clique_id, {_HORIZON} AS horizon
 FROM placement_event e
-WHERE (e.txid, e.id) > (%(after_txid)s, %(after_id)s) AND {_FINAL}
+WHERE (e.txid, e.id) > (%(after_txid)s, %(after_id)s)
   AND (%(tenant)s::uuid IS NULL OR e.tenant_id = %(tenant)s::uuid)
   AND (%(provider)s::uuid IS NULL
        OR e.site_id IN (SELECT s.id FROM site s WHERE s.infrastructure_provider_id = %(provider)s::uuid))
@@ -63,12 +66,15 @@ ORDER BY e.txid, e.id
 LIMIT %(limit)s
 """
 
+# The horizon now (a stream's events at txids below it have become final).
+HORIZON = f"SELECT {_HORIZON} AS horizon"
+
 # Where a new stream starts: after the newest final event, or before the oldest running transaction.
 START = f"""
 SELECT coalesce(
     (SELECT ARRAY[e.txid, e.id] FROM placement_event e WHERE {_FINAL}
      ORDER BY e.txid DESC, e.id DESC LIMIT 1),
-    ARRAY[pg_snapshot_xmin(pg_current_snapshot())::text::bigint - 1, 0]
+    ARRAY[{_HORIZON} - 1, 0]
 ) AS cursor
 """
 
