@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -20,19 +20,6 @@ from nico.db.queries import assignment as queries
 from nico.db.raw import driver_connection
 from nico.services.errors import conflict
 from nico.services.placement import Ask, NoCapacity, plan_counts
-
-
-async def partition_domains(
-    session: AsyncSession, partition_ids: Collection[uuid.UUID]
-) -> tuple[frozenset[uuid.UUID], dict[uuid.UUID, int]]:
-    """Domains where the partitions are present: a physical partition of theirs, or a machine whose
-    instance has a binding to them that the fabric does not hold yet (the reconciler may not have
-    built the physical partition). A Ready binding's GPU is in a physical partition already, so
-    only the unsettled bindings are read, through their partial index: the cost follows the work in
-    flight, not the size of the partition. With them, each partition's multicast groups limit."""
-    if not partition_ids:
-        return frozenset(), {}
-    return await queries.partition_domains(session, partition_ids)
 
 
 @dataclass(frozen=True)
@@ -61,18 +48,25 @@ async def claim(
     fails only when capacity is really gone (:class:`NoCapacity`).
     """
     wanted_lps = set(partition_ids)
-    lp_domains, limits = await partition_domains(session, wanted_lps)
+    conn = await driver_connection(session)
+    # A seeded request (tests) or one near a multicast budget reads every domain; others a sample.
+    inputs = await queries.placement_inputs(
+        conn,
+        site_id,
+        ask.instance_type_id,
+        wanted_lps,
+        budgets=ask.needs_nvlink,
+        per_kind=PER_KIND if seed is None else None,
+    )
     ask = Ask(
         instance_type_id=ask.instance_type_id,
         count=ask.count,
         needs_nvlink=ask.needs_nvlink,
         topology_optimized=ask.topology_optimized,
-        lp_domains=lp_domains,
+        lp_domains=inputs.lp_domains,
     )
-    conn = await driver_connection(session)
-    over = await _over_budget(conn, site_id, limits) if ask.needs_nvlink else {}
-    # A seeded request (tests) or one near a multicast budget reads every domain; others a sample.
-    counts = await _counts(conn, site_id, ask, sampled=seed is None and not over)
+    over = _over_budget(inputs.budgets, inputs.limits)
+    counts = await _counts(conn, site_id, ask, None if over else inputs.sample)
     rng = random.Random(seed)
     seen_short: dict[uuid.UUID | None, int] = {}
     while True:  # ends: every short pick lowers a free count, until placement gives up
@@ -85,7 +79,7 @@ async def claim(
         seen_short.update(pick.short)
         counts.apply(seen_short)
         if counts.unlisted and max(counts.free.values(), default=0) < ask.count:
-            counts = await _counts(conn, site_id, ask, sampled=False)  # the sample ran out: all of them
+            counts = await _counts(conn, site_id, ask, None)  # the sample ran out: all of them
             counts.apply(seen_short)
 
 
@@ -123,29 +117,27 @@ class _Counts:
 PER_KIND = 8
 
 
-async def _counts(conn: queries.Connection, site_id: uuid.UUID, ask: Ask, *, sampled: bool) -> _Counts:
-    """Placement's input from ``domain_capacity``: a sample of each kind of domain when one of them
-    fits the whole request (so the cost follows the kinds of domain, not their number: a 2,000-rack
-    site reads a handful of rows), else every domain with free machines."""
-    if sampled:
-        sample = await queries.capacity_sample(conn, site_id, ask.instance_type_id, ask.lp_domains, PER_KIND)
-        if sample.best >= ask.count or ask.topology_optimized:
-            counts = _Counts.of(sample.rows)
-            counts.unlisted = sample.in_domains - sum(counts.free.values())
-            return counts
+async def _counts(
+    conn: queries.Connection, site_id: uuid.UUID, ask: Ask, sample: queries.Sample | None
+) -> _Counts:
+    """Placement's input from ``domain_capacity``: the sample of each kind of domain when one of
+    them fits the whole request (so the cost follows the kinds of domain, not their number: a
+    2,000-rack site reads a handful of rows), else every domain with free machines."""
+    if sample is not None and (sample.best >= ask.count or ask.topology_optimized):
+        counts = _Counts.of(sample.rows)
+        counts.unlisted = sample.in_domains - sum(counts.free.values())
+        return counts
     return _Counts.of(await queries.machine_counts_by_domain(conn, site_id, ask.instance_type_id))
 
 
-async def _over_budget(
-    conn: queries.Connection, site_id: uuid.UUID, limits: dict[uuid.UUID, int]
-) -> dict[uuid.UUID, str]:
+def _over_budget(budgets: list[queries.Budget], limits: dict[uuid.UUID, int]) -> dict[uuid.UUID, str]:
     """Domains that cannot take the logical partitions (``limits``: each one's multicast groups
     limit): each not yet present there would draw its limit from the domain's budget
     (``max_multicast_groups``), and the sum does not fit. Domain -> why (the 409's words)."""
     if not any(limits.values()):
         return {}
     over: dict[uuid.UUID, str] = {}
-    for domain, budget, in_use, present in await queries.multicast_budgets(conn, site_id):
+    for domain, budget, in_use, present in budgets:
         need = sum(limit for lp, limit in limits.items() if lp not in present)
         if need and in_use + need > budget:
             over[domain] = (

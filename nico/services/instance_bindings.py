@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, NvLinkInterfaceStatus
-from nico.db.models import Instance, MachineCapability, NvlinkInterface, Tenant, Vpc
+from nico.db.models import Instance, LogicalPartition, MachineCapability, NvlinkInterface, Tenant, Vpc
 from nico.db.queries import instance as queries
 from nico.services.errors import bad_request
 from nico.services.instance_checks import CreateTexts
@@ -32,9 +32,11 @@ async def creation_bindings(
     explicit: list[Binding],
     capabilities: Sequence[MachineCapability],
     texts: CreateTexts,
+    partitions: dict[uuid.UUID, LogicalPartition],
 ) -> list[Binding]:
-    """The bindings of new instances: the explicit ones, checked (spec §5.3, §6.4), or one per GPU on
-    the VPC's default partition, or none."""
+    """The bindings of new instances: the explicit ones, checked (spec §5.3, §6.4) against
+    ``partitions`` (those of them that exist, read and locked with the creation context), or one per
+    GPU on the VPC's default partition, or none."""
     if explicit:
         if not capabilities:
             raise bad_request(texts.no_capability)
@@ -49,6 +51,7 @@ async def creation_bindings(
             texts=texts.partitions,
             vpc_default=vpc.nvlink_logical_partition_id,
             lookup_first=texts.lookup_first,
+            found=partitions,
         )
         return explicit
     if vpc.nvlink_logical_partition_id is not None:

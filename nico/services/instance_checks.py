@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import SubnetStatus, VpcStatus
-from nico.db.models import InstanceType, MachineCapability, Tenant, Vpc
+from nico.db.models import InstanceType, LogicalPartition, MachineCapability, Tenant, Vpc
 from nico.db.queries import instance as queries
 from nico.services.errors import bad_request
 from nico.services.nvlink_interface import BATCH, SINGLE, Binding, PartitionTexts
@@ -107,6 +107,8 @@ class Context:
     instances_of_type: int
     reserved: int | None  # None: no allocation for the type
     capabilities: list[MachineCapability]
+    # The logical partitions the request binds GPUs to that exist, locked FOR SHARE.
+    partitions: dict[uuid.UUID, LogicalPartition]
 
 
 async def creation_context(
@@ -117,7 +119,7 @@ async def creation_context(
     instance_type_id: uuid.UUID | None,
     names: Sequence[str],
 ) -> Context:
-    row = await queries.creation_context(
+    row, partitions = await queries.creation_context(
         session,
         org=org,
         requested_tenant=spec.tenant_id,
@@ -125,6 +127,7 @@ async def creation_context(
         instance_type_id=instance_type_id,
         subnet_ids=[p.subnet_id for p in spec.ports],
         names=list(names),
+        partition_ids=list(dict.fromkeys(b.partition_id for b in spec.nvlink or ())),
     )
     if row is None:
         raise bad_request("Org does not have a Tenant associated")
@@ -157,6 +160,7 @@ async def creation_context(
             MachineCapability(type="GPU", name=c["name"], count=c["count"], device_type="NVLink")
             for c in row.capabilities
         ],
+        partitions=partitions,
     )
 
 

@@ -158,7 +158,9 @@ async def create(
         machine = Claimed(target.id, target.domain_uuid)
     if not capabilities:
         capabilities = await nvlink_capabilities(session, machine_id=machine.id)
-    bindings = await creation_bindings(session, tenant, vpc, explicit, capabilities, SINGLE_CREATE)
+    bindings = await creation_bindings(
+        session, tenant, vpc, explicit, capabilities, SINGLE_CREATE, context.partitions
+    )
     if bindings and machine.domain_uuid is None:
         raise bad_request(SINGLE_CREATE.no_capability)
     (view,) = await _add_instances(
@@ -250,7 +252,9 @@ async def create_batch(
             f"Topology optimization requires all {count} machines on same NVLink domain, but best domain "
             f"only has {exc.best_domain} available"
         ) from None
-    bindings = await creation_bindings(session, tenant, vpc, explicit, capabilities, BATCH_CREATE)
+    bindings = await creation_bindings(
+        session, tenant, vpc, explicit, capabilities, BATCH_CREATE, context.partitions
+    )
     machines = chosen
     if bindings and any(m.domain_uuid is None for m in machines):
         raise bad_request(BATCH_CREATE.no_capability)

@@ -107,15 +107,18 @@ async def check_partitions(
     texts: PartitionTexts,
     vpc_default: uuid.UUID | None = None,
     lookup_first: bool = True,
+    found: dict[uuid.UUID, LogicalPartition] | None = None,
 ) -> None:
     """Each binding's partition, in request order: it exists, and equals the VPC default when there is
     one, or else is at the site, the tenant's and Ready. ``lookup_first=False`` (batch) compares with
     the default before looking the partition up. The partitions are locked FOR SHARE so that a
-    concurrent delete waits for this transaction and then sees the new bindings."""
+    concurrent delete waits for this transaction and then sees the new bindings (``found``: the
+    caller has read and locked them already)."""
     ids = list(dict.fromkeys(b.partition_id for b in bindings))
     if not ids:
         return
-    found = await queries.partitions_for_share(session, ids)
+    if found is None:
+        found = await queries.partitions_for_share(session, ids)
     for binding in bindings:
         pid = binding.partition_id
         if vpc_default is not None and not lookup_first:

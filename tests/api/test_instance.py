@@ -22,7 +22,8 @@ from nico.db.models import (
     NvlinkInterface,
     PhysicalPartition,
 )
-from nico.db.queries import assignment
+from nico.db.queries.assignment import placement_inputs
+from nico.db.raw import driver_connection
 from tests.api.conftest import BASE, error, instance_body
 from tests.support import factories as f
 from tests.support.auth import bearer
@@ -498,6 +499,17 @@ async def test_placement_prefers_the_partitions_domain_then_best_fit(
     assert domain_of[inst["machineId"]] == away
 
 
+async def partition_facts(
+    session: AsyncSession, world: f.NvlinkSite, ids: set[uuid.UUID]
+) -> tuple[frozenset[uuid.UUID], dict[uuid.UUID, int]]:
+    """Where placement finds the logical partitions, and their multicast groups limits."""
+    conn = await driver_connection(session)
+    found = await placement_inputs(
+        conn, world.site.id, world.instance_type.id, ids, budgets=False, per_kind=None
+    )
+    return found.lp_domains, found.limits
+
+
 async def test_bindings_record_their_machine_s_domain_where_placement_finds_their_partition(
     client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
 ) -> None:
@@ -514,8 +526,8 @@ async def test_bindings_record_their_machine_s_domain_where_placement_finds_thei
     ).json()
     home = domain_of[made["machineId"]]
     assert [b["nvLinkDomainId"] for b in made["nvLinkInterfaces"]] == [None, None]
-    assert await assignment.partition_domains(session, {first}) == (frozenset({home}), {first: 16})
-    assert (await assignment.partition_domains(session, {second}))[0] == frozenset()
+    assert await partition_facts(session, world, {first}) == (frozenset({home}), {first: 16})
+    assert (await partition_facts(session, world, {second}))[0] == frozenset()
 
     patched = await client.patch(
         f"{PATH}/{made['id']}", json={"nvLinkInterfaces": items(second, 0)}, headers=headers
@@ -529,8 +541,8 @@ async def test_bindings_record_their_machine_s_domain_where_placement_finds_thei
         )
     )
     assert list(placed) == [home]
-    assert (await assignment.partition_domains(session, {second}))[0] == frozenset({home})
-    assert (await assignment.partition_domains(session, {first}))[0] == frozenset()  # Deleting now
+    assert (await partition_facts(session, world, {second}))[0] == frozenset({home})
+    assert (await partition_facts(session, world, {first}))[0] == frozenset()  # Deleting now
 
 
 async def test_best_fit_keeps_whole_domains_free(

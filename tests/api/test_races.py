@@ -4,15 +4,19 @@ and exactly as many succeed as there is capacity (or quota)."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import Counter
 
 import httpx
+import psycopg
+import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
 from nico.db.models import Instance, Machine
 from nico.db.queries import assignment as assignment_queries
+from nico.db.queries import instance as instance_queries
 from nico.db.raw import driver_connection
 from tests.api.conftest import batch_body, instance_body
 from tests.support import factories as f
@@ -186,3 +190,37 @@ async def test_a_short_pick_keeps_none_of_its_machines_locked(session: AsyncSess
             await third.rollback()
         await picker.rollback()
         await holder.rollback()
+
+
+async def test_a_create_holds_its_partitions_from_its_first_round_trip(session: AsyncSession) -> None:
+    """The creation context locks the logical partitions the request names FOR SHARE in the round
+    trip that reads it, before any machine is claimed (the lock order of docs/architecture.md): a
+    delete, which locks the partition for update, cannot take it until the create's transaction has
+    ended, so it then sees the create's bindings. A partition the request does not name stays free."""
+    world = await f.nvlink_site(session, racks=1, trays=2)
+    named = await f.logical_partition(session, world.tenant, world.site, name="named")
+    other = await f.logical_partition(session, world.tenant, world.site, name="other")
+    await session.commit()
+    lock = "SELECT 1 FROM logical_partition WHERE id = %s FOR UPDATE NOWAIT"
+    async with another_session(session) as creating, another_session(session) as deleting:
+        context, found = await instance_queries.creation_context(
+            creating,
+            org=world.tenant.org,
+            requested_tenant=None,
+            vpc_id=world.vpc.id,
+            instance_type_id=world.instance_type.id,
+            subnet_ids=[world.subnet.id],
+            names=["held"],
+            partition_ids=[named.id, uuid.uuid4()],  # the second exists nowhere: not found, no error
+        )
+        assert context is not None and set(found) == {named.id}
+        assert found[named.id].status == "Ready" and found[named.id].tenant_id == world.tenant.id
+        deleter = await driver_connection(deleting)
+        await (await deleter.execute(lock, [other.id])).fetchall()
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            await deleter.execute(lock, [named.id])
+        await deleting.rollback()
+        await creating.rollback()
+        deleter = await driver_connection(deleting)
+        assert len(await (await deleter.execute(lock, [named.id])).fetchall()) == 1
+        await deleting.rollback()

@@ -9,15 +9,14 @@ from collections.abc import Collection
 from typing import Any, NamedTuple
 
 import psycopg
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models.capacity import NO_DOMAIN
-from nico.db.raw import driver_connection
+from nico.db.raw import Statement, pipelined
 
 # The domains of unsettled bindings: a skip scan of ix_nvlink_interface_unsettled (partition, placed
 # domain) per partition, one index probe per domain found, however many bindings wait there (13,000
 # with no reconciler running cost 9 ms read one by one; migration 0012).
-_PARTITION_FACTS = """
+_PLACED = """
 WITH RECURSIVE placed AS (
     SELECT lp.id AS lp_id,
            (SELECT n.placed_domain_uuid FROM nvlink_interface n
@@ -33,12 +32,16 @@ WITH RECURSIVE placed AS (
             ORDER BY n.placed_domain_uuid LIMIT 1)
     FROM placed p WHERE p.domain IS NOT NULL
 )
-SELECT ARRAY(
+"""
+# The domains where the partitions of ``ids`` are present (after ``_PLACED``).
+_LP_DOMAINS = """ARRAY(
     SELECT p.domain_uuid FROM physical_partition p WHERE p.logical_partition_id = ANY(%(ids)s)
     UNION
     SELECT placed.domain FROM placed WHERE placed.domain IS NOT NULL
-),
-(SELECT coalesce(json_object_agg(lp.id, lp.multicast_groups_limit), '{}') FROM logical_partition lp
+)"""
+_PARTITION_FACTS = f"""{_PLACED}
+SELECT {_LP_DOMAINS},
+(SELECT coalesce(json_object_agg(lp.id, lp.multicast_groups_limit), '{{}}') FROM logical_partition lp
  WHERE lp.id = ANY(%(ids)s))
 """
 
@@ -63,9 +66,13 @@ FROM (
            1 + floor(random() * greatest(count(*) - %(per_kind)s + 1, 1))::int AS s
     FROM domain_capacity c
     WHERE c.site_id = %(site)s AND c.instance_type_id = %(type)s AND c.free > 0
-    GROUP BY c.domain_uuid = %(none)s, c.domain_uuid = ANY(%(lp)s), c.used = 0, c.free
+    GROUP BY c.domain_uuid = %(none)s, c.domain_uuid = ANY({lp}), c.used = 0, c.free
 ) g
 """
+# The sample with the domains of logical partitions ``ids`` found in the same statement, so that it
+# goes out beside ``_PARTITION_FACTS`` rather than after it.
+_SAMPLE_BY_PARTITIONS = _PLACED + _SAMPLE.replace("{lp}", _LP_DOMAINS)
+_SAMPLE = _SAMPLE.replace("{lp}", "%(lp)s")
 
 # Migration 0013: every domain of the plan picked and locked in one statement, all or nothing.
 _LOCK = "SELECT * FROM nico_lock_free_machines(%(site)s, %(type)s, %(domains)s::uuid[], %(counts)s::int[])"
@@ -87,29 +94,67 @@ WHERE d.site_id = %(site)s AND d.max_multicast_groups IS NOT NULL
 GROUP BY d.uuid, d.max_multicast_groups
 """
 
+# ``_BUDGETS`` where one of the logical partitions ``ids`` has a multicast groups limit (else no row:
+# nothing to draw from any budget).
+_BUDGETS_FOR_PARTITIONS = (
+    _BUDGETS.rstrip().replace(
+        "GROUP BY",
+        "AND EXISTS (SELECT 1 FROM logical_partition l WHERE l.id = ANY(%(ids)s) "
+        "AND l.multicast_groups_limit > 0)\nGROUP BY",
+    )
+    + "\n"
+)
+
 Connection = psycopg.AsyncConnection[Any]
 
 
-async def multicast_budgets(
-    conn: Connection, site_id: uuid.UUID
-) -> list[tuple[uuid.UUID, int, int, frozenset[uuid.UUID]]]:
-    """(domain, budget, groups in use, logical partitions present) of the site's domains whose
-    budget is known."""
-    rows = await (await conn.execute(_BUDGETS, {"site": site_id}, prepare=True)).fetchall()
-    return [(domain, budget, int(used), frozenset(present)) for domain, budget, used, present in rows]
+Budget = tuple[uuid.UUID, int, int, frozenset[uuid.UUID]]
 
 
-async def partition_domains(
-    session: AsyncSession, partition_ids: Collection[uuid.UUID]
-) -> tuple[frozenset[uuid.UUID], dict[uuid.UUID, int]]:
-    """Domains with a physical partition of the partitions, or where an unsettled binding to them was
-    placed (its machine's domain, recorded with the binding; a skip scan of the bindings' partial
-    index); and each partition's multicast groups limit. One round trip."""
-    conn = await driver_connection(session)
-    row = await (await conn.execute(_PARTITION_FACTS, {"ids": list(partition_ids)}, prepare=True)).fetchone()
-    assert row is not None
-    domains, limits = row
-    return frozenset(d for d in domains if d is not None), {uuid.UUID(k): int(v) for k, v in limits.items()}
+class Inputs(NamedTuple):
+    """What placement starts from (:func:`placement_inputs`)."""
+
+    lp_domains: frozenset[uuid.UUID]  # where the logical partitions are present
+    limits: dict[uuid.UUID, int]  # each logical partition's multicast groups limit
+    budgets: list[Budget]  # (domain, budget, groups in use, partitions present); none if no limit
+    sample: Sample | None  # a sample of each kind of domain (``_SAMPLE``), if asked
+
+
+async def placement_inputs(
+    conn: Connection,
+    site_id: uuid.UUID,
+    instance_type_id: uuid.UUID,
+    partition_ids: Collection[uuid.UUID],
+    *,
+    budgets: bool,
+    per_kind: int | None,
+) -> Inputs:
+    """In one round trip (a pipeline): where the logical partitions ``partition_ids`` are present
+    and their multicast groups limits (``_PARTITION_FACTS``); with ``budgets``, the site's multicast
+    budgets when one of them has a limit; with ``per_kind``, a sample of the domains (``_SAMPLE``: up
+    to ``per_kind`` domains of each kind placement ranks by, machines without a domain if free, and
+    the totals over every domain), ranked by the partitions' domains found in its own statement."""
+    ids = list(partition_ids)
+    statements = []
+    if ids:
+        statements.append(Statement(_PARTITION_FACTS, {"ids": ids}))
+        if budgets:
+            statements.append(Statement(_BUDGETS_FOR_PARTITIONS, {"site": site_id, "ids": ids}))
+    if per_kind is not None:
+        params = {"site": site_id, "type": instance_type_id, "none": NO_DOMAIN, "per_kind": per_kind}
+        sql = _SAMPLE_BY_PARTITIONS if ids else _SAMPLE
+        statements.append(Statement(sql, params | ({"ids": ids} if ids else {"lp": []})))
+    results = await pipelined(conn, statements)
+    lp_domains: frozenset[uuid.UUID] = frozenset()
+    limits: dict[uuid.UUID, int] = {}
+    found: list[Budget] = []
+    if ids:
+        ((domains, raw_limits),) = results.pop(0)
+        lp_domains = frozenset(d for d in domains if d is not None)
+        limits = {uuid.UUID(k): int(v) for k, v in raw_limits.items()}
+        if budgets:
+            found = [(d, cap, int(used), frozenset(present)) for d, cap, used, present in results.pop(0)]
+    return Inputs(lp_domains, limits, found, _sample(results[0]) if per_kind is not None else None)
 
 
 async def machine_counts_by_domain(
@@ -130,27 +175,10 @@ class Sample(NamedTuple):
     best: int  # the largest free count in one domain
 
 
-async def capacity_sample(
-    conn: Connection,
-    site_id: uuid.UUID,
-    instance_type_id: uuid.UUID,
-    lp_domains: Collection[uuid.UUID],
-    per_kind: int,
-) -> Sample:
-    """Up to ``per_kind`` domains of each kind placement ranks by (with machines without a domain, if
-    free), and the totals over every domain (``_SAMPLE``)."""
-    params = {
-        "site": site_id,
-        "type": instance_type_id,
-        "lp": list(lp_domains),
-        "none": NO_DOMAIN,
-        "per_kind": per_kind,
-    }
+def _sample(found: list[Any]) -> Sample:
     rows: list[tuple[uuid.UUID | None, int, int]] = []
     in_domains = best = 0
-    for no_domain, free, n, domains, used in await (
-        await conn.execute(_SAMPLE, params, prepare=True)
-    ).fetchall():
+    for no_domain, free, n, domains, used in found:
         if no_domain:
             rows.append((None, 0, free))
             continue

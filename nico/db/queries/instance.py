@@ -15,7 +15,15 @@ from sqlalchemy import Select, delete, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import NvLinkInterfaceStatus
-from nico.db.models import Instance, InstanceType, Machine, MachineCapability, NvlinkInterface, Vpc
+from nico.db.models import (
+    Instance,
+    InstanceType,
+    LogicalPartition,
+    Machine,
+    MachineCapability,
+    NvlinkInterface,
+    Vpc,
+)
 from nico.db.queries.common import columns, sites_of_provider, text_search
 from nico.db.queries.placement_events import CLIQUE_OF_INTERFACE
 from nico.db.raw import Statement, driver_connection, pipelined
@@ -86,10 +94,12 @@ async def creation_context(
     instance_type_id: uuid.UUID | None,
     subnet_ids: list[uuid.UUID],
     names: list[str],
-) -> CreationContext | None:
-    """What creation checks, in one statement, and the VPC locked FOR SHARE after it (``_LOCK_VPC``),
-    in one round trip (a psycopg pipeline), the transaction's plans generic (``_GENERIC_PLANS``);
-    None when the org has no tenant."""
+    partition_ids: list[uuid.UUID],
+) -> tuple[CreationContext | None, dict[uuid.UUID, LogicalPartition]]:
+    """What creation checks, in one statement, then the VPC locked FOR SHARE (``_LOCK_VPC``) and the
+    logical partitions of ``partition_ids`` that exist, locked FOR SHARE in id order (transient ORM
+    objects, for reading), all in one round trip (a psycopg pipeline), the transaction's plans
+    generic (``_GENERIC_PLANS``). The context is None when the org has no tenant."""
     conn = await driver_connection(session)
     params = {
         "org": org,
@@ -103,8 +113,13 @@ async def creation_context(
         await conn.execute(_GENERIC_PLANS)
         context = await conn.execute(_CREATION_CONTEXT, params, prepare=True)
         await conn.execute(_LOCK_VPC, {"vpc": vpc_id}, prepare=True)
+        partitions = await conn.execute(_LOCK_PARTITIONS, {"ids": partition_ids}) if partition_ids else None
     row = await context.fetchone()
-    return CreationContext(*row) if row is not None else None
+    found = {
+        lp_id: LogicalPartition(id=lp_id, tenant_id=tenant_id, site_id=site_id, status=status)
+        for lp_id, tenant_id, site_id, status in (await partitions.fetchall() if partitions else ())
+    }
+    return (CreationContext(*row) if row is not None else None), found
 
 
 # A create's statements (this transaction's, from here on) take the plan their prepared statement
@@ -118,6 +133,13 @@ _GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 # The VPC FOR SHARE, after the context's read: a concurrent change of the VPC's default partition
 # waits for this transaction.
 _LOCK_VPC = "SELECT 1 FROM vpc WHERE id = %(vpc)s FOR SHARE"
+
+# The logical partitions the request binds GPUs to, FOR SHARE in id order (after the VPC: the lock
+# order of docs/architecture.md): a concurrent delete of one waits for this transaction and then sees
+# the new bindings.
+_LOCK_PARTITIONS = """
+SELECT id, tenant_id, site_id, status FROM logical_partition WHERE id = ANY(%(ids)s) ORDER BY id FOR SHARE
+"""
 
 
 # Migration 0013: the tenant's reservations for the type locked (concurrent creates of one tenant and
