@@ -144,7 +144,7 @@ async def placement_inputs(
         params = {"site": site_id, "type": instance_type_id, "none": NO_DOMAIN, "per_kind": per_kind}
         sql = _SAMPLE_BY_PARTITIONS if ids else _SAMPLE
         statements.append(Statement(sql, params | ({"ids": ids} if ids else {"lp": []})))
-    results = await pipelined(conn, statements)
+    results = await pipelined(conn, statements) if statements else []
     lp_domains: frozenset[uuid.UUID] = frozenset()
     limits: dict[uuid.UUID, int] = {}
     found: list[Budget] = []
