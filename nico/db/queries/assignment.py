@@ -45,20 +45,19 @@ SELECT {_LP_DOMAINS},
  WHERE lp.id = ANY(%(ids)s))
 """
 
-_FREE = "m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site"
 # One row per domain (migration 0009's triggers keep the counts), not a scan of every machine: the
 # cost follows the number of domains with free machines, whatever the site's size.
 _SUMMARY = """
 SELECT c.domain_uuid, c.used, c.free FROM domain_capacity c
 WHERE c.site_id = %(site)s AND c.instance_type_id = %(type)s AND c.free > 0
 """
-# ``=`` / ``IS NULL`` rather than ``IS NOT DISTINCT FROM``: only these reach the domain through
-# ix_machine_placement, so the lock reads one domain's machines, not the site's.
 # A few domains of each kind placement tells apart, from a random place in each kind's list (so
 # concurrent requests spread over equal domains), instead of all of them: (partition present, fragment
 # or untouched, free count) is what placement ranks by, so a list holding every kind gives the plan the
-# whole list would. Each kind's size comes along for the totals. No sort: one pass, grouped.
-_SAMPLE = """
+# whole list would. Each kind's size comes along for the totals. No sort: one pass, grouped. The
+# domains where the logical partitions ``ids`` are present are found in the same statement, so that it
+# goes out beside ``_PARTITION_FACTS`` rather than after it.
+_SAMPLE = f"""{_PLACED}
 SELECT g.no_domain, g.free, g.n, g.domains[g.s:g.s + %(per_kind)s - 1], g.used[g.s:g.s + %(per_kind)s - 1]
 FROM (
     SELECT c.domain_uuid = %(none)s AS no_domain, c.free, count(*) AS n,
@@ -66,19 +65,16 @@ FROM (
            1 + floor(random() * greatest(count(*) - %(per_kind)s + 1, 1))::int AS s
     FROM domain_capacity c
     WHERE c.site_id = %(site)s AND c.instance_type_id = %(type)s AND c.free > 0
-    GROUP BY c.domain_uuid = %(none)s, c.domain_uuid = ANY({lp}), c.used = 0, c.free
+    GROUP BY c.domain_uuid = %(none)s, c.domain_uuid = ANY({_LP_DOMAINS}), c.used = 0, c.free
 ) g
 """
-# The sample with the domains of logical partitions ``ids`` found in the same statement, so that it
-# goes out beside ``_PARTITION_FACTS`` rather than after it.
-_SAMPLE_BY_PARTITIONS = _PLACED + _SAMPLE.replace("{lp}", _LP_DOMAINS)
-_SAMPLE = _SAMPLE.replace("{lp}", "%(lp)s")
 
 # Migration 0013: every domain of the plan picked and locked in one statement, all or nothing.
 _LOCK = "SELECT * FROM nico_lock_free_machines(%(site)s, %(type)s, %(domains)s::uuid[], %(counts)s::int[])"
 
 # Each domain's multicast budget and what the logical partitions present there (a physical partition,
-# or an unsettled binding the reconciler has not built yet) already draw from it.
+# or an unsettled binding the reconciler has not built yet) already draw from it; no row unless one of
+# the logical partitions ``ids`` has a multicast groups limit (nothing to draw from any budget).
 _BUDGETS = """
 SELECT d.uuid, d.max_multicast_groups, COALESCE(sum(lp.multicast_groups_limit), 0),
        COALESCE(array_agg(lp.id) FILTER (WHERE lp.id IS NOT NULL), '{}')
@@ -91,19 +87,9 @@ LEFT JOIN LATERAL (
 ) present ON true
 LEFT JOIN logical_partition lp ON lp.id = present.lp_id
 WHERE d.site_id = %(site)s AND d.max_multicast_groups IS NOT NULL
+  AND EXISTS (SELECT 1 FROM logical_partition l WHERE l.id = ANY(%(ids)s) AND l.multicast_groups_limit > 0)
 GROUP BY d.uuid, d.max_multicast_groups
 """
-
-# ``_BUDGETS`` where one of the logical partitions ``ids`` has a multicast groups limit (else no row:
-# nothing to draw from any budget).
-_BUDGETS_FOR_PARTITIONS = (
-    _BUDGETS.rstrip().replace(
-        "GROUP BY",
-        "AND EXISTS (SELECT 1 FROM logical_partition l WHERE l.id = ANY(%(ids)s) "
-        "AND l.multicast_groups_limit > 0)\nGROUP BY",
-    )
-    + "\n"
-)
 
 Connection = psycopg.AsyncConnection[Any]
 
@@ -139,11 +125,16 @@ async def placement_inputs(
     if ids:
         statements.append(Statement(_PARTITION_FACTS, {"ids": ids}))
         if budgets:
-            statements.append(Statement(_BUDGETS_FOR_PARTITIONS, {"site": site_id, "ids": ids}))
+            statements.append(Statement(_BUDGETS, {"site": site_id, "ids": ids}))
     if per_kind is not None:
-        params = {"site": site_id, "type": instance_type_id, "none": NO_DOMAIN, "per_kind": per_kind}
-        sql = _SAMPLE_BY_PARTITIONS if ids else _SAMPLE
-        statements.append(Statement(sql, params | ({"ids": ids} if ids else {"lp": []})))
+        params = {
+            "site": site_id,
+            "type": instance_type_id,
+            "none": NO_DOMAIN,
+            "per_kind": per_kind,
+            "ids": ids,
+        }
+        statements.append(Statement(_SAMPLE, params))
     results = await pipelined(conn, statements) if statements else []
     lp_domains: frozenset[uuid.UUID] = frozenset()
     limits: dict[uuid.UUID, int] = {}
