@@ -25,6 +25,7 @@ from nico.db.models import (
     Vpc,
 )
 from nico.db.queries.common import columns, sites_of_provider, text_search
+from nico.db.queries.nvlink_interface import LOCK_PARTITIONS, locked_partitions
 from nico.db.queries.placement_events import CLIQUE_OF_INTERFACE
 from nico.db.raw import Statement, driver_connection, pipelined
 
@@ -113,12 +114,9 @@ async def creation_context(
         await conn.execute(_GENERIC_PLANS)
         context = await conn.execute(_CREATION_CONTEXT, params, prepare=True)
         await conn.execute(_LOCK_VPC, {"vpc": vpc_id}, prepare=True)
-        partitions = await conn.execute(_LOCK_PARTITIONS, {"ids": partition_ids}) if partition_ids else None
+        partitions = await conn.execute(LOCK_PARTITIONS, {"ids": partition_ids}) if partition_ids else None
     row = await context.fetchone()
-    found = {
-        lp_id: LogicalPartition(id=lp_id, tenant_id=tenant_id, site_id=site_id, status=status)
-        for lp_id, tenant_id, site_id, status in (await partitions.fetchall() if partitions else ())
-    }
+    found = locked_partitions(await partitions.fetchall() if partitions else ())
     return (CreationContext(*row) if row is not None else None), found
 
 
@@ -133,13 +131,6 @@ _GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 # The VPC FOR SHARE, after the context's read: a concurrent change of the VPC's default partition
 # waits for this transaction.
 _LOCK_VPC = "SELECT 1 FROM vpc WHERE id = %(vpc)s FOR SHARE"
-
-# The logical partitions the request binds GPUs to, FOR SHARE in id order (after the VPC: the lock
-# order of docs/architecture.md): a concurrent delete of one waits for this transaction and then sees
-# the new bindings.
-_LOCK_PARTITIONS = """
-SELECT id, tenant_id, site_id, status FROM logical_partition WHERE id = ANY(%(ids)s) ORDER BY id FOR SHARE
-"""
 
 
 # Migration 0013: the tenant's reservations for the type locked (concurrent creates of one tenant and

@@ -4,7 +4,7 @@ their checks read."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import Select, select, text
@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.enums import CapabilityType
 from nico.db.models import Instance, LogicalPartition, MachineCapability, NvlinkInterface, Site
 from nico.db.queries.placement_events import CLIQUES_BY_INTERFACE
+from nico.db.raw import driver_connection
 
 
 async def nvlink_capabilities(
@@ -34,17 +35,28 @@ async def nvlink_capabilities(
     return list(rows)
 
 
+# The logical partitions of ``ids`` that exist, FOR SHARE in id order (the lock order of
+# docs/architecture.md): a concurrent delete of one waits for this transaction and then sees the new
+# bindings. A create sends it in the pipeline of its context (``queries.instance.creation_context``).
+LOCK_PARTITIONS = """
+SELECT id, tenant_id, site_id, status FROM logical_partition WHERE id = ANY(%(ids)s) ORDER BY id FOR SHARE
+"""
+
+
+def locked_partitions(rows: Iterable[tuple[Any, ...]]) -> dict[uuid.UUID, LogicalPartition]:
+    """The rows of ``LOCK_PARTITIONS`` by id (transient ORM objects, for reading)."""
+    return {
+        lp_id: LogicalPartition(id=lp_id, tenant_id=tenant_id, site_id=site_id, status=status)
+        for lp_id, tenant_id, site_id, status in rows
+    }
+
+
 async def partitions_for_share(
     session: AsyncSession, ids: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, LogicalPartition]:
     """The logical partitions of ``ids`` that exist, locked FOR SHARE in id order."""
-    rows = await session.scalars(
-        select(LogicalPartition)
-        .where(LogicalPartition.id.in_(ids))
-        .order_by(LogicalPartition.id)
-        .with_for_update(read=True)
-    )
-    return {p.id: p for p in rows}
+    conn = await driver_connection(session)
+    return locked_partitions(await (await conn.execute(LOCK_PARTITIONS, {"ids": list(ids)})).fetchall())
 
 
 async def instance_owner(session: AsyncSession, instance_id: uuid.UUID) -> uuid.UUID | None:
