@@ -49,7 +49,7 @@ _PICK = """
                       WHERE m.site_id = p_site AND m.instance_type_id = p_type AND {domain}
                         AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
                       ORDER BY m.chassis_serial, m.tray_index, m.id
-                      LIMIT p_counts[i]
+                      LIMIT {limit}
                       FOR UPDATE SKIP LOCKED) s;"""
 
 FUNCTION = f"""
@@ -67,8 +67,8 @@ DECLARE
 BEGIN
     BEGIN
         FOR i IN 1 .. coalesce(array_length(p_domains, 1), 0) LOOP
-            IF p_domains[i] IS NULL THEN{_PICK.format(domain="m.domain_uuid IS NULL")}
-            ELSE{_PICK.format(domain="m.domain_uuid = p_domains[i]")}
+            IF p_domains[i] IS NULL THEN{_PICK.format(domain="m.domain_uuid IS NULL", limit="p_counts[i]")}
+            ELSE{_PICK.format(domain="m.domain_uuid = p_domains[i]", limit="p_counts[i]")}
             END IF;
             IF coalesce(array_length(these, 1), 0) < p_counts[i] THEN
                 shorts := array_append(shorts, p_domains[i]);

@@ -2,9 +2,10 @@
 
 Placement (pure) chooses; this module locks the choice with ``FOR UPDATE SKIP LOCKED``, re-checking
 that each machine is still Ready and unassigned. A machine another transaction holds or has taken is
-left out and placement chooses again, so a request fails only when capacity is really gone. A pick is
-all or nothing (one statement, migration 0013), so a partial one holds nothing when placement chooses
-again. Locks: docs/architecture.md.
+left out: the pick goes on to placement's next choice in the same statement (migration 0014), and
+when none is left placement chooses again, so a request fails only when capacity is really gone. A
+pick is all or nothing (one statement, migration 0013), so a partial one holds nothing when placement
+chooses again. Locks: docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.queries import assignment as queries
 from nico.db.raw import driver_connection
 from nico.services.errors import conflict
-from nico.services.placement import Ask, NoCapacity, plan_counts
+from nico.services.placement import Ask, NoCapacity, Plan, plan_choices, plan_counts
 
 
 @dataclass(frozen=True)
@@ -42,10 +43,12 @@ async def claim(
 
     Placement decides how many machines to take from which domain, from counts (``domain_capacity``,
     kept by triggers; a random sample of each kind of domain when one fits); the database picks and
-    locks that many in each (contiguous trays first), skipping machines other requests hold. When a
-    domain yields fewer (another request won the race for it), nothing of the pick stays locked and
-    placement decides again with what is really left: the next candidate, not a 409, so a request
-    fails only when capacity is really gone (:class:`NoCapacity`).
+    locks that many in each (contiguous trays first), skipping machines other requests hold. When the
+    request fits in one domain, the pick tries the domains that fit in placement's order, in one
+    statement, and takes the first that still has them all. When a domain yields fewer (another
+    request won the race for it), nothing of it stays locked; when every domain tried did, placement
+    decides again with what is really left: the next candidates, not a 409, so a request fails only
+    when capacity is really gone (:class:`NoCapacity`).
     """
     wanted_lps = set(partition_ids)
     conn = await driver_connection(session)
@@ -70,8 +73,12 @@ async def claim(
     rng = random.Random(seed)
     seen_short: dict[uuid.UUID | None, int] = {}
     while True:  # ends: every short pick lowers a free count, until placement gives up
-        plan = _plan_within_budgets(counts, ask, rng, over)
-        pick = await queries.lock_free_machines(conn, site_id, ask.instance_type_id, plan)
+        plans = _plan_within_budgets(counts, ask, rng, over)
+        if len(plans) > 1:  # single domains, best first: the first that still has them all, at once
+            domains = [domain for ((domain, _),) in plans if domain is not None]
+            pick = await queries.lock_first_free(conn, site_id, ask.instance_type_id, domains, ask.count)
+        else:
+            pick = await queries.lock_free_machines(conn, site_id, ask.instance_type_id, plans[0])
         if not pick.short:
             assert len(pick.locked) == ask.count
             return [Claimed(machine_id, machine_domain) for machine_id, machine_domain in pick.locked]
@@ -115,6 +122,9 @@ class _Counts:
 # Domains of each kind placement tells apart in a sample: enough to spread concurrent requests over
 # equal domains and to find the next one when a request loses the race for one.
 PER_KIND = 8
+# Domains that fit a whole request one pick tries, best first (``plan_choices``): requests arriving
+# together rank alike, and all but a few lose the race for the first.
+CHOICES = 8
 
 
 async def _counts(
@@ -149,15 +159,16 @@ def _over_budget(budgets: list[queries.Budget], limits: dict[uuid.UUID, int]) ->
 
 def _plan_within_budgets(
     counts: _Counts, ask: Ask, rng: random.Random, over: dict[uuid.UUID, str]
-) -> list[tuple[uuid.UUID | None, int]]:
-    """Placement over the domains whose multicast budget can take the request; when only the budget
-    stands in the way, a 409 naming it rather than a failure on the fabric later."""
+) -> list[Plan]:
+    """Placement's choices (``plan_choices``) over the domains whose multicast budget can take the
+    request; when only the budget stands in the way, a 409 naming it rather than a failure on the
+    fabric later."""
     free, loose, used = counts.free, counts.loose, counts.used
     if not over:
-        return plan_counts(free, loose, ask, rng, used, counts.unlisted)
+        return plan_choices(free, loose, ask, rng, used, counts.unlisted, most=CHOICES)
     within = {domain: (0 if domain in over else n) for domain, n in free.items()}
     try:
-        return plan_counts(within, loose, ask, rng, used)
+        return plan_choices(within, loose, ask, rng, used, most=CHOICES)
     except NoCapacity:
         try:
             plan_counts(free, loose, ask, random.Random(0), used)

@@ -59,6 +59,9 @@ def _rank(domains: Sequence[_Domain], ask: Ask, rng: random.Random) -> list[_Dom
     return sorted(domains, key=lambda d: keys[d.uuid])
 
 
+Plan = list[tuple[UUID | None, int]]  # (domain, or None for machines without one; how many)
+
+
 def plan_counts(
     free: Mapping[UUID, int],
     loose: int,
@@ -66,7 +69,20 @@ def plan_counts(
     rng: random.Random,
     used: Mapping[UUID, int] | None = None,
     unlisted: int = 0,
-) -> list[tuple[UUID | None, int]]:
+) -> Plan:
+    """The plan :func:`plan_choices` prefers."""
+    return plan_choices(free, loose, ask, rng, used, unlisted)[0]
+
+
+def plan_choices(
+    free: Mapping[UUID, int],
+    loose: int,
+    ask: Ask,
+    rng: random.Random,
+    used: Mapping[UUID, int] | None = None,
+    unlisted: int = 0,
+    most: int = 1,
+) -> list[Plan]:
     """How many machines to take from which domain (None: machines without a domain), by the policy
     of the module docstring; ``free`` counts free machines per domain (every domain that has machines
     of the type), ``loose`` those without a domain. A database can then lock that many in each.
@@ -74,7 +90,11 @@ def plan_counts(
     ``unlisted``: free machines in domains left out of ``free`` (they count in the pool only). A
     caller may leave domains out when ``free`` still holds, of every kind of domain the ranking tells
     apart (partition present or not, fragment or untouched, free count), at least one, and one of
-    them fits the whole request: the plan is then one the whole list could give."""
+    them fits the whole request: the plan is then one the whole list could give.
+
+    The first plan is the preferred one. When it takes one domain, up to ``most - 1`` more follow: the
+    other domains that fit the whole request, in the same order. A request whose first choice other
+    requests hold right now takes the next one (``nico_lock_free_machines_first``)."""
     if ask.count < 1:
         raise ValueError("count must be at least 1")
     counts = used or {}
@@ -86,11 +106,11 @@ def plan_counts(
     if pool < ask.count:
         raise NoCapacity(ask.count, pool, best, ask.topology_optimized)
     if not ask.needs_nvlink and not ask.topology_optimized and loose >= ask.count:
-        return [(None, ask.count)]
+        return [[(None, ask.count)]]
     ranked = _rank([d for d in domains if d.free], ask, rng)
-    for domain in ranked:
-        if domain.free >= ask.count:
-            return [(domain.uuid, ask.count)]
+    fits = [domain for domain in ranked if domain.free >= ask.count]
+    if fits:
+        return [[(domain.uuid, ask.count)] for domain in fits[:most]]
     if ask.topology_optimized:
         raise NoCapacity(ask.count, pool, best, True)
     # No single domain fits: loose machines first, then the fullest domains, so the emptiest survive.
@@ -106,4 +126,4 @@ def plan_counts(
             break
         plan.append((domain.uuid, min(domain.free, remaining)))
         remaining -= plan[-1][1]
-    return plan
+    return [plan]

@@ -10,7 +10,7 @@ from collections import Counter
 import httpx
 import psycopg
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
@@ -18,6 +18,8 @@ from nico.db.models import Instance, Machine
 from nico.db.queries import assignment as assignment_queries
 from nico.db.queries import instance as instance_queries
 from nico.db.raw import driver_connection
+from nico.services.assignment import claim
+from nico.services.placement import Ask
 from tests.api.conftest import batch_body, instance_body
 from tests.support import factories as f
 from tests.support.auth import bearer
@@ -189,6 +191,73 @@ async def test_a_short_pick_keeps_none_of_its_machines_locked(session: AsyncSess
             assert len(rest.locked) == 5 and {d for _, d in rest.locked} == {d0, d1}
             await third.rollback()
         await picker.rollback()
+        await holder.rollback()
+
+
+async def test_a_pick_takes_the_first_domain_that_still_has_the_machines(session: AsyncSession) -> None:
+    """``nico_lock_free_machines_first`` (migration 0014) tries the domains in the order given: one
+    that comes up short (another transaction holds its machines) keeps none of them locked and the
+    next is tried, in the same statement; when all come up short, nothing is locked and the pick says
+    what each gave."""
+    world = await f.nvlink_site(session, racks=3, trays=4)
+    await session.commit()
+    d0, d1, d2 = world.domains
+    site, itype = world.site.id, world.instance_type.id
+    async with another_session(session) as holder, another_session(session) as picker:
+        held = await assignment_queries.lock_free_machines(
+            await driver_connection(holder), site, itype, [(d0, 3), (d1, 4)]
+        )  # d0 keeps one free machine, d1 none
+        assert len(held.locked) == 7
+        conn = await driver_connection(picker)
+        short = await assignment_queries.lock_first_free(conn, site, itype, [d0, d1], 2)
+        assert short == assignment_queries.Pick([], {d0: 1, d1: 0})
+        got = await assignment_queries.lock_first_free(conn, site, itype, [d0, d1, d2], 2)
+        assert not got.short and len(got.locked) == 2 and {d for _, d in got.locked} == {d2}
+        async with another_session(session) as third:
+            rest = await assignment_queries.lock_free_machines(
+                await driver_connection(third), site, itype, [(d0, 1), (d2, 2)]
+            )  # d0's last machine was tried and let go; d2's other two were never locked
+            assert len(rest.locked) == 3
+            await third.rollback()
+        async with another_session(session) as fourth:  # the picker holds d2's two to its end
+            taken = await assignment_queries.lock_free_machines(
+                await driver_connection(fourth), site, itype, [(d2, 3)]
+            )
+            assert taken == assignment_queries.Pick([], {d2: 2})
+            await fourth.rollback()
+        await picker.rollback()
+        await holder.rollback()
+
+
+async def test_a_create_that_loses_its_best_domain_takes_the_next_in_one_statement(
+    session: AsyncSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Best fit sends requests that arrive together to the same domain. A request that finds it held
+    goes on to the next domain that fits in the same pick, not back to the server to plan again: one
+    locking statement."""
+    world = await f.nvlink_site(session, racks=3, trays=4)
+    d0, d1, d2 = world.domains
+    site, itype = world.site.id, world.instance_type.id
+    down = next(m for m in world.machines if m.domain_uuid == d0)
+    await session.execute(update(Machine).where(Machine.id == down.id).values(status="Error"))
+    await session.commit()  # d0 has 3 free machines, d1 and d2 4: d0 is the best fit for 2
+    calls: list[str] = []
+    for name in ("lock_free_machines", "lock_first_free"):
+        real = getattr(assignment_queries, name)
+
+        def counted(*args: object, _real: object = real, _name: str = name, **kw: object) -> object:
+            calls.append(_name)
+            return _real(*args, **kw)  # type: ignore[operator]
+
+        monkeypatch.setattr(assignment_queries, name, counted)
+    async with another_session(session) as holder, another_session(session) as creating:
+        await assignment_queries.lock_first_free(await driver_connection(holder), site, itype, [d0], 2)
+        calls.clear()
+        ask = Ask(instance_type_id=itype, count=2, needs_nvlink=True, topology_optimized=True)
+        claimed = await claim(creating, site_id=site, ask=ask, seed=1)
+        assert {c.domain_uuid for c in claimed} <= {d1, d2} and len(claimed) == 2
+        assert calls == ["lock_first_free"]
+        await creating.rollback()
         await holder.rollback()
 
 

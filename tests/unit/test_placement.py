@@ -1,7 +1,8 @@
 """Placement properties over random sites, on what production calls (``plan_counts``: how many
 machines from which domain; the database then locks that many): right count, never more than a domain
 has free, one domain when asked, best fit, whole domains kept free while a fragment fits, the
-partition's domains first, ties spread by the seed."""
+partition's domains first, ties spread by the seed; and the choices after the first (``plan_choices``):
+where a request goes when others hold its first choice."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nico.services.placement import Ask, NoCapacity, plan_counts
+from nico.services.placement import Ask, NoCapacity, plan_choices, plan_counts
 
 TYPE = uuid.UUID(int=1)
 DOMAINS = [uuid.UUID(int=100 + n) for n in range(6)]
@@ -84,6 +85,39 @@ def test_placement_properties(
             assert used.get(domain, 0)
         peers = fragments or preferred
         assert free[domain] == min(free[d] for d in peers)  # best fit: no tighter domain skipped
+
+
+@settings(max_examples=300, deadline=None)
+@given(site=sites(), ask=asks, seed=st.integers(0, 2**32), most=st.integers(1, 8))
+def test_the_next_choices_are_the_other_fitting_domains_in_rank_order(
+    site: tuple[dict[uuid.UUID, int], dict[uuid.UUID, int], int], ask: Ask, seed: int, most: int
+) -> None:
+    """The first choice is ``plan_counts``'s plan. When it takes one domain, the others are every
+    other domain that fits the whole request (up to ``most`` choices in all), one each, in the order
+    the policy ranks them: partition present, then fragment, then fewest free."""
+    free, used, loose = site
+    try:
+        choices = plan_choices(free, loose, ask, random.Random(seed), used, most=most)
+    except NoCapacity:
+        return
+    assert choices[0] == plan_counts(free, loose, ask, random.Random(seed), used)
+    single = len(choices[0]) == 1 and choices[0][0][0] is not None
+    if not single:
+        assert len(choices) == 1
+        return
+    fitting = {d for d, n in free.items() if n >= ask.count}
+    domains = [plan[0][0] for plan in choices]
+    assert all(plan == [(d, ask.count)] for plan, d in zip(choices, domains, strict=True))
+    assert len(set(domains)) == len(domains) == min(most, len(fitting))
+    assert set(domains) <= fitting
+
+    def rank(d: uuid.UUID | None) -> tuple[bool, bool, int]:
+        assert d is not None
+        return (d not in ask.lp_domains, used.get(d, 0) == 0, free[d])
+
+    assert [rank(d) for d in domains] == sorted(rank(d) for d in domains)
+    if len(domains) < len(fitting):  # the ones left out rank no better than the last one taken
+        assert all(rank(d) >= rank(domains[-1]) for d in fitting - set(domains))
 
 
 @given(site=sites(), seed=st.integers(0, 2**32))

@@ -71,6 +71,10 @@ FROM (
 
 # Migration 0013: every domain of the plan picked and locked in one statement, all or nothing.
 _LOCK = "SELECT * FROM nico_lock_free_machines(%(site)s, %(type)s, %(domains)s::uuid[], %(counts)s::int[])"
+# Migration 0014: the whole count in the first of the domains that still has it.
+_LOCK_FIRST = (
+    "SELECT * FROM nico_lock_free_machines_first(%(site)s, %(type)s, %(domains)s::uuid[], %(count)s)"
+)
 
 # Each domain's multicast budget and what the logical partitions present there (a physical partition,
 # or an unsettled binding the reconciler has not built yet) already draw from it; no row unless one of
@@ -180,8 +184,9 @@ def _sample(found: list[Any]) -> Sample:
 
 
 class Pick(NamedTuple):
-    """What :func:`lock_free_machines` got: the machines locked (machine id, domain), every one the
-    plan asked for; or none, and what each domain that came up short gave (its locks released)."""
+    """What :func:`lock_free_machines` or :func:`lock_first_free` got: the machines locked (machine id,
+    domain), every one asked for; or none, and what each domain that came up short gave (its locks
+    released)."""
 
     locked: list[tuple[str, uuid.UUID | None]]
     short: dict[uuid.UUID | None, int]
@@ -202,7 +207,26 @@ async def lock_free_machines(
         "domains": [domain for domain, _ in plan],
         "counts": [n for _, n in plan],
     }
-    rows = await (await conn.execute(_LOCK, params, prepare=True)).fetchall()
+    return _pick(await (await conn.execute(_LOCK, params, prepare=True)).fetchall())
+
+
+async def lock_first_free(
+    conn: Connection,
+    site_id: uuid.UUID,
+    instance_type_id: uuid.UUID,
+    domains: list[uuid.UUID],
+    count: int,
+) -> Pick:
+    """Lock ``count`` free machines of the type in the first of ``domains`` that still has that many,
+    contiguous trays first, skipping machines other transactions hold; in one statement
+    (``nico_lock_free_machines_first``, migration 0014). A domain that comes up short keeps none of its
+    machines locked; when all do, nothing is locked and the pick says what each gave."""
+    params = {"site": site_id, "type": instance_type_id, "domains": domains, "count": count}
+    return _pick(await (await conn.execute(_LOCK_FIRST, params, prepare=True)).fetchall())
+
+
+def _pick(rows: list[Any]) -> Pick:
+    """(machine id, domain, None) per machine locked, or (None, domain, gave) per short domain."""
     if rows and rows[0][0] is None:
         return Pick([], {domain: got for _, domain, got in rows})
     return Pick([(machine_id, domain) for machine_id, domain, _ in rows], {})
