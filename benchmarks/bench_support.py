@@ -2,6 +2,10 @@
 of the ``nico serve`` they start.
 
 The benchmarks run as scripts (``python benchmarks/<name>.py``), so this folder is first on their path.
+Importing this module puts the checkout the benchmark belongs to before it, and ``server_env`` hands
+it to the servers they start (``PYTHONPATH``): a benchmark measures the code beside it, also when
+another checkout is the one installed (an editable install's finder comes after the path), so two
+checkouts' figures can be compared run by run.
 """
 
 from __future__ import annotations
@@ -12,11 +16,16 @@ import contextlib
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+if (CHECKOUT / "nico").is_dir():
+    sys.path.insert(0, str(CHECKOUT))
 
 
 def scratch_postgres(prefix: str, database: str) -> tuple[Path, str]:
@@ -40,8 +49,10 @@ def free_port() -> int:
 
 def server_env(database_url: str, data_dir: Path, secret: str, **extra: str) -> dict[str, str]:
     """This process's environment plus what a benchmarked ``nico serve`` needs (quiet logs)."""
+    path = [str(CHECKOUT)] if (CHECKOUT / "nico").is_dir() else []
     return {
         **os.environ,
+        "PYTHONPATH": os.pathsep.join(path + [p for p in [os.environ.get("PYTHONPATH")] if p]),
         "NICO_DATABASE_URL": database_url,
         "NICO_DATA_DIR": str(data_dir),
         "NICO_AUTH__HS256_SECRET": secret,

@@ -25,9 +25,6 @@ from typing import Any
 import httpx
 from bench_support import free_port, scratch_postgres, server_env
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 ORG = "tenant-org"
 SECRET = "bench-secret-0123456789abcdef-0123456789"
 
