@@ -11,6 +11,9 @@ Policy, in order of preference, for the NVLink domains that can take the whole r
 4. a seeded random choice among equals, so concurrent requests spread over equal domains.
 
 Requests without NVLink interfaces take machines without a domain first: they cannot fragment one.
+
+Requests that arrive together rank alike, so the other domains that fit follow the first, in the same
+order (``plan_choices``): a request whose first choice others hold right now takes the next.
 """
 
 from __future__ import annotations
