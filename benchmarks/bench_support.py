@@ -24,8 +24,9 @@ from pathlib import Path
 import httpx
 
 CHECKOUT = Path(__file__).resolve().parents[1]
-if (CHECKOUT / "nico").is_dir():
-    sys.path.insert(0, str(CHECKOUT))
+# The checkout's root, when this folder sits in one (not in an installed copy of the benchmarks).
+CHECKOUT_PATH = [str(CHECKOUT)] if (CHECKOUT / "nico").is_dir() else []
+sys.path[:0] = CHECKOUT_PATH
 
 
 def scratch_postgres(prefix: str, database: str) -> tuple[Path, str]:
@@ -49,10 +50,9 @@ def free_port() -> int:
 
 def server_env(database_url: str, data_dir: Path, secret: str, **extra: str) -> dict[str, str]:
     """This process's environment plus what a benchmarked ``nico serve`` needs (quiet logs)."""
-    path = [str(CHECKOUT)] if (CHECKOUT / "nico").is_dir() else []
     return {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(path + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+        "PYTHONPATH": os.pathsep.join(CHECKOUT_PATH + [p for p in [os.environ.get("PYTHONPATH")] if p]),
         "NICO_DATABASE_URL": database_url,
         "NICO_DATA_DIR": str(data_dir),
         "NICO_AUTH__HS256_SECRET": secret,
