@@ -23,7 +23,7 @@ import httpx
 import typer
 from rich.console import Console
 
-from nico.services.placement_export import DEFAULT_NODE_NAME, FORMATS
+from nico.services.feed_export import DEFAULT_NODE_NAME, FORMATS
 
 err = Console(stderr=True)
 DEBOUNCE_SECONDS = 0.1

@@ -21,7 +21,6 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 import nico
 from nico.api.auth import TokenVerifier
-from nico.api.binding import NUL_TEXT
 from nico.api.context import AppContext
 from nico.api.errors import (
     CONFLICT,
@@ -32,6 +31,7 @@ from nico.api.errors import (
     unavailable_response,
 )
 from nico.api.openapi import build_openapi
+from nico.api.parsing import NUL_TEXT
 from nico.api.routers import health, hoist, tenant_routers, web
 from nico.api.schemas.nvlink_interface import WireKeys
 from nico.config import Settings

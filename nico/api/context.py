@@ -15,7 +15,7 @@ from nico.config import Settings
 from nico.db.engine import reading
 from nico.db.migrate import schema_problem
 from nico.db.raw import RawPool
-from nico.services.placement_events import PlacementListener
+from nico.services.feed_stream import FeedListener
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +45,9 @@ class AppContext:
             return "database unreachable"
 
     @cached_property
-    def placement_listener(self) -> PlacementListener:
+    def feed_listener(self) -> FeedListener:
         """The process's one LISTEN connection for placement events, shared by every open stream."""
-        return PlacementListener(self.engine.url.render_as_string(hide_password=False), self.raw)
+        return FeedListener(self.engine.url.render_as_string(hide_password=False), self.raw)
 
     async def close(self) -> None:
         if "raw" in self.__dict__:

@@ -181,7 +181,7 @@ def declare_errors(schema: dict[str, Any], tenant_prefix: str) -> None:
                 operation["security"] = []  # health, readiness and metrics need no token
             body = operation.get("requestBody")
             if body is not None and "required" not in body:
-                # binding reads an absent body as {} (binding.read_body): a PATCH without one changes nothing
+                # parsing reads an absent body as {} (parsing.read_body): a PATCH without one changes nothing
                 body["required"] = method != "patch"
             responses = operation.setdefault("responses", {})
             responses.pop("422", None)
@@ -232,7 +232,7 @@ def any_json_schema() -> dict[str, Any]:
 
 def forbid_nul(schema: Any) -> None:
     """Every string and object key of a request body schema declared free of NUL: binding refuses NUL
-    anywhere in a body (PostgreSQL cannot store it, :func:`nico.api.binding.text_problem`)."""
+    anywhere in a body (PostgreSQL cannot store it, :func:`nico.api.parsing.text_problem`)."""
     if isinstance(schema, list):
         for item in schema:
             forbid_nul(item)

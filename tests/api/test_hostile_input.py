@@ -8,8 +8,8 @@ from typing import Any
 import httpx
 import pytest
 
-from nico.api.binding import USER_DATA_MAX
 from nico.api.pagination import MAX_PAGE_NUMBER
+from nico.api.parsing import USER_DATA_MAX
 from tests.api.conftest import BASE, instance_body
 from tests.support import factories as f
 

@@ -9,7 +9,10 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from nico.api import messages
-from nico.api.binding import (
+from nico.api.deps import ProviderAdmin, SessionDep, Viewer
+from nico.api.openapi import json_body
+from nico.api.pagination import PAGED, Page
+from nico.api.parsing import (
     checked_body,
     list_param,
     paging,
@@ -18,9 +21,6 @@ from nico.api.binding import (
     relations,
     uuid_params,
 )
-from nico.api.deps import ProviderAdmin, SessionDep, Viewer
-from nico.api.openapi import json_body
-from nico.api.pagination import PAGED, Page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.allocation import (
     Allocation,

@@ -13,7 +13,7 @@ from starlette.responses import Response, StreamingResponse
 
 from nico.api.auth import Principal
 from nico.api.deps import CtxDep, PrincipalDep, ReadSessionDep
-from nico.services import placement_events, placement_export
+from nico.services import feed_export, feed_stream
 from nico.services.errors import ServiceError
 
 router = APIRouter(tags=["nvlink-topology"])
@@ -27,7 +27,7 @@ SiteParam = Annotated[
     Query(alias="siteId", description="Only this site"),
     WithJsonSchema({"type": "string", "anyOf": [{"format": "uuid"}, {"maxLength": 0}]}),
 ]
-# the id of an event as this stream sent it (placement_events.parse_cursor); empty: from now
+# the id of an event as this stream sent it (feed_stream.parse_cursor); empty: from now
 LAST_EVENT_ID_SCHEMA = {"type": "string", "pattern": "^([0-9]{1,19}-[0-9]{1,19})?$"}
 
 
@@ -55,8 +55,8 @@ async def export_topology(
     format: Annotated[
         str,
         Query(
-            description=", ".join(placement_export.FORMATS),
-            json_schema_extra={"enum": list(placement_export.FORMATS)},
+            description=", ".join(feed_export.FORMATS),
+            json_schema_extra={"enum": list(feed_export.FORMATS)},
         ),
     ],
     scope: ScopeParam = "tenant",
@@ -64,15 +64,15 @@ async def export_topology(
     node_name: Annotated[
         str,
         Query(alias="nodeName", description="Node name template: {instance}, {instance_id}, {machine}, ..."),
-    ] = placement_export.DEFAULT_NODE_NAME,
+    ] = feed_export.DEFAULT_NODE_NAME,
 ) -> Response:
     provider_side = authorize(principal, org, scope)
-    fmt = placement_export.check_format(format)
-    where = await placement_export.resolve_scope(
-        session, org, provider_side=provider_side, site_id=placement_export.parse_site_id(site_id)
+    fmt = feed_export.check_format(format)
+    where = await feed_export.resolve_scope(
+        session, org, provider_side=provider_side, site_id=feed_export.parse_site_id(site_id)
     )
-    text = await placement_export.export(session, where, fmt, node_name)
-    return Response(text, media_type=placement_export.MEDIA_TYPES[fmt])
+    text = await feed_export.export(session, where, fmt, node_name)
+    return Response(text, media_type=feed_export.MEDIA_TYPES[fmt])
 
 
 @router.get(
@@ -93,13 +93,13 @@ async def placement_event_stream(
     ] = None,
 ) -> Response:
     provider_side = authorize(principal, org, scope)
-    cursor = placement_events.parse_cursor(last_event_id)
-    where = await placement_export.resolve_scope(
-        session, org, provider_side=provider_side, site_id=placement_export.parse_site_id(site_id)
+    cursor = feed_stream.parse_cursor(last_event_id)
+    where = await feed_export.resolve_scope(
+        session, org, provider_side=provider_side, site_id=feed_export.parse_site_id(site_id)
     )
-    body = placement_events.stream(
+    body = feed_stream.stream(
         ctx.raw,
-        ctx.placement_listener,
+        ctx.feed_listener,
         where,
         cursor,
         heartbeat_seconds=ctx.settings.api.placement_event_heartbeat_seconds,

@@ -11,7 +11,10 @@ from starlette.responses import Response
 
 from nico.api import messages
 from nico.api.auth import Principal
-from nico.api.binding import (
+from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin, context_of, get_principal
+from nico.api.openapi import json_body
+from nico.api.pagination import PAGED, Page
+from nico.api.parsing import (
     UUID_PATH,
     checked_body,
     checked_id,
@@ -25,9 +28,6 @@ from nico.api.binding import (
     single_param,
     uuid_params,
 )
-from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin, context_of, get_principal
-from nico.api.openapi import json_body
-from nico.api.pagination import PAGED, Page
 from nico.api.rendering import (
     deletion_accepted,
     json_response,

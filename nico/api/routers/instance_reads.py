@@ -11,9 +11,9 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from nico.api import messages
-from nico.api.binding import list_param, path_id
 from nico.api.deps import ReadSessionDep, TenantAdmin
 from nico.api.pagination import PAGED, newest_first, parse_page
+from nico.api.parsing import list_param, path_id
 from nico.api.rendering import paged_response
 from nico.api.schemas.common import StatusDetail
 from nico.api.schemas.instance import InstanceInterface

@@ -13,7 +13,10 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from nico.api import messages
-from nico.api.binding import (
+from nico.api.deps import ProviderAdmin, ProviderOrTenant, SessionDep, Viewer
+from nico.api.openapi import json_body
+from nico.api.pagination import PAGED, Page
+from nico.api.parsing import (
     bool_param,
     checked_body,
     paging,
@@ -23,9 +26,6 @@ from nico.api.binding import (
     relations,
     single_param,
 )
-from nico.api.deps import ProviderAdmin, ProviderOrTenant, SessionDep, Viewer
-from nico.api.openapi import json_body
-from nico.api.pagination import PAGED, Page
 from nico.api.rendering import deletion_accepted, json_response, list_response, paged_response
 from nico.api.schemas.instance_type import (
     InstanceType,

@@ -10,7 +10,10 @@ from starlette.responses import Response
 
 from nico.api import messages
 from nico.api.auth import PROVIDER_ADMIN, PROVIDER_VIEWER, TENANT_ADMIN
-from nico.api.binding import (
+from nico.api.deps import PrincipalDep, ProviderAdmin, SessionDep
+from nico.api.openapi import json_body
+from nico.api.pagination import PAGED, Page, newest_first, parse_page
+from nico.api.parsing import (
     checked_body,
     list_param,
     paging,
@@ -21,9 +24,6 @@ from nico.api.binding import (
     single_param,
     uuid_params,
 )
-from nico.api.deps import PrincipalDep, ProviderAdmin, SessionDep
-from nico.api.openapi import json_body
-from nico.api.pagination import PAGED, Page, newest_first, parse_page
 from nico.api.rendering import json_response, paged_response
 from nico.api.schemas.common import StatusDetail
 from nico.api.schemas.machine import (

@@ -10,9 +10,9 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from nico.api import messages
-from nico.api.binding import list_param, paging, path_id, relations, uuid_params
 from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin
 from nico.api.pagination import PAGED, Page
+from nico.api.parsing import list_param, paging, path_id, relations, uuid_params
 from nico.api.rendering import paged_response
 from nico.api.schemas.nvlink_interface import NVLinkInterface
 from nico.services import nvlink_interface

@@ -9,10 +9,10 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from nico.api import messages
-from nico.api.binding import bool_param, checked_body, paging, parse_uuid, path_id, relations, single_param
 from nico.api.deps import CtxDep, ReadSessionDep, SessionDep, TenantAdmin
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
+from nico.api.parsing import bool_param, checked_body, paging, parse_uuid, path_id, relations, single_param
 from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.partition import (
     LogicalPartitionCreateRequest,

@@ -10,7 +10,10 @@ from starlette.responses import Response
 
 from nico.api import messages
 from nico.api.auth import PROVIDER_ADMIN, TENANT_ADMIN
-from nico.api.binding import (
+from nico.api.deps import PrincipalDep, ProviderAdmin, ProviderOrTenant, SessionDep, Viewer
+from nico.api.openapi import json_body
+from nico.api.pagination import PAGED, Page, newest_first, parse_page
+from nico.api.parsing import (
     bool_param,
     checked_body,
     list_param,
@@ -20,9 +23,6 @@ from nico.api.binding import (
     read_checked,
     relations,
 )
-from nico.api.deps import PrincipalDep, ProviderAdmin, ProviderOrTenant, SessionDep, Viewer
-from nico.api.openapi import json_body
-from nico.api.pagination import PAGED, Page, newest_first, parse_page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.common import StatusDetail
 from nico.api.schemas.site import (

@@ -10,9 +10,9 @@ import uuid
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from nico.api.binding import list_param, parse_go_bool, parse_uuid, single_param
 from nico.api.deps import ProviderAdmin, ReadSessionDep
 from nico.api.pagination import PAGED, parse_page
+from nico.api.parsing import list_param, parse_go_bool, parse_uuid, single_param
 from nico.api.rendering import json_response, list_response, paged_response
 from nico.api.schemas.instance_type import MachineCapability
 from nico.api.schemas.stats import (

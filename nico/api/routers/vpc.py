@@ -10,7 +10,10 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from nico.api import messages
-from nico.api.binding import (
+from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin
+from nico.api.openapi import json_body
+from nico.api.pagination import PAGED, Page
+from nico.api.parsing import (
     checked_body,
     list_param,
     paging,
@@ -20,9 +23,6 @@ from nico.api.binding import (
     single_param,
     uuid_params,
 )
-from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin
-from nico.api.openapi import json_body
-from nico.api.pagination import PAGED, Page
 from nico.api.rendering import deletion_accepted, json_response, paged_response
 from nico.api.schemas.vpc import Vpc, VpcCreateRequest, VpcUpdateRequest
 from nico.services import vpc

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from nico.api.binding import REQUIRED, FieldErrors, description_problem, name_problem, uuid_problem
+from nico.api.parsing import REQUIRED, FieldErrors, description_problem, name_problem, uuid_problem
 from nico.api.schemas.common import (
     DESCRIPTION_SCHEMA,
     NAME_SCHEMA,

@@ -43,9 +43,9 @@ NAME_SCHEMA = {
 }
 DESCRIPTION_SCHEMA = {"type": "string", "maxLength": 1024, "pattern": "^[^\\u0000]*$"}
 UUID_SCHEMA = {"type": "string", "format": "uuid"}
-# binding.uuid_problem(required=False): null, "" or a UUID
+# parsing.uuid_problem(required=False): null, "" or a UUID
 OPTIONAL_UUID_SCHEMA = {"type": ["string", "null"], "anyOf": [{"format": "uuid"}, {"maxLength": 0}]}
-# binding.labels_problem: up to 10 pairs, keys 1..255 characters, values strings of at most 255
+# parsing.labels_problem: up to 10 pairs, keys 1..255 characters, values strings of at most 255
 LABELS_SCHEMA = {
     "type": ["object", "null"],
     "maxProperties": 10,

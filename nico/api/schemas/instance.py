@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field
 
-from nico.api.binding import (
+from nico.api.parsing import (
     NAME_LENGTH,
     REQUIRED,
     USER_DATA_MAX,

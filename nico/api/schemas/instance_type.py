@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, WithJsonSchema
 
-from nico.api.binding import (
+from nico.api.parsing import (
     NAME_LENGTH,
     FieldErrors,
     description_problem,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import ConfigDict, Field, WithJsonSchema
 
-from nico.api.binding import FieldErrors, labels_problem, uuid_problem
+from nico.api.parsing import FieldErrors, labels_problem, uuid_problem
 from nico.api.schemas.common import (
     LABELS_SCHEMA,
     NAME_SCHEMA,

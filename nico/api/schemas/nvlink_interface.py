@@ -9,7 +9,7 @@ from typing import Annotated, Protocol
 
 from pydantic import ConfigDict, Field
 
-from nico.api.binding import FieldErrors, uuid_problem
+from nico.api.parsing import FieldErrors, uuid_problem
 from nico.api.schemas.common import UUID_SCHEMA, RequestModel, ResponseModel, declared, omit_if_none
 from nico.services.nvlink_interface import Binding, InterfaceView
 

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import ConfigDict, Field
 
-from nico.api.binding import FieldErrors, description_problem, name_problem, uuid_problem
+from nico.api.parsing import FieldErrors, description_problem, name_problem, uuid_problem
 from nico.api.schemas.common import (
     DESCRIPTION_SCHEMA,
     NAME_SCHEMA,

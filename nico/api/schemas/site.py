@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from nico.api.binding import FieldErrors, description_problem, hostname_problem, name_problem
+from nico.api.parsing import FieldErrors, description_problem, hostname_problem, name_problem
 from nico.api.schemas.common import (
     DESCRIPTION_SCHEMA,
     NAME_SCHEMA,
@@ -30,7 +30,7 @@ from nico.services.site import SiteView
 LOCATION_LIMIT = 256
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 NOT_BY_TENANT = "value is not configurable by Tenant"
-# binding.hostname_problem: "" or RFC 1123 labels, 253 characters at most
+# parsing.hostname_problem: "" or RFC 1123 labels, 253 characters at most
 _LABEL = "[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 HOSTNAME_SCHEMA = {
     "type": ["string", "null"],

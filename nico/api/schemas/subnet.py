@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from nico.api.binding import NAME_LENGTH, FieldErrors, description_problem, uuid_problem
+from nico.api.parsing import NAME_LENGTH, FieldErrors, description_problem, uuid_problem
 from nico.api.schemas.common import (
     DESCRIPTION_SCHEMA,
     OPTIONAL_UUID_SCHEMA,

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from nico.api.binding import (
+from nico.api.parsing import (
     FieldErrors,
     description_problem,
     labels_problem,

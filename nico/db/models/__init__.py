@@ -3,12 +3,12 @@
 from nico.db.models.allocation import Allocation, AllocationConstraint
 from nico.db.models.capacity import DomainCapacity, DomainCapacityDelta
 from nico.db.models.fabric import FabricCredential, FabricIntent, NvlinkNmxcEndpoint
+from nico.db.models.feed import FeedEvent
 from nico.db.models.instance import Instance, InstanceInterface, NvlinkInterface
 from nico.db.models.inventory import Gpu, InstanceType, Machine, MachineCapability, NvlinkDomain
 from nico.db.models.network import Subnet, Vpc
 from nico.db.models.org import InfrastructureProvider, Tenant, TenantSite
 from nico.db.models.partition import LogicalPartition, PhysicalPartition
-from nico.db.models.placement import PlacementEvent
 from nico.db.models.site import Site
 from nico.db.models.status import StatusDetail
 
@@ -19,6 +19,7 @@ __all__ = [
     "DomainCapacityDelta",
     "FabricCredential",
     "FabricIntent",
+    "FeedEvent",
     "Gpu",
     "InfrastructureProvider",
     "Instance",
@@ -31,7 +32,6 @@ __all__ = [
     "NvlinkInterface",
     "NvlinkNmxcEndpoint",
     "PhysicalPartition",
-    "PlacementEvent",
     "Site",
     "StatusDetail",
     "Subnet",

@@ -25,8 +25,8 @@ from nico.db.models import (
     Vpc,
 )
 from nico.db.queries.common import columns, sites_of_provider, text_search
+from nico.db.queries.feed import CLIQUE_OF_INTERFACE
 from nico.db.queries.nvlink_interface import LOCK_PARTITIONS, locked_partitions
-from nico.db.queries.placement_events import CLIQUE_OF_INTERFACE
 from nico.db.raw import Statement, driver_connection, pipelined
 
 # ---- creation -----------------------------------------------------------------------------------

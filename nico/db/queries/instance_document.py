@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import psycopg
 
-from nico.db.queries.placement_events import CLIQUE_OF_INTERFACE
+from nico.db.queries.feed import CLIQUE_OF_INTERFACE
 
 # A value and how it is written: SQL whose result is JSON text, or a JSON constant.
 _Sql = tuple[str, str]

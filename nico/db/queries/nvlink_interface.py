@@ -12,7 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import CapabilityType
 from nico.db.models import Instance, LogicalPartition, MachineCapability, NvlinkInterface, Site
-from nico.db.queries.placement_events import CLIQUES_BY_INTERFACE
+from nico.db.queries.feed import CLIQUES_BY_INTERFACE
 from nico.db.raw import driver_connection
 
 

@@ -1,4 +1,5 @@
-"""The live stream of NVLink placement changes (nico extension, ``GET /nvlink-topology/events``).
+"""The scheduler feed's live stream of NVLink placement changes (nico extension,
+``GET /nvlink-topology/events``).
 
 Events come from PostgreSQL, not from process memory: triggers append one ``placement_event`` row per
 changed interface and ``NOTIFY nico_placement`` (migrations 0005, 0010), so every API replica streams
@@ -34,10 +35,10 @@ import psycopg
 from psycopg.rows import dict_row
 
 from nico.db.engine import libpq_url
-from nico.db.queries import placement_events as q
+from nico.db.queries import feed as q
 from nico.db.raw import RawPool
 from nico.services.errors import bad_request
-from nico.services.placement_export import Scope
+from nico.services.feed_export import Scope
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ class Waiter:
         return True
 
 
-class PlacementListener:
+class FeedListener:
     """One ``LISTEN nico_placement`` connection per process, shared by every open stream; a
     notification wakes only the streams whose scope it names. It also watches the horizon for the
     streams waiting for their events to become final (``raw`` runs its probes)."""
@@ -254,7 +255,7 @@ def sse(event: str, data: dict[str, Any], cursor: Cursor | None = None) -> str:
 
 async def stream(
     raw: RawPool,
-    listener: PlacementListener,
+    listener: FeedListener,
     scope: Scope,
     last_event_id: Cursor | None,
     *,

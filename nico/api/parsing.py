@@ -1,6 +1,6 @@
-"""Reading requests the way the reference does: body binding, field rules, query parameters.
+"""Parsing requests the way the reference does: body shapes, field rules, query parameters.
 
-Binding failures (malformed JSON, wrong JSON types, non-JSON content) answer 400 with
+Parse failures (malformed JSON, wrong JSON types, non-JSON content) answer 400 with
 ``Failed to parse request data, potentially invalid structure``. Rule failures answer 400 with the
 endpoint's own message and a flat ``{field: message}`` map holding the first failure per field.
 """

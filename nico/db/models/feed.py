@@ -18,7 +18,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from nico.db.base import Base, created_at
 
 
-class PlacementEvent(Base):
+class FeedEvent(Base):
     __tablename__ = "placement_event"
     __table_args__ = (
         Index("ix_placement_event_tenant", "tenant_id", "txid", "id"),

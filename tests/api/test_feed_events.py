@@ -17,7 +17,7 @@ from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
-from nico.db.queries.placement_events import PRUNE as PRUNE_SQL
+from nico.db.queries.feed import PRUNE as PRUNE_SQL
 from tests.api.conftest import BASE, instance_body, make_instances
 from tests.support import factories as f
 from tests.support.auth import bearer

@@ -18,20 +18,18 @@ from sqlalchemy import delete, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.engine import libpq_url
-from nico.db.models import Instance, Machine, NvlinkInterface, PhysicalPartition, PlacementEvent
+from nico.db.models import FeedEvent, Instance, Machine, NvlinkInterface, PhysicalPartition
 from nico.db.raw import RawPool
-from nico.services.placement_events import PlacementListener, Waiter, parse_audience, stream
-from nico.services.placement_export import Scope
+from nico.services.feed_export import Scope
+from nico.services.feed_stream import FeedListener, Waiter, parse_audience, stream
 from tests.api.conftest import BASE, batch_body, instance_body
 from tests.support import factories as f
 from tests.support.placement import realise
 from tests.support.waiting import wait_for
 
 
-async def events(session: AsyncSession, after: int = 0) -> list[PlacementEvent]:
-    rows = await session.scalars(
-        select(PlacementEvent).where(PlacementEvent.id > after).order_by(PlacementEvent.id)
-    )
+async def events(session: AsyncSession, after: int = 0) -> list[FeedEvent]:
+    rows = await session.scalars(select(FeedEvent).where(FeedEvent.id > after).order_by(FeedEvent.id))
     return list(rows)
 
 
@@ -205,7 +203,7 @@ async def test_a_notification_wakes_only_the_streams_it_names(
     horizon has passed them (used to be: on every commit)."""
     other, bystander = uuid.uuid4(), uuid.uuid4()
     raw = RawPool(database_url, 2)
-    listener = PlacementListener(database_url, raw)
+    listener = FeedListener(database_url, raw)
     mine = await listener.acquire(Scope(tenant_id=world.tenant.id))
     theirs = await listener.acquire(Scope(tenant_id=other))
     waiting = await listener.acquire(Scope(tenant_id=other, site_id=world.site.id))
@@ -235,7 +233,7 @@ class Streamed:
 
     def __init__(self, database_url: str, tenant_id: uuid.UUID) -> None:
         self.raw = RawPool(database_url, 4)
-        self.listener = PlacementListener(database_url, self.raw)
+        self.listener = FeedListener(database_url, self.raw)
         self.events: list[dict[str, Any]] = []
         self.started = asyncio.Event()
         body = stream(

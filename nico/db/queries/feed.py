@@ -1,5 +1,6 @@
-"""SQL of NVLink placement as schedulers see it: clique ids, the placement of each instance, and the
-placement event log (table ``placement_event``, written by the triggers of migrations 0005 and 0010).
+"""SQL of the scheduler feed (NVLink placement as schedulers see it): clique ids, the placement of
+each instance, and the placement event log (table ``placement_event``, written by the triggers of
+migrations 0005 and 0010).
 
 A clique id is what the GPU driver reports as ``<ClusterUUID>.<CliqueId>``: the NVLink domain's UUID
 (the ``domain_uuid`` NMX-C reports in every ``ServerHeader``, nico's ``nvlink_domain.uuid``) and the

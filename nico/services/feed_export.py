@@ -1,5 +1,5 @@
-"""NVLink placement as schedulers read it: Slurm topology files, Kubernetes node labels and a Kueue
-``Topology`` (nico extension, ``GET /nvlink-topology/export``).
+"""The scheduler feed's exports: NVLink placement as schedulers read it, as Slurm topology files,
+Kubernetes node labels and a Kueue ``Topology`` (nico extension, ``GET /nvlink-topology/export``).
 
 Each instance is one scheduler node. Its NVLink domain is one Slurm leaf switch (``topology/tree``) or
 block (``topology/block``); its clique id is what the GPU driver will report as
@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import NvLinkInterfaceStatus
 from nico.db.models import Site
-from nico.db.queries import placement_events as q
+from nico.db.queries import feed as q
 from nico.db.raw import driver_connection
 from nico.services import orgs
 from nico.services.access import tenant_uses_site
