@@ -26,7 +26,7 @@ from nico.db.models import (
     Tenant,
     Vpc,
 )
-from nico.db.queries import partition as queries
+from nico.logical_partition import queries
 from nico.services import status
 from nico.services.access import tenant_uses_site
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found

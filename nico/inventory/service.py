@@ -26,8 +26,10 @@ from nico.db.models import (
     Site,
     StatusDetail,
 )
-from nico.db.queries import machine as q
-from nico.services import inventory, nvlink_events, orgs, status
+from nico.inventory import queries as q
+from nico.inventory import registration
+from nico.inventory.records import MachineRecord, RegistrationResult
+from nico.services import nvlink_events, orgs, status
 from nico.services import site as sites
 from nico.services.errors import ServiceError, bad_request, forbidden, not_found
 from nico.services.instance_type import (
@@ -154,14 +156,14 @@ async def register_machines(
     org: str,
     *,
     site_id: uuid.UUID,
-    machines: list[inventory.MachineRecord],
+    machines: list[MachineRecord],
     instance_type_id: uuid.UUID | None,
-) -> inventory.RegistrationResult:
-    """Bulk registration by the org's provider (see :func:`nico.services.inventory.register_machines`)."""
+) -> RegistrationResult:
+    """Bulk registration by the org's provider (see :func:`nico.inventory.registration.register_machines`)."""
     provider = await orgs.provider_of(session, org)
     if provider is None:
         raise not_found(f"Org '{org}' does not have an Infrastructure Provider")
-    return await inventory.register_machines(
+    return await registration.register_machines(
         session,
         site_id=site_id,
         machines=machines,

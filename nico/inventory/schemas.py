@@ -35,16 +35,19 @@ from nico.api.schemas.site import SiteSummary
 from nico.db.models import Gpu as GpuRow
 from nico.db.models import Machine as MachineRow
 from nico.db.types import U64_MAX
-from nico.services import inventory
-from nico.services.instance_type import rendered_status
-from nico.services.inventory_records import (
+from nico.inventory.records import (
     INT32_MAX,
     MACHINE_ID,
     MAX_GPUS,
     MAX_MACHINES,
     TEXT_LIMITS,
+    GpuRecord,
+    MachineRecord,
+    NvlinkInfo,
+    invalid,
 )
-from nico.services.machine import MachineView
+from nico.inventory.service import MachineView
+from nico.services.instance_type import rendered_status
 
 UPDATE_FIELDS = "setMaintenanceMode, instanceTypeId, clearInstanceType or labels"
 _NULL = {"type": "null"}
@@ -270,13 +273,13 @@ class NvLinkInfoRequest(RequestModel):
         default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": MAX_GPUS}
     )
 
-    def record(self) -> inventory.NvlinkInfo:
-        return inventory.NvlinkInfo(
+    def record(self) -> NvlinkInfo:
+        return NvlinkInfo(
             domain_uuid=self.domain_uuid,
             chassis_serial=self.chassis_serial,
             tray_index=self.tray_index,
             gpus=tuple(
-                inventory.GpuRecord(device_id=g.device_id, gpu_uid=g.gpu_uid, slot_id=g.slot_id, name=g.name)
+                GpuRecord(device_id=g.device_id, gpu_uid=g.gpu_uid, slot_id=g.slot_id, name=g.name)
                 for g in self.gpus or []
             ),
         )
@@ -320,8 +323,8 @@ class MachineRegistrationRequest(RequestModel):
         errors.add("siteId", uuid_problem(self.site_id))
         errors.add("instanceTypeId", uuid_problem(self.instance_type_id, required=False))
 
-    def records(self) -> list[inventory.MachineRecord]:
-        """The machines for :func:`nico.services.inventory.register_machines`, which checks them; the
+    def records(self) -> list[MachineRecord]:
+        """The machines for :func:`nico.inventory.registration.register_machines`, which checks them; the
         capability items' own field rules are checked here (their messages live with the schema)."""
         problems: dict[str, Any] = {}
         for i, machine in enumerate(self.machines or []):
@@ -329,9 +332,9 @@ class MachineRegistrationRequest(RequestModel):
                 for field, message in item.problems().items():
                     problems.setdefault(f"machines.{i}.machineCapabilities.{j}.{field}", message)
         if problems:
-            raise inventory.invalid(problems)
+            raise invalid(problems)
         return [
-            inventory.MachineRecord(
+            MachineRecord(
                 id=m.id,
                 hostname=m.hostname,
                 serial_number=m.serial_number,

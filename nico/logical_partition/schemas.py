@@ -25,7 +25,7 @@ from nico.api.schemas.nvlink_interface import NVLinkInterfaceSummary
 from nico.api.schemas.org import TenantSummary
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import VpcSummary
-from nico.services.partition import MAX_MULTICAST_GROUPS_LIMIT, PartitionView
+from nico.logical_partition.service import MAX_MULTICAST_GROUPS_LIMIT, PartitionView
 
 
 class LogicalPartitionCreateRequest(RequestModel):

@@ -26,13 +26,13 @@ from nico.api.parsing import (
 )
 from nico.api.rendering import json_response, paged_response
 from nico.api.schemas.common import StatusDetail
-from nico.api.schemas.machine import (
+from nico.inventory import service as machines
+from nico.inventory.schemas import (
     Machine,
     MachineRegistration,
     MachineRegistrationRequest,
     MachineUpdateRequest,
 )
-from nico.services import machine as machines
 from nico.services import orgs, status
 from nico.services.errors import bad_request, forbidden, not_found
 
