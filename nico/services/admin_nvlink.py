@@ -55,7 +55,7 @@ async def create_logical_partition(
     view = await partition.create(
         conn, org, name=name, description=description, site_id=site_id, created_by="admin-cli"
     )
-    (row,) = await queries.logical_partitions(session, partition_id=view.partition.id)
+    (row,) = await queries.logical_partitions(session, partition_id=view.id)
     return row
 
 
