@@ -25,6 +25,7 @@ MACHINE_ID_RULE = (
 )
 GPU_UID = re.compile(r"^[0-9]{1,20}$")
 GPU_UID_RULE = "must be an unsigned 64-bit integer: a decimal string or a JSON integer"
+GPU_UID_MAX = U64_MAX
 # Column widths of the machine row, by request key.
 TEXT_LIMITS = {"hostname": 256, "serialNumber": 256, "vendor": 256, "productName": 256, "hwSkuDeviceType": 64}
 # The derived GPU capability is named after the GPUs as the fabric reports them (GpuRecord.name, from
@@ -99,7 +100,7 @@ def parse_gpu_uid(value: int | str | None) -> int | None:
         number = int(value)
     else:
         return None
-    return number if 0 <= number <= U64_MAX else None
+    return number if 0 <= number <= GPU_UID_MAX else None
 
 
 def _int_problem(value: int | None, low: int, *, required: bool = True) -> str | None:

@@ -17,18 +17,11 @@ from sqlalchemy import ColumnElement
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import CapabilityType, MachineStatus, SiteStatus
-from nico.db.models import (
-    Gpu,
-    InfrastructureProvider,
-    InstanceType,
-    Machine,
-    MachineCapability,
-    Site,
-    StatusDetail,
-)
+from nico.db.models import Gpu, InstanceType, Machine, MachineCapability, StatusDetail
 from nico.inventory import queries as q
 from nico.inventory import registration
 from nico.inventory.records import MachineRecord, RegistrationResult
+from nico.inventory.views import GpuView, InstanceTypeSummaryView, LocationView, MachineView
 from nico.services import nvlink_events, orgs, status
 from nico.services import site as sites
 from nico.services.errors import ServiceError, bad_request, forbidden, not_found
@@ -43,8 +36,9 @@ from nico.services.instance_type import (
     rendered_status,
 )
 from nico.services.listing import PageRequest, fetch_page
-from nico.services.orgs import Viewer
+from nico.services.orgs import OrgView, Viewer, org_view
 from nico.services.search import search_pattern
+from nico.services.site import SiteSummaryView
 
 SHOWN_STATUS: ColumnElement[str] = q.SHOWN_STATUS
 ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
@@ -85,23 +79,6 @@ class View:
     full: bool
 
 
-@dataclass(frozen=True)
-class MachineView:
-    """A machine as a caller sees it (``full`` shows the serial number; ``gpus`` is its NVLink GPUs,
-    given to its provider only) with its newest history and the requested relations."""
-
-    machine: Machine
-    provider_id: uuid.UUID
-    tenant_id: uuid.UUID | None
-    capabilities: list[MachineCapability]
-    history: list[StatusDetail]
-    full: bool
-    gpus: list[Gpu] | None = None
-    provider: InfrastructureProvider | None = None
-    site: Site | None = None
-    instance_type: InstanceType | None = None
-
-
 async def views(
     session: AsyncSession,
     rows: Sequence[Machine],
@@ -126,21 +103,82 @@ async def views(
         if "InstanceType" in relations
         else {}
     )
-    return [
-        MachineView(
-            row,
-            provider_id=owners[row.site_id],
-            tenant_id=tenants.get(row.instance_id) if row.instance_id else None,
-            capabilities=capabilities.get(row.id, []),
-            history=history.get(row.id, []),
-            full=how.full,
-            gpus=gpus.get(row.id, []) if how.provider else None,
-            provider=providers.get(owners[row.site_id]),
-            site=at.get(row.site_id),
-            instance_type=itypes.get(row.instance_type_id) if row.instance_type_id else None,
+    out = []
+    for row, how in zip(rows, seen, strict=True):
+        provider = providers.get(owners[row.site_id])
+        site = at.get(row.site_id)
+        itype = itypes.get(row.instance_type_id) if row.instance_type_id else None
+        out.append(
+            machine_view(
+                row,
+                how,
+                provider_id=owners[row.site_id],
+                tenant_id=tenants.get(row.instance_id) if row.instance_id else None,
+                capabilities=capabilities.get(row.id, []),
+                history=history.get(row.id, []),
+                gpus=gpus.get(row.id, []),
+                provider=org_view(provider) if provider else None,
+                site=sites.site_summary(site) if site else None,
+                instance_type=_type_summary(itype) if itype else None,
+            )
         )
-        for row, how in zip(rows, seen, strict=True)
-    ]
+    return out
+
+
+def machine_view(
+    row: Machine,
+    how: View,
+    *,
+    provider_id: uuid.UUID,
+    tenant_id: uuid.UUID | None,
+    capabilities: Sequence[MachineCapability],
+    history: Sequence[StatusDetail],
+    gpus: Sequence[Gpu] = (),
+    provider: OrgView | None = None,
+    site: SiteSummaryView | None = None,
+    instance_type: InstanceTypeSummaryView | None = None,
+) -> MachineView:
+    """The machine as ``how`` sees it, with the relations given: what its response and an instance's
+    show."""
+    shown = rendered_status(row)
+    location = None
+    if how.provider and row.domain_uuid is not None and row.chassis_serial is not None:
+        location = LocationView(
+            row.domain_uuid,
+            row.chassis_serial,
+            row.tray_index,
+            tuple(GpuView(g.device_id, g.gpu_uid, g.slot_id) for g in gpus),
+        )
+    return MachineView(
+        id=row.id,
+        site_id=row.site_id,
+        provider_id=provider_id,
+        tenant_id=tenant_id,
+        instance_type_id=row.instance_type_id,
+        instance_id=row.instance_id,
+        controller_machine_type=row.controller_machine_type,
+        hw_sku_device_type=row.hw_sku_device_type,
+        vendor=row.vendor,
+        product_name=row.product_name,
+        hostname=row.hostname,
+        serial_number=row.serial_number if how.full else None,
+        maintenance_message=row.maintenance_message,
+        labels=row.labels,
+        status=shown,
+        usable_by_tenant=shown == MachineStatus.READY and not row.is_missing_on_site,
+        created=row.created,
+        updated=row.updated,
+        capabilities=tuple(CapabilitySpec.of(c) for c in capabilities),
+        history=status.entries(history),
+        location=location,
+        provider=provider,
+        site=site,
+        instance_type=instance_type,
+    )
+
+
+def _type_summary(row: InstanceType) -> InstanceTypeSummaryView:
+    return InstanceTypeSummaryView(row.id, row.name, row.infrastructure_provider_id, row.site_id, row.status)
 
 
 async def provider_viewer(session: AsyncSession, org: str) -> Viewer:
