@@ -71,7 +71,7 @@ class MachineFilters:
 
 
 @dataclass(frozen=True)
-class View:
+class Visibility:
     """How a caller sees one machine: as its provider (NVLink info), with the full view of a
     privileged tenant (serial number), or as a tenant whose instance it holds."""
 
@@ -82,7 +82,7 @@ class View:
 async def views(
     session: AsyncSession,
     rows: Sequence[Machine],
-    seen: Sequence[View],
+    seen: Sequence[Visibility],
     *,
     relations: AbstractSet[str] = frozenset(),
     history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
@@ -127,7 +127,7 @@ async def views(
 
 def machine_view(
     row: Machine,
-    how: View,
+    how: Visibility,
     *,
     provider_id: uuid.UUID,
     tenant_id: uuid.UUID | None,
@@ -238,7 +238,7 @@ async def list_machines(
     relations: AbstractSet[str] = frozenset(),
 ) -> tuple[list[MachineView], int]:
     rows, total = await _machine_page(session, viewer, filters, page)
-    how = View(provider=viewer.provider is not None, full=True)
+    how = Visibility(provider=viewer.provider is not None, full=True)
     return await views(session, rows, [how] * len(rows), relations=relations), total
 
 
@@ -301,7 +301,9 @@ async def gpus_of(session: AsyncSession, machine_ids: Sequence[str]) -> dict[str
     return await q.gpus_of(session, machine_ids)
 
 
-async def visible_machine(session: AsyncSession, viewer: Viewer, machine_id: str) -> tuple[Machine, View]:
+async def visible_machine(
+    session: AsyncSession, viewer: Viewer, machine_id: str
+) -> tuple[Machine, Visibility]:
     machine = await q.machine_by_id(session, machine_id)
     if machine is None:
         raise not_found(NOT_FOUND)
@@ -309,15 +311,15 @@ async def visible_machine(session: AsyncSession, viewer: Viewer, machine_id: str
     if viewer.provider is not None:
         if owner != viewer.provider.id:
             raise forbidden(NOT_PROVIDERS)
-        return machine, View(provider=True, full=True)
+        return machine, Visibility(provider=True, full=True)
     if await privileged_at(session, viewer, machine.site_id):
-        return machine, View(provider=False, full=True)
+        return machine, Visibility(provider=False, full=True)
     tenant_id = viewer.tenant.id if viewer.tenant else None
     if (
         machine.instance_id is not None
         and (await instance_tenants(session, [machine])).get(machine.instance_id) == tenant_id
     ):
-        return machine, View(provider=False, full=False)
+        return machine, Visibility(provider=False, full=False)
     raise forbidden(
         "Machine details can only be retrieved by it's Provider, privileged Tenants or Tenants who have an "
         "associated Instance"
@@ -377,7 +379,7 @@ async def update_machine(
         if machine.labels != change.labels:
             machine.labels = change.labels
     await session.flush()
-    return (await views(session, [machine], [View(provider=as_provider, full=True)]))[0]
+    return (await views(session, [machine], [Visibility(provider=as_provider, full=True)]))[0]
 
 
 async def change_instance_type(

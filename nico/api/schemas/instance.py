@@ -39,7 +39,7 @@ from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import UNSUPPORTED, VpcSummary
 from nico.inventory.schemas import Machine
-from nico.inventory.service import View, machine_view
+from nico.inventory.service import Visibility, machine_view
 from nico.services.instance_view import InstanceView
 
 MAX_INTERFACES = 16
@@ -422,7 +422,7 @@ class Instance(ResponseModel):
                     Machine.of(
                         machine_view(
                             view.machine,
-                            View(provider=False, full=False),
+                            Visibility(provider=False, full=False),
                             provider_id=data["infrastructure_provider_id"],
                             tenant_id=data["tenant_id"],
                             capabilities=view.machine_capabilities,
