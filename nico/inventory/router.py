@@ -111,9 +111,7 @@ async def register_machines(
     result = await machines.register_machines(
         session, org, site_id=site_id, machines=records, instance_type_id=parse_uuid(body.instance_type_id)
     )
-    return json_response(
-        MachineRegistration(created=result.created, updated=result.updated, unchanged=result.unchanged), 201
-    )
+    return json_response(MachineRegistration.of(result), 201)
 
 
 @router.get(

@@ -41,6 +41,7 @@ from nico.inventory.records import (
     GpuRecord,
     MachineRecord,
     NvlinkInfo,
+    RegistrationResult,
     invalid,
 )
 from nico.inventory.views import LocationView, MachineView
@@ -348,3 +349,7 @@ class MachineRegistration(ResponseModel):
     created: list[str]
     updated: list[str]
     unchanged: list[str]
+
+    @classmethod
+    def of(cls, result: RegistrationResult) -> MachineRegistration:
+        return cls(created=result.created, updated=result.updated, unchanged=result.unchanged)

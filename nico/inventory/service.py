@@ -13,7 +13,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import CapabilityType, MachineStatus, SiteStatus
@@ -40,7 +39,6 @@ from nico.services.orgs import OrgView, Viewer, org_view
 from nico.services.search import search_pattern
 from nico.services.site import SiteSummaryView
 
-SHOWN_STATUS: ColumnElement[str] = q.SHOWN_STATUS
 ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
 RELATIONS = ("InfrastructureProvider", "Site", "InstanceType")
 STATUSES = frozenset(MachineStatus)
