@@ -83,7 +83,7 @@ def merged_body(document: Any, site_id: str, instance_type_id: str | None) -> di
 
 def parse_body(body: dict[str, Any]) -> Any:
     """Validate the body one machine at a time, so a large file shows progress."""
-    from nico.api.schemas.machine import MachineRecordRequest, MachineRegistrationRequest
+    from nico.inventory.schemas import MachineRecordRequest, MachineRegistrationRequest
 
     machines = body.get("machines")
     if not isinstance(machines, list):
@@ -125,7 +125,7 @@ def with_session(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
 
 
 async def run_registration(url: str, site: uuid.UUID, itype: uuid.UUID | None, records: list[Any]) -> Any:
-    from nico.services.inventory import register_machines
+    from nico.inventory.registration import register_machines
 
     return await in_transaction(
         url,
@@ -350,9 +350,10 @@ def nvlink_info_populate(
     async def populate(session: AsyncSession) -> tuple[bool, dict[str, object]]:
         from nico.db.models import Machine
         from nico.fabric.backend import FabricError
+        from nico.inventory import location
         from nico.reconciler.discovery import discover_machine
         from nico.reconciler.runtime import open_backend
-        from nico.services import fabric_registry, inventory
+        from nico.services import fabric_registry
 
         machine = await session.get(Machine, machine_id)
         if machine is None:
@@ -382,7 +383,7 @@ def nvlink_info_populate(
         if found is None or not found.gpus:
             raise ServiceError(404, f"the fabric reports no GPUs for chassis {serial} tray {tray}")
         if update_db:
-            await inventory.replace_nvlink_info(session, machine_id, found.nvlink_info())
+            await location.replace_nvlink_info(session, machine_id, found.nvlink_info())
         return update_db, found.as_json()
 
     updated, info = with_session(populate)

@@ -6,7 +6,7 @@ rule answers 400 with its operation's ``*_INVALID`` message and the ``{field: me
 
 from __future__ import annotations
 
-from nico.services import inventory
+from nico.inventory import records
 
 # Ids in URLs.
 ALLOCATION_ID = "Invalid Allocation ID in URL"
@@ -35,7 +35,7 @@ INSTANCE_TYPE_UPDATE_INVALID = "Error validating Instance Type update request da
 MACHINE_ASSOCIATION_CREATE_INVALID = (
     "Error validating Machine/Instance Type Association creation request data"
 )
-MACHINE_REGISTRATION_INVALID = inventory.VALIDATION_MESSAGE  # the service's own checks answer it too
+MACHINE_REGISTRATION_INVALID = records.VALIDATION_MESSAGE  # the service's own checks answer it too
 MACHINE_UPDATE_INVALID = "Error validating Machine update request data"
 PARTITION_CREATE_INVALID = "Error validating NVLink Logical Partition request creation data"
 PARTITION_UPDATE_INVALID = "Error validating NVLink Logical Partition update request data"

@@ -29,12 +29,13 @@ from nico.db.models import (
 )
 from nico.fabric.backend import FabricBackend
 from nico.fabric.nmxm.client import NmxmBackend
+from nico.inventory.records import DERIVED_GPU_NAME, MachineRecord, RegistrationResult
+from nico.inventory.registration import register_machines
 from nico.reconciler.discovery import DiscoveredMachine, discover_endpoint, discover_site
 from nico.services import allocation, fabric_registry, orgs
 from nico.services import instance_type as instance_types
 from nico.services import site as sites
 from nico.services.errors import ServiceError
-from nico.services.inventory import DERIVED_GPU_NAME, MachineRecord, RegistrationResult, register_machines
 
 PROVIDER_ORG = "demo-provider"
 SITE_NAME = "demo-site"

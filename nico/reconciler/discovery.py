@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from nico.fabric.backend import DomainTarget, FabricBackend, FabricGpu, GpuTopology
 from nico.fabric.nmxm.client import NmxmBackend
-from nico.services.inventory import GpuRecord, NvlinkInfo
+from nico.inventory.records import GpuRecord, NvlinkInfo
 
 
 @dataclass(frozen=True)

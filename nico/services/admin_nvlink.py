@@ -13,7 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.queries import admin_nvlink as queries
 from nico.db.raw import driver_connection
-from nico.services import instance, partition
+from nico.logical_partition import service as partition
+from nico.services import instance
 from nico.services.errors import ServiceError
 from nico.services.nvlink_interface import Binding
 
@@ -54,7 +55,7 @@ async def create_logical_partition(
     view = await partition.create(
         conn, org, name=name, description=description, site_id=site_id, created_by="admin-cli"
     )
-    (row,) = await queries.logical_partitions(session, partition_id=view.partition.id)
+    (row,) = await queries.logical_partitions(session, partition_id=view.id)
     return row
 
 

@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, LogicalPartitionStatus
 from nico.db.queries import instance as instances
-from nico.db.queries import partition as partitions
 from nico.db.queries import reconciler as reconciler_queries
+from nico.logical_partition import queries as partitions
 
 WAITING_FOR_FABRIC = (InstanceStatus.PENDING, InstanceStatus.CONFIGURING)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
@@ -123,3 +124,27 @@ async def tenants_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict
         return {}
     rows = await session.scalars(select(Tenant).where(Tenant.id.in_(wanted)))
     return {row.id: row for row in rows}
+
+
+@dataclass(frozen=True)
+class OrgView:
+    """A tenant or a provider as other resources embed it, no ORM row (a provider has no targeted
+    instance creation)."""
+
+    id: uuid.UUID
+    org: str
+    org_display_name: str | None
+    created: datetime
+    updated: datetime
+    targeted_instance_creation: bool = False
+
+
+def org_view(row: Tenant | InfrastructureProvider) -> OrgView:
+    return OrgView(
+        id=row.id,
+        org=row.org,
+        org_display_name=row.org_display_name,
+        created=row.created,
+        updated=row.updated,
+        targeted_instance_creation=isinstance(row, Tenant) and row.targeted_instance_creation,
+    )

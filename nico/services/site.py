@@ -305,3 +305,34 @@ async def machine_stats(session: AsyncSession, site_ids: list[uuid.UUID]) -> dic
             },
         }
     return out
+
+
+@dataclass(frozen=True)
+class SiteSummaryView:
+    """A site as other resources embed it (``includeRelation=Site``), no ORM row."""
+
+    id: uuid.UUID
+    name: str
+    infrastructure_provider_id: uuid.UUID
+    is_serial_console_enabled: bool
+    status: str
+    native_networking: bool
+    network_security_group: bool
+    nvlink_partition: bool
+    flow: bool
+    image_based_operating_system: bool
+
+
+def site_summary(row: Site) -> SiteSummaryView:
+    return SiteSummaryView(
+        id=row.id,
+        name=row.name,
+        infrastructure_provider_id=row.infrastructure_provider_id,
+        is_serial_console_enabled=row.is_serial_console_enabled,
+        status=row.status,
+        native_networking=row.native_networking,
+        network_security_group=row.network_security_group,
+        nvlink_partition=row.nvlink_partition,
+        flow=row.flow,
+        image_based_operating_system=row.image_based_operating_system,
+    )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -25,6 +27,20 @@ Owner = Literal[
 ]
 
 DEFAULT_LIMIT = 20  # GET and list show the 20 most recent entries
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One history entry as a view holds it (no ORM row)."""
+
+    status: str
+    message: str | None
+    created: datetime
+    updated: datetime
+
+
+def entries(rows: Iterable[StatusDetail]) -> tuple[Entry, ...]:
+    return tuple(Entry(row.status, row.message, row.created, row.updated) for row in rows)
 
 
 async def record(

@@ -31,7 +31,7 @@ from nico.db.models import (
     StatusDetail,
 )
 from nico.db.types import U64_MAX
-from nico.services import inventory
+from nico.inventory import location, records
 from nico.services.errors import ServiceError
 from tests.support import factories as f
 from tests.support.auth import bearer
@@ -168,7 +168,7 @@ async def test_a_minipod_chassis_holds_trays_of_several_domains_named_by_their_g
         {"type": "GPU", "name": "NVIDIA GB300", "count": 4, "deviceType": "NVLink"}
     ]
     unnamed = await client.get(f"/v2/org/{PROVIDER}/nico/machine/tray-03", headers=world.headers["provider"])
-    assert unnamed.json()["machineCapabilities"][0]["name"] == inventory.DERIVED_GPU_NAME
+    assert unnamed.json()["machineCapabilities"][0]["name"] == records.DERIVED_GPU_NAME
 
 
 async def test_registering_the_same_payload_twice_changes_nothing(
@@ -273,11 +273,11 @@ def gpus_of(machine: dict[str, Any]) -> list[dict[str, Any]]:
 
 BAD_BODIES: list[tuple[str, Any, dict[str, str]]] = [
     ("no machines", [], {"machines": "1 to 10000 machines must be specified"}),
-    ("bad id", [edited(0, lambda m: m.update(id="has space"))], {"machines.0.id": inventory.MACHINE_ID_RULE}),
+    ("bad id", [edited(0, lambda m: m.update(id="has space"))], {"machines.0.id": records.MACHINE_ID_RULE}),
     (
         "id too long",
         [edited(0, lambda m: m.update(id="x" * 257))],
-        {"machines.0.id": inventory.MACHINE_ID_RULE},
+        {"machines.0.id": records.MACHINE_ID_RULE},
     ),
     (
         "duplicate id",
@@ -322,22 +322,22 @@ BAD_BODIES: list[tuple[str, Any, dict[str, str]]] = [
     (
         "uid too big",
         [edited(0, lambda m: gpus_of(m)[0].update(gpuUid=str(U64_MAX + 1)))],
-        {"machines.0.nvLinkInfo.gpus.0.gpuUid": inventory.GPU_UID_RULE},
+        {"machines.0.nvLinkInfo.gpus.0.gpuUid": records.GPU_UID_RULE},
     ),
     (
         "uid negative",
         [edited(0, lambda m: gpus_of(m)[0].update(gpuUid=-1))],
-        {"machines.0.nvLinkInfo.gpus.0.gpuUid": inventory.GPU_UID_RULE},
+        {"machines.0.nvLinkInfo.gpus.0.gpuUid": records.GPU_UID_RULE},
     ),
     (
         "uid hex",
         [edited(0, lambda m: gpus_of(m)[0].update(gpuUid="0x10"))],
-        {"machines.0.nvLinkInfo.gpus.0.gpuUid": inventory.GPU_UID_RULE},
+        {"machines.0.nvLinkInfo.gpus.0.gpuUid": records.GPU_UID_RULE},
     ),
     (
         "uid missing",
         [edited(0, lambda m: gpus_of(m)[0].pop("gpuUid"))],
-        {"machines.0.nvLinkInfo.gpus.0.gpuUid": inventory.GPU_UID_RULE},
+        {"machines.0.nvLinkInfo.gpus.0.gpuUid": records.GPU_UID_RULE},
     ),
     (
         "negative slot",
@@ -614,14 +614,14 @@ async def test_concurrent_overlapping_registrations_end_consistent(
 # --- replace_nvlink_info ---------------------------------------------------------------------------
 
 
-def info(index: int, **changes: Any) -> inventory.NvlinkInfo:
+def info(index: int, **changes: Any) -> records.NvlinkInfo:
     raw = tray(index)["nvLinkInfo"]
     raw.update(changes)
-    return inventory.NvlinkInfo(
+    return records.NvlinkInfo(
         domain_uuid=raw["domainUuid"],
         chassis_serial=raw["chassisSerial"],
         tray_index=raw["trayIndex"],
-        gpus=tuple(inventory.GpuRecord(g["deviceId"], g["gpuUid"], g.get("slotId")) for g in raw["gpus"]),
+        gpus=tuple(records.GpuRecord(g["deviceId"], g["gpuUid"], g.get("slotId")) for g in raw["gpus"]),
     )
 
 
@@ -629,30 +629,30 @@ async def test_replace_nvlink_info(client: httpx.AsyncClient, session: AsyncSess
     bare = tray(0)
     del bare["nvLinkInfo"]
     assert (await register(client, world, world.body(bare, tray(1)))).status_code == 201
-    assert await inventory.replace_nvlink_info(session, "tray-00", info(0)) is True
+    assert await location.replace_nvlink_info(session, "tray-00", info(0)) is True
     await session.commit()
-    assert await inventory.replace_nvlink_info(session, "tray-00", info(0)) is False
+    assert await location.replace_nvlink_info(session, "tray-00", info(0)) is False
     await session.commit()
     machine = await session.get(Machine, "tray-00", populate_existing=True)
     assert machine is not None and (machine.chassis_serial, machine.tray_index) == ("CHS-1", 0)
     with pytest.raises(ServiceError) as taken:
-        await inventory.replace_nvlink_info(session, "tray-00", info(1))
+        await location.replace_nvlink_info(session, "tray-00", info(1))
     assert (taken.value.status, taken.value.message) == (
         409,
         "Chassis CHS-1 tray 1 is already registered to Machine: tray-01",
     )
     await session.rollback()
     with pytest.raises(ServiceError) as bad:
-        await inventory.replace_nvlink_info(session, "tray-00", info(0, trayIndex=-1))
+        await location.replace_nvlink_info(session, "tray-00", info(0, trayIndex=-1))
     assert (bad.value.status, bad.value.data) == (
         400,
         {"nvLinkInfo.trayIndex": "must be between 0 and 2147483647"},
     )
     with pytest.raises(ServiceError) as missing:
-        await inventory.replace_nvlink_info(session, "nope", None)
+        await location.replace_nvlink_info(session, "nope", None)
     assert (missing.value.status, missing.value.message) == (404, "Could not find Machine with specified ID")
     await session.rollback()
-    assert await inventory.replace_nvlink_info(session, "tray-00", None) is True
+    assert await location.replace_nvlink_info(session, "tray-00", None) is True
     await session.commit()
     assert await session.scalar(select(func.count()).where(Gpu.machine_id == "tray-00")) == 0
 

@@ -1,6 +1,7 @@
-"""One router module per resource; each exports ``router``. Routers listed here are mounted under
-``/{version}/org/{org}/{name}``; order matters where static segments must win over parameters
-(``/instance/type`` and ``/instance/batch`` before ``/instance/{instanceId}``)."""
+"""One router module per resource (here, or a domain package's ``router``), named in full; each exports
+``router``. Routers listed here are mounted under ``/{version}/org/{org}/{name}``; order matters where
+static segments must win over parameters (``/instance/type`` and ``/instance/batch`` before
+``/instance/{instanceId}``)."""
 
 from __future__ import annotations
 
@@ -16,27 +17,27 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     # Hot paths first: routes are matched in order, router by router, and every router before the
     # one that matches is scanned on each request. ``instance_type`` must precede ``instance`` so
     # that ``/instance/type`` is not taken for an instance id.
-    "instance_type",
-    "instance",
-    "instance_reads",
-    "partition",
-    "nvlink_interface",
-    "vpc",
-    "subnet",
-    "stats",  # before machine: /machine/gpu/stats is not a machine id
-    "machine",
-    "site",
-    "allocation",
-    "tenant",
-    "provider",
-    "metadata",
-    "topology",
-    "export",
+    "nico.api.routers.instance_type",
+    "nico.api.routers.instance",
+    "nico.api.routers.instance_reads",
+    "nico.logical_partition.router",
+    "nico.api.routers.nvlink_interface",
+    "nico.api.routers.vpc",
+    "nico.api.routers.subnet",
+    "nico.api.routers.stats",  # before machine: /machine/gpu/stats is not a machine id
+    "nico.inventory.router",
+    "nico.api.routers.site",
+    "nico.api.routers.allocation",
+    "nico.api.routers.tenant",
+    "nico.api.routers.provider",
+    "nico.api.routers.metadata",
+    "nico.api.routers.topology",
+    "nico.api.routers.export",
 )
 
 
 def tenant_routers() -> list[APIRouter]:
-    return [import_module(f"nico.api.routers.{name}").router for name in TENANT_ROUTER_MODULES]
+    return [import_module(name).router for name in TENANT_ROUTER_MODULES]
 
 
 class CanonicalUuid(Convertor[str]):
@@ -68,6 +69,6 @@ def hoist(app: FastAPI, prefix: str) -> None:
     The routers still declare these operations, document them and answer whatever the hoisted paths do
     not match; the endpoint is the same function either way."""
     for name in TENANT_ROUTER_MODULES:
-        for path, endpoint, methods in getattr(import_module(f"nico.api.routers.{name}"), "HOT_ROUTES", ()):
+        for path, endpoint, methods in getattr(import_module(name), "HOT_ROUTES", ()):
             app.router.add_api_route(prefix + path, endpoint, methods=methods, include_in_schema=False)
             app.router.routes.insert(0, app.router.routes.pop())

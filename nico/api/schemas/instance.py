@@ -34,13 +34,13 @@ from nico.api.schemas.common import (
     omit_if_none,
 )
 from nico.api.schemas.instance_type import InstanceTypeSummary
-from nico.api.schemas.machine import Machine
 from nico.api.schemas.nvlink_interface import NVLinkInterface, NVLinkInterfaceRequest
 from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import UNSUPPORTED, VpcSummary
+from nico.inventory.schemas import Machine
+from nico.inventory.service import Visibility, machine_view
 from nico.services.instance_view import InstanceView
-from nico.services.machine import MachineView
 
 MAX_INTERFACES = 16
 BATCH_MIN, BATCH_MAX = 2, 18  # 18 = the largest GB200 NVLink domain
@@ -420,13 +420,13 @@ class Instance(ResponseModel):
                 "machine_id": data["machine_id"],
                 "machine": (
                     Machine.of(
-                        MachineView(
+                        machine_view(
                             view.machine,
+                            Visibility(provider=False, full=False),
                             provider_id=data["infrastructure_provider_id"],
                             tenant_id=data["tenant_id"],
                             capabilities=view.machine_capabilities,
                             history=view.machine_history,
-                            full=False,
                         )
                     )
                     if view.machine is not None

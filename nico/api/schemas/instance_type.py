@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import asdict
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import ConfigDict, Field, WithJsonSchema
 
@@ -35,7 +35,6 @@ from nico.api.schemas.common import (
 from nico.api.schemas.org import InfrastructureProviderSummary
 from nico.api.schemas.site import SiteSummary
 from nico.db.enums import CapabilityType
-from nico.db.models import InstanceType as InstanceTypeRow
 from nico.db.models import MachineCapability as CapabilityRow
 from nico.services.instance_type import Association, CapabilitySpec, InstanceTypeView
 
@@ -48,6 +47,25 @@ DEVICE_TYPE_LIMIT = 32
 INT32_MAX = 2**31 - 1
 
 
+class InstanceTypeSummaryRow(Protocol):
+    """What an instance type summary reads of an instance type."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def infrastructure_provider_id(self) -> uuid.UUID: ...
+
+    @property
+    def site_id(self) -> uuid.UUID: ...
+
+    @property
+    def status(self) -> str: ...
+
+
 class InstanceTypeSummary(ResponseModel):
     id: uuid.UUID
     name: str
@@ -56,7 +74,7 @@ class InstanceTypeSummary(ResponseModel):
     status: str
 
     @classmethod
-    def of(cls, row: InstanceTypeRow) -> InstanceTypeSummary:
+    def of(cls, row: InstanceTypeSummaryRow) -> InstanceTypeSummary:
         return cls(
             id=row.id,
             name=row.name,
@@ -82,7 +100,7 @@ class MachineCapability(ResponseModel):
     device_type: str | None = Field(default=None, exclude_if=omit_if_none)
 
     @classmethod
-    def of(cls, row: CapabilityRow) -> MachineCapability:
+    def of(cls, row: CapabilityRow | CapabilitySpec) -> MachineCapability:
         cpu = row.type == CapabilityType.CPU
         return cls(
             type=row.type,

@@ -25,7 +25,7 @@ from nico.api.schemas.org import InfrastructureProviderSummary
 from nico.db.enums import SiteStatus
 from nico.db.models import InfrastructureProvider as ProviderRow
 from nico.db.models import Site as SiteRow
-from nico.services.site import SiteView
+from nico.services.site import SiteSummaryView, SiteView
 
 LOCATION_LIMIT = 256
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -50,7 +50,7 @@ class SiteCapabilities(ResponseModel):
     image_based_operating_system: bool
 
     @classmethod
-    def of(cls, row: SiteRow) -> SiteCapabilities:
+    def of(cls, row: SiteRow | SiteSummaryView) -> SiteCapabilities:
         return cls(
             native_networking=row.native_networking,
             network_security_group=row.network_security_group,
@@ -73,7 +73,7 @@ class SiteSummary(ResponseModel):
     capabilities: SiteCapabilities
 
     @classmethod
-    def of(cls, row: SiteRow, provider: ProviderRow | None = None) -> SiteSummary:
+    def of(cls, row: SiteRow | SiteSummaryView, provider: ProviderRow | None = None) -> SiteSummary:
         return cls(
             id=row.id,
             name=row.name,

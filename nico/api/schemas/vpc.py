@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import Field
 
@@ -34,7 +34,6 @@ from nico.api.schemas.nvlink_interface import NVLinkLogicalPartitionSummary
 from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
 from nico.api.schemas.site import SiteSummary
 from nico.db.enums import NetworkVirtualizationType
-from nico.db.models import Vpc as VpcRow
 from nico.services.vpc import VpcView
 
 VNI_MAX = 65535
@@ -109,6 +108,22 @@ class VpcUpdateRequest(RequestModel):
             errors.add("networkSecurityGroupId", f"Network Security Groups {UNSUPPORTED}")
 
 
+class VpcSummaryRow(Protocol):
+    """What a VPC summary reads of a VPC."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def network_virtualization_type(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+
 class VpcSummary(ResponseModel):
     id: uuid.UUID
     name: str
@@ -117,7 +132,7 @@ class VpcSummary(ResponseModel):
     status: str
 
     @classmethod
-    def of(cls, row: VpcRow) -> VpcSummary:
+    def of(cls, row: VpcSummaryRow) -> VpcSummary:
         return cls(
             id=row.id,
             name=row.name,

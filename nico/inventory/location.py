@@ -1,5 +1,5 @@
-"""The NVLink placement of machines (domain, chassis, tray, GPUs): the rules against machines
-outside a request, the diff between recorded and planned placements and applying it, and replacing
+"""The NVLink location of machines (domain, chassis, tray, GPUs): the rules against machines
+outside a request, the diff between recorded and planned locations and applying it, and replacing
 one machine's NVLink info."""
 
 from __future__ import annotations
@@ -11,53 +11,53 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.base import utcnow
 from nico.db.models import Gpu, Machine
-from nico.db.queries import inventory as queries
+from nico.inventory import queries
+from nico.inventory.records import Location, NvlinkInfo, check_location, check_unique, invalid
 from nico.services import nvlink_events
 from nico.services.errors import conflict, not_found
-from nico.services.inventory_records import NvlinkInfo, Placement, check_placement, check_unique, invalid
 
 
 async def check_conflicts(
     session: AsyncSession,
     site_id: uuid.UUID,
-    planned: dict[str, Placement | None],
+    planned: dict[str, Location | None],
     existing: dict[str, Machine],
 ) -> None:
     """Rules against machines outside ``planned`` (409): a domain belongs to one site, a chassis to one
     domain, a tray and a GPU to one machine; a machine holding an instance keeps its NVLink info."""
     ids = list(planned)
-    placements = [p for p in planned.values() if p is not None]
-    for machine_id, placement in planned.items():
+    locations = [p for p in planned.values() if p is not None]
+    for machine_id, location in planned.items():
         machine = existing.get(machine_id)
         if (
             machine is not None
             and machine.instance_id is not None
-            and await current_placement(session, machine) != placement
+            and await current_location(session, machine) != location
         ):
             raise conflict(
                 f"Machine: {machine_id} is in use by an Instance, its NVLink info cannot be changed"
             )
-    if not placements:
+    if not locations:
         return
-    domains = {p.domain_uuid for p in placements}
+    domains = {p.domain_uuid for p in locations}
     for domain in await queries.domains_by_uuid(session, domains):
         if domain.site_id != site_id:
             raise conflict(f"NVLink domain {domain.uuid} belongs to another Site")
     # A chassis may hold trays of several NVLink domains (a minipod rack), so a chassis is not tied to
     # one domain; a tray and a GPU belong to one machine.
-    trays = [(p.chassis_serial, p.tray_index) for p in placements]
+    trays = [(p.chassis_serial, p.tray_index) for p in locations]
     for other_id, serial, tray in await queries.trays_of_other_machines(session, trays, ids):
         raise conflict(f"Chassis {serial} tray {tray} is already registered to Machine: {other_id}")
-    uids = [uid for p in placements for _, uid, _ in p.gpus]
+    uids = [uid for p in locations for _, uid, _ in p.gpus]
     for uid, other_id in await queries.gpu_owners_outside(session, uids, ids):
         raise conflict(f"GPU {uid} is already registered to Machine: {other_id}")
 
 
-async def current_placement(session: AsyncSession, machine: Machine) -> Placement | None:
+async def current_location(session: AsyncSession, machine: Machine) -> Location | None:
     if machine.domain_uuid is None or machine.chassis_serial is None or machine.tray_index is None:
         return None
     gpus = await queries.gpus_of_machine(session, machine.id)
-    return Placement(
+    return Location(
         machine.domain_uuid,
         machine.chassis_serial,
         machine.tray_index,
@@ -65,16 +65,16 @@ async def current_placement(session: AsyncSession, machine: Machine) -> Placemen
     )
 
 
-async def apply_placements(
-    session: AsyncSession, machines: dict[str, Machine], planned: dict[str, Placement | None]
+async def apply_locations(
+    session: AsyncSession, machines: dict[str, Machine], planned: dict[str, Location | None]
 ) -> tuple[set[str], set[uuid.UUID]]:
     """Give each machine its planned NVLink info; returns the ids that changed and the NVLink domains
     they left or joined. Trays and GPUs may move
     between the machines of one call, so stale values are cleared (and flushed) before new ones are set.
     GPUs whose device id, fabric GUID and slot are unchanged keep their rows (and the reconciler's
     observations on them)."""
-    current = {machine_id: await current_placement(session, machines[machine_id]) for machine_id in planned}
-    changed = {machine_id for machine_id, placement in planned.items() if current[machine_id] != placement}
+    current = {machine_id: await current_location(session, machines[machine_id]) for machine_id in planned}
+    changed = {machine_id for machine_id, location in planned.items() if current[machine_id] != location}
     touched = {p.domain_uuid for m in changed for p in (current[m], planned[m]) if p is not None}
     if not changed:
         return changed, touched
@@ -121,17 +121,17 @@ async def replace_nvlink_info(session: AsyncSession, machine_id: str, info: Nvli
     """Set (or, with None, clear) one machine's NVLink info: domain, chassis, tray and GPUs, under the
     registration rules. Returns whether anything changed."""
     errors: dict[str, Any] = {}
-    placement = check_placement(info, "nvLinkInfo", errors) if info is not None else None
-    if placement is not None:
-        check_unique([(machine_id, "nvLinkInfo", placement)], errors)
+    location = check_location(info, "nvLinkInfo", errors) if info is not None else None
+    if location is not None:
+        check_unique([(machine_id, "nvLinkInfo", location)], errors)
     if errors:
         raise invalid(errors)
     await queries.lock_inventory(session)
     machine = await queries.machine_key_shared(session, machine_id)
     if machine is None:
         raise not_found("Could not find Machine with specified ID")
-    planned = {machine_id: placement}
+    planned = {machine_id: location}
     await check_conflicts(session, machine.site_id, planned, {machine_id: machine})
-    changed, touched = await apply_placements(session, {machine_id: machine}, planned)
+    changed, touched = await apply_locations(session, {machine_id: machine}, planned)
     await nvlink_events.desired_state_changed(session, domains=touched)
     return bool(changed)

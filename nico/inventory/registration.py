@@ -18,7 +18,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.base import utcnow
 from nico.db.enums import MachineStatus, SiteStatus
 from nico.db.models import InstanceType, Machine, Site
-from nico.db.queries import inventory as queries
+from nico.inventory import queries
+from nico.inventory.location import apply_locations, check_conflicts
+from nico.inventory.records import (
+    REGISTERED_MESSAGE,
+    MachineRecord,
+    RegistrationResult,
+    capabilities_for,
+    check_records,
+)
 from nico.services import nvlink_events, status
 from nico.services.errors import bad_request, conflict, forbidden, not_found
 from nico.services.instance_type import (
@@ -29,36 +37,7 @@ from nico.services.instance_type import (
     check_capabilities,
     rendered_status,
 )
-from nico.services.inventory_placement import apply_placements, check_conflicts, replace_nvlink_info
-from nico.services.inventory_records import (
-    DERIVED_GPU_NAME,
-    GPU_UID_RULE,
-    MACHINE_ID_RULE,
-    REGISTERED_MESSAGE,
-    VALIDATION_MESSAGE,
-    GpuRecord,
-    MachineRecord,
-    NvlinkInfo,
-    RegistrationResult,
-    capabilities_for,
-    check_records,
-    invalid,
-)
 from nico.services.site import PAIRED
-
-__all__ = [
-    "DERIVED_GPU_NAME",
-    "GPU_UID_RULE",
-    "MACHINE_ID_RULE",
-    "VALIDATION_MESSAGE",
-    "GpuRecord",
-    "MachineRecord",
-    "NvlinkInfo",
-    "RegistrationResult",
-    "invalid",
-    "register_machines",
-    "replace_nvlink_info",
-]
 
 
 async def replace_capabilities(session: AsyncSession, machine: Machine, specs: list[CapabilitySpec]) -> bool:
@@ -81,8 +60,8 @@ async def register_machines(
     """Create or update machines at a site, all or nothing. ``provider_id`` is the caller's provider
     (None: an operator acting for whoever owns the site). With ``instance_type_id`` the machines are
     associated with that instance type under the association endpoint's rules."""
-    placements = check_records(machines)
-    capabilities = [capabilities_for(r, p) for r, p in zip(machines, placements, strict=True)]
+    locations = check_records(machines)
+    capabilities = [capabilities_for(r, p) for r, p in zip(machines, locations, strict=True)]
     for specs in capabilities:
         check_capabilities(specs, reported=True)
     site, itype = await _site_and_type(session, site_id, provider_id, instance_type_id)
@@ -92,7 +71,7 @@ async def register_machines(
     for machine in existing.values():
         if machine.site_id != site.id:
             raise conflict(f"Machine: {machine.id} is registered at another Site")
-    planned = dict(zip(ids, placements, strict=True))
+    planned = dict(zip(ids, locations, strict=True))
     await check_conflicts(session, site.id, planned, existing)
     if itype is not None:
         await check_association(session, itype, ids, existing, capabilities)
@@ -106,7 +85,7 @@ async def register_machines(
         machine = rows[str(record.id)]
         if await replace_capabilities(session, machine, specs) and machine.id not in result.created:
             result.updated.append(machine.id)
-    moved, touched = await apply_placements(session, rows, planned)
+    moved, touched = await apply_locations(session, rows, planned)
     _settle_result(result, ids, moved, rows)
     await _record_registration(session, site, result)
     await nvlink_events.desired_state_changed(session, domains=touched)

@@ -25,7 +25,8 @@ from nico.api.schemas.nvlink_interface import NVLinkInterfaceSummary
 from nico.api.schemas.org import TenantSummary
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import VpcSummary
-from nico.services.partition import MAX_MULTICAST_GROUPS_LIMIT, PartitionView
+from nico.logical_partition.service import MAX_MULTICAST_GROUPS_LIMIT
+from nico.logical_partition.views import PartitionView
 
 
 class LogicalPartitionCreateRequest(RequestModel):
@@ -99,27 +100,28 @@ class NVLinkLogicalPartition(ResponseModel):
 
     @classmethod
     def of(cls, view: PartitionView) -> NVLinkLogicalPartition:
-        row = view.partition
         stats = view.stats
         return cls(
-            id=row.id,
-            name=row.name,
-            description=row.description,
-            site_id=row.site_id,
+            id=view.id,
+            name=view.name,
+            description=view.description,
+            site_id=view.site_id,
             site=SiteSummary.of(view.site) if view.site else None,
-            tenant_id=row.tenant_id,
+            tenant_id=view.tenant_id,
             tenant=TenantSummary.of(view.tenant) if view.tenant else None,
             vpcs=[VpcSummary.of(vpc) for vpc in view.vpcs],
             nv_link_interfaces=[NVLinkInterfaceSummary.of(b) for b in view.interfaces],
             nv_link_logical_partition_stats=(
-                NVLinkLogicalPartitionStats(total_gpus=stats[0], total_distinct_instances=stats[1])
+                NVLinkLogicalPartitionStats(
+                    total_gpus=stats.total_gpus, total_distinct_instances=stats.total_distinct_instances
+                )
                 if stats is not None
                 else None
             ),
-            multicast_groups_limit=row.multicast_groups_limit,
+            multicast_groups_limit=view.multicast_groups_limit,
             nv_link_health=view.health,
-            status=row.status,
-            status_history=[StatusDetail.model_validate(d, from_attributes=True) for d in view.history],
-            created=row.created,
-            updated=row.updated,
+            status=view.status,
+            status_history=StatusDetail.many(view.history),
+            created=view.created,
+            updated=view.updated,
         )

@@ -26,13 +26,13 @@ from nico.api.parsing import (
 )
 from nico.api.rendering import json_response, paged_response
 from nico.api.schemas.common import StatusDetail
-from nico.api.schemas.machine import (
+from nico.inventory import service as machines
+from nico.inventory.schemas import (
     Machine,
     MachineRegistration,
     MachineRegistrationRequest,
     MachineUpdateRequest,
 )
-from nico.services import machine as machines
 from nico.services import orgs, status
 from nico.services.errors import bad_request, forbidden, not_found
 
@@ -111,9 +111,7 @@ async def register_machines(
     result = await machines.register_machines(
         session, org, site_id=site_id, machines=records, instance_type_id=parse_uuid(body.instance_type_id)
     )
-    return json_response(
-        MachineRegistration(created=result.created, updated=result.updated, unchanged=result.unchanged), 201
-    )
+    return json_response(MachineRegistration.of(result), 201)
 
 
 @router.get(

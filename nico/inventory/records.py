@@ -25,6 +25,7 @@ MACHINE_ID_RULE = (
 )
 GPU_UID = re.compile(r"^[0-9]{1,20}$")
 GPU_UID_RULE = "must be an unsigned 64-bit integer: a decimal string or a JSON integer"
+GPU_UID_MAX = U64_MAX
 # Column widths of the machine row, by request key.
 TEXT_LIMITS = {"hostname": 256, "serialNumber": 256, "vendor": 256, "productName": 256, "hwSkuDeviceType": 64}
 # The derived GPU capability is named after the GPUs as the fabric reports them (GpuRecord.name, from
@@ -65,7 +66,7 @@ class MachineRecord:
 
 
 @dataclass(frozen=True)
-class Placement:
+class Location:
     """Checked NVLink info: ``gpus`` are (device_id, gpu_uid, slot_id), sorted by device id."""
 
     domain_uuid: uuid.UUID
@@ -99,7 +100,7 @@ def parse_gpu_uid(value: int | str | None) -> int | None:
         number = int(value)
     else:
         return None
-    return number if 0 <= number <= U64_MAX else None
+    return number if 0 <= number <= GPU_UID_MAX else None
 
 
 def _int_problem(value: int | None, low: int, *, required: bool = True) -> str | None:
@@ -110,7 +111,7 @@ def _int_problem(value: int | None, low: int, *, required: bool = True) -> str |
     return None
 
 
-def check_placement(info: NvlinkInfo, path: str, errors: dict[str, Any]) -> Placement | None:
+def check_location(info: NvlinkInfo, path: str, errors: dict[str, Any]) -> Location | None:
     """Field rules of one NVLink info; problems go to ``errors`` under ``path``."""
     before = len(errors)
     domain = info.domain_uuid
@@ -164,40 +165,37 @@ def check_placement(info: NvlinkInfo, path: str, errors: dict[str, Any]) -> Plac
     if len(errors) > before:
         return None
     assert isinstance(domain, uuid.UUID) and info.chassis_serial is not None and info.tray_index is not None
-    return Placement(
+    return Location(
         domain, info.chassis_serial, info.tray_index, tuple(sorted(gpus)), next(iter(names), None)
     )
 
 
-def check_unique(placements: Iterable[tuple[str, str, Placement]], errors: dict[str, Any]) -> None:
+def check_unique(locations: Iterable[tuple[str, str, Location]], errors: dict[str, Any]) -> None:
     """Within one request: a tray is given once, a GPU is given once. Items are (machine id, path,
-    placement). A chassis may hold several NVLink domains (a minipod rack: one per group of trays)."""
+    location). A chassis may hold several NVLink domains (a minipod rack: one per group of trays)."""
     trays: dict[tuple[str, int], str] = {}
     uids: dict[int, str] = {}
-    for machine_id, path, placement in placements:
-        tray = (placement.chassis_serial, placement.tray_index)
+    for machine_id, path, location in locations:
+        tray = (location.chassis_serial, location.tray_index)
         if trays.setdefault(tray, machine_id) != machine_id:
             errors.setdefault(
                 f"{path}.trayIndex",
                 f"chassis {tray[0]} tray {tray[1]} is also given for machine {trays[tray]} in the request",
             )
-        for k, (_, uid, _) in enumerate(placement.gpus):
-            if (
-                uids.setdefault(uid, machine_id) != machine_id
-                or [g[1] for g in placement.gpus].count(uid) > 1
-            ):
+        for k, (_, uid, _) in enumerate(location.gpus):
+            if uids.setdefault(uid, machine_id) != machine_id or [g[1] for g in location.gpus].count(uid) > 1:
                 errors.setdefault(
                     f"{path}.gpus.{k}.gpuUid", f"gpuUid {uid} is given more than once in the request"
                 )
 
 
-def check_records(records: Sequence[MachineRecord]) -> list[Placement | None]:
+def check_records(records: Sequence[MachineRecord]) -> list[Location | None]:
     """Field and within-request rules of a registration (400 with every problem by path)."""
     errors: dict[str, Any] = {}
     if not 1 <= len(records) <= MAX_MACHINES:
         raise invalid({"machines": f"1 to {MAX_MACHINES} machines must be specified"})
     seen: set[str] = set()
-    placements: list[Placement | None] = []
+    locations: list[Location | None] = []
     for i, record in enumerate(records):
         path = f"machines.{i}"
         if not record.id or not MACHINE_ID.match(record.id):
@@ -209,38 +207,38 @@ def check_records(records: Sequence[MachineRecord]) -> list[Placement | None]:
             value = getattr(record, _snake(key))
             if value is not None and len(value) > limit:
                 errors.setdefault(f"{path}.{key}", f"must be at most {limit} characters")
-        placements.append(
-            check_placement(record.nvlink, f"{path}.nvLinkInfo", errors) if record.nvlink else None
+        locations.append(
+            check_location(record.nvlink, f"{path}.nvLinkInfo", errors) if record.nvlink else None
         )
     if not errors:
         check_unique(
             (
-                (str(record.id), f"machines.{i}.nvLinkInfo", placement)
-                for i, (record, placement) in enumerate(zip(records, placements, strict=True))
-                if placement is not None
+                (str(record.id), f"machines.{i}.nvLinkInfo", location)
+                for i, (record, location) in enumerate(zip(records, locations, strict=True))
+                if location is not None
             ),
             errors,
         )
     if errors:
         raise invalid(errors)
-    return placements
+    return locations
 
 
 def _snake(key: str) -> str:
     return re.sub(r"([A-Z])", lambda m: "_" + m.group(1).lower(), key)
 
 
-def capabilities_for(record: MachineRecord, placement: Placement | None) -> list[CapabilitySpec]:
+def capabilities_for(record: MachineRecord, location: Location | None) -> list[CapabilitySpec]:
     """The machine's capabilities as given; without any, a GPU capability derived from its GPUs,
     named as the fabric reports them (no product name is assumed when it reports one)."""
     if record.capabilities is not None:
         return list(record.capabilities)
-    if placement is not None and placement.gpus:
+    if location is not None and location.gpus:
         return [
             CapabilitySpec(
                 type=CapabilityType.GPU,
-                name=placement.gpu_name or DERIVED_GPU_NAME,
-                count=len(placement.gpus),
+                name=location.gpu_name or DERIVED_GPU_NAME,
+                count=len(location.gpus),
                 device_type="NVLink",
             )
         ]

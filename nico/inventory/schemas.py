@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -32,19 +31,20 @@ from nico.api.schemas.instance_type import (
 )
 from nico.api.schemas.org import InfrastructureProviderSummary
 from nico.api.schemas.site import SiteSummary
-from nico.db.models import Gpu as GpuRow
-from nico.db.models import Machine as MachineRow
-from nico.db.types import U64_MAX
-from nico.services import inventory
-from nico.services.instance_type import rendered_status
-from nico.services.inventory_records import (
+from nico.inventory.records import (
+    GPU_UID_MAX,
     INT32_MAX,
     MACHINE_ID,
     MAX_GPUS,
     MAX_MACHINES,
     TEXT_LIMITS,
+    GpuRecord,
+    MachineRecord,
+    NvlinkInfo,
+    RegistrationResult,
+    invalid,
 )
-from nico.services.machine import MachineView
+from nico.inventory.views import LocationView, MachineView
 
 UPDATE_FIELDS = "setMaintenanceMode, instanceTypeId, clearInstanceType or labels"
 _NULL = {"type": "null"}
@@ -102,14 +102,14 @@ class NvLinkInfo(ResponseModel):
     gpus: list[NvLinkGpu]
 
     @classmethod
-    def of(cls, row: MachineRow, gpus: Iterable[GpuRow]) -> NvLinkInfo | None:
-        if row.domain_uuid is None or row.chassis_serial is None:
-            return None
+    def of(cls, view: LocationView) -> NvLinkInfo:
         return cls(
-            domain_uuid=row.domain_uuid,
-            chassis_serial=row.chassis_serial,
-            tray_index=row.tray_index,
-            gpus=[NvLinkGpu(device_id=g.device_id, gpu_uid=str(g.gpu_uid), slot_id=g.slot_id) for g in gpus],
+            domain_uuid=view.domain_uuid,
+            chassis_serial=view.chassis_serial,
+            tray_index=view.tray_index,
+            gpus=[
+                NvLinkGpu(device_id=g.device_id, gpu_uid=str(g.gpu_uid), slot_id=g.slot_id) for g in view.gpus
+            ],
         )
 
 
@@ -152,41 +152,37 @@ class Machine(ResponseModel):
 
     @classmethod
     def of(cls, view: MachineView) -> Machine:
-        """A full view (the provider's or a privileged tenant's) shows the serial number; NVLink info
-        is shown to the provider only."""
-        row = view.machine
-        shown = rendered_status(row)
         return cls(
-            id=row.id,
-            controller_machine_id=row.id,
+            id=view.id,
+            controller_machine_id=view.id,
             infrastructure_provider_id=view.provider_id,
             infrastructure_provider=InfrastructureProviderSummary.of(view.provider)
             if view.provider
             else None,
-            site_id=row.site_id,
+            site_id=view.site_id,
             site=SiteSummary.of(view.site) if view.site else None,
-            instance_type_id=row.instance_type_id,
+            instance_type_id=view.instance_type_id,
             instance_type=InstanceTypeSummary.of(view.instance_type) if view.instance_type else None,
-            instance_id=row.instance_id,
+            instance_id=view.instance_id,
             tenant_id=view.tenant_id,
-            controller_machine_type=row.controller_machine_type,
-            hw_sku_device_type=row.hw_sku_device_type,
-            vendor=row.vendor,
-            product_name=row.product_name,
-            hostname=row.hostname,
-            serial_number=row.serial_number if view.full else None,
+            controller_machine_type=view.controller_machine_type,
+            hw_sku_device_type=view.hw_sku_device_type,
+            vendor=view.vendor,
+            product_name=view.product_name,
+            hostname=view.hostname,
+            serial_number=view.serial_number,
             machine_capabilities=[MachineCapability.of(c) for c in view.capabilities],
             machine_interfaces=[],
-            maintenance_message=row.maintenance_message,
-            labels=row.labels,
+            maintenance_message=view.maintenance_message,
+            labels=view.labels,
             health=None,
-            status=shown,
-            is_usable_by_tenant=shown == "Ready" and not row.is_missing_on_site,
+            status=view.status,
+            is_usable_by_tenant=view.usable_by_tenant,
             status_history=StatusDetail.many(view.history),
-            created=row.created,
-            updated=row.updated,
+            created=view.created,
+            updated=view.updated,
             deprecations=MACHINE_DEPRECATIONS,
-            nv_link_info=NvLinkInfo.of(row, view.gpus) if view.gpus is not None else None,
+            nv_link_info=NvLinkInfo.of(view.location) if view.location is not None else None,
         )
 
 
@@ -240,7 +236,7 @@ class GpuRequest(RequestModel):
             {
                 "anyOf": [
                     {"type": "string", "pattern": "^[0-9]{1,19}$"},
-                    {"type": "integer", "minimum": 0, "maximum": U64_MAX},
+                    {"type": "integer", "minimum": 0, "maximum": GPU_UID_MAX},
                 ]
             }
         ),
@@ -270,13 +266,13 @@ class NvLinkInfoRequest(RequestModel):
         default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": MAX_GPUS}
     )
 
-    def record(self) -> inventory.NvlinkInfo:
-        return inventory.NvlinkInfo(
+    def record(self) -> NvlinkInfo:
+        return NvlinkInfo(
             domain_uuid=self.domain_uuid,
             chassis_serial=self.chassis_serial,
             tray_index=self.tray_index,
             gpus=tuple(
-                inventory.GpuRecord(device_id=g.device_id, gpu_uid=g.gpu_uid, slot_id=g.slot_id, name=g.name)
+                GpuRecord(device_id=g.device_id, gpu_uid=g.gpu_uid, slot_id=g.slot_id, name=g.name)
                 for g in self.gpus or []
             ),
         )
@@ -320,8 +316,8 @@ class MachineRegistrationRequest(RequestModel):
         errors.add("siteId", uuid_problem(self.site_id))
         errors.add("instanceTypeId", uuid_problem(self.instance_type_id, required=False))
 
-    def records(self) -> list[inventory.MachineRecord]:
-        """The machines for :func:`nico.services.inventory.register_machines`, which checks them; the
+    def records(self) -> list[MachineRecord]:
+        """The machines for :func:`nico.inventory.registration.register_machines`, which checks them; the
         capability items' own field rules are checked here (their messages live with the schema)."""
         problems: dict[str, Any] = {}
         for i, machine in enumerate(self.machines or []):
@@ -329,9 +325,9 @@ class MachineRegistrationRequest(RequestModel):
                 for field, message in item.problems().items():
                     problems.setdefault(f"machines.{i}.machineCapabilities.{j}.{field}", message)
         if problems:
-            raise inventory.invalid(problems)
+            raise invalid(problems)
         return [
-            inventory.MachineRecord(
+            MachineRecord(
                 id=m.id,
                 hostname=m.hostname,
                 serial_number=m.serial_number,
@@ -353,3 +349,7 @@ class MachineRegistration(ResponseModel):
     created: list[str]
     updated: list[str]
     unchanged: list[str]
+
+    @classmethod
+    def of(cls, result: RegistrationResult) -> MachineRegistration:
+        return cls(created=result.created, updated=result.updated, unchanged=result.unchanged)

@@ -14,12 +14,12 @@ from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
 from nico.api.parsing import bool_param, checked_body, paging, parse_uuid, path_id, relations, single_param
 from nico.api.rendering import deletion_accepted, json_response, paged_response
-from nico.api.schemas.partition import (
+from nico.logical_partition import service as partition
+from nico.logical_partition.schemas import (
     LogicalPartitionCreateRequest,
     LogicalPartitionUpdateRequest,
     NVLinkLogicalPartition,
 )
-from nico.services import partition
 from nico.services.errors import bad_request
 
 router = APIRouter(tags=["nvlink-logical-partition"])

@@ -13,21 +13,15 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import ColumnElement
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import CapabilityType, MachineStatus, SiteStatus
-from nico.db.models import (
-    Gpu,
-    InfrastructureProvider,
-    InstanceType,
-    Machine,
-    MachineCapability,
-    Site,
-    StatusDetail,
-)
-from nico.db.queries import machine as q
-from nico.services import inventory, nvlink_events, orgs, status
+from nico.db.models import Gpu, InstanceType, Machine, MachineCapability, StatusDetail
+from nico.inventory import queries as q
+from nico.inventory import registration
+from nico.inventory.records import MachineRecord, RegistrationResult
+from nico.inventory.views import GpuView, InstanceTypeSummaryView, LocationView, MachineView
+from nico.services import nvlink_events, orgs, status
 from nico.services import site as sites
 from nico.services.errors import ServiceError, bad_request, forbidden, not_found
 from nico.services.instance_type import (
@@ -41,10 +35,10 @@ from nico.services.instance_type import (
     rendered_status,
 )
 from nico.services.listing import PageRequest, fetch_page
-from nico.services.orgs import Viewer
+from nico.services.orgs import OrgView, Viewer, org_view
 from nico.services.search import search_pattern
+from nico.services.site import SiteSummaryView
 
-SHOWN_STATUS: ColumnElement[str] = q.SHOWN_STATUS
 ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
 RELATIONS = ("InfrastructureProvider", "Site", "InstanceType")
 STATUSES = frozenset(MachineStatus)
@@ -75,7 +69,7 @@ class MachineFilters:
 
 
 @dataclass(frozen=True)
-class View:
+class Visibility:
     """How a caller sees one machine: as its provider (NVLink info), with the full view of a
     privileged tenant (serial number), or as a tenant whose instance it holds."""
 
@@ -83,27 +77,10 @@ class View:
     full: bool
 
 
-@dataclass(frozen=True)
-class MachineView:
-    """A machine as a caller sees it (``full`` shows the serial number; ``gpus`` is its NVLink GPUs,
-    given to its provider only) with its newest history and the requested relations."""
-
-    machine: Machine
-    provider_id: uuid.UUID
-    tenant_id: uuid.UUID | None
-    capabilities: list[MachineCapability]
-    history: list[StatusDetail]
-    full: bool
-    gpus: list[Gpu] | None = None
-    provider: InfrastructureProvider | None = None
-    site: Site | None = None
-    instance_type: InstanceType | None = None
-
-
 async def views(
     session: AsyncSession,
     rows: Sequence[Machine],
-    seen: Sequence[View],
+    seen: Sequence[Visibility],
     *,
     relations: AbstractSet[str] = frozenset(),
     history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
@@ -124,21 +101,82 @@ async def views(
         if "InstanceType" in relations
         else {}
     )
-    return [
-        MachineView(
-            row,
-            provider_id=owners[row.site_id],
-            tenant_id=tenants.get(row.instance_id) if row.instance_id else None,
-            capabilities=capabilities.get(row.id, []),
-            history=history.get(row.id, []),
-            full=how.full,
-            gpus=gpus.get(row.id, []) if how.provider else None,
-            provider=providers.get(owners[row.site_id]),
-            site=at.get(row.site_id),
-            instance_type=itypes.get(row.instance_type_id) if row.instance_type_id else None,
+    out = []
+    for row, how in zip(rows, seen, strict=True):
+        provider = providers.get(owners[row.site_id])
+        site = at.get(row.site_id)
+        itype = itypes.get(row.instance_type_id) if row.instance_type_id else None
+        out.append(
+            machine_view(
+                row,
+                how,
+                provider_id=owners[row.site_id],
+                tenant_id=tenants.get(row.instance_id) if row.instance_id else None,
+                capabilities=capabilities.get(row.id, []),
+                history=history.get(row.id, []),
+                gpus=gpus.get(row.id, []),
+                provider=org_view(provider) if provider else None,
+                site=sites.site_summary(site) if site else None,
+                instance_type=_type_summary(itype) if itype else None,
+            )
         )
-        for row, how in zip(rows, seen, strict=True)
-    ]
+    return out
+
+
+def machine_view(
+    row: Machine,
+    how: Visibility,
+    *,
+    provider_id: uuid.UUID,
+    tenant_id: uuid.UUID | None,
+    capabilities: Sequence[MachineCapability],
+    history: Sequence[StatusDetail],
+    gpus: Sequence[Gpu] = (),
+    provider: OrgView | None = None,
+    site: SiteSummaryView | None = None,
+    instance_type: InstanceTypeSummaryView | None = None,
+) -> MachineView:
+    """The machine as ``how`` sees it, with the relations given: what its response and an instance's
+    show."""
+    shown = rendered_status(row)
+    location = None
+    if how.provider and row.domain_uuid is not None and row.chassis_serial is not None:
+        location = LocationView(
+            row.domain_uuid,
+            row.chassis_serial,
+            row.tray_index,
+            tuple(GpuView(g.device_id, g.gpu_uid, g.slot_id) for g in gpus),
+        )
+    return MachineView(
+        id=row.id,
+        site_id=row.site_id,
+        provider_id=provider_id,
+        tenant_id=tenant_id,
+        instance_type_id=row.instance_type_id,
+        instance_id=row.instance_id,
+        controller_machine_type=row.controller_machine_type,
+        hw_sku_device_type=row.hw_sku_device_type,
+        vendor=row.vendor,
+        product_name=row.product_name,
+        hostname=row.hostname,
+        serial_number=row.serial_number if how.full else None,
+        maintenance_message=row.maintenance_message,
+        labels=row.labels,
+        status=shown,
+        usable_by_tenant=shown == MachineStatus.READY and not row.is_missing_on_site,
+        created=row.created,
+        updated=row.updated,
+        capabilities=tuple(CapabilitySpec.of(c) for c in capabilities),
+        history=status.entries(history),
+        location=location,
+        provider=provider,
+        site=site,
+        instance_type=instance_type,
+    )
+
+
+def _type_summary(row: InstanceType) -> InstanceTypeSummaryView:
+    return InstanceTypeSummaryView(row.id, row.name, row.infrastructure_provider_id, row.site_id, row.status)
 
 
 async def provider_viewer(session: AsyncSession, org: str) -> Viewer:
@@ -154,14 +192,14 @@ async def register_machines(
     org: str,
     *,
     site_id: uuid.UUID,
-    machines: list[inventory.MachineRecord],
+    machines: list[MachineRecord],
     instance_type_id: uuid.UUID | None,
-) -> inventory.RegistrationResult:
-    """Bulk registration by the org's provider (see :func:`nico.services.inventory.register_machines`)."""
+) -> RegistrationResult:
+    """Bulk registration by the org's provider (see :func:`nico.inventory.registration.register_machines`)."""
     provider = await orgs.provider_of(session, org)
     if provider is None:
         raise not_found(f"Org '{org}' does not have an Infrastructure Provider")
-    return await inventory.register_machines(
+    return await registration.register_machines(
         session,
         site_id=site_id,
         machines=machines,
@@ -198,7 +236,7 @@ async def list_machines(
     relations: AbstractSet[str] = frozenset(),
 ) -> tuple[list[MachineView], int]:
     rows, total = await _machine_page(session, viewer, filters, page)
-    how = View(provider=viewer.provider is not None, full=True)
+    how = Visibility(provider=viewer.provider is not None, full=True)
     return await views(session, rows, [how] * len(rows), relations=relations), total
 
 
@@ -261,7 +299,9 @@ async def gpus_of(session: AsyncSession, machine_ids: Sequence[str]) -> dict[str
     return await q.gpus_of(session, machine_ids)
 
 
-async def visible_machine(session: AsyncSession, viewer: Viewer, machine_id: str) -> tuple[Machine, View]:
+async def visible_machine(
+    session: AsyncSession, viewer: Viewer, machine_id: str
+) -> tuple[Machine, Visibility]:
     machine = await q.machine_by_id(session, machine_id)
     if machine is None:
         raise not_found(NOT_FOUND)
@@ -269,15 +309,15 @@ async def visible_machine(session: AsyncSession, viewer: Viewer, machine_id: str
     if viewer.provider is not None:
         if owner != viewer.provider.id:
             raise forbidden(NOT_PROVIDERS)
-        return machine, View(provider=True, full=True)
+        return machine, Visibility(provider=True, full=True)
     if await privileged_at(session, viewer, machine.site_id):
-        return machine, View(provider=False, full=True)
+        return machine, Visibility(provider=False, full=True)
     tenant_id = viewer.tenant.id if viewer.tenant else None
     if (
         machine.instance_id is not None
         and (await instance_tenants(session, [machine])).get(machine.instance_id) == tenant_id
     ):
-        return machine, View(provider=False, full=False)
+        return machine, Visibility(provider=False, full=False)
     raise forbidden(
         "Machine details can only be retrieved by it's Provider, privileged Tenants or Tenants who have an "
         "associated Instance"
@@ -337,7 +377,7 @@ async def update_machine(
         if machine.labels != change.labels:
             machine.labels = change.labels
     await session.flush()
-    return (await views(session, [machine], [View(provider=as_provider, full=True)]))[0]
+    return (await views(session, [machine], [Visibility(provider=as_provider, full=True)]))[0]
 
 
 async def change_instance_type(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,21 +18,16 @@ import psycopg
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import LogicalPartitionStatus, SiteStatus
-from nico.db.models import (
-    LogicalPartition,
-    NvlinkInterface,
-    Site,
-    StatusDetail,
-    Tenant,
-    Vpc,
-)
-from nico.db.queries import partition as queries
+from nico.db.models import LogicalPartition, NvlinkInterface, Site, Tenant, Vpc
+from nico.logical_partition import queries
+from nico.logical_partition.views import BindingSummaryView, PartitionStats, PartitionView, VpcSummaryView
 from nico.services import status
 from nico.services.access import tenant_uses_site
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.nvlink_events import desired_state_changed
-from nico.services.orgs import NO_TENANT, require_tenant
+from nico.services.orgs import NO_TENANT, org_view, require_tenant
+from nico.services.site import site_summary
 
 ORDER_FIELDS = frozenset({"name", "status", "created", "updated"})
 NOT_OWNED = "NVLink Logical Partition is not owned by current org's Tenant"
@@ -46,20 +41,6 @@ BAD_SITE = "Failed to retrieve Site specified in query param, invalid ID or DB e
 # into, so the default never makes the budget the binding constraint.
 DEFAULT_MULTICAST_GROUPS_LIMIT = 16
 MAX_MULTICAST_GROUPS_LIMIT = 1024
-
-
-@dataclass
-class PartitionView:
-    """A partition and what its response shows beside it."""
-
-    partition: LogicalPartition
-    history: list[StatusDetail]
-    site: Site | None = None
-    tenant: Tenant | None = None
-    vpcs: list[Vpc] = field(default_factory=list)
-    interfaces: list[NvlinkInterface] = field(default_factory=list)
-    stats: tuple[int, int] | None = None
-    health: str | None = None  # worst fabric health of its physical partitions (None: not observed)
 
 
 @dataclass(frozen=True)
@@ -119,30 +100,23 @@ async def create(
     if row is None:
         existing = await queries.partition_id_by_name(conn, tenant_id, name)
         raise conflict(NAME_TAKEN, {"id": str(existing) if existing else None})
-    pid, tenant, site, lp_name, lp_description, lp_status, by, created, updated, mc_limit, entries = row
-    partition = LogicalPartition(
+    pid, tenant, site, lp_name, lp_description, lp_status, _, created, updated, mc_limit, entries = row
+    history = tuple(
+        status.Entry(entry_status, message, datetime.fromisoformat(at), datetime.fromisoformat(changed))
+        for entry_status, message, at, changed in entries
+    )
+    return PartitionView(
         id=pid,
         tenant_id=tenant,
         site_id=site,
         name=lp_name,
         description=lp_description,
         status=lp_status,
-        created_by=by,
         multicast_groups_limit=mc_limit,
         created=created,
         updated=updated,
+        history=history,
     )
-    history = [
-        StatusDetail(
-            logical_partition_id=pid,
-            status=entry_status,
-            message=message,
-            created=datetime.fromisoformat(entry_created),
-            updated=datetime.fromisoformat(entry_updated),
-        )
-        for entry_status, message, entry_created, entry_updated in entries
-    ]
-    return PartitionView(partition, history)
 
 
 async def _owned(
@@ -266,41 +240,61 @@ async def views(
     history_limit: int = status.DEFAULT_LIMIT,
 ) -> list[PartitionView]:
     """Everything the responses of ``rows`` show, in a fixed number of queries (no N+1)."""
+    if not rows:
+        return []
     ids = [row.id for row in rows]
     histories = await status.history(session, "logical_partition_id", ids, limit=history_limit)
-    out = [PartitionView(row, histories.get(row.id, [])) for row in rows]
-    if not rows:
-        return out
+    sites: dict[uuid.UUID, Site] = {}
     if "Site" in include.relations:
         sites = await queries.sites_by_id(session, {r.site_id for r in rows})
-        for view in out:
-            view.site = sites[view.partition.site_id]
-    if "Tenant" in include.relations:
-        for view in out:
-            view.tenant = tenant
+    vpcs: dict[uuid.UUID, list[Vpc]] = defaultdict(list)
     if include.vpcs:
-        by_partition: dict[uuid.UUID, list[Vpc]] = defaultdict(list)
         for vpc in await queries.vpcs_defaulting_to_any(session, ids):
             assert vpc.nvlink_logical_partition_id is not None
-            by_partition[vpc.nvlink_logical_partition_id].append(vpc)
-        for view in out:
-            view.vpcs = by_partition[view.partition.id]
+            vpcs[vpc.nvlink_logical_partition_id].append(vpc)
+    bindings: dict[uuid.UUID, list[NvlinkInterface]] = defaultdict(list)
     if include.interfaces or include.stats:
-        bindings: dict[uuid.UUID, list[NvlinkInterface]] = defaultdict(list)
         for binding in await queries.bindings_to(session, ids):
             bindings[binding.logical_partition_id].append(binding)
-        for view in out:
-            found = bindings[view.partition.id]
-            if include.interfaces:
-                view.interfaces = found
-            if include.stats:
-                view.stats = (len(found), len({b.instance_id for b in found}))
     healths: dict[uuid.UUID, list[str]] = defaultdict(list)
     for lp_id, health in await queries.physical_partition_healths(session, ids):
         healths[lp_id].append(health)
-    for view in out:
-        view.health = worst_health(healths.get(view.partition.id, []))
-    return out
+    shown_tenant = org_view(tenant) if "Tenant" in include.relations else None
+    return [
+        PartitionView(
+            id=row.id,
+            tenant_id=row.tenant_id,
+            site_id=row.site_id,
+            name=row.name,
+            description=row.description,
+            status=row.status,
+            multicast_groups_limit=row.multicast_groups_limit,
+            created=row.created,
+            updated=row.updated,
+            history=status.entries(histories.get(row.id, [])),
+            site=site_summary(sites[row.site_id]) if sites else None,
+            tenant=shown_tenant,
+            vpcs=tuple(_vpc_summary(vpc) for vpc in vpcs[row.id]),
+            interfaces=tuple(_binding_summary(b) for b in bindings[row.id]) if include.interfaces else (),
+            stats=_stats(bindings[row.id]) if include.stats else None,
+            health=worst_health(healths.get(row.id, [])),
+        )
+        for row in rows
+    ]
+
+
+def _vpc_summary(row: Vpc) -> VpcSummaryView:
+    return VpcSummaryView(row.id, row.name, row.network_virtualization_type, row.status)
+
+
+def _binding_summary(row: NvlinkInterface) -> BindingSummaryView:
+    return BindingSummaryView(
+        row.id, row.instance_id, row.logical_partition_id, row.device_instance, row.status
+    )
+
+
+def _stats(bindings: Sequence[NvlinkInterface]) -> PartitionStats:
+    return PartitionStats(len(bindings), len({b.instance_id for b in bindings}))
 
 
 # Fabric health words, best first (NMX partition and GPU health); anything else ranks as UNKNOWN.

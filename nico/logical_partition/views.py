@@ -1,0 +1,63 @@
+"""What the logical partition service returns: plain frozen dataclasses, no ORM rows."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from nico.services.orgs import OrgView
+from nico.services.site import SiteSummaryView
+from nico.services.status import Entry
+
+
+@dataclass(frozen=True)
+class VpcSummaryView:
+    """A VPC whose default partition it is (``includeVpcs``)."""
+
+    id: uuid.UUID
+    name: str
+    network_virtualization_type: str
+    status: str
+
+
+@dataclass(frozen=True)
+class BindingSummaryView:
+    """A GPU of an instance bound to the partition (``includeInterfaces``)."""
+
+    id: uuid.UUID
+    instance_id: uuid.UUID
+    logical_partition_id: uuid.UUID
+    device_instance: int
+    status: str
+
+
+@dataclass(frozen=True)
+class PartitionStats:
+    """``includeStats``: GPUs bound to the partition and the instances they belong to."""
+
+    total_gpus: int
+    total_distinct_instances: int
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """A partition and what its response shows beside it (``health``: the worst fabric health of its
+    physical partitions, None when not observed)."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    site_id: uuid.UUID
+    name: str
+    description: str | None
+    status: str
+    multicast_groups_limit: int
+    created: datetime
+    updated: datetime
+    history: tuple[Entry, ...]
+    site: SiteSummaryView | None = None
+    tenant: OrgView | None = None
+    vpcs: tuple[VpcSummaryView, ...] = ()
+    interfaces: tuple[BindingSummaryView, ...] = ()
+    stats: PartitionStats | None = None
+    health: str | None = None
