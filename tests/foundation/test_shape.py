@@ -4,7 +4,8 @@
 * No import cycle between nico's modules: an import inside a function counts as much as one at the
   top (moving an import into a function hides a cycle, it does not remove it); imports guarded by
   ``if TYPE_CHECKING:`` do not count, since they never run.
-* One word per concept: retired words never come back as module or class names.
+
+Retired words are held by test_words.py.
 """
 
 from __future__ import annotations
@@ -118,40 +119,12 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-# Retired words (docs/architecture.md, glossary): "placement" names only the domain chooser
-# (nico/services/placement.py); a machine's place on the fabric is its location, and what nico
-# publishes for schedulers is the scheduler feed. "binding" names a GPU's link to a logical partition,
-# never request parsing (nico/api/parsing.py). The reconciler is the Reconciler, never a "monitor"
-# (the reference's metric names nico_nvlink_partition_monitor_* stay: they are the wire).
-RETIRED_MODULES = [
-    (re.compile(r"placement"), {"nico/services/placement.py"}),
-    (re.compile(r"^nico/api/.*binding"), set()),
-    (re.compile(r"monitor"), set()),
-]
-RETIRED_CLASSES = [re.compile(r"Placement"), re.compile(r"Monitor")]
-
-
-def retired_names(root: Path, top: str) -> list[str]:
-    found = []
-    for _, path in sources(root, top):
-        rel = str(path.relative_to(root))
-        found += [rel for word, allowed in RETIRED_MODULES if word.search(rel) and rel not in allowed]
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.ClassDef) and any(word.search(node.name) for word in RETIRED_CLASSES):
-                found.append(f"{rel}:{node.lineno} class {node.name}")
-    return found
-
-
 def test_no_function_is_over_80_lines() -> None:
     assert long_functions(ROOT, ("nico", "benchmarks")) == []
 
 
 def test_no_import_cycle_in_nico() -> None:
     assert cycles(import_graph(ROOT, "nico")) == []
-
-
-def test_retired_words_do_not_return_as_module_or_class_names() -> None:
-    assert retired_names(ROOT, "nico") == []
 
 
 def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
@@ -164,13 +137,5 @@ def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
     (pkg / "api" / "c.py").write_text("from .. import a\n")
     (pkg / "d.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from nico import e\n")
     (pkg / "e.py").write_text("import nico.d\n" + "def long():\n" + "    x = 1\n" * 80)
-    (pkg / "api" / "binding.py").write_text("class PlacementView:\n    pass\n")
-    (pkg / "reconciler_monitor.py").write_text("class Monitor:\n    pass\n")
     assert cycles(import_graph(tmp_path, "nico")) == [["nico.a", "nico.api.c", "nico.b"]]
     assert long_functions(tmp_path, ("nico",)) == ["nico/e.py:2 long (81 lines)"]
-    assert retired_names(tmp_path, "nico") == [
-        "nico/api/binding.py",
-        "nico/api/binding.py:1 class PlacementView",
-        "nico/reconciler_monitor.py",
-        "nico/reconciler_monitor.py:1 class Monitor",
-    ]
