@@ -14,8 +14,8 @@
 -- `=` / `IS NULL` rather than `IS NOT DISTINCT FROM`: only these reach the domain through
 -- ix_machine_placement, so a pick reads one domain's machines, not the site's.
 --
--- Called by: nico/db/queries/assignment.py (lock_free_machines, lock_first_free), for placement's
--- plan in nico/services/assignment.py.
+-- Called by: nico/db/queries/assignment.py (lock_free_machines, lock_first_free), when a create
+-- claims the machines placement chose.
 -- Made by migrations 0013 and 0014; last changed by migration 0015 (its text moved here).
 
 CREATE OR REPLACE FUNCTION nico_lock_free_machines(p_site uuid, p_type uuid, p_domains uuid[], p_counts integer[])
