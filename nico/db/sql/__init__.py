@@ -12,8 +12,8 @@ digest of the body it applied (``apply(op, "capacity", "3f2a...")``). :func:`pin
 the live file when its body still has that digest, else ``superseded/<rule>-<digest>.sql``, the copy
 kept when the rule moved on, else it raises. To change a rule:
 
-1. copy the live file to ``superseded/<rule>-<its digest>.sql`` when a migration still names its
-   digest (``python -m nico.db.sql`` prints every rule's digest);
+1. copy the live file to ``superseded/<rule>-<its digest>.sql``: the migrations that name that digest
+   still apply it (``python -m nico.db.sql`` prints every rule's digest);
 2. edit the live file (and its header: the migration that last changed it);
 3. add a migration whose ``upgrade`` applies the new digest and whose ``downgrade`` applies the old.
 
