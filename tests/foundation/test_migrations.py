@@ -22,6 +22,20 @@ def _tables(url: str) -> set[str]:
         engine.dispose()
 
 
+def _functions(url: str) -> set[str]:
+    """The stored functions of the schema (a trigger goes with its table or its function)."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            query = sa.text(
+                "SELECT oid::regprocedure::text FROM pg_proc "
+                "WHERE pronamespace = current_schema()::regnamespace"
+            )
+            return set(conn.execute(query).scalars())
+    finally:
+        engine.dispose()
+
+
 def test_upgrade_downgrade_upgrade_and_no_drift_from_models() -> None:
     url = testdb.create_database("nico_migrations")
     try:
@@ -30,6 +44,7 @@ def test_upgrade_downgrade_upgrade_and_no_drift_from_models() -> None:
 
         migrate.downgrade(url, "base")
         assert _tables(url) <= {"alembic_version"}
+        assert _functions(url) == set(), "a downgrade left its functions behind"
 
         migrate.upgrade(url)
         engine = sa.create_engine(url)

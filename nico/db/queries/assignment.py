@@ -69,9 +69,9 @@ FROM (
 ) g
 """
 
-# Migration 0013: every domain of the plan picked and locked in one statement, all or nothing.
+# nico/db/sql/machine_pick.sql: every domain of the plan picked and locked in one statement, all or none.
 _LOCK = "SELECT * FROM nico_lock_free_machines(%(site)s, %(type)s, %(domains)s::uuid[], %(counts)s::int[])"
-# Migration 0014: the whole count in the first of the domains that still has it.
+# nico/db/sql/machine_pick.sql: the whole count in the first of the domains that still has it.
 _LOCK_FIRST = (
     "SELECT * FROM nico_lock_free_machines_first(%(site)s, %(type)s, %(domains)s::uuid[], %(count)s)"
 )

@@ -133,7 +133,7 @@ _GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 _LOCK_VPC = "SELECT 1 FROM vpc WHERE id = %(vpc)s FOR SHARE"
 
 
-# Migration 0013: the tenant's reservations for the type locked (concurrent creates of one tenant and
+# nico/db/sql/quota.sql: the tenant's reservations for the type locked (concurrent creates of one tenant and
 # type take turns at the count), its instances of the type counted after the lock, and an error
 # raised when there is no allocation (NC002) or the count is over (NC003, detail "count/reserved").
 _CHECK_QUOTA = "SELECT nico_check_quota(%(tenant)s, %(itype)s)"
