@@ -12,21 +12,21 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
+from datetime import datetime
 from typing import Any, TypeAlias
 
 from sqlalchemy import ColumnElement, or_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.base import utcnow
-from nico.db.enums import CapabilityType, InstanceTypeStatus, MachineStatus
+from nico.db.enums import CapabilityType as CapabilityType  # the schemas' enum of capability types
+from nico.db.enums import InstanceTypeStatus, MachineStatus
 from nico.db.models import (
     InfrastructureProvider,
     InstanceType,
     Machine,
     MachineCapability,
-    Site,
-    StatusDetail,
 )
 from nico.db.queries import instance_type as q
 from nico.services import orgs, status
@@ -34,6 +34,7 @@ from nico.services import site as sites
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import Viewer
+from nico.services.records import copies_of, copy_of
 from nico.services.search import search_pattern
 
 ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
@@ -67,7 +68,7 @@ class CapabilitySpec:
 
     @classmethod
     def of(cls, row: MachineCapability) -> CapabilitySpec:
-        return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
+        return copy_of(cls, row)
 
 
 @dataclass(frozen=True)
@@ -96,14 +97,21 @@ class Stats:
     max_allocatable: int | None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Association:
-    machine: Machine
-    instance_type_id: uuid.UUID
-    id: uuid.UUID = field(init=False)
+    """A machine's association with an instance type; ``id`` is the deprecated id derived from the pair,
+    ``updated`` the machine's."""
 
-    def __post_init__(self) -> None:
-        self.id = association_id(self.machine.id, self.instance_type_id)
+    machine_id: str
+    instance_type_id: uuid.UUID
+    updated: datetime
+    id: uuid.UUID
+
+    @classmethod
+    def of(cls, machine: Machine, instance_type_id: uuid.UUID) -> Association:
+        return cls(
+            machine.id, instance_type_id, machine.updated, association_id(machine.id, instance_type_id)
+        )
 
 
 RELATIONS = ("InfrastructureProvider", "Site")
@@ -114,15 +122,32 @@ OwnedInstanceType: TypeAlias = InstanceType
 
 
 @dataclass(frozen=True)
+class InstanceTypeRecord:
+    """An instance type's columns as views show them (what other resources embed with
+    ``includeRelation=InstanceType``)."""
+
+    id: uuid.UUID
+    infrastructure_provider_id: uuid.UUID
+    site_id: uuid.UUID
+    name: str
+    description: str | None
+    controller_machine_type: str | None
+    labels: dict[str, Any] | None
+    status: str
+    created: datetime
+    updated: datetime
+
+
+@dataclass(frozen=True)
 class InstanceTypeView:
     """An instance type as responses show it: capabilities, newest history, requested relations,
     machine associations (its provider only) and allocation stats when asked for."""
 
-    instance_type: InstanceType
-    capabilities: list[MachineCapability]
-    history: list[StatusDetail]
-    provider: InfrastructureProvider | None = None
-    site: Site | None = None
+    instance_type: InstanceTypeRecord
+    capabilities: list[CapabilitySpec]
+    history: list[status.StatusRecord]
+    provider: orgs.ProviderRecord | None = None
+    site: sites.SiteRecord | None = None
     associations: list[Association] | None = None
     stats: Stats | None = None
 
@@ -135,16 +160,19 @@ async def views(
     relations: AbstractSet[str] = frozenset(),
     with_associations: bool = False,
     with_stats: bool = False,
-    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+    history: dict[uuid.UUID | str, list[status.StatusRecord]] | None = None,
 ) -> list[InstanceTypeView]:
     """``viewer`` decides what the allocation stats count (required with ``with_stats``)."""
     ids = [row.id for row in rows]
     capabilities = await capabilities_of_types(session, ids)
     if history is None:
-        history = await status.history(session, "instance_type_id", ids)
-    at = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
+        history = await status.newest(session, "instance_type_id", ids)
+    at = await sites.site_records(session, (row.site_id for row in rows)) if "Site" in relations else {}
     owners = (
-        await orgs.providers_by_id(session, (row.infrastructure_provider_id for row in rows))
+        copies_of(
+            orgs.ProviderRecord,
+            await orgs.providers_by_id(session, (row.infrastructure_provider_id for row in rows)),
+        )
         if "InfrastructureProvider" in relations
         else {}
     )
@@ -153,8 +181,8 @@ async def views(
     stats = await allocation_stats(session, rows, viewer) if with_stats and viewer is not None else {}
     return [
         InstanceTypeView(
-            row,
-            capabilities.get(row.id, []),
+            copy_of(InstanceTypeRecord, row),
+            [CapabilitySpec.of(c) for c in capabilities.get(row.id, [])],
             history.get(row.id, []),
             owners.get(row.infrastructure_provider_id),
             at.get(row.site_id),
@@ -427,7 +455,7 @@ async def update_instance_type(
     if changed:
         row.updated = utcnow()
         await session.flush()
-    history = await status.history(session, "instance_type_id", [row.id], limit=PATCH_HISTORY_LIMIT)
+    history = await status.newest(session, "instance_type_id", [row.id], limit=PATCH_HISTORY_LIMIT)
     return (await views(session, [row], history=history))[0]
 
 
@@ -484,7 +512,7 @@ async def associations_of(
     out: dict[uuid.UUID, list[Association]] = defaultdict(list)
     for machine in await q.machines_of_types(session, type_ids):
         assert machine.instance_type_id is not None
-        out[machine.instance_type_id].append(Association(machine, machine.instance_type_id))
+        out[machine.instance_type_id].append(Association.of(machine, machine.instance_type_id))
     return out
 
 
@@ -498,7 +526,7 @@ async def list_associations(
         ASSOCIATION_ORDER_COLUMNS,
         Machine.id,
     )
-    return [Association(machine, row.id) for machine in machines], total
+    return [Association.of(machine, row.id) for machine in machines], total
 
 
 def rendered_status(machine: Machine) -> str:
@@ -545,7 +573,7 @@ async def associate(
     for machine_id in ids:
         machines[machine_id].instance_type_id = row.id
     await session.flush()
-    return [Association(machines[machine_id], row.id) for machine_id in ids]
+    return [Association.of(machines[machine_id], row.id) for machine_id in ids]
 
 
 async def ensure_capacity_without(

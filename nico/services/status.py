@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -12,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.models import StatusDetail
 from nico.db.queries import status as queries
 from nico.services.listing import PageRequest, fetch_page
+from nico.services.records import copy_of
 
 Owner = Literal[
     "site_id",
@@ -27,14 +30,24 @@ Owner = Literal[
 DEFAULT_LIMIT = 20  # GET and list show the 20 most recent entries
 
 
+@dataclass(frozen=True)
+class StatusRecord:
+    """One history entry as views show it."""
+
+    status: str
+    message: str | None
+    created: datetime
+    updated: datetime
+
+
 async def record(
     session: AsyncSession, owner: Owner, owner_id: uuid.UUID | str, status: str, message: str | None
-) -> StatusDetail:
+) -> StatusRecord:
     """Append one entry (timestamped with the database's clock, so entries of one transaction order)."""
     entry = StatusDetail(status=status, message=message, **{owner: owner_id})
     session.add(entry)
     await session.flush()
-    return entry
+    return copy_of(StatusRecord, entry)
 
 
 async def history(
@@ -49,6 +62,15 @@ async def history(
     return out
 
 
+async def newest(
+    session: AsyncSession, owner: Owner, owner_ids: Sequence[uuid.UUID | str], limit: int = DEFAULT_LIMIT
+) -> dict[uuid.UUID | str, list[StatusRecord]]:
+    """:func:`history` as records, what views hold (``history`` still hands rows to the instance,
+    partition and machine services, which their packages convert)."""
+    found = await history(session, owner, owner_ids, limit)
+    return {key: [copy_of(StatusRecord, row) for row in rows] for key, rows in found.items()}
+
+
 ORDER_FIELDS = frozenset({"status", "created", "updated"})
 
 
@@ -59,3 +81,12 @@ async def page(
     return await fetch_page(
         session, queries.entries_of(owner, owner_id), wanted, queries.ENTRY_ORDER, StatusDetail.id
     )
+
+
+async def page_of_records(
+    session: AsyncSession, owner: Owner, owner_id: uuid.UUID | str, wanted: PageRequest
+) -> tuple[list[StatusRecord], int]:
+    """:func:`page` as records (``page`` still hands rows to the instance and machine services, which
+    their packages convert)."""
+    rows, total = await page(session, owner, owner_id, wanted)
+    return [copy_of(StatusRecord, row) for row in rows], total

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import asdict
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import ConfigDict, Field, WithJsonSchema
 
@@ -34,10 +34,7 @@ from nico.api.schemas.common import (
 )
 from nico.api.schemas.org import InfrastructureProviderSummary
 from nico.api.schemas.site import SiteSummary
-from nico.db.enums import CapabilityType
-from nico.db.models import InstanceType as InstanceTypeRow
-from nico.db.models import MachineCapability as CapabilityRow
-from nico.services.instance_type import Association, CapabilitySpec, InstanceTypeView
+from nico.services.instance_type import Association, CapabilitySpec, CapabilityType, InstanceTypeView
 
 MACHINE_ID_LIMIT = 256
 MAX_MACHINES_PER_REQUEST = 10_000
@@ -46,6 +43,59 @@ MAX_MACHINES_PER_REQUEST = 10_000
 CAPABILITY_TEXT_LIMITS = {"frequency": 64, "capacity": 64, "vendor": 256, "hardware_revision": 64}
 DEVICE_TYPE_LIMIT = 32
 INT32_MAX = 2**31 - 1
+
+
+class InstanceTypeRow(Protocol):
+    """What an instance type summary reads (a record, or a row of a service not yet on views)."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def infrastructure_provider_id(self) -> uuid.UUID: ...
+
+    @property
+    def site_id(self) -> uuid.UUID: ...
+
+    @property
+    def status(self) -> str: ...
+
+
+class CapabilityRow(Protocol):
+    """What a machine capability reads (a capability spec, or a row of a service not yet on views)."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def frequency(self) -> str | None: ...
+
+    @property
+    def capacity(self) -> str | None: ...
+
+    @property
+    def vendor(self) -> str | None: ...
+
+    @property
+    def cores(self) -> int | None: ...
+
+    @property
+    def threads(self) -> int | None: ...
+
+    @property
+    def inactive_devices(self) -> list[int] | None: ...
+
+    @property
+    def count(self) -> int | None: ...
+
+    @property
+    def device_type(self) -> str | None: ...
 
 
 class InstanceTypeSummary(ResponseModel):
@@ -119,7 +169,7 @@ class MachineInstanceType(ResponseModel):
 
     @classmethod
     def of_association(cls, item: Association) -> MachineInstanceType:
-        return cls.of(item.id, item.machine.id, item.instance_type_id, item.machine.updated)
+        return cls.of(item.id, item.machine_id, item.instance_type_id, item.updated)
 
     @classmethod
     def of(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import Field
 
@@ -33,9 +33,7 @@ from nico.api.schemas.common import (
 from nico.api.schemas.nvlink_interface import NVLinkLogicalPartitionSummary
 from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
 from nico.api.schemas.site import SiteSummary
-from nico.db.enums import NetworkVirtualizationType
-from nico.db.models import Vpc as VpcRow
-from nico.services.vpc import VpcView
+from nico.services.vpc import NETWORK_VIRTUALIZATION_TYPES, VpcView
 
 VNI_MAX = 65535
 UNSUPPORTED = "is not supported by nico"
@@ -56,9 +54,7 @@ class VpcCreateRequest(RequestModel):
     id: Annotated[str | None, declared(OPTIONAL_UUID_SCHEMA)] = None
     network_virtualization_type: Annotated[
         str | None,
-        declared(
-            {"type": ["string", "null"], "enum": [*sorted(str(t) for t in NetworkVirtualizationType), None]}
-        ),
+        declared({"type": ["string", "null"], "enum": [*sorted(NETWORK_VIRTUALIZATION_TYPES), None]}),
     ] = None
     labels: Annotated[dict[str, str] | None, declared(LABELS_SCHEMA)] = None
     network_security_group_id: Annotated[str | None, declared(NO_NSG_SCHEMA)] = None
@@ -75,8 +71,9 @@ class VpcCreateRequest(RequestModel):
         errors.add("description", description_problem(self.description))
         errors.add("siteId", uuid_problem(self.site_id))
         errors.add("id", uuid_problem(self.id, required=False))
-        if self.network_virtualization_type is not None and self.network_virtualization_type not in set(
-            NetworkVirtualizationType
+        if (
+            self.network_virtualization_type is not None
+            and self.network_virtualization_type not in NETWORK_VIRTUALIZATION_TYPES
         ):
             errors.add("networkVirtualizationType", "must be a valid value")
         errors.add("labels", labels_problem(self.labels))
@@ -107,6 +104,22 @@ class VpcUpdateRequest(RequestModel):
         errors.add("labels", labels_problem(self.labels))
         if self.network_security_group_id:
             errors.add("networkSecurityGroupId", f"Network Security Groups {UNSUPPORTED}")
+
+
+class VpcRow(Protocol):
+    """What a VPC summary reads of a VPC (a record, or a row of a service not yet on views)."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def network_virtualization_type(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
 
 
 class VpcSummary(ResponseModel):
@@ -184,7 +197,7 @@ class Vpc(ResponseModel):
             requested_vni=row.requested_vni,
             vni=row.vni,
             status=row.status,
-            status_history=[StatusDetail.model_validate(d, from_attributes=True) for d in view.history],
+            status_history=StatusDetail.many(view.history),
             created=row.created,
             updated=row.updated,
         )
