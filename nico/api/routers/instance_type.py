@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from nico.api import messages
 from nico.api.deps import ProviderAdmin, ProviderOrTenant, SessionDep, Viewer
+from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
 from nico.api.parsing import (
@@ -26,7 +27,7 @@ from nico.api.parsing import (
     relations,
     single_param,
 )
-from nico.api.rendering import deletion_accepted, json_response, list_response, paged_response
+from nico.api.rendering import deletion_accepted, json_response, list_response
 from nico.api.schemas.instance_type import (
     InstanceType,
     InstanceTypeCreateRequest,
@@ -141,7 +142,7 @@ async def list_instance_types(
         query=request.query_params.get("query"),
         exclude_unallocated=exclude_unallocated,
     )
-    views, total = await types.list_instance_types(
+    found = types.list_instance_types(
         session,
         viewer,
         filters,
@@ -150,7 +151,7 @@ async def list_instance_types(
         with_associations=with_associations,
         with_stats=with_stats,
     )
-    return paged_response([InstanceType.of(v) for v in views], page, total)
+    return await render_page(page, found, InstanceType.of)
 
 
 @router.get(
@@ -233,8 +234,8 @@ async def create_association(
 async def list_associations(
     _: ProviderAdmin, row: OwnedForMachines, page: AssociationPaging, session: SessionDep
 ) -> Response:
-    items, total = await types.list_associations(session, row, page)
-    return paged_response([MachineInstanceType.of_association(item) for item in items], page, total)
+    found = types.list_associations(session, row, page)
+    return await render_page(page, found, MachineInstanceType.of_association)
 
 
 @router.delete(
