@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, TypeAlias
+from typing import Any
 
 from sqlalchemy import ColumnElement, or_
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -117,8 +117,15 @@ class Association:
 RELATIONS = ("InfrastructureProvider", "Site")
 STATUSES = frozenset(InstanceTypeStatus)
 PATCH_HISTORY_LIMIT = 100
-# What the handlers of one instance type load before reading their body (the reference's order).
-OwnedInstanceType: TypeAlias = InstanceType
+
+
+@dataclass(frozen=True)
+class OwnedInstanceType:
+    """An instance type of the caller's provider, checked (and locked where asked) before the handler
+    reads its body, as the reference orders its checks; the change that follows finds the row in the
+    session by ``id``."""
+
+    id: uuid.UUID
 
 
 @dataclass(frozen=True)
@@ -342,10 +349,17 @@ async def org_instance_type(
     *,
     missing: str = "Could not find Instance Type with specified ID",
     lock: bool = False,
-) -> InstanceType:
+) -> OwnedInstanceType:
     """An instance type of the org's provider (see :func:`owned_instance_type`)."""
     provider = await orgs.provider_of(session, org)
-    return await owned_instance_type(session, provider, type_id, missing=missing, lock=lock)
+    row = await owned_instance_type(session, provider, type_id, missing=missing, lock=lock)
+    return OwnedInstanceType(row.id)
+
+
+async def _owned_row(session: AsyncSession, owned: OwnedInstanceType) -> InstanceType:
+    row = await session.get(InstanceType, owned.id)  # in the session (and locked) since the check
+    assert row is not None
+    return row
 
 
 async def owned_instance_type(
@@ -423,9 +437,10 @@ async def create_instance_type(
 
 
 async def update_instance_type(
-    session: AsyncSession, row: InstanceType, changes: InstanceTypeChanges
+    session: AsyncSession, owned: OwnedInstanceType, changes: InstanceTypeChanges
 ) -> InstanceTypeView:
     """Apply a PATCH to an owned instance type (see :func:`owned_instance_type`, taken with a lock)."""
+    row = await _owned_row(session, owned)
     if changes.name is not None and changes.name != row.name:
         clash = await q.instance_type_named(session, row.site_id, changes.name, other_than=row.id)
         if clash is not None:
@@ -459,8 +474,9 @@ async def update_instance_type(
     return (await views(session, [row], history=history))[0]
 
 
-async def delete_instance_type(session: AsyncSession, row: InstanceType) -> None:
+async def delete_instance_type(session: AsyncSession, owned: OwnedInstanceType) -> None:
     """Delete an owned instance type; its machines lose the association (ON DELETE SET NULL)."""
+    row = await _owned_row(session, owned)
     if await q.type_has_instances(session, row.id):
         raise bad_request("Instance Type is being used by one or more Instances and cannot be deleted")
     if await q.type_has_allocations(session, row.id):
@@ -517,16 +533,16 @@ async def associations_of(
 
 
 async def list_associations(
-    session: AsyncSession, row: InstanceType, page: PageRequest
+    session: AsyncSession, owned: OwnedInstanceType, page: PageRequest
 ) -> tuple[list[Association], int]:
     machines, total = await fetch_page(
         session,
-        q.machines_of_type(row.id),
+        q.machines_of_type(owned.id),
         page,
         ASSOCIATION_ORDER_COLUMNS,
         Machine.id,
     )
-    return [Association.of(machine, row.id) for machine in machines], total
+    return [Association.of(machine, owned.id) for machine in machines], total
 
 
 def rendered_status(machine: Machine) -> str:
@@ -537,14 +553,15 @@ def rendered_status(machine: Machine) -> str:
 
 
 async def associate(
-    session: AsyncSession, row: InstanceType, machine_ids: Sequence[str]
+    session: AsyncSession, owned: OwnedInstanceType, machine_ids: Sequence[str]
 ) -> list[Association]:
     """Associate machines with an owned instance type, all or nothing, in the reference's check order
     (capabilities first, then per machine). nico also requires the machine to be at the type's site."""
+    row = await _owned_row(session, owned)
     ids = list(dict.fromkeys(machine_ids))
     machines = await q.machines_locked(session, ids)
     owned_sites = await q.provider_site_ids(session, row.infrastructure_provider_id)
-    owned = {m.id for m in machines.values() if m.site_id in owned_sites}
+    of_provider = {m.id for m in machines.values() if m.site_id in owned_sites}
     wanted = [CapabilitySpec.of(c) for c in (await capabilities_of_types(session, [row.id])).get(row.id, [])]
     reported = await capabilities_of_machines(session, list(machines))
     problem = capability_mismatch(
@@ -562,7 +579,7 @@ async def associate(
                 f"Machine: {machine_id} is in {shown} state. Instance Type can only be assigned to a Machine "
                 "in `Ready` or `Reset` status"
             )
-        if machine_id not in owned:
+        if machine_id not in of_provider:
             raise forbidden(f"Machine: {machine_id} is not associated with org's Infrastructure Provider")
         if machine.instance_type_id is not None:
             raise conflict(
@@ -585,9 +602,10 @@ async def ensure_capacity_without(
         raise bad_request(message)
 
 
-async def dissociate(session: AsyncSession, row: InstanceType, ref: str) -> None:
+async def dissociate(session: AsyncSession, owned: OwnedInstanceType, ref: str) -> None:
     """Remove one machine from an owned (locked) instance type; ``ref`` is the machine id or the
     deprecated association id."""
+    row = await _owned_row(session, owned)
     machine: Machine | None
     ref_uuid = None
     try:

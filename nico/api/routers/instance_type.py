@@ -183,7 +183,7 @@ async def get_instance_type(
     responses={412: {"description": "Capabilities changed while machines are associated"}},
 )
 async def update_instance_type(
-    _: ProviderAdmin, row: Owned, body: UpdateBody, session: SessionDep
+    _: ProviderAdmin, owned: Owned, body: UpdateBody, session: SessionDep
 ) -> Response:
     changes = types.InstanceTypeChanges(
         name=body.name,
@@ -193,7 +193,7 @@ async def update_instance_type(
         if body.machine_capabilities is not None
         else None,
     )
-    return json_response(InstanceType.of(await types.update_instance_type(session, row, changes)))
+    return json_response(InstanceType.of(await types.update_instance_type(session, owned, changes)))
 
 
 @router.delete(
@@ -203,8 +203,8 @@ async def update_instance_type(
     response_model=str,
     summary="Delete an instance type (no instances or allocations may use it)",
 )
-async def delete_instance_type(_: ProviderAdmin, row: Owned, session: SessionDep) -> Response:
-    await types.delete_instance_type(session, row)
+async def delete_instance_type(_: ProviderAdmin, owned: Owned, session: SessionDep) -> Response:
+    await types.delete_instance_type(session, owned)
     return deletion_accepted()
 
 
@@ -217,10 +217,10 @@ async def delete_instance_type(_: ProviderAdmin, row: Owned, session: SessionDep
     openapi_extra=json_body(MachineAssociationRequest),
 )
 async def create_association(
-    _: ProviderAdmin, row: OwnedForMachines, body: AssociationBody, session: SessionDep
+    _: ProviderAdmin, owned: OwnedForMachines, body: AssociationBody, session: SessionDep
 ) -> Response:
     assert body.machine_ids is not None
-    created = await types.associate(session, row, body.machine_ids)
+    created = await types.associate(session, owned, body.machine_ids)
     return list_response([MachineInstanceType.of_association(item) for item in created], 201)
 
 
@@ -232,9 +232,9 @@ async def create_association(
     summary="List the machines associated with an instance type",
 )
 async def list_associations(
-    _: ProviderAdmin, row: OwnedForMachines, page: AssociationPaging, session: SessionDep
+    _: ProviderAdmin, owned: OwnedForMachines, page: AssociationPaging, session: SessionDep
 ) -> Response:
-    found = types.list_associations(session, row, page)
+    found = types.list_associations(session, owned, page)
     return await render_page(page, found, MachineInstanceType.of_association)
 
 
@@ -247,9 +247,9 @@ async def list_associations(
 )
 async def delete_association(
     _: ProviderAdmin,
-    row: OwnedForMachineRemoval,
+    owned: OwnedForMachineRemoval,
     ref: Annotated[str, path_text("machineAssociationId")],
     session: SessionDep,
 ) -> Response:
-    await types.dissociate(session, row, ref)
+    await types.dissociate(session, owned, ref)
     return deletion_accepted()
