@@ -27,7 +27,7 @@ BUCKETS = ("initializing", "ready", "inUse", "error", "maintenance", "unknown")
 CAPABILITY_ORDER_FIELDS = frozenset(q.CAPABILITY_ORDER)
 
 
-@dataclass
+@dataclass(frozen=True)
 class MachineCounts:
     """Machines by the reference's status buckets; ``total`` is their sum."""
 
@@ -50,7 +50,7 @@ class GpuStat:
 
 @dataclass
 class TenantTypeStat:
-    """One tenant's share of one instance type."""
+    """One tenant's share of one instance type (summed up as the rows come)."""
 
     tenant_id: uuid.UUID
     org: str
@@ -63,6 +63,8 @@ class TenantTypeStat:
 
 @dataclass
 class InstanceTypeStat:
+    """One instance type's machines and allocations at a site (summed up as the rows come)."""
+
     id: uuid.UUID
     name: str
     assigned: MachineCounts = field(default_factory=MachineCounts)
@@ -77,7 +79,7 @@ class InstanceTypeStat:
         return max(self.assigned.total - self.allocated, 0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TenantStat:
     id: uuid.UUID
     org: str
