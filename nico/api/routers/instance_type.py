@@ -221,7 +221,7 @@ async def create_association(
 ) -> Response:
     assert body.machine_ids is not None
     created = await types.associate(session, owned, body.machine_ids)
-    return list_response([MachineInstanceType.of_association(item) for item in created], 201)
+    return list_response([MachineInstanceType.of(item) for item in created], 201)
 
 
 @router.get(
@@ -235,7 +235,7 @@ async def list_associations(
     _: ProviderAdmin, owned: OwnedForMachines, page: AssociationPaging, session: SessionDep
 ) -> Response:
     found = types.list_associations(session, owned, page)
-    return await render_page(page, found, MachineInstanceType.of_association)
+    return await render_page(page, found, MachineInstanceType.of)
 
 
 @router.delete(

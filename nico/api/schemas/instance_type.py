@@ -26,6 +26,7 @@ from nico.api.schemas.common import (
     RequestModel,
     ResponseModel,
     StatusDetail,
+    Summarised,
     declared,
     nullable,
     omit_if_empty,
@@ -45,23 +46,14 @@ DEVICE_TYPE_LIMIT = 32
 INT32_MAX = 2**31 - 1
 
 
-class InstanceTypeRow(Protocol):
+class InstanceTypeRow(Summarised, Protocol):
     """What an instance type summary reads (a record, or a row of a service not yet on views)."""
-
-    @property
-    def id(self) -> uuid.UUID: ...
-
-    @property
-    def name(self) -> str: ...
 
     @property
     def infrastructure_provider_id(self) -> uuid.UUID: ...
 
     @property
     def site_id(self) -> uuid.UUID: ...
-
-    @property
-    def status(self) -> str: ...
 
 
 class CapabilityRow(Protocol):
@@ -168,20 +160,14 @@ class MachineInstanceType(ResponseModel):
     updated: datetime
 
     @classmethod
-    def of_association(cls, item: Association) -> MachineInstanceType:
-        return cls.of(item.id, item.machine_id, item.instance_type_id, item.updated)
-
-    @classmethod
-    def of(
-        cls, association_id: uuid.UUID, machine_id: str, instance_type_id: uuid.UUID, at: datetime
-    ) -> MachineInstanceType:
+    def of(cls, view: Association) -> MachineInstanceType:
         return cls(
-            id=association_id,
-            machine_id=machine_id,
-            instance_type_id=instance_type_id,
+            id=view.id,
+            machine_id=view.machine_id,
+            instance_type_id=view.instance_type_id,
             deprecations=[ASSOCIATION_DEPRECATION],
-            created=at,
-            updated=at,
+            created=view.updated,
+            updated=view.updated,
         )
 
 
@@ -230,7 +216,7 @@ class InstanceType(ResponseModel):
             site=SiteSummary.of(view.site) if view.site else None,
             labels=row.labels or {},
             machine_capabilities=[MachineCapability.of(c) for c in view.capabilities],
-            machine_instance_types=[MachineInstanceType.of_association(a) for a in view.associations]
+            machine_instance_types=[MachineInstanceType.of(a) for a in view.associations]
             if view.associations is not None
             else None,
             allocation_stats=AllocationStats.model_validate(asdict(view.stats))

@@ -16,12 +16,13 @@ from nico.api.schemas.common import (
     RequestModel,
     ResponseModel,
     StatusDetail,
+    Summarised,
     declared,
     nullable,
     omit_if_none,
     required,
 )
-from nico.api.schemas.org import InfrastructureProviderSummary, ProviderRow
+from nico.api.schemas.org import InfrastructureProviderSummary
 from nico.services.site import ONLINE, SiteView
 
 LOCATION_LIMIT = 256
@@ -39,23 +40,14 @@ PLACE_SCHEMA = {"type": ["string", "null"], "maxLength": LOCATION_LIMIT}
 EMAIL_SCHEMA = {"type": ["string", "null"], "maxLength": 254, "pattern": "^([^@\\s]+@[^@\\s]+\\.[^@\\s]+)?$"}
 
 
-class SiteRow(Protocol):
+class SiteRow(Summarised, Protocol):
     """What a site summary reads of a site (a record, or a row of a service not yet on views)."""
-
-    @property
-    def id(self) -> uuid.UUID: ...
-
-    @property
-    def name(self) -> str: ...
 
     @property
     def infrastructure_provider_id(self) -> uuid.UUID: ...
 
     @property
     def is_serial_console_enabled(self) -> bool: ...
-
-    @property
-    def status(self) -> str: ...
 
     @property
     def native_networking(self) -> bool: ...
@@ -104,12 +96,11 @@ class SiteSummary(ResponseModel):
     capabilities: SiteCapabilities
 
     @classmethod
-    def of(cls, row: SiteRow, provider: ProviderRow | None = None) -> SiteSummary:
+    def of(cls, row: SiteRow) -> SiteSummary:
         return cls(
             id=row.id,
             name=row.name,
             infrastructure_provider_id=row.infrastructure_provider_id,
-            infrastructure_provider=InfrastructureProviderSummary.of(provider) if provider else None,
             is_serial_console_enabled=row.is_serial_console_enabled,
             is_online=row.status == ONLINE,
             status=row.status,

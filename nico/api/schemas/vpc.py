@@ -25,6 +25,7 @@ from nico.api.schemas.common import (
     RequestModel,
     ResponseModel,
     StatusDetail,
+    Summarised,
     declared,
     nullable,
     omit_if_none,
@@ -106,20 +107,11 @@ class VpcUpdateRequest(RequestModel):
             errors.add("networkSecurityGroupId", f"Network Security Groups {UNSUPPORTED}")
 
 
-class VpcRow(Protocol):
+class VpcRow(Summarised, Protocol):
     """What a VPC summary reads of a VPC (a record, or a row of a service not yet on views)."""
 
     @property
-    def id(self) -> uuid.UUID: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
     def network_virtualization_type(self) -> str: ...
-
-    @property
-    def status(self) -> str: ...
 
 
 class VpcSummary(ResponseModel):
