@@ -37,10 +37,6 @@ class PartitionRecord:
     status: str
 
 
-def partition_record(row: LogicalPartition) -> PartitionRecord:
-    return copy_of(PartitionRecord, row)
-
-
 @dataclass(frozen=True)
 class Binding:
     """A GPU (``device_instance``) of an instance bound to a logical partition."""
