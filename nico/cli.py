@@ -147,7 +147,7 @@ def openapi(
     output: Annotated[str, typer.Option(help="File to write, or - for standard output.")] = "openapi.yaml",
 ) -> None:
     """Write the API's OpenAPI document (YAML), as committed in openapi.yaml."""
-    from nico.api.openapi import render_yaml
+    from nico.api.openapi_yaml import render_yaml
 
     text = render_yaml()
     if output == "-":

@@ -15,21 +15,13 @@ from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CollectorRegistry
-from sqlalchemy.exc import DBAPIError, IntegrityError
 from starlette.responses import HTMLResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 import nico
 from nico.api.auth import TokenVerifier
 from nico.api.context import AppContext
-from nico.api.errors import (
-    CONFLICT,
-    database_unavailable,
-    error_response,
-    install_error_handlers,
-    lost_race,
-    unavailable_response,
-)
+from nico.api.errors import error_response, install_error_handlers
 from nico.api.openapi import build_openapi
 from nico.api.parsing import NUL_TEXT
 from nico.api.routers import health, hoist, tenant_routers, web
@@ -154,9 +146,43 @@ def create_app(
     owns_context = context is None if owns_context is None else owns_context
     ctx = context or build_context(settings)
     source = settings.api.name
+    app = FastAPI(
+        title="nico",
+        version=nico.__version__,
+        description=describe(settings),
+        lifespan=lifespan(ctx, background, owns_context),
+        docs_url=None,  # served by install_docs from packaged assets: no CDN, works offline
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    app.state.ctx = ctx
+    WireKeys.emit_deprecated_partition_key = settings.api.emit_deprecated_partition_key
+    install_error_handlers(app, source)
+    app.add_middleware(TextGuard, source=source)
+    app.add_middleware(BodyLimit, source=source)
+    install_docs(app)
+    include_routers(app, settings)
+    app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def describe(settings: Settings) -> str:
+    """The OpenAPI document's description of the API."""
+    return (
+        "Control plane for NVLink partitions on rack-scale GPU systems. The tenant API under "
+        f"`/{settings.api.route_version}/org/{{org}}/{settings.api.name}` is wire-compatible with NVIDIA "
+        "Infra Controller (NICo). Bodies are read like Go's `encoding/json`: keys match case-insensitively, "
+        "unknown keys are ignored, and a field declared `integer` takes a JSON integer (`2`, not `2.0`)."
+    )
+
+
+def lifespan(
+    ctx: AppContext, background: Sequence[Background], owns_context: bool
+) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
+    """Runs ``background`` for the app's lifetime; disposes of ``ctx`` at the end when the app owns it."""
 
     @contextlib.asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def running(_: FastAPI) -> AsyncIterator[None]:
         tasks = [
             asyncio.create_task(job(ctx), name=getattr(job, "__name__", "background")) for job in background
         ]
@@ -178,47 +204,13 @@ def create_app(
             if owns_context:
                 await ctx.close()
 
-    app = FastAPI(
-        title="nico",
-        version=nico.__version__,
-        description=(
-            "Control plane for NVLink partitions on rack-scale GPU systems. The tenant API under "
-            f"`/{settings.api.route_version}/org/{{org}}/{source}` is wire-compatible with NVIDIA Infra "
-            "Controller (NICo). Bodies are read like Go's `encoding/json`: keys match case-insensitively, "
-            "unknown keys are ignored, and a field declared `integer` takes a JSON integer (`2`, not `2.0`)."
-        ),
-        lifespan=lifespan,
-        docs_url=None,  # served below from packaged assets: no CDN, works offline
-        redoc_url=None,
-        openapi_url="/openapi.json",
-    )
-    app.state.ctx = ctx
-    WireKeys.emit_deprecated_partition_key = settings.api.emit_deprecated_partition_key
-    install_error_handlers(app, source)
+    return running
 
-    async def integrity_error(_: Request, exc: Exception) -> Any:
-        log.info("request lost a race on a database constraint: %s", str(exc).splitlines()[0])
-        return error_response(source, 409, CONFLICT)
 
-    async def db_error(_: Request, exc: Exception) -> Any:
-        assert isinstance(exc, DBAPIError)
-        if database_unavailable(exc):
-            return unavailable_response(source, exc)
-        if lost_race(exc):  # serialization failure, deadlock
-            return await integrity_error(_, exc)
-        sqlstate = getattr(exc.orig, "sqlstate", None)
-        if sqlstate is not None and sqlstate.startswith("22"):  # data exception: a value the column refuses
-            log.warning("value refused by the database: %s", str(exc).splitlines()[0])
-            return error_response(source, 400, "Invalid value in request", {"__all__": "value out of range"})
-        log.error("database error: %s", str(exc).splitlines()[0])
-        return error_response(source, 500, "An unexpected error occurred while processing the request")
-
-    app.add_exception_handler(IntegrityError, integrity_error)
-    app.add_exception_handler(DBAPIError, db_error)
-    app.add_middleware(TextGuard, source=source)
-    app.add_middleware(BodyLimit, source=source)
-
-    install_docs(app)
+def include_routers(app: FastAPI, settings: Settings) -> None:
+    """Health and the web page at the root; every tenant router (``routers.TENANT_ROUTER_MODULES``, in
+    that order) under ``/{version}/org/{org}/{name}``, its hottest routes hoisted to the front."""
+    source = settings.api.name
     app.include_router(health.router)
     app.include_router(web.router)
     prefix = f"/{settings.api.route_version}/org/{{org}}/{source}"
@@ -234,6 +226,3 @@ def create_app(
     )
     async def missing_org(rest: str) -> Any:
         return error_response(source, 400, "Organization name is required in request path")
-
-    app.openapi = lambda: build_openapi(app)  # type: ignore[method-assign]
-    return app

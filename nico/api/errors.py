@@ -1,4 +1,6 @@
-"""The error envelope ``{"source", "message", "data"}`` for every non-2xx response (spec §1.2)."""
+"""The error envelope ``{"source", "message", "data"}`` for every non-2xx response (spec §1.2), and the
+one place that maps exceptions to it: the services' refusals, request parsing, routing, and the database's
+errors (unavailable, a lost race, a refused value)."""
 
 from __future__ import annotations
 
@@ -89,16 +91,21 @@ def allowed_methods(app: FastAPI, path: str) -> list[str]:
     return []
 
 
-def install_error_handlers(app: FastAPI, source: str) -> None:
-    async def service_error(_: Request, exc: Exception) -> Response:
+class _Handlers:
+    """The exception handlers of one app, answering in its envelope (``source``)."""
+
+    def __init__(self, app: FastAPI, source: str) -> None:
+        self.app, self.source = app, source
+
+    async def service_error(self, _: Request, exc: Exception) -> Response:
         assert isinstance(exc, ServiceError)
-        return error_response(source, exc.status, exc.message, exc.data)
+        return error_response(self.source, exc.status, exc.message, exc.data)
 
-    async def validation_error(_: Request, exc: Exception) -> Response:
+    async def validation_error(self, _: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        return error_response(source, 400, PARSE_ERROR, field_map(list(exc.errors())) or None)
+        return error_response(self.source, 400, PARSE_ERROR, field_map(list(exc.errors())) or None)
 
-    async def http_error(request: Request, exc: Exception) -> Response:
+    async def http_error(self, request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
         if exc.status_code == 404:
             message = NOT_FOUND_PATH
@@ -106,27 +113,56 @@ def install_error_handlers(app: FastAPI, source: str) -> None:
             message = "Method Not Allowed"
         else:
             message = str(exc.detail)
-        response = error_response(source, exc.status_code, message)
+        response = error_response(self.source, exc.status_code, message)
         if exc.headers:
             response.headers.update(exc.headers)
         if exc.status_code == 405:  # every method of the path, not only the first route's that matched
-            allowed = allowed_methods(app, request.url.path)
+            allowed = allowed_methods(self.app, request.url.path)
             if allowed:
                 response.headers["Allow"] = ", ".join(allowed)
         return response
 
-    async def unexpected(request: Request, exc: Exception) -> Response:
+    async def constraint_violated(self, _: Request, exc: Exception) -> Response:
+        log.info("request lost a race on a database constraint: %s", str(exc).splitlines()[0])
+        return error_response(self.source, 409, CONFLICT)
+
+    async def statement_failed(self, request: Request, exc: Exception) -> Response:
+        """A statement of the request's session failed (SQLAlchemy's wrapper of the driver's error)."""
+        assert isinstance(exc, sqlalchemy.exc.DBAPIError)
         if database_unavailable(exc):
-            return unavailable_response(source, exc)
+            return unavailable_response(self.source, exc)
+        if lost_race(exc):  # serialization failure, deadlock
+            return await self.constraint_violated(request, exc)
+        sqlstate = getattr(exc.orig, "sqlstate", None)
+        if sqlstate is not None and sqlstate.startswith("22"):  # data exception: a value the column refuses
+            log.warning("value refused by the database: %s", str(exc).splitlines()[0])
+            return error_response(
+                self.source, 400, "Invalid value in request", {"__all__": "value out of range"}
+            )
+        log.error("database error: %s", str(exc).splitlines()[0])
+        return error_response(self.source, 500, UNEXPECTED)
+
+    async def unexpected(self, request: Request, exc: Exception) -> Response:
+        """Anything else: a raw connection's error (psycopg's own), the pool's timeout, or a bug."""
+        if database_unavailable(exc):
+            return unavailable_response(self.source, exc)
         if lost_race(exc):  # a raw connection's statement or commit
             log.info("request lost a race in the database: %s", str(exc).splitlines()[0])
-            return error_response(source, 409, CONFLICT)
+            return error_response(self.source, 409, CONFLICT)
         log.exception("unhandled error on %s %s", request.method, request.url.path)
-        return error_response(source, 500, UNEXPECTED)
+        return error_response(self.source, 500, UNEXPECTED)
 
-    app.add_exception_handler(ServiceError, service_error)
-    app.add_exception_handler(RequestValidationError, validation_error)
-    app.add_exception_handler(StarletteHTTPException, http_error)
-    app.add_exception_handler(Exception, unexpected)
+
+def install_error_handlers(app: FastAPI, source: str) -> None:
+    """Every exception a request may raise answered in the envelope: the services' refusals, bodies
+    that do not parse, HTTP errors of the routing, and every database error (503 unavailable, 409 a
+    lost race, 400 a value a column refuses, 500 the rest)."""
+    handlers = _Handlers(app, source)
+    app.add_exception_handler(ServiceError, handlers.service_error)
+    app.add_exception_handler(RequestValidationError, handlers.validation_error)
+    app.add_exception_handler(StarletteHTTPException, handlers.http_error)
+    app.add_exception_handler(sqlalchemy.exc.IntegrityError, handlers.constraint_violated)
+    app.add_exception_handler(sqlalchemy.exc.DBAPIError, handlers.statement_failed)
     for db_error in (psycopg.Error, sqlalchemy.exc.TimeoutError):  # raw connections, the engine's pool
-        app.add_exception_handler(db_error, unexpected)
+        app.add_exception_handler(db_error, handlers.unexpected)
+    app.add_exception_handler(Exception, handlers.unexpected)

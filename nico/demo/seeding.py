@@ -21,11 +21,9 @@ from nico.db.enums import CapabilityType, ConstraintType, ResourceType
 from nico.db.models import (
     Allocation,
     AllocationConstraint,
-    InfrastructureProvider,
     InstanceType,
     NvlinkDomain,
     Site,
-    Tenant,
 )
 from nico.fabric.backend import FabricBackend
 from nico.fabric.nmxm.client import NmxmBackend
@@ -132,7 +130,7 @@ def machine_records(machines: Mapping[tuple[str, int], DiscoveredMachine]) -> li
 
 async def provider_site(
     session: AsyncSession, gpu: str = DERIVED_GPU_NAME
-) -> tuple[InfrastructureProvider, Site, InstanceType]:
+) -> tuple[orgs.ProviderRecord, Site, InstanceType]:
     """The demo provider, its site (NVLink partitioning on) and its instance type for trays of 4
     ``gpu`` GPUs (as the fabric names them), made on first use."""
     provider = await orgs.current_provider(session, PROVIDER_ORG, "nico demo provider")
@@ -150,7 +148,8 @@ async def provider_site(
             contact=None,
             capabilities={"nvlink_partition": True},
         )
-        site = created_site.site
+        site = await session.get(Site, created_site.site.id)
+        assert site is not None
     elif not site.nvlink_partition:
         raise ServiceError(409, f"site {SITE_NAME} exists with NVLink partitioning off")
     model = model_of(gpu)
@@ -169,7 +168,8 @@ async def provider_site(
             controller_machine_type=None,
             capabilities=[tray_capability(gpu)],
         )
-        itype = created_type.instance_type
+        itype = await session.get(InstanceType, created_type.instance_type.id)
+        assert itype is not None
     return provider, site, itype
 
 
@@ -190,10 +190,10 @@ async def register_endpoints(session: AsyncSession, endpoints: Mapping[str, str]
 
 async def allocate_free_machines(
     session: AsyncSession,
-    provider: InfrastructureProvider,
+    provider: orgs.ProviderRecord,
     site: Site,
     itype: InstanceType,
-    tenant: Tenant,
+    tenant: orgs.TenantRecord,
 ) -> int:
     """Reserve every machine of the type that no allocation holds for the tenant (in its demo
     allocation, grown when racks were added); returns what the tenant holds there."""

@@ -35,9 +35,9 @@ from nico.services.instance_type import (
     rendered_status,
 )
 from nico.services.listing import PageRequest, fetch_page
-from nico.services.orgs import OrgView, Viewer, org_view
+from nico.services.orgs import ProviderRecord, Viewer, provider_record
 from nico.services.search import search_pattern
-from nico.services.site import SiteSummaryView
+from nico.services.site import SiteRecord
 
 ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
 RELATIONS = ("InfrastructureProvider", "Site", "InstanceType")
@@ -115,8 +115,8 @@ async def views(
                 capabilities=capabilities.get(row.id, []),
                 history=history.get(row.id, []),
                 gpus=gpus.get(row.id, []),
-                provider=org_view(provider) if provider else None,
-                site=sites.site_summary(site) if site else None,
+                provider=provider_record(provider) if provider else None,
+                site=sites.site_record(site) if site else None,
                 instance_type=_type_summary(itype) if itype else None,
             )
         )
@@ -132,8 +132,8 @@ def machine_view(
     capabilities: Sequence[MachineCapability],
     history: Sequence[StatusDetail],
     gpus: Sequence[Gpu] = (),
-    provider: OrgView | None = None,
-    site: SiteSummaryView | None = None,
+    provider: ProviderRecord | None = None,
+    site: SiteRecord | None = None,
     instance_type: InstanceTypeSummaryView | None = None,
 ) -> MachineView:
     """The machine as ``how`` sees it, with the relations given: what its response and an instance's

@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import Any
 
 from nico.services.instance_type import CapabilitySpec
-from nico.services.orgs import OrgView
-from nico.services.site import SiteSummaryView
-from nico.services.status import Entry
+from nico.services.orgs import ProviderRecord
+from nico.services.site import SiteRecord
+from nico.services.status import StatusRecord
 
 
 @dataclass(frozen=True)
@@ -66,8 +66,8 @@ class MachineView:
     created: datetime
     updated: datetime
     capabilities: tuple[CapabilitySpec, ...]
-    history: tuple[Entry, ...]
+    history: tuple[StatusRecord, ...]
     location: LocationView | None = None
-    provider: OrgView | None = None
-    site: SiteSummaryView | None = None
+    provider: ProviderRecord | None = None
+    site: SiteRecord | None = None
     instance_type: InstanceTypeSummaryView | None = None

@@ -26,8 +26,8 @@ from nico.services.access import tenant_uses_site
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.nvlink_events import desired_state_changed
-from nico.services.orgs import NO_TENANT, org_view, require_tenant
-from nico.services.site import site_summary
+from nico.services.orgs import NO_TENANT, require_tenant, tenant_record
+from nico.services.site import site_record
 
 ORDER_FIELDS = frozenset({"name", "status", "created", "updated"})
 NOT_OWNED = "NVLink Logical Partition is not owned by current org's Tenant"
@@ -102,7 +102,9 @@ async def create(
         raise conflict(NAME_TAKEN, {"id": str(existing) if existing else None})
     pid, tenant, site, lp_name, lp_description, lp_status, _, created, updated, mc_limit, entries = row
     history = tuple(
-        status.Entry(entry_status, message, datetime.fromisoformat(at), datetime.fromisoformat(changed))
+        status.StatusRecord(
+            entry_status, message, datetime.fromisoformat(at), datetime.fromisoformat(changed)
+        )
         for entry_status, message, at, changed in entries
     )
     return PartitionView(
@@ -259,7 +261,7 @@ async def views(
     healths: dict[uuid.UUID, list[str]] = defaultdict(list)
     for lp_id, health in await queries.physical_partition_healths(session, ids):
         healths[lp_id].append(health)
-    shown_tenant = org_view(tenant) if "Tenant" in include.relations else None
+    shown_tenant = tenant_record(tenant) if "Tenant" in include.relations else None
     return [
         PartitionView(
             id=row.id,
@@ -272,7 +274,7 @@ async def views(
             created=row.created,
             updated=row.updated,
             history=status.entries(histories.get(row.id, [])),
-            site=site_summary(sites[row.site_id]) if sites else None,
+            site=site_record(sites[row.site_id]) if sites else None,
             tenant=shown_tenant,
             vpcs=tuple(_vpc_summary(vpc) for vpc in vpcs[row.id]),
             interfaces=tuple(_binding_summary(b) for b in bindings[row.id]) if include.interfaces else (),

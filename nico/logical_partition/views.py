@@ -6,9 +6,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
-from nico.services.orgs import OrgView
-from nico.services.site import SiteSummaryView
-from nico.services.status import Entry
+from nico.services.orgs import TenantRecord
+from nico.services.site import SiteRecord
+from nico.services.status import StatusRecord
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,9 @@ class PartitionView:
     multicast_groups_limit: int
     created: datetime
     updated: datetime
-    history: tuple[Entry, ...]
-    site: SiteSummaryView | None = None
-    tenant: OrgView | None = None
+    history: tuple[StatusRecord, ...]
+    site: SiteRecord | None = None
+    tenant: TenantRecord | None = None
     vpcs: tuple[VpcSummaryView, ...] = ()
     interfaces: tuple[BindingSummaryView, ...] = ()
     stats: PartitionStats | None = None

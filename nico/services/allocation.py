@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -22,19 +23,21 @@ from nico.db.enums import AllocationStatus, ConstraintType, ResourceType
 from nico.db.models import (
     Allocation,
     AllocationConstraint,
-    InfrastructureProvider,
-    InstanceType,
-    Site,
-    StatusDetail,
     Tenant,
 )
 from nico.db.queries import allocation as q
 from nico.services import orgs, status
 from nico.services import site as sites
 from nico.services.errors import bad_request, conflict, forbidden, not_found
-from nico.services.instance_type import instance_types_by_id, machine_count, reserved_total
+from nico.services.instance_type import (
+    InstanceTypeRecord,
+    instance_types_by_id,
+    machine_count,
+    reserved_total,
+)
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import Viewer
+from nico.services.records import copies_of, copy_of
 from nico.services.search import search_pattern
 
 ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
@@ -68,23 +71,53 @@ class AllocationFilters:
 
 
 @dataclass(frozen=True)
+class ConstraintRecord:
+    """An allocation constraint's columns as views show them."""
+
+    id: uuid.UUID
+    allocation_id: uuid.UUID
+    resource_type: str
+    resource_type_id: uuid.UUID
+    constraint_type: str
+    constraint_value: int
+    derived_resource_id: uuid.UUID | None
+    created: datetime
+    updated: datetime
+
+
+@dataclass(frozen=True)
 class ConstraintView:
     """An allocation constraint as responses show it: with its instance type when it has one."""
 
-    constraint: AllocationConstraint
-    instance_type: InstanceType | None
+    constraint: ConstraintRecord
+    instance_type: InstanceTypeRecord | None
+
+
+@dataclass(frozen=True)
+class AllocationRecord:
+    """An allocation's columns as views show them."""
+
+    id: uuid.UUID
+    infrastructure_provider_id: uuid.UUID
+    tenant_id: uuid.UUID
+    site_id: uuid.UUID
+    name: str
+    description: str | None
+    status: str
+    created: datetime
+    updated: datetime
 
 
 @dataclass(frozen=True)
 class AllocationView:
     """An allocation as responses show it: its constraints, newest history, and requested relations."""
 
-    allocation: Allocation
+    allocation: AllocationRecord
     constraints: list[ConstraintView]
-    history: list[StatusDetail]
-    provider: InfrastructureProvider | None = None
-    tenant: Tenant | None = None
-    site: Site | None = None
+    history: list[status.StatusRecord]
+    provider: orgs.ProviderRecord | None = None
+    tenant: orgs.TenantRecord | None = None
+    site: sites.SiteRecord | None = None
 
 
 async def views(
@@ -92,35 +125,42 @@ async def views(
     rows: Sequence[Allocation],
     *,
     relations: AbstractSet[str] = frozenset(),
-    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+    history: dict[uuid.UUID | str, list[status.StatusRecord]] | None = None,
 ) -> list[AllocationView]:
     ids = [row.id for row in rows]
     constraints = await constraints_of(session, ids)
-    itypes = await instance_types_by_id(
-        session, (c.instance_type_id for cs in constraints.values() for c in cs if c.instance_type_id)
-    )
+    type_ids = (c.instance_type_id for cs in constraints.values() for c in cs if c.instance_type_id)
+    itypes = copies_of(InstanceTypeRecord, await instance_types_by_id(session, type_ids))
     if history is None:
-        history = await status.history(session, "allocation_id", ids)
+        history = await status.newest(session, "allocation_id", ids)
     providers = (
-        await orgs.providers_by_id(session, (row.infrastructure_provider_id for row in rows))
+        copies_of(
+            orgs.ProviderRecord,
+            await orgs.providers_by_id(session, (row.infrastructure_provider_id for row in rows)),
+        )
         if "InfrastructureProvider" in relations
         else {}
     )
     tenants = (
-        await orgs.tenants_by_id(session, (row.tenant_id for row in rows)) if "Tenant" in relations else {}
+        copies_of(orgs.TenantRecord, await orgs.tenants_by_id(session, (row.tenant_id for row in rows)))
+        if "Tenant" in relations
+        else {}
     )
-    site_rows = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
+    at = await sites.site_records(session, (row.site_id for row in rows)) if "Site" in relations else {}
     return [
         AllocationView(
-            row,
+            copy_of(AllocationRecord, row),
             [
-                ConstraintView(c, itypes.get(c.instance_type_id) if c.instance_type_id else None)
+                ConstraintView(
+                    copy_of(ConstraintRecord, c),
+                    itypes.get(c.instance_type_id) if c.instance_type_id else None,
+                )
                 for c in constraints.get(row.id, [])
             ],
             history.get(row.id, []),
             providers.get(row.infrastructure_provider_id),
             tenants.get(row.tenant_id),
-            site_rows.get(row.site_id),
+            at.get(row.site_id),
         )
         for row in rows
     ]
@@ -365,7 +405,7 @@ async def update_constraint(
     assert itype is not None  # RESTRICT keeps a reserved instance type
     await session.refresh(constraint, with_for_update=True)
     if value == constraint.constraint_value:
-        return ConstraintView(constraint, None)
+        return ConstraintView(copy_of(ConstraintRecord, constraint), None)
     if value < constraint.constraint_value:
         left = await tenant_reserved(session, row.tenant_id, row.site_id, itype.id)
         left += value - constraint.constraint_value
@@ -383,4 +423,4 @@ async def update_constraint(
     constraint.constraint_value = value
     constraint.updated = utcnow()
     await session.flush()
-    return ConstraintView(constraint, itype)
+    return ConstraintView(copy_of(ConstraintRecord, constraint), copy_of(InstanceTypeRecord, itype))

@@ -12,21 +12,21 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field, fields
-from typing import Any, TypeAlias
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any
 
 from sqlalchemy import ColumnElement, or_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.base import utcnow
-from nico.db.enums import CapabilityType, InstanceTypeStatus, MachineStatus
+from nico.db.enums import CapabilityType as CapabilityType  # the schemas' enum of capability types
+from nico.db.enums import InstanceTypeStatus, MachineStatus
 from nico.db.models import (
     InfrastructureProvider,
     InstanceType,
     Machine,
     MachineCapability,
-    Site,
-    StatusDetail,
 )
 from nico.db.queries import instance_type as q
 from nico.services import orgs, status
@@ -34,6 +34,7 @@ from nico.services import site as sites
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import Viewer
+from nico.services.records import copies_of, copy_of
 from nico.services.search import search_pattern
 
 ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
@@ -67,7 +68,7 @@ class CapabilitySpec:
 
     @classmethod
     def of(cls, row: MachineCapability) -> CapabilitySpec:
-        return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
+        return copy_of(cls, row)
 
 
 @dataclass(frozen=True)
@@ -96,21 +97,52 @@ class Stats:
     max_allocatable: int | None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Association:
-    machine: Machine
-    instance_type_id: uuid.UUID
-    id: uuid.UUID = field(init=False)
+    """A machine's association with an instance type; ``id`` is the deprecated id derived from the pair,
+    ``updated`` the machine's."""
 
-    def __post_init__(self) -> None:
-        self.id = association_id(self.machine.id, self.instance_type_id)
+    machine_id: str
+    instance_type_id: uuid.UUID
+    updated: datetime
+    id: uuid.UUID
+
+    @classmethod
+    def of(cls, machine: Machine, instance_type_id: uuid.UUID) -> Association:
+        return cls(
+            machine.id, instance_type_id, machine.updated, association_id(machine.id, instance_type_id)
+        )
 
 
 RELATIONS = ("InfrastructureProvider", "Site")
 STATUSES = frozenset(InstanceTypeStatus)
 PATCH_HISTORY_LIMIT = 100
-# What the handlers of one instance type load before reading their body (the reference's order).
-OwnedInstanceType: TypeAlias = InstanceType
+
+
+@dataclass(frozen=True)
+class OwnedInstanceType:
+    """An instance type of the caller's provider, checked (and locked where asked) before the handler
+    reads its body, as the reference orders its checks; the change that follows finds the row in the
+    session by ``id``."""
+
+    id: uuid.UUID
+
+
+@dataclass(frozen=True)
+class InstanceTypeRecord:
+    """An instance type's columns as views show them (what other resources embed with
+    ``includeRelation=InstanceType``)."""
+
+    id: uuid.UUID
+    infrastructure_provider_id: uuid.UUID
+    site_id: uuid.UUID
+    name: str
+    description: str | None
+    controller_machine_type: str | None
+    labels: dict[str, Any] | None
+    status: str
+    created: datetime
+    updated: datetime
 
 
 @dataclass(frozen=True)
@@ -118,11 +150,11 @@ class InstanceTypeView:
     """An instance type as responses show it: capabilities, newest history, requested relations,
     machine associations (its provider only) and allocation stats when asked for."""
 
-    instance_type: InstanceType
-    capabilities: list[MachineCapability]
-    history: list[StatusDetail]
-    provider: InfrastructureProvider | None = None
-    site: Site | None = None
+    instance_type: InstanceTypeRecord
+    capabilities: list[CapabilitySpec]
+    history: list[status.StatusRecord]
+    provider: orgs.ProviderRecord | None = None
+    site: sites.SiteRecord | None = None
     associations: list[Association] | None = None
     stats: Stats | None = None
 
@@ -135,16 +167,19 @@ async def views(
     relations: AbstractSet[str] = frozenset(),
     with_associations: bool = False,
     with_stats: bool = False,
-    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+    history: dict[uuid.UUID | str, list[status.StatusRecord]] | None = None,
 ) -> list[InstanceTypeView]:
     """``viewer`` decides what the allocation stats count (required with ``with_stats``)."""
     ids = [row.id for row in rows]
     capabilities = await capabilities_of_types(session, ids)
     if history is None:
-        history = await status.history(session, "instance_type_id", ids)
-    at = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
+        history = await status.newest(session, "instance_type_id", ids)
+    at = await sites.site_records(session, (row.site_id for row in rows)) if "Site" in relations else {}
     owners = (
-        await orgs.providers_by_id(session, (row.infrastructure_provider_id for row in rows))
+        copies_of(
+            orgs.ProviderRecord,
+            await orgs.providers_by_id(session, (row.infrastructure_provider_id for row in rows)),
+        )
         if "InfrastructureProvider" in relations
         else {}
     )
@@ -153,8 +188,8 @@ async def views(
     stats = await allocation_stats(session, rows, viewer) if with_stats and viewer is not None else {}
     return [
         InstanceTypeView(
-            row,
-            capabilities.get(row.id, []),
+            copy_of(InstanceTypeRecord, row),
+            [CapabilitySpec.of(c) for c in capabilities.get(row.id, [])],
             history.get(row.id, []),
             owners.get(row.infrastructure_provider_id),
             at.get(row.site_id),
@@ -314,10 +349,17 @@ async def org_instance_type(
     *,
     missing: str = "Could not find Instance Type with specified ID",
     lock: bool = False,
-) -> InstanceType:
+) -> OwnedInstanceType:
     """An instance type of the org's provider (see :func:`owned_instance_type`)."""
     provider = await orgs.provider_of(session, org)
-    return await owned_instance_type(session, provider, type_id, missing=missing, lock=lock)
+    row = await owned_instance_type(session, provider, type_id, missing=missing, lock=lock)
+    return OwnedInstanceType(row.id)
+
+
+async def _owned_row(session: AsyncSession, owned: OwnedInstanceType) -> InstanceType:
+    row = await session.get(InstanceType, owned.id)  # in the session (and locked) since the check
+    assert row is not None
+    return row
 
 
 async def owned_instance_type(
@@ -395,9 +437,10 @@ async def create_instance_type(
 
 
 async def update_instance_type(
-    session: AsyncSession, row: InstanceType, changes: InstanceTypeChanges
+    session: AsyncSession, owned: OwnedInstanceType, changes: InstanceTypeChanges
 ) -> InstanceTypeView:
     """Apply a PATCH to an owned instance type (see :func:`owned_instance_type`, taken with a lock)."""
+    row = await _owned_row(session, owned)
     if changes.name is not None and changes.name != row.name:
         clash = await q.instance_type_named(session, row.site_id, changes.name, other_than=row.id)
         if clash is not None:
@@ -427,12 +470,13 @@ async def update_instance_type(
     if changed:
         row.updated = utcnow()
         await session.flush()
-    history = await status.history(session, "instance_type_id", [row.id], limit=PATCH_HISTORY_LIMIT)
+    history = await status.newest(session, "instance_type_id", [row.id], limit=PATCH_HISTORY_LIMIT)
     return (await views(session, [row], history=history))[0]
 
 
-async def delete_instance_type(session: AsyncSession, row: InstanceType) -> None:
+async def delete_instance_type(session: AsyncSession, owned: OwnedInstanceType) -> None:
     """Delete an owned instance type; its machines lose the association (ON DELETE SET NULL)."""
+    row = await _owned_row(session, owned)
     if await q.type_has_instances(session, row.id):
         raise bad_request("Instance Type is being used by one or more Instances and cannot be deleted")
     if await q.type_has_allocations(session, row.id):
@@ -484,21 +528,21 @@ async def associations_of(
     out: dict[uuid.UUID, list[Association]] = defaultdict(list)
     for machine in await q.machines_of_types(session, type_ids):
         assert machine.instance_type_id is not None
-        out[machine.instance_type_id].append(Association(machine, machine.instance_type_id))
+        out[machine.instance_type_id].append(Association.of(machine, machine.instance_type_id))
     return out
 
 
 async def list_associations(
-    session: AsyncSession, row: InstanceType, page: PageRequest
+    session: AsyncSession, owned: OwnedInstanceType, page: PageRequest
 ) -> tuple[list[Association], int]:
     machines, total = await fetch_page(
         session,
-        q.machines_of_type(row.id),
+        q.machines_of_type(owned.id),
         page,
         ASSOCIATION_ORDER_COLUMNS,
         Machine.id,
     )
-    return [Association(machine, row.id) for machine in machines], total
+    return [Association.of(machine, owned.id) for machine in machines], total
 
 
 def rendered_status(machine: Machine) -> str:
@@ -509,14 +553,15 @@ def rendered_status(machine: Machine) -> str:
 
 
 async def associate(
-    session: AsyncSession, row: InstanceType, machine_ids: Sequence[str]
+    session: AsyncSession, owned: OwnedInstanceType, machine_ids: Sequence[str]
 ) -> list[Association]:
     """Associate machines with an owned instance type, all or nothing, in the reference's check order
     (capabilities first, then per machine). nico also requires the machine to be at the type's site."""
+    row = await _owned_row(session, owned)
     ids = list(dict.fromkeys(machine_ids))
     machines = await q.machines_locked(session, ids)
     owned_sites = await q.provider_site_ids(session, row.infrastructure_provider_id)
-    owned = {m.id for m in machines.values() if m.site_id in owned_sites}
+    of_provider = {m.id for m in machines.values() if m.site_id in owned_sites}
     wanted = [CapabilitySpec.of(c) for c in (await capabilities_of_types(session, [row.id])).get(row.id, [])]
     reported = await capabilities_of_machines(session, list(machines))
     problem = capability_mismatch(
@@ -534,7 +579,7 @@ async def associate(
                 f"Machine: {machine_id} is in {shown} state. Instance Type can only be assigned to a Machine "
                 "in `Ready` or `Reset` status"
             )
-        if machine_id not in owned:
+        if machine_id not in of_provider:
             raise forbidden(f"Machine: {machine_id} is not associated with org's Infrastructure Provider")
         if machine.instance_type_id is not None:
             raise conflict(
@@ -545,7 +590,7 @@ async def associate(
     for machine_id in ids:
         machines[machine_id].instance_type_id = row.id
     await session.flush()
-    return [Association(machines[machine_id], row.id) for machine_id in ids]
+    return [Association.of(machines[machine_id], row.id) for machine_id in ids]
 
 
 async def ensure_capacity_without(
@@ -557,9 +602,10 @@ async def ensure_capacity_without(
         raise bad_request(message)
 
 
-async def dissociate(session: AsyncSession, row: InstanceType, ref: str) -> None:
+async def dissociate(session: AsyncSession, owned: OwnedInstanceType, ref: str) -> None:
     """Remove one machine from an owned (locked) instance type; ``ref`` is the machine id or the
     deprecated association id."""
+    row = await _owned_row(session, owned)
     machine: Machine | None
     ref_uuid = None
     try:

@@ -6,16 +6,18 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import LogicalPartitionStatus, NvLinkInterfaceStatus
-from nico.db.models import Instance, LogicalPartition, MachineCapability, NvlinkInterface, Site
+from nico.db.models import LogicalPartition, MachineCapability, NvlinkInterface, Site
 from nico.db.queries import nvlink_interface as queries
 from nico.services.access import tenant_uses_site
 from nico.services.errors import bad_request, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import require_tenant
+from nico.services.records import copies_of, copy_of
 
 ORDER_FIELDS = frozenset({"status", "created", "updated"})
 RELATIONS = frozenset({"Instance", "NVLinkLogicalPartition", "Site"})
@@ -23,6 +25,16 @@ NVLINK_DEVICE_TYPE = "NVLink"
 VPC_DEFAULT_MISMATCH = (
     "NVLink Logical Partition specified for NVLink Interface does not match NVLink Logical Partition of VPC"
 )
+
+
+@dataclass(frozen=True)
+class PartitionRecord:
+    """A logical partition as interfaces and VPCs embed it (its summary)."""
+
+    id: uuid.UUID
+    name: str
+    site_id: uuid.UUID
+    status: str
 
 
 @dataclass(frozen=True)
@@ -150,12 +162,38 @@ class InterfaceFilter:
     in_path: bool = False  # /instance/{instanceId}/nvlink-interface words its messages differently
 
 
-@dataclass
+@dataclass(frozen=True)
+class InterfaceRecord:
+    """An NVLink interface's columns as views show them."""
+
+    id: uuid.UUID
+    instance_id: uuid.UUID
+    logical_partition_id: uuid.UUID
+    domain_uuid: uuid.UUID | None
+    device_instance: int
+    gpu_uid: int | None
+    status: str
+    created: datetime
+    updated: datetime
+
+
+@dataclass(frozen=True)
+class InstanceRecord:
+    """What an interface shows of its instance (``includeRelation=Instance``)."""
+
+    id: uuid.UUID
+    name: str
+    site_id: uuid.UUID
+    instance_type_id: uuid.UUID | None
+    status: str
+
+
+@dataclass(frozen=True)
 class InterfaceView:
-    interface: NvlinkInterface
-    instance: Instance | None = None
+    interface: InterfaceRecord
+    instance: InstanceRecord | None = None
     provider_id: uuid.UUID | None = None
-    partition: LogicalPartition | None = None
+    partition: PartitionRecord | None = None
     clique_id: str | None = None  # <ClusterUUID>.<CliqueId> once Ready (nico extension)
     health: str | None = None  # the GPU's health as the fabric last reported it (nico extension)
 
@@ -206,36 +244,37 @@ async def list_interfaces(
         statuses=where.statuses,
     )
     rows, total = await fetch_page(session, stmt, page, queries.BINDING_ORDER, NvlinkInterface.id)
-    views = [InterfaceView(row) for row in rows]
-    await attach_cliques(session, views)
-    await attach_health(session, views)
-    if views and "Instance" in relations:
-        instances = await queries.instances_with_provider(session, {v.interface.instance_id for v in views})
-        for view in views:
-            view.instance, view.provider_id = instances[view.interface.instance_id]
-    if views and "NVLinkLogicalPartition" in relations:
-        partitions = await queries.partitions_by_id(
-            session, {v.interface.logical_partition_id for v in views}
+    return await views(session, rows, relations), total
+
+
+async def views(
+    session: AsyncSession, rows: Sequence[NvlinkInterface], relations: frozenset[str]
+) -> list[InterfaceView]:
+    """Everything the responses of ``rows`` show, in a fixed number of queries."""
+    if not rows:
+        return []
+    ready = [row.id for row in rows if row.status == NvLinkInterfaceStatus.READY]
+    cliques = await queries.cliques_by_interface(session, ready) if ready else {}
+    healths = await queries.health_by_interface(session, [row.id for row in rows])
+    instances: dict[uuid.UUID, tuple[InstanceRecord, uuid.UUID]] = {}
+    if "Instance" in relations:
+        found = await queries.instances_with_provider(session, {row.instance_id for row in rows})
+        instances = {key: (copy_of(InstanceRecord, inst), owner) for key, (inst, owner) in found.items()}
+    partitions: dict[uuid.UUID, PartitionRecord] = {}
+    if "NVLinkLogicalPartition" in relations:
+        wanted = {row.logical_partition_id for row in rows}
+        partitions = copies_of(PartitionRecord, await queries.partitions_by_id(session, wanted))
+    out = []
+    for row in rows:
+        instance, provider_id = instances.get(row.instance_id, (None, None))
+        out.append(
+            InterfaceView(
+                copy_of(InterfaceRecord, row),
+                instance,
+                provider_id,
+                partitions.get(row.logical_partition_id),
+                cliques.get(row.id),
+                healths.get(row.id),
+            )
         )
-        for view in views:
-            view.partition = partitions[view.interface.logical_partition_id]
-    return views, total
-
-
-async def attach_health(session: AsyncSession, views: Sequence[InterfaceView]) -> None:
-    """Fill each view's GPU health, in one query."""
-    if not views:
-        return
-    healths = await queries.health_by_interface(session, [v.interface.id for v in views])
-    for view in views:
-        view.health = healths.get(view.interface.id)
-
-
-async def attach_cliques(session: AsyncSession, views: Sequence[InterfaceView]) -> None:
-    """Fill each view's clique id, in one query."""
-    ready = [v.interface.id for v in views if v.interface.status == NvLinkInterfaceStatus.READY]
-    if not ready:
-        return
-    cliques = await queries.cliques_by_interface(session, ready)
-    for view in views:
-        view.clique_id = cliques.get(view.interface.id)
+    return out

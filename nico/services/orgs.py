@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
@@ -14,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.base import utcnow
 from nico.db.models import InfrastructureProvider, Tenant
 from nico.services.errors import ServiceError, bad_request
+from nico.services.records import copy_of
 
 NO_TENANT = "Org does not have a Tenant associated"
 ROLE_WITHOUT_PROVIDER = (
@@ -27,11 +29,50 @@ ROLE_WITHOUT_TENANT = (
 
 
 @dataclass(frozen=True)
+class ProviderRecord:
+    """An infrastructure provider as views show it."""
+
+    id: uuid.UUID
+    org: str
+    org_display_name: str | None
+    created: datetime
+    updated: datetime
+
+
+@dataclass(frozen=True)
+class TenantRecord(ProviderRecord):
+    """A tenant as views show it."""
+
+    targeted_instance_creation: bool
+
+
+def provider_record(row: InfrastructureProvider) -> ProviderRecord:
+    return copy_of(ProviderRecord, row)
+
+
+def tenant_record(row: Tenant) -> TenantRecord:
+    return copy_of(TenantRecord, row)
+
+
+class Side(Protocol):
+    """One side of a viewer: its record (:func:`viewer` builds those) or, where a caller resolved the
+    side itself, the row it loaded (the machine resolution does)."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+
+class TenantSide(Side, Protocol):
+    @property
+    def targeted_instance_creation(self) -> bool: ...
+
+
+@dataclass(frozen=True)
 class Viewer:
     """The sides a caller reads with: the org's provider, its tenant, or both (the union of views)."""
 
-    provider: InfrastructureProvider | None
-    tenant: Tenant | None
+    provider: Side | None
+    tenant: TenantSide | None
 
 
 async def viewer(session: AsyncSession, org: str, *, provider_role: bool, tenant_role: bool) -> Viewer:
@@ -45,7 +86,10 @@ async def viewer(session: AsyncSession, org: str, *, provider_role: bool, tenant
         missing = [ROLE_WITHOUT_PROVIDER] if provider_role else []
         missing += [ROLE_WITHOUT_TENANT] if tenant_role else []
         raise bad_request(". ".join(missing))
-    return Viewer(provider, tenant)
+    return Viewer(
+        provider_record(provider) if provider is not None else None,
+        tenant_record(tenant) if tenant is not None else None,
+    )
 
 
 async def tenant_of(session: AsyncSession, org: str) -> Tenant | None:
@@ -68,7 +112,7 @@ async def provider_of(session: AsyncSession, org: str) -> InfrastructureProvider
     return result
 
 
-async def current_tenant(session: AsyncSession, org: str, display_name: str | None) -> Tenant:
+async def current_tenant(session: AsyncSession, org: str, display_name: str | None) -> TenantRecord:
     """The org's tenant, created on first call; the display name follows the caller's token."""
     await session.execute(
         insert(Tenant)
@@ -83,12 +127,10 @@ async def current_tenant(session: AsyncSession, org: str, display_name: str | No
         tenant.org_display_name = display_name
         tenant.updated = utcnow()
         await session.flush()
-    return tenant
+    return tenant_record(tenant)
 
 
-async def current_provider(
-    session: AsyncSession, org: str, display_name: str | None
-) -> InfrastructureProvider:
+async def current_provider(session: AsyncSession, org: str, display_name: str | None) -> ProviderRecord:
     """The org's infrastructure provider, created on first call."""
     await session.execute(
         insert(InfrastructureProvider)
@@ -105,7 +147,7 @@ async def current_provider(
         provider.org_display_name = display_name
         provider.updated = utcnow()
         await session.flush()
-    return provider
+    return provider_record(provider)
 
 
 async def providers_by_id(
@@ -124,27 +166,3 @@ async def tenants_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict
         return {}
     rows = await session.scalars(select(Tenant).where(Tenant.id.in_(wanted)))
     return {row.id: row for row in rows}
-
-
-@dataclass(frozen=True)
-class OrgView:
-    """A tenant or a provider as other resources embed it, no ORM row (a provider has no targeted
-    instance creation)."""
-
-    id: uuid.UUID
-    org: str
-    org_display_name: str | None
-    created: datetime
-    updated: datetime
-    targeted_instance_creation: bool = False
-
-
-def org_view(row: Tenant | InfrastructureProvider) -> OrgView:
-    return OrgView(
-        id=row.id,
-        org=row.org,
-        org_display_name=row.org_display_name,
-        created=row.created,
-        updated=row.updated,
-        targeted_instance_creation=isinstance(row, Tenant) and row.targeted_instance_creation,
-    )

@@ -11,17 +11,19 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import MachineStatus, SiteStatus
-from nico.db.models import InfrastructureProvider, Site, StatusDetail
+from nico.db.models import Site
 from nico.db.queries import site as q
 from nico.services import status
 from nico.services.errors import bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
-from nico.services.orgs import Viewer, provider_of, providers_by_id
+from nico.services.orgs import ProviderRecord, Viewer, provider_of, provider_record, providers_by_id
+from nico.services.records import copy_of
 from nico.services.search import search_pattern
 
 ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
@@ -33,6 +35,37 @@ NOT_FOUND = "Could not find Site with specified ID"
 PATCH_HISTORY_LIMIT = 100
 RELATIONS = ("InfrastructureProvider",)
 STATUSES = frozenset(SiteStatus)
+ONLINE = SiteStatus.REGISTERED  # the status responses call online (``isOnline``)
+
+
+@dataclass(frozen=True)
+class SiteRecord:
+    """A site's columns as views show them (what other resources embed with ``includeRelation=Site``)."""
+
+    id: uuid.UUID
+    infrastructure_provider_id: uuid.UUID
+    name: str
+    description: str | None
+    status: str
+    serial_console_hostname: str | None
+    is_serial_console_enabled: bool
+    serial_console_idle_timeout: int | None
+    serial_console_max_session_length: int | None
+    location: dict[str, Any] | None
+    contact: dict[str, Any] | None
+    native_networking: bool
+    network_security_group: bool
+    nvlink_partition: bool
+    flow: bool
+    image_based_operating_system: bool
+    site_controller_version: str | None
+    site_agent_version: str | None
+    created: datetime
+    updated: datetime
+
+
+def site_record(row: Site) -> SiteRecord:
+    return copy_of(SiteRecord, row)
 
 
 @dataclass(frozen=True)
@@ -40,9 +73,9 @@ class SiteView:
     """A site as responses show it. ``owner`` is its provider (whose org is always shown);
     ``tenant_view`` is true when the caller sees it as a tenant holding it, not as its provider."""
 
-    site: Site
-    owner: InfrastructureProvider
-    history: list[StatusDetail]
+    site: SiteRecord
+    owner: ProviderRecord
+    history: list[status.StatusRecord]
     include_provider: bool = False
     tenant_view: bool = False
     machine_stats: dict[str, Any] | None = None
@@ -54,17 +87,17 @@ async def views(
     rows: Sequence[Site],
     *,
     relations: AbstractSet[str] = frozenset(),
-    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+    history: dict[uuid.UUID | str, list[status.StatusRecord]] | None = None,
     with_stats: bool = False,
 ) -> list[SiteView]:
     owners = await providers_by_id(session, (row.infrastructure_provider_id for row in rows))
     if history is None:
-        history = await status.history(session, "site_id", [row.id for row in rows])
+        history = await status.newest(session, "site_id", [row.id for row in rows])
     stats = await machine_stats(session, [row.id for row in rows]) if with_stats else {}
     return [
         SiteView(
-            row,
-            owners[row.infrastructure_provider_id],
+            site_record(row),
+            provider_record(owners[row.infrastructure_provider_id]),
             history.get(row.id, []),
             include_provider="InfrastructureProvider" in relations,
             tenant_view=tenant_view(viewer, row),
@@ -142,7 +175,7 @@ async def _site_page(
     return await fetch_page(session, stmt, page, ORDER_COLUMNS, Site.id)
 
 
-async def visible_site(session: AsyncSession, viewer: Viewer, site_id: uuid.UUID) -> Site:
+async def _visible_site(session: AsyncSession, viewer: Viewer, site_id: uuid.UUID) -> Site:
     site = await q.site_by_id(session, site_id)
     if site is None:
         raise not_found(NOT_FOUND)
@@ -154,8 +187,20 @@ async def visible_site(session: AsyncSession, viewer: Viewer, site_id: uuid.UUID
 async def get_site(
     session: AsyncSession, viewer: Viewer, site_id: uuid.UUID, relations: AbstractSet[str] = frozenset()
 ) -> SiteView:
-    row = await visible_site(session, viewer, site_id)
+    row = await _visible_site(session, viewer, site_id)
     return (await views(session, viewer, [row], relations=relations))[0]
+
+
+async def check_visible(session: AsyncSession, viewer: Viewer, site_id: uuid.UUID) -> None:
+    """404 for an unknown site, 403 for one the caller may not read."""
+    await _visible_site(session, viewer, site_id)
+
+
+async def status_history(
+    session: AsyncSession, site_id: uuid.UUID, page: PageRequest
+) -> tuple[list[status.StatusRecord], int]:
+    """One page of a site's history (the caller checked it may read the site)."""
+    return await status.page_of_records(session, "site_id", site_id, page)
 
 
 def tenant_view(viewer: Viewer, site: Site) -> bool:
@@ -165,6 +210,11 @@ def tenant_view(viewer: Viewer, site: Site) -> bool:
 
 async def sites_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Site]:
     return await q.sites_by_id(session, ids)
+
+
+async def site_records(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, SiteRecord]:
+    """The sites ``ids`` as views embed them."""
+    return {site_id: site_record(row) for site_id, row in (await q.sites_by_id(session, ids)).items()}
 
 
 async def create_site(
@@ -203,7 +253,7 @@ async def create_site(
         await status.record(session, "site_id", site.id, SiteStatus.PENDING, PENDING_PAIRING),
         await status.record(session, "site_id", site.id, SiteStatus.REGISTERED, PAIRED),
     ]
-    return SiteView(site, provider, entries)
+    return SiteView(site_record(site), provider_record(provider), entries)
 
 
 async def update_site(
@@ -246,7 +296,7 @@ async def update_site(
             changed = True
     if changed:
         await session.flush()
-    history = await status.history(session, "site_id", [site.id], limit=PATCH_HISTORY_LIMIT)
+    history = await status.newest(session, "site_id", [site.id], limit=PATCH_HISTORY_LIMIT)
     return (await views(session, Viewer(provider, None), [site], history=history))[0]
 
 
@@ -305,34 +355,3 @@ async def machine_stats(session: AsyncSession, site_ids: list[uuid.UUID]) -> dic
             },
         }
     return out
-
-
-@dataclass(frozen=True)
-class SiteSummaryView:
-    """A site as other resources embed it (``includeRelation=Site``), no ORM row."""
-
-    id: uuid.UUID
-    name: str
-    infrastructure_provider_id: uuid.UUID
-    is_serial_console_enabled: bool
-    status: str
-    native_networking: bool
-    network_security_group: bool
-    nvlink_partition: bool
-    flow: bool
-    image_based_operating_system: bool
-
-
-def site_summary(row: Site) -> SiteSummaryView:
-    return SiteSummaryView(
-        id=row.id,
-        name=row.name,
-        infrastructure_provider_id=row.infrastructure_provider_id,
-        is_serial_console_enabled=row.is_serial_console_enabled,
-        status=row.status,
-        native_networking=row.native_networking,
-        network_security_group=row.network_security_group,
-        nvlink_partition=row.nvlink_partition,
-        flow=row.flow,
-        image_based_operating_system=row.image_based_operating_system,
-    )

@@ -12,10 +12,11 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import CapabilityType
-from nico.db.models import InfrastructureProvider, MachineCapability
+from nico.db.models import InfrastructureProvider
 from nico.db.queries import stats as q
 from nico.services import orgs
 from nico.services.errors import bad_request, forbidden, not_found
+from nico.services.instance_type import CapabilitySpec
 from nico.services.listing import PageRequest
 
 NO_PROVIDER = "Infrastructure Provider not found in org"
@@ -26,7 +27,7 @@ BUCKETS = ("initializing", "ready", "inUse", "error", "maintenance", "unknown")
 CAPABILITY_ORDER_FIELDS = frozenset(q.CAPABILITY_ORDER)
 
 
-@dataclass
+@dataclass(frozen=True)
 class MachineCounts:
     """Machines by the reference's status buckets; ``total`` is their sum."""
 
@@ -49,7 +50,7 @@ class GpuStat:
 
 @dataclass
 class TenantTypeStat:
-    """One tenant's share of one instance type."""
+    """One tenant's share of one instance type (summed up as the rows come)."""
 
     tenant_id: uuid.UUID
     org: str
@@ -62,6 +63,8 @@ class TenantTypeStat:
 
 @dataclass
 class InstanceTypeStat:
+    """One instance type's machines and allocations at a site (summed up as the rows come)."""
+
     id: uuid.UUID
     name: str
     assigned: MachineCounts = field(default_factory=MachineCounts)
@@ -76,7 +79,7 @@ class InstanceTypeStat:
         return max(self.assigned.total - self.allocated, 0)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TenantStat:
     id: uuid.UUID
     org: str
@@ -187,8 +190,8 @@ class CapabilityFilter:
 
 async def machine_capabilities(
     session: AsyncSession, org: str, where: CapabilityFilter, page: PageRequest, order: str, descending: bool
-) -> tuple[list[MachineCapability], int]:
-    """Distinct capabilities of the provider's machines (transient rows, for rendering only)."""
+) -> tuple[list[CapabilitySpec], int]:
+    """Distinct capabilities of the provider's machines."""
     provider = await orgs.provider_of(session, org)
     if provider is None:
         raise not_found(NO_PROVIDER)
@@ -225,4 +228,4 @@ async def machine_capabilities(
         session, stmt, q.CAPABILITY_ORDER[order], descending, page.offset, page.size
     )
     columns = [c.key for c in q.CAPABILITY_COLUMNS]
-    return [MachineCapability(**dict(zip(columns, row, strict=True))) for row in rows], total
+    return [CapabilitySpec(**dict(zip(columns, row, strict=True))) for row in rows], total

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.models import StatusDetail
 from nico.db.queries import status as queries
 from nico.services.listing import PageRequest, fetch_page
+from nico.services.records import copy_of
 
 Owner = Literal[
     "site_id",
@@ -30,8 +31,8 @@ DEFAULT_LIMIT = 20  # GET and list show the 20 most recent entries
 
 
 @dataclass(frozen=True)
-class Entry:
-    """One history entry as a view holds it (no ORM row)."""
+class StatusRecord:
+    """One history entry as views show it."""
 
     status: str
     message: str | None
@@ -39,18 +40,19 @@ class Entry:
     updated: datetime
 
 
-def entries(rows: Iterable[StatusDetail]) -> tuple[Entry, ...]:
-    return tuple(Entry(row.status, row.message, row.created, row.updated) for row in rows)
+def entries(rows: Iterable[StatusDetail]) -> tuple[StatusRecord, ...]:
+    """History rows as views hold them (records, no ORM rows)."""
+    return tuple(copy_of(StatusRecord, row) for row in rows)
 
 
 async def record(
     session: AsyncSession, owner: Owner, owner_id: uuid.UUID | str, status: str, message: str | None
-) -> StatusDetail:
+) -> StatusRecord:
     """Append one entry (timestamped with the database's clock, so entries of one transaction order)."""
     entry = StatusDetail(status=status, message=message, **{owner: owner_id})
     session.add(entry)
     await session.flush()
-    return entry
+    return copy_of(StatusRecord, entry)
 
 
 async def history(
@@ -65,6 +67,15 @@ async def history(
     return out
 
 
+async def newest(
+    session: AsyncSession, owner: Owner, owner_ids: Sequence[uuid.UUID | str], limit: int = DEFAULT_LIMIT
+) -> dict[uuid.UUID | str, list[StatusRecord]]:
+    """:func:`history` as records, what views hold (``history`` still hands rows to the instance,
+    partition and machine services, which their packages convert)."""
+    found = await history(session, owner, owner_ids, limit)
+    return {key: [copy_of(StatusRecord, row) for row in rows] for key, rows in found.items()}
+
+
 ORDER_FIELDS = frozenset({"status", "created", "updated"})
 
 
@@ -75,3 +86,12 @@ async def page(
     return await fetch_page(
         session, queries.entries_of(owner, owner_id), wanted, queries.ENTRY_ORDER, StatusDetail.id
     )
+
+
+async def page_of_records(
+    session: AsyncSession, owner: Owner, owner_id: uuid.UUID | str, wanted: PageRequest
+) -> tuple[list[StatusRecord], int]:
+    """:func:`page` as records (``page`` still hands rows to the instance and machine services, which
+    their packages convert)."""
+    rows, total = await page(session, owner, owner_id, wanted)
+    return [copy_of(StatusRecord, row) for row in rows], total

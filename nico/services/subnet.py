@@ -7,19 +7,21 @@ import uuid
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeAlias
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import NetworkVirtualizationType, SiteStatus, SubnetStatus, VpcStatus
-from nico.db.models import Site, StatusDetail, Subnet, Tenant, Vpc
+from nico.db.models import Subnet
 from nico.db.queries import subnet as q
 from nico.services import orgs, status
 from nico.services import site as sites
 from nico.services.errors import bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
+from nico.services.records import copy_of
 from nico.services.search import search_pattern
-from nico.services.vpc import vpcs_by_id
+from nico.services.vpc import VpcRecord, vpc_records
 
 ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
 PENDING_MESSAGE = "received subnet creation request, pending"
@@ -30,17 +32,38 @@ NO_TENANT = "Error retrieving Tenant from org"
 RELATIONS = ("Site", "Vpc", "Tenant", "IPv4Block", "IPv6Block")
 STATUSES = frozenset(SubnetStatus)
 PATCH_HISTORY_LIMIT = 100
-OrgTenant: TypeAlias = Tenant
+OrgTenant: TypeAlias = orgs.TenantRecord
+
+
+@dataclass(frozen=True)
+class SubnetRecord:
+    """A subnet's columns as views show them."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    site_id: uuid.UUID
+    vpc_id: uuid.UUID
+    name: str
+    description: str | None
+    ipv4_prefix: str | None
+    ipv4_block_id: uuid.UUID | None
+    ipv4_gateway: str | None
+    prefix_length: int | None
+    routing_type: str | None
+    mtu: int | None
+    status: str
+    created: datetime
+    updated: datetime
 
 
 @dataclass(frozen=True)
 class SubnetView:
     """A subnet as responses show it: its newest history and the requested relations."""
 
-    subnet: Subnet
-    history: list[StatusDetail]
-    site: Site | None = None
-    vpc: Vpc | None = None
+    subnet: SubnetRecord
+    history: list[status.StatusRecord]
+    site: sites.SiteRecord | None = None
+    vpc: VpcRecord | None = None
 
 
 async def views(
@@ -48,23 +71,26 @@ async def views(
     rows: Sequence[Subnet],
     *,
     relations: AbstractSet[str] = frozenset(),
-    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+    history: dict[uuid.UUID | str, list[status.StatusRecord]] | None = None,
 ) -> list[SubnetView]:
     if history is None:
-        history = await status.history(session, "subnet_id", [row.id for row in rows])
-    at = await sites.sites_by_id(session, (row.site_id for row in rows)) if "Site" in relations else {}
-    vpcs = await vpcs_by_id(session, (r.vpc_id for r in rows)) if "Vpc" in relations else {}
+        history = await status.newest(session, "subnet_id", [row.id for row in rows])
+    at = await sites.site_records(session, (row.site_id for row in rows)) if "Site" in relations else {}
+    vpcs = await vpc_records(session, (r.vpc_id for r in rows)) if "Vpc" in relations else {}
     return [
-        SubnetView(row, history.get(row.id, []), at.get(row.site_id), vpcs.get(row.vpc_id)) for row in rows
+        SubnetView(
+            copy_of(SubnetRecord, row), history.get(row.id, []), at.get(row.site_id), vpcs.get(row.vpc_id)
+        )
+        for row in rows
     ]
 
 
-async def tenant_of(session: AsyncSession, org: str) -> Tenant:
+async def tenant_of(session: AsyncSession, org: str) -> OrgTenant:
     """The org's tenant, which owns its subnets (400 when the org has none)."""
     tenant = await orgs.tenant_of(session, org)
     if tenant is None:
         raise bad_request(NO_TENANT)
-    return tenant
+    return orgs.tenant_record(tenant)
 
 
 @dataclass(frozen=True)
@@ -124,12 +150,12 @@ async def create_subnet(
         await status.record(session, "subnet_id", row.id, SubnetStatus.PENDING, PENDING_MESSAGE),
         await status.record(session, "subnet_id", row.id, SubnetStatus.READY, READY_MESSAGE),
     ]
-    return SubnetView(row, entries)
+    return SubnetView(copy_of(SubnetRecord, row), entries)
 
 
 async def list_subnets(
     session: AsyncSession,
-    tenant: Tenant,
+    tenant: OrgTenant,
     filters: SubnetFilters,
     page: PageRequest,
     relations: AbstractSet[str] = frozenset(),
@@ -139,7 +165,7 @@ async def list_subnets(
 
 
 async def _subnet_page(
-    session: AsyncSession, tenant: Tenant, filters: SubnetFilters, page: PageRequest
+    session: AsyncSession, tenant: OrgTenant, filters: SubnetFilters, page: PageRequest
 ) -> tuple[Sequence[Subnet], int]:
     if filters.site_id is not None:
         if await q.site_by_id(session, filters.site_id) is None:
@@ -163,7 +189,7 @@ async def _subnet_page(
 
 
 async def own_subnet(
-    session: AsyncSession, tenant: Tenant, subnet_id: uuid.UUID, *, lock: bool = False
+    session: AsyncSession, tenant: OrgTenant, subnet_id: uuid.UUID, *, lock: bool = False
 ) -> Subnet:
     row = await q.subnet_by_id(session, subnet_id, lock="key_share" if lock else None)
     if row is None:
@@ -196,7 +222,7 @@ async def update_subnet(
             changed = True
     if changed:
         await session.flush()
-    history = await status.history(session, "subnet_id", [row.id], limit=PATCH_HISTORY_LIMIT)
+    history = await status.newest(session, "subnet_id", [row.id], limit=PATCH_HISTORY_LIMIT)
     return (await views(session, [row], history=history))[0]
 
 

@@ -44,19 +44,19 @@ class GpuView:
     health: str | None = None  # the fabric's word (free and the tenant's GPUs only)
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrayView:
     tray_index: int
     gpus: list[GpuView] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ChassisView:
     serial: str
     trays: list[TrayView] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(frozen=True)
 class DomainView:
     domain_uuid: uuid.UUID
     site_id: uuid.UUID
@@ -85,7 +85,7 @@ class PartitionLegend:
     status: str
 
 
-@dataclass
+@dataclass(frozen=True)
 class TopologyView:
     domains: list[DomainView]
     partitions: list[PartitionLegend]

@@ -9,27 +9,25 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import LogicalPartitionStatus, NetworkVirtualizationType, SiteStatus, VpcStatus
-from nico.db.models import (
-    InfrastructureProvider,
-    LogicalPartition,
-    Site,
-    StatusDetail,
-    Tenant,
-    Vpc,
-)
+from nico.db.models import InfrastructureProvider, LogicalPartition, Site, Tenant, Vpc
 from nico.db.queries import vpc as queries
 from nico.db.queries.common import rows_by_id
 from nico.services import status
 from nico.services.access import tenant_uses_site
 from nico.services.errors import bad_request, conflict, forbidden, not_found
 from nico.services.listing import PageRequest, fetch_page
-from nico.services.orgs import require_tenant
+from nico.services.nvlink_interface import PartitionRecord
+from nico.services.orgs import ProviderRecord, TenantRecord, require_tenant, tenant_record
+from nico.services.records import copies_of, copy_of
+from nico.services.site import SiteRecord, site_record
 
+NETWORK_VIRTUALIZATION_TYPES = frozenset(str(kind) for kind in NetworkVirtualizationType)
 ORDER_FIELDS = frozenset({"name", "status", "created", "updated"})
 RELATIONS = frozenset(
     {"InfrastructureProvider", "Site", "Tenant", "NetworkSecurityGroup", "NVLinkLogicalPartition"}
@@ -62,15 +60,39 @@ class VpcUpdate(Protocol):
     nv_link_logical_partition_id: str | None
 
 
-@dataclass
+@dataclass(frozen=True)
+class VpcRecord:
+    """A VPC's columns as views show them (what other resources embed with ``includeRelation=Vpc``)."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    site_id: uuid.UUID
+    name: str
+    description: str | None
+    network_virtualization_type: str
+    labels: dict[str, Any] | None
+    nvlink_logical_partition_id: uuid.UUID | None
+    routing_profile: str | None
+    requested_vni: int | None
+    vni: int | None
+    status: str
+    created: datetime
+    updated: datetime
+
+
+def vpc_record(row: Vpc) -> VpcRecord:
+    return copy_of(VpcRecord, row)
+
+
+@dataclass(frozen=True)
 class VpcView:
-    vpc: Vpc
-    history: list[StatusDetail]
-    tenant: Tenant
-    site: Site
+    vpc: VpcRecord
+    history: list[status.StatusRecord]
+    tenant: TenantRecord
+    site: SiteRecord
     relations: frozenset[str] = frozenset()
-    provider: InfrastructureProvider | None = None
-    partition: LogicalPartition | None = None
+    provider: ProviderRecord | None = None
+    partition: PartitionRecord | None = None
 
 
 async def create(session: AsyncSession, org: str, body: VpcCreate) -> VpcView:
@@ -132,7 +154,7 @@ async def create(session: AsyncSession, org: str, body: VpcCreate) -> VpcView:
         ),
         await status.record(session, "vpc_id", row.id, VpcStatus.READY, "VPC is ready for use"),
     ]
-    return VpcView(row, history, tenant, site)
+    return VpcView(vpc_record(row), history, tenant_record(tenant), site_record(site))
 
 
 async def _default_partition(session: AsyncSession, tenant: Tenant, site: Site, raw: str) -> LogicalPartition:
@@ -275,37 +297,34 @@ async def views(
     """Everything the responses of ``rows`` show, in a fixed number of queries."""
     if not rows:
         return []
-    histories = await status.history(session, "vpc_id", [r.id for r in rows], limit=history_limit)
-    sites: dict[uuid.UUID, Site] = await rows_by_id(session, Site, {r.site_id for r in rows})
-    providers: dict[uuid.UUID, InfrastructureProvider] = {}
+    histories = await status.newest(session, "vpc_id", [r.id for r in rows], limit=history_limit)
+    sites = copies_of(SiteRecord, await rows_by_id(session, Site, {r.site_id for r in rows}))
+    providers: dict[uuid.UUID, ProviderRecord] = {}
     if "InfrastructureProvider" in relations:
-        providers = await rows_by_id(
-            session, InfrastructureProvider, {s.infrastructure_provider_id for s in sites.values()}
-        )
-    partitions: dict[uuid.UUID, LogicalPartition] = {}
+        owners = {s.infrastructure_provider_id for s in sites.values()}
+        providers = copies_of(ProviderRecord, await rows_by_id(session, InfrastructureProvider, owners))
+    partitions: dict[uuid.UUID | None, PartitionRecord] = {}
     wanted = {r.nvlink_logical_partition_id for r in rows} - {None}
     if "NVLinkLogicalPartition" in relations and wanted:
-        partitions = await rows_by_id(session, LogicalPartition, wanted)
-    out = []
-    for row in rows:
-        site = sites[row.site_id]
-        out.append(
-            VpcView(
-                row,
-                histories.get(row.id, []),
-                tenant,
-                site,
-                relations,
-                providers.get(site.infrastructure_provider_id),
-                partitions.get(row.nvlink_logical_partition_id) if row.nvlink_logical_partition_id else None,
-            )
+        partitions = copies_of(PartitionRecord, await rows_by_id(session, LogicalPartition, wanted))
+    owner = tenant_record(tenant)
+    return [
+        VpcView(
+            vpc_record(row),
+            histories.get(row.id, []),
+            owner,
+            sites[row.site_id],
+            relations,
+            providers.get(sites[row.site_id].infrastructure_provider_id),
+            partitions.get(row.nvlink_logical_partition_id),
         )
-    return out
+        for row in rows
+    ]
 
 
-async def vpcs_by_id(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Vpc]:
-    """VPC rows by id (for rendering ``includeRelation=Vpc`` on other resources)."""
+async def vpc_records(session: AsyncSession, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, VpcRecord]:
+    """VPCs by id as views embed them (``includeRelation=Vpc`` on other resources)."""
     wanted = set(ids)
     if not wanted:
         return {}
-    return await rows_by_id(session, Vpc, wanted)
+    return {vpc_id: vpc_record(row) for vpc_id, row in (await rows_by_id(session, Vpc, wanted)).items()}

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from nico.api.openapi import REFUSALS, render_yaml
+from nico.api.openapi import REFUSALS
+from nico.api.openapi_yaml import render_yaml
 
 COMMITTED = Path(__file__).resolve().parents[2] / "openapi.yaml"
 

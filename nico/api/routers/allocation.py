@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from nico.api import messages
 from nico.api.deps import ProviderAdmin, SessionDep, Viewer
+from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
 from nico.api.parsing import (
@@ -21,7 +22,7 @@ from nico.api.parsing import (
     relations,
     uuid_params,
 )
-from nico.api.rendering import deletion_accepted, json_response, paged_response
+from nico.api.rendering import deletion_accepted, json_response
 from nico.api.schemas.allocation import (
     Allocation,
     AllocationConstraint,
@@ -138,8 +139,8 @@ async def list_allocations(
         tenant_ids=uuid_params(request, "tenantId", "Invalid Tenant ID: {value} in query"),
         query=request.query_params.get("query"),
     )
-    views, total = await allocations.list_allocations(session, viewer, filters, page, included)
-    return paged_response([Allocation.of(v) for v in views], page, total)
+    found = allocations.list_allocations(session, viewer, filters, page, included)
+    return await render_page(page, found, Allocation.of)
 
 
 @router.get(

@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from nico.api import messages
 from nico.api.deps import ProviderAdmin, ProviderOrTenant, SessionDep, Viewer
+from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
 from nico.api.parsing import (
@@ -26,7 +27,7 @@ from nico.api.parsing import (
     relations,
     single_param,
 )
-from nico.api.rendering import deletion_accepted, json_response, list_response, paged_response
+from nico.api.rendering import deletion_accepted, json_response, list_response
 from nico.api.schemas.instance_type import (
     InstanceType,
     InstanceTypeCreateRequest,
@@ -141,7 +142,7 @@ async def list_instance_types(
         query=request.query_params.get("query"),
         exclude_unallocated=exclude_unallocated,
     )
-    views, total = await types.list_instance_types(
+    found = types.list_instance_types(
         session,
         viewer,
         filters,
@@ -150,7 +151,7 @@ async def list_instance_types(
         with_associations=with_associations,
         with_stats=with_stats,
     )
-    return paged_response([InstanceType.of(v) for v in views], page, total)
+    return await render_page(page, found, InstanceType.of)
 
 
 @router.get(
@@ -182,7 +183,7 @@ async def get_instance_type(
     responses={412: {"description": "Capabilities changed while machines are associated"}},
 )
 async def update_instance_type(
-    _: ProviderAdmin, row: Owned, body: UpdateBody, session: SessionDep
+    _: ProviderAdmin, owned: Owned, body: UpdateBody, session: SessionDep
 ) -> Response:
     changes = types.InstanceTypeChanges(
         name=body.name,
@@ -192,7 +193,7 @@ async def update_instance_type(
         if body.machine_capabilities is not None
         else None,
     )
-    return json_response(InstanceType.of(await types.update_instance_type(session, row, changes)))
+    return json_response(InstanceType.of(await types.update_instance_type(session, owned, changes)))
 
 
 @router.delete(
@@ -202,8 +203,8 @@ async def update_instance_type(
     response_model=str,
     summary="Delete an instance type (no instances or allocations may use it)",
 )
-async def delete_instance_type(_: ProviderAdmin, row: Owned, session: SessionDep) -> Response:
-    await types.delete_instance_type(session, row)
+async def delete_instance_type(_: ProviderAdmin, owned: Owned, session: SessionDep) -> Response:
+    await types.delete_instance_type(session, owned)
     return deletion_accepted()
 
 
@@ -216,11 +217,11 @@ async def delete_instance_type(_: ProviderAdmin, row: Owned, session: SessionDep
     openapi_extra=json_body(MachineAssociationRequest),
 )
 async def create_association(
-    _: ProviderAdmin, row: OwnedForMachines, body: AssociationBody, session: SessionDep
+    _: ProviderAdmin, owned: OwnedForMachines, body: AssociationBody, session: SessionDep
 ) -> Response:
     assert body.machine_ids is not None
-    created = await types.associate(session, row, body.machine_ids)
-    return list_response([MachineInstanceType.of_association(item) for item in created], 201)
+    created = await types.associate(session, owned, body.machine_ids)
+    return list_response([MachineInstanceType.of(item) for item in created], 201)
 
 
 @router.get(
@@ -231,10 +232,10 @@ async def create_association(
     summary="List the machines associated with an instance type",
 )
 async def list_associations(
-    _: ProviderAdmin, row: OwnedForMachines, page: AssociationPaging, session: SessionDep
+    _: ProviderAdmin, owned: OwnedForMachines, page: AssociationPaging, session: SessionDep
 ) -> Response:
-    items, total = await types.list_associations(session, row, page)
-    return paged_response([MachineInstanceType.of_association(item) for item in items], page, total)
+    found = types.list_associations(session, owned, page)
+    return await render_page(page, found, MachineInstanceType.of)
 
 
 @router.delete(
@@ -246,9 +247,9 @@ async def list_associations(
 )
 async def delete_association(
     _: ProviderAdmin,
-    row: OwnedForMachineRemoval,
+    owned: OwnedForMachineRemoval,
     ref: Annotated[str, path_text("machineAssociationId")],
     session: SessionDep,
 ) -> Response:
-    await types.dissociate(session, row, ref)
+    await types.dissociate(session, owned, ref)
     return deletion_accepted()

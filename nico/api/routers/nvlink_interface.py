@@ -11,9 +11,9 @@ from starlette.responses import Response
 
 from nico.api import messages
 from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin
+from nico.api.listing import render_page
 from nico.api.pagination import PAGED, Page
 from nico.api.parsing import list_param, paging, path_id, relations, uuid_params
-from nico.api.rendering import paged_response
 from nico.api.schemas.nvlink_interface import NVLinkInterface
 from nico.services import nvlink_interface
 
@@ -46,8 +46,8 @@ async def _list(
         statuses=list_param(request, "status"),
         in_path=path_instance is not None,
     )
-    views, total = await nvlink_interface.list_interfaces(session, org, where, included, page)
-    return paged_response([NVLinkInterface.of(v) for v in views], page, total)
+    found = nvlink_interface.list_interfaces(session, org, where, included, page)
+    return await render_page(page, found, NVLinkInterface.of)
 
 
 @router.get(

@@ -11,6 +11,7 @@ from starlette.responses import Response
 from nico.api import messages
 from nico.api.auth import PROVIDER_ADMIN, TENANT_ADMIN
 from nico.api.deps import PrincipalDep, ProviderAdmin, ProviderOrTenant, SessionDep, Viewer
+from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page, newest_first, parse_page
 from nico.api.parsing import (
@@ -23,7 +24,7 @@ from nico.api.parsing import (
     read_checked,
     relations,
 )
-from nico.api.rendering import deletion_accepted, json_response, paged_response
+from nico.api.rendering import deletion_accepted, json_response
 from nico.api.schemas.common import StatusDetail
 from nico.api.schemas.site import (
     ContactRequest,
@@ -100,15 +101,9 @@ async def list_sites(
     filters = sites.SiteFilters(
         statuses=statuses, query=request.query_params.get("query"), capabilities=capabilities
     )
-    views, total = await sites.list_sites(
-        session,
-        viewer,
-        filters,
-        page,
-        relations=included,
-        with_stats=bool_param(request, "includeMachineStats"),
-    )
-    return paged_response([Site.of(v) for v in views], page, total)
+    with_stats = bool_param(request, "includeMachineStats")
+    found = sites.list_sites(session, viewer, filters, page, relations=included, with_stats=with_stats)
+    return await render_page(page, found, Site.of)
 
 
 @router.post(
@@ -149,10 +144,11 @@ async def get_site(viewer: Viewer, included: Relations, site_id: SiteId, session
 async def get_site_status_history(
     viewer: Viewer, site_id: SiteId, request: Request, session: SessionDep
 ) -> Response:
-    row = await sites.visible_site(session, viewer, site_id)
+    await sites.check_visible(session, viewer, site_id)
     page = parse_page(request, status.ORDER_FIELDS)  # after the site: its 404/403 come first
-    entries, total = await status.page(session, "site_id", row.id, newest_first(page))
-    return paged_response(StatusDetail.many(entries), page, total)
+    return await render_page(
+        page, sites.status_history(session, site_id, newest_first(page)), StatusDetail.of
+    )
 
 
 @router.patch(

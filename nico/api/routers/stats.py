@@ -11,9 +11,10 @@ from fastapi import APIRouter, Request
 from starlette.responses import Response
 
 from nico.api.deps import ProviderAdmin, ReadSessionDep
+from nico.api.listing import render_page
 from nico.api.pagination import PAGED, parse_page
 from nico.api.parsing import list_param, parse_go_bool, parse_uuid, single_param
-from nico.api.rendering import json_response, list_response, paged_response
+from nico.api.rendering import json_response, list_response
 from nico.api.schemas.instance_type import MachineCapability
 from nico.api.schemas.stats import (
     MachineGpuStats,
@@ -148,7 +149,7 @@ async def machine_capabilities(
     org: str, _: ProviderAdmin, request: Request, session: ReadSessionDep
 ) -> Response:
     page = parse_page(request, stats.CAPABILITY_ORDER_FIELDS)
-    rows, total = await stats.machine_capabilities(
+    found = stats.machine_capabilities(
         session, org, capability_filter(request), page, page.order_field, page.descending
     )
-    return paged_response([MachineCapability.of(r) for r in rows], page, total)
+    return await render_page(page, found, MachineCapability.of)

@@ -10,10 +10,11 @@ from starlette.responses import Response
 
 from nico.api import messages
 from nico.api.deps import SessionDep, TenantAdmin
+from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
 from nico.api.parsing import checked_body, paging, parse_uuid, path_id, relations, single_param
-from nico.api.rendering import deletion_accepted, json_response, paged_response
+from nico.api.rendering import deletion_accepted, json_response
 from nico.api.schemas.subnet import Subnet, SubnetCreateRequest, SubnetUpdateRequest
 from nico.services import subnet as subnets
 from nico.services.errors import bad_request
@@ -84,8 +85,8 @@ async def list_subnets(
     filters = subnets.SubnetFilters(
         site_id=site_id, vpc_id=vpc_id, status=wanted_status, query=request.query_params.get("query")
     )
-    views, total = await subnets.list_subnets(session, tenant, filters, page, included)
-    return paged_response([Subnet.of(v) for v in views], page, total)
+    found = subnets.list_subnets(session, tenant, filters, page, included)
+    return await render_page(page, found, Subnet.of)
 
 
 @router.get("/subnet/{subnetId}", operation_id="get-subnet", response_model=Subnet, summary="Get a subnet")

@@ -11,6 +11,7 @@ from starlette.responses import Response
 
 from nico.api import messages
 from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin
+from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
 from nico.api.parsing import (
@@ -23,7 +24,7 @@ from nico.api.parsing import (
     single_param,
     uuid_params,
 )
-from nico.api.rendering import deletion_accepted, json_response, paged_response
+from nico.api.rendering import deletion_accepted, json_response
 from nico.api.schemas.vpc import Vpc, VpcCreateRequest, VpcUpdateRequest
 from nico.services import vpc
 from nico.services.errors import bad_request
@@ -76,8 +77,7 @@ async def list_vpcs(
         provider_id=provider_id,
         query=single_param(request, "query"),
     )
-    views, total = await vpc.list_vpcs(session, org, where, included, page)
-    return paged_response([Vpc.of(v) for v in views], page, total)
+    return await render_page(page, vpc.list_vpcs(session, org, where, included, page), Vpc.of)
 
 
 @router.get(ITEM, operation_id="get-vpc", response_model=Vpc, summary="Get a VPC")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, ClassVar, Protocol
@@ -24,6 +25,21 @@ class StatusEntry(Protocol):
 
     @property
     def updated(self) -> datetime: ...
+
+
+class Summarised(Protocol):
+    """What every summary of a resource shows (``includeRelation``): its id, name and status. A summary's
+    own protocol adds the rest; a service's record satisfies it, as does (until the instance, partition
+    and machine services are on views) an ORM row."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
 
 
 def declared(schema: dict[str, Any]) -> WithJsonSchema:

@@ -26,6 +26,7 @@ from nico.api.schemas.common import (
     RequestModel,
     ResponseModel,
     StatusDetail,
+    Summarised,
     declared,
     nullable,
     omit_if_empty,
@@ -34,9 +35,7 @@ from nico.api.schemas.common import (
 )
 from nico.api.schemas.org import InfrastructureProviderSummary
 from nico.api.schemas.site import SiteSummary
-from nico.db.enums import CapabilityType
-from nico.db.models import MachineCapability as CapabilityRow
-from nico.services.instance_type import Association, CapabilitySpec, InstanceTypeView
+from nico.services.instance_type import Association, CapabilitySpec, CapabilityType, InstanceTypeView
 
 MACHINE_ID_LIMIT = 256
 MAX_MACHINES_PER_REQUEST = 10_000
@@ -47,14 +46,8 @@ DEVICE_TYPE_LIMIT = 32
 INT32_MAX = 2**31 - 1
 
 
-class InstanceTypeSummaryRow(Protocol):
-    """What an instance type summary reads of an instance type."""
-
-    @property
-    def id(self) -> uuid.UUID: ...
-
-    @property
-    def name(self) -> str: ...
+class InstanceTypeRow(Summarised, Protocol):
+    """What an instance type summary reads (a record, or a row of a service not yet on views)."""
 
     @property
     def infrastructure_provider_id(self) -> uuid.UUID: ...
@@ -62,8 +55,39 @@ class InstanceTypeSummaryRow(Protocol):
     @property
     def site_id(self) -> uuid.UUID: ...
 
+
+class CapabilityRow(Protocol):
+    """What a machine capability reads (a capability spec, or a row of a service not yet on views)."""
+
     @property
-    def status(self) -> str: ...
+    def type(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def frequency(self) -> str | None: ...
+
+    @property
+    def capacity(self) -> str | None: ...
+
+    @property
+    def vendor(self) -> str | None: ...
+
+    @property
+    def cores(self) -> int | None: ...
+
+    @property
+    def threads(self) -> int | None: ...
+
+    @property
+    def inactive_devices(self) -> list[int] | None: ...
+
+    @property
+    def count(self) -> int | None: ...
+
+    @property
+    def device_type(self) -> str | None: ...
 
 
 class InstanceTypeSummary(ResponseModel):
@@ -74,7 +98,7 @@ class InstanceTypeSummary(ResponseModel):
     status: str
 
     @classmethod
-    def of(cls, row: InstanceTypeSummaryRow) -> InstanceTypeSummary:
+    def of(cls, row: InstanceTypeRow) -> InstanceTypeSummary:
         return cls(
             id=row.id,
             name=row.name,
@@ -100,7 +124,7 @@ class MachineCapability(ResponseModel):
     device_type: str | None = Field(default=None, exclude_if=omit_if_none)
 
     @classmethod
-    def of(cls, row: CapabilityRow | CapabilitySpec) -> MachineCapability:
+    def of(cls, row: CapabilityRow) -> MachineCapability:
         cpu = row.type == CapabilityType.CPU
         return cls(
             type=row.type,
@@ -136,20 +160,14 @@ class MachineInstanceType(ResponseModel):
     updated: datetime
 
     @classmethod
-    def of_association(cls, item: Association) -> MachineInstanceType:
-        return cls.of(item.id, item.machine.id, item.instance_type_id, item.machine.updated)
-
-    @classmethod
-    def of(
-        cls, association_id: uuid.UUID, machine_id: str, instance_type_id: uuid.UUID, at: datetime
-    ) -> MachineInstanceType:
+    def of(cls, view: Association) -> MachineInstanceType:
         return cls(
-            id=association_id,
-            machine_id=machine_id,
-            instance_type_id=instance_type_id,
+            id=view.id,
+            machine_id=view.machine_id,
+            instance_type_id=view.instance_type_id,
             deprecations=[ASSOCIATION_DEPRECATION],
-            created=at,
-            updated=at,
+            created=view.updated,
+            updated=view.updated,
         )
 
 
@@ -198,7 +216,7 @@ class InstanceType(ResponseModel):
             site=SiteSummary.of(view.site) if view.site else None,
             labels=row.labels or {},
             machine_capabilities=[MachineCapability.of(c) for c in view.capabilities],
-            machine_instance_types=[MachineInstanceType.of_association(a) for a in view.associations]
+            machine_instance_types=[MachineInstanceType.of(a) for a in view.associations]
             if view.associations is not None
             else None,
             allocation_stats=AllocationStats.model_validate(asdict(view.stats))

@@ -10,7 +10,14 @@ from typing import Annotated, Protocol
 from pydantic import ConfigDict, Field
 
 from nico.api.parsing import FieldErrors, uuid_problem
-from nico.api.schemas.common import UUID_SCHEMA, RequestModel, ResponseModel, declared, omit_if_none
+from nico.api.schemas.common import (
+    UUID_SCHEMA,
+    RequestModel,
+    ResponseModel,
+    Summarised,
+    declared,
+    omit_if_none,
+)
 from nico.services.nvlink_interface import Binding, InterfaceView
 
 DEVICE_INSTANCE_MAX = 3  # the reference caps deviceInstance before any capability check
@@ -45,20 +52,11 @@ class NVLinkInterfaceRequest(RequestModel):
         return Binding(uuid.UUID(self.nv_link_logical_partition_id), self.device_instance or 0)
 
 
-class PartitionRow(Protocol):
+class PartitionRow(Summarised, Protocol):
     """What a partition summary reads of a partition (a row or a view)."""
 
     @property
-    def id(self) -> uuid.UUID: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
     def site_id(self) -> uuid.UUID: ...
-
-    @property
-    def status(self) -> str: ...
 
 
 class InterfaceRow(Protocol):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from pydantic import Field
 
@@ -16,16 +16,14 @@ from nico.api.schemas.common import (
     RequestModel,
     ResponseModel,
     StatusDetail,
+    Summarised,
     declared,
     nullable,
     omit_if_none,
     required,
 )
 from nico.api.schemas.org import InfrastructureProviderSummary
-from nico.db.enums import SiteStatus
-from nico.db.models import InfrastructureProvider as ProviderRow
-from nico.db.models import Site as SiteRow
-from nico.services.site import SiteSummaryView, SiteView
+from nico.services.site import ONLINE, SiteView
 
 LOCATION_LIMIT = 256
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
@@ -42,6 +40,31 @@ PLACE_SCHEMA = {"type": ["string", "null"], "maxLength": LOCATION_LIMIT}
 EMAIL_SCHEMA = {"type": ["string", "null"], "maxLength": 254, "pattern": "^([^@\\s]+@[^@\\s]+\\.[^@\\s]+)?$"}
 
 
+class SiteRow(Summarised, Protocol):
+    """What a site summary reads of a site (a record, or a row of a service not yet on views)."""
+
+    @property
+    def infrastructure_provider_id(self) -> uuid.UUID: ...
+
+    @property
+    def is_serial_console_enabled(self) -> bool: ...
+
+    @property
+    def native_networking(self) -> bool: ...
+
+    @property
+    def network_security_group(self) -> bool: ...
+
+    @property
+    def nvlink_partition(self) -> bool: ...
+
+    @property
+    def flow(self) -> bool: ...
+
+    @property
+    def image_based_operating_system(self) -> bool: ...
+
+
 class SiteCapabilities(ResponseModel):
     native_networking: bool
     network_security_group: bool
@@ -50,7 +73,7 @@ class SiteCapabilities(ResponseModel):
     image_based_operating_system: bool
 
     @classmethod
-    def of(cls, row: SiteRow | SiteSummaryView) -> SiteCapabilities:
+    def of(cls, row: SiteRow) -> SiteCapabilities:
         return cls(
             native_networking=row.native_networking,
             network_security_group=row.network_security_group,
@@ -73,14 +96,13 @@ class SiteSummary(ResponseModel):
     capabilities: SiteCapabilities
 
     @classmethod
-    def of(cls, row: SiteRow | SiteSummaryView, provider: ProviderRow | None = None) -> SiteSummary:
+    def of(cls, row: SiteRow) -> SiteSummary:
         return cls(
             id=row.id,
             name=row.name,
             infrastructure_provider_id=row.infrastructure_provider_id,
-            infrastructure_provider=InfrastructureProviderSummary.of(provider) if provider else None,
             is_serial_console_enabled=row.is_serial_console_enabled,
-            is_online=row.status == SiteStatus.REGISTERED,
+            is_online=row.status == ONLINE,
             status=row.status,
             capabilities=SiteCapabilities.of(row),
         )
@@ -159,7 +181,7 @@ class Site(ResponseModel):
             serial_console_idle_timeout=row.serial_console_idle_timeout,
             serial_console_max_session_length=row.serial_console_max_session_length,
             is_serial_console_ssh_keys_enabled=False if view.tenant_view else None,
-            is_online=row.status == SiteStatus.REGISTERED,
+            is_online=row.status == ONLINE,
             status=row.status,
             status_history=StatusDetail.many(view.history),
             created=row.created,

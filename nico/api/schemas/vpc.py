@@ -25,6 +25,7 @@ from nico.api.schemas.common import (
     RequestModel,
     ResponseModel,
     StatusDetail,
+    Summarised,
     declared,
     nullable,
     omit_if_none,
@@ -33,8 +34,7 @@ from nico.api.schemas.common import (
 from nico.api.schemas.nvlink_interface import NVLinkLogicalPartitionSummary
 from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
 from nico.api.schemas.site import SiteSummary
-from nico.db.enums import NetworkVirtualizationType
-from nico.services.vpc import VpcView
+from nico.services.vpc import NETWORK_VIRTUALIZATION_TYPES, VpcView
 
 VNI_MAX = 65535
 UNSUPPORTED = "is not supported by nico"
@@ -55,9 +55,7 @@ class VpcCreateRequest(RequestModel):
     id: Annotated[str | None, declared(OPTIONAL_UUID_SCHEMA)] = None
     network_virtualization_type: Annotated[
         str | None,
-        declared(
-            {"type": ["string", "null"], "enum": [*sorted(str(t) for t in NetworkVirtualizationType), None]}
-        ),
+        declared({"type": ["string", "null"], "enum": [*sorted(NETWORK_VIRTUALIZATION_TYPES), None]}),
     ] = None
     labels: Annotated[dict[str, str] | None, declared(LABELS_SCHEMA)] = None
     network_security_group_id: Annotated[str | None, declared(NO_NSG_SCHEMA)] = None
@@ -74,8 +72,9 @@ class VpcCreateRequest(RequestModel):
         errors.add("description", description_problem(self.description))
         errors.add("siteId", uuid_problem(self.site_id))
         errors.add("id", uuid_problem(self.id, required=False))
-        if self.network_virtualization_type is not None and self.network_virtualization_type not in set(
-            NetworkVirtualizationType
+        if (
+            self.network_virtualization_type is not None
+            and self.network_virtualization_type not in NETWORK_VIRTUALIZATION_TYPES
         ):
             errors.add("networkVirtualizationType", "must be a valid value")
         errors.add("labels", labels_problem(self.labels))
@@ -108,20 +107,11 @@ class VpcUpdateRequest(RequestModel):
             errors.add("networkSecurityGroupId", f"Network Security Groups {UNSUPPORTED}")
 
 
-class VpcSummaryRow(Protocol):
-    """What a VPC summary reads of a VPC."""
-
-    @property
-    def id(self) -> uuid.UUID: ...
-
-    @property
-    def name(self) -> str: ...
+class VpcRow(Summarised, Protocol):
+    """What a VPC summary reads of a VPC (a record, or a row of a service not yet on views)."""
 
     @property
     def network_virtualization_type(self) -> str: ...
-
-    @property
-    def status(self) -> str: ...
 
 
 class VpcSummary(ResponseModel):
@@ -132,7 +122,7 @@ class VpcSummary(ResponseModel):
     status: str
 
     @classmethod
-    def of(cls, row: VpcSummaryRow) -> VpcSummary:
+    def of(cls, row: VpcRow) -> VpcSummary:
         return cls(
             id=row.id,
             name=row.name,
@@ -199,7 +189,7 @@ class Vpc(ResponseModel):
             requested_vni=row.requested_vni,
             vni=row.vni,
             status=row.status,
-            status_history=[StatusDetail.model_validate(d, from_attributes=True) for d in view.history],
+            status_history=StatusDetail.many(view.history),
             created=row.created,
             updated=row.updated,
         )

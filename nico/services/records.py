@@ -1,0 +1,25 @@
+"""Plain copies of database rows: what views are made of, so that no ORM object leaves a service (a
+view is read after its session has moved on, and the API must not reach back into the database)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Record = TypeVar("Record", bound="DataclassInstance")
+Key = TypeVar("Key")
+
+
+def copy_of(kind: type[Record], row: Any) -> Record:
+    """``kind`` (a frozen dataclass of plain values) with each field read from ``row``'s attribute of
+    the same name."""
+    return kind(**{field.name: getattr(row, field.name) for field in fields(kind)})
+
+
+def copies_of(kind: type[Record], rows: Mapping[Key, Any]) -> dict[Key, Record]:
+    """:func:`copy_of` each row of ``rows``, by the same keys."""
+    return {key: copy_of(kind, row) for key, row in rows.items()}
