@@ -3,7 +3,7 @@
 In one transaction: recorded physical partitions are aligned with the partitions the fabric reports
 (partitions created this pass, or adopted from an intent, are recorded; records of partitions that
 are gone are dropped); each GPU's observed partition is stored; intents are closed; an instance
-becomes Ready — through :mod:`nico.services.lifecycle` — only when the read-back holds exactly the
+becomes Ready — through :mod:`nico.reconciler.lifecycle` — only when the read-back holds exactly the
 desired membership of its current NVLink config version; terminating instances finish once their
 GPUs are out of every tenant partition; logical partitions being deleted vanish once their physical
 partitions are gone.
@@ -36,7 +36,7 @@ from nico.reconciler.planner import (
     without_home,
 )
 from nico.reconciler.state import DomainState
-from nico.services import lifecycle
+from nico.reconciler import lifecycle
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The reconciler's SQL: loading domain state, summaries, locks, write-back and the global gauges.
 
 Functions take an ``AsyncConnection`` (reads of the monitor, outside any ORM session) or an
-``AsyncSession`` (writes that share a transaction with :mod:`nico.services.lifecycle`) and return
+``AsyncSession`` (writes that share a transaction with :mod:`nico.reconciler.lifecycle`) and return
 plain rows; :mod:`nico.reconciler.state` turns them into domain state.
 """
 
