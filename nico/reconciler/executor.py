@@ -22,7 +22,6 @@ from nico.fabric.backend import (
     FabricError,
     FabricPartition,
     FabricTimeout,
-    FabricTopology,
     FabricUnavailable,
     OperationPending,
 )
@@ -230,9 +229,8 @@ async def _call(
     backend: FabricBackend, target: DomainTarget, op: Operation, current: dict[str, FabricPartition]
 ) -> None:
     if isinstance(op, CreatePartition):
-        # Only managers with a multicast budget (NMX-C GetDomainProperties) take the limit; NMX-M
-        # partitions have no attributes and refuse one.
-        limit = op.multicast_groups_limit if isinstance(backend, FabricTopology) else None
+        # Only managers with a multicast budget take the limit (NMX-M partitions refuse one).
+        limit = op.multicast_groups_limit if backend.capabilities.multicast_limits else None
         made = await backend.create_partition(target, op.name, op.gpu_uids, multicast_groups_limit=limit)
         current[made.ref] = made
         return

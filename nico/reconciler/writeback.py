@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from nico.db.queries import reconciler as queries
 from nico.fabric.backend import FabricPartition
+from nico.reconciler import lifecycle
 from nico.reconciler.executor import Outcome
 from nico.reconciler.fingerprint import fabric_digest
 from nico.reconciler.homes import Mode
@@ -36,7 +37,6 @@ from nico.reconciler.planner import (
     without_home,
 )
 from nico.reconciler.state import DomainState
-from nico.reconciler import lifecycle
 
 
 @dataclass
