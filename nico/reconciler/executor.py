@@ -25,7 +25,7 @@ from nico.fabric.backend import (
     FabricUnavailable,
     OperationPending,
 )
-from nico.reconciler.metrics import MonitorMetrics
+from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.planner import (
     AddGpus,
     CreatePartition,
@@ -55,7 +55,7 @@ async def execute(
     backend: FabricBackend,
     target: DomainTarget,
     operations: list[Operation],
-    metrics: MonitorMetrics | None,
+    metrics: ReconcilerMetrics | None,
     *,
     call_timeout: float,
     after_call: AfterCall | None = None,
@@ -182,7 +182,7 @@ class _Run:
 
     backend: FabricBackend
     target: DomainTarget
-    metrics: MonitorMetrics | None
+    metrics: ReconcilerMetrics | None
     call_timeout: float
     after_call: AfterCall | None
     current: dict[str, FabricPartition] = field(default_factory=dict)  # by partition ref

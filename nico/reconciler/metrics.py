@@ -7,9 +7,9 @@ disappear when no pass has finished for ``monitor_run_interval + 60 s`` — a st
 as missing series, never as stale numbers.
 
 The database figures (physical partitions, pending instances, free and stranded machines) are kept
-per domain: every pass refreshes the domains it touched (:meth:`MonitorMetrics.domain_figures`) and
+per domain: every pass refreshes the domains it touched (:meth:`ReconcilerMetrics.domain_figures`) and
 the totals move by the difference, so a targeted pass keeps every gauge current at a cost that does
-not grow with the site; the full pass replaces them all (:meth:`MonitorMetrics.all_figures`).
+not grow with the site; the full pass replaces them all (:meth:`ReconcilerMetrics.all_figures`).
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ class Snapshot:
         self.stranded_free_machines += new.stranded_free_machines - old.stranded_free_machines
 
 
-class MonitorMetrics(Collector):
-    """The monitor's instruments for one backend kind (``nmxc`` or ``nmxm``)."""
+class ReconcilerMetrics(Collector):
+    """The reconciler's instruments for one backend kind (``nmxc`` or ``nmxm``)."""
 
     def __init__(self, registry: CollectorRegistry, kind: str, hold_seconds: float) -> None:
         self.kind = kind
