@@ -25,7 +25,8 @@ from nico.reconciler import state as statemod
 from nico.reconciler.executor import AfterCall, Outcome, execute
 from nico.reconciler.last_reads import HealthReads, ReadBacks
 from nico.reconciler.metrics import ReconcilerMetrics
-from nico.reconciler.planner import CreatePartition, Plan, plan
+from nico.reconciler.operations import CreatePartition
+from nico.reconciler.planner import Plan, plan
 from nico.reconciler.writeback import (
     PassOutcome,
     WriteBackReport,

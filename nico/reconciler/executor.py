@@ -26,7 +26,7 @@ from nico.fabric.backend import (
     OperationPending,
 )
 from nico.reconciler.metrics import ReconcilerMetrics
-from nico.reconciler.planner import (
+from nico.reconciler.operations import (
     AddGpus,
     CreatePartition,
     DeletePartition,

@@ -23,7 +23,6 @@ import math
 import time
 import uuid
 from collections.abc import Iterable
-from typing import Any
 
 import psycopg
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -37,8 +36,9 @@ from nico.reconciler import domain_pass, scans
 from nico.reconciler.domain_pass import DomainResult, PassContext
 from nico.reconciler.echoes import Echoes
 from nico.reconciler.executor import AfterCall
+from nico.reconciler.figures import Figures
 from nico.reconciler.last_reads import HealthReads, ReadBacks
-from nico.reconciler.metrics import DomainFigures, ReconcilerMetrics
+from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.scans import FullPassReport
 from nico.services.nvlink_events import CHANNEL, parse_payload
 
@@ -47,7 +47,6 @@ CLOSE_WAIT = 5.0  # seconds close() waits for cancelled passes and subscriptions
 
 BUSY_RETRY_SECONDS = 1.0
 WAITING_RETRY_SECONDS = 0.25
-PARTITION_COUNT_EVERY = 0.25
 
 
 class Reconciler:
@@ -77,8 +76,7 @@ class Reconciler:
             backend, config.nmxc_endpoints, on_event=self._on_event, on_end=self._stream_ended
         )
         self.full_passes = 0
-        self._partitions_asked = False
-        self._partitions_counted_at = -math.inf
+        self.figures = Figures(engine, metrics)
         self.read_backs = ReadBacks()
         self.health_reads = HealthReads()
         # Domains with a pass under way (run by _loop, each its own task within ``limit``): a request
@@ -89,9 +87,6 @@ class Reconciler:
         # began before that is not the echo of one of its own calls.
         self._events_in_pass: dict[uuid.UUID, list[tuple[float, int | None]]] = {}
         self.echoes = Echoes()
-        # Domains whose passes ended and whose gauge figures are still to read (one task reads them).
-        self._figures_due: set[uuid.UUID] = set()
-        self._figures_task: asyncio.Task[None] | None = None
         # Health reads the loop's passes left due, made beside the next passes.
         self._health_tasks: set[asyncio.Task[None]] = set()
 
@@ -139,12 +134,9 @@ class Reconciler:
 
     async def close(self) -> None:
         """Stop watching partition events (the backend is closed by its owner)."""
-        tasks = self.observer.stop() + list(self._running.values())
+        tasks = self.observer.stop() + self.figures.stop() + list(self._running.values())
         tasks += [task for task in self._health_tasks if not task.done()]
         self._health_tasks.clear()
-        if self._figures_task is not None and not self._figures_task.done():
-            tasks.append(self._figures_task)
-        self._figures_task = None
         self._running.clear()
         for task in tasks:
             task.cancel()
@@ -183,12 +175,12 @@ class Reconciler:
                         self._pass(domain), name=f"nvlink-pass-{domain}"
                     )
                 continue
-            count_at = self._partitions_counted_at + PARTITION_COUNT_EVERY
-            if self._partitions_asked and now >= count_at:
-                await self._count_partitions()
+            count_at = self.figures.count_due_at()
+            if count_at is not None and now >= count_at:
+                await self.figures.count_partitions()
                 continue
             waiting = [at for d, at in self.due.items() if d not in self._running]
-            counting = [count_at] if self._partitions_asked else []
+            counting = [count_at] if count_at is not None else []
             timeout = min([next_full, *waiting, *counting]) - now
             self.wake.clear()
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation that arrives
@@ -215,17 +207,7 @@ class Reconciler:
             self.wake.set()
         # The gauges follow without holding the domain: a change that arrived during this pass starts
         # the next one now, not after a read of figures; passes ending meanwhile are read together.
-        self._figures_due.add(domain)
-        if self._figures_task is None or self._figures_task.done():
-            self._figures_task = asyncio.create_task(self._refresh_figures(), name="nvlink-figures")
-
-    async def _refresh_figures(self) -> None:
-        """The gauge figures of the domains whose passes ended (see :meth:`_pass`), one read for all
-        that ended since the last."""
-        while self._figures_due:
-            domains = list(self._figures_due)
-            self._figures_due.clear()
-            await self._domain_figures(domains)
+        self.figures.after_pass(domain)
 
     def _after_events(self, domain: uuid.UUID) -> None:
         """The partition events that arrived while the domain's pass ran: nothing more to do for one
@@ -292,40 +274,8 @@ class Reconciler:
         snap.machine_status_updates = sum(r.machines_updated for r in reports)
         snap.stale_partitions_deleted = sum(r.stale_partitions_deleted for r in reports)
         if figures and wanted:
-            await self._domain_figures(wanted)
+            await self.figures.domains(wanted)
         return {r.domain: r for r in results}
-
-    async def _domain_figures(self, domains: list[uuid.UUID]) -> None:
-        """The gauges follow a targeted pass at once: the touched domains' figures, read through
-        their indexes (the cost does not grow with the site). A failure leaves the old figures; the
-        next pass or full pass refreshes them. The logical-partition count follows shortly after."""
-        try:
-            async with reading(self.engine) as conn:
-                rows = await queries.domain_figures(conn, domains)
-        except Exception as exc:
-            log.warning("gauge figures of %d domains not refreshed: %s", len(domains), exc)
-        else:
-            self.metrics.domain_figures(_figures(rows), asked=set(domains))
-        await self._count_partitions_soon()
-
-    async def _count_partitions_soon(self) -> None:
-        """The logical-partition count is the one figure that grows with the site (partitions span
-        domains): read it now if it was last read ``PARTITION_COUNT_EVERY`` seconds ago or more,
-        otherwise that long after the last read (the loop wakes up for it), however many passes ask."""
-        self._partitions_asked = True
-        if time.monotonic() >= self._partitions_counted_at + PARTITION_COUNT_EVERY:
-            await self._count_partitions()
-
-    async def _count_partitions(self) -> None:
-        self._partitions_asked = False
-        self._partitions_counted_at = time.monotonic()
-        try:
-            async with reading(self.engine) as conn:
-                count = await queries.logical_partition_count(conn)
-        except Exception as exc:
-            log.warning("logical partitions not counted: %s", exc)
-            return
-        self.metrics.snapshot.logical_partitions = count
 
     def _schedule_after(self, result: DomainResult) -> None:
         if result.status == "busy":
@@ -405,23 +355,8 @@ class Reconciler:
             report.results = results
             report.reconciled = sum(1 for r in results.values() if r.status == "ok")
         await scans.finish_deleted(self.context())
-        await self._global_figures()
+        await self.figures.everything()
         report.duration_ms = (time.monotonic() - started) * 1000.0
         self.metrics.iteration_latency.observe(report.duration_ms)
         self.full_passes += 1
         return report
-
-    async def _global_figures(self) -> None:
-        async with reading(self.engine) as conn:
-            rows = await queries.domain_figures(conn, None)
-            logical = await queries.logical_partition_count(conn)
-        self._partitions_asked, self._partitions_counted_at = False, time.monotonic()
-        self.metrics.all_figures(_figures(rows), logical_partitions=logical)
-
-
-def _figures(rows: Iterable[Any]) -> dict[uuid.UUID, DomainFigures]:
-    """Gauge figures by domain from :func:`queries.domain_figures` rows."""
-    found = {}
-    for domain, physical, pending, free, used in rows:
-        found[domain] = DomainFigures(physical, pending, free, free if used else 0)
-    return found

@@ -24,18 +24,8 @@ from nico.reconciler import lifecycle
 from nico.reconciler.executor import Outcome
 from nico.reconciler.fingerprint import fabric_digest
 from nico.reconciler.homes import Mode
-from nico.reconciler.planner import (
-    Classified,
-    CreatePartition,
-    DomainDesire,
-    Operation,
-    classify,
-    lp_of_name,
-    metric_operation,
-    op_gpus,
-    satisfied,
-    without_home,
-)
+from nico.reconciler.operations import CreatePartition, Operation, metric_operation, op_gpus
+from nico.reconciler.planner import Classified, DomainDesire, classify, lp_of_name, satisfied, without_home
 from nico.reconciler.state import DomainState
 
 
