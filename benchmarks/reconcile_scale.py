@@ -41,8 +41,8 @@ from sqlalchemy.engine import make_url
 from nico.config import NvLinkConfig
 from nico.db import migrate
 from nico.db.engine import libpq_url, make_engine, normalize_url
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 
@@ -157,7 +157,7 @@ async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, floa
     engine = make_engine(url, pool_size=10)
     config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
     reconciler = Reconciler(
-        engine, InProcessBackend(fabric), config, MonitorMetrics(CollectorRegistry(), "nmxc", 120.0)
+        engine, InProcessBackend(fabric), config, ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0)
     )
     try:
         converge = await reconciler.full_pass()  # first (deep) pass: observations recorded

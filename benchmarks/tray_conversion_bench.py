@@ -31,8 +31,8 @@ from reconcile_scale import fresh_database, seed
 from nico.config import NvLinkConfig
 from nico.db.engine import make_engine, normalize_url
 from nico.fabric.backend import DEFAULT_PARTITION_ID
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 
@@ -43,7 +43,7 @@ def reconciler(url: str, fabric: SimFabric, mode: str, concurrency: int) -> Reco
         make_engine(url, pool_size=concurrency + 2),
         InProcessBackend(fabric),
         config,
-        MonitorMetrics(CollectorRegistry(), "nmxc", 120.0),
+        ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0),
     )
 
 

@@ -26,7 +26,6 @@ from nico.db.models import (
     Site,
 )
 from nico.fabric.backend import FabricBackend
-from nico.fabric.nmxm.client import NmxmBackend
 from nico.inventory.records import DERIVED_GPU_NAME, MachineRecord, RegistrationResult
 from nico.inventory.registration import register_machines
 from nico.reconciler.discovery import DiscoveredMachine, discover_endpoint, discover_site
@@ -96,10 +95,11 @@ async def discover(
 ) -> Discovery:
     """Every machine the fabric reports: per NMX-C endpoint (each names its domain in its Hello), or
     the whole site from NMX-M. ``discovered(where, machines)`` is called after each call."""
-    if isinstance(backend, NmxmBackend):
-        machines = await discover_site(backend)
+    site = backend.capabilities.site
+    if site is not None:
+        machines = await discover_site(site)
         if discovered:
-            discovered(backend.base_url, len(machines))
+            discovered(site.base_url, len(machines))
         return Discovery(machines, {})
     found: Machines = {}
     serials: dict[str, str] = {}

@@ -228,11 +228,38 @@ class OperationPending(FabricTimeout):
 OperationState = Literal["pending", "in-progress", "completed", "failed", "cancelled", "unknown"]
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend offers beyond :class:`FabricBackend`, declared by the backend itself. Each
+    optional interface is the backend seen through it, or None when the backend lacks it: a caller
+    asks here (``backend.capabilities.events``) and never probes a backend by name, attribute or type.
+    """
+
+    manager: str  # how messages name the manager: "NMX-C" or "NMX-M"
+    # Each domain is served by an endpoint of its own, found through the chassis registry and checked
+    # with Hello (NMX-C); otherwise one site-wide endpoint serves every domain (NMX-M).
+    per_endpoint: bool
+    # A created partition takes a multicast groups limit drawn from the domain's budget (NMX-C
+    # ``GetDomainProperties``); NMX-M partitions have no attributes and refuse one.
+    multicast_limits: bool
+    operations: AsyncOperations | None = None  # changes are asynchronous operations to poll
+    events: PartitionEvents | None = None  # the manager pushes partition and health events
+    credentials: StoredCredentials | None = None  # signs in with credentials stored by nico
+    health: FabricHealth | None = None  # compute-node and domain health summaries
+    topology: FabricTopology | None = None  # switch trays and the domain's limits
+    gpu_topology: GpuTopology | None = None  # every GPU with its name, for machine discovery
+    site: SiteInventory | None = None  # one call lists every domain's GPUs
+
+
 @runtime_checkable
 class FabricBackend(Protocol):
     """What the reconciler needs from a fabric manager, per NVLink domain."""
 
     kind: Literal["nmxc", "nmxm"]
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this backend offers beyond these calls."""
 
     async def hello(self, target: DomainTarget) -> DomainHello:
         """Say hello; the reply names the domain the manager actually serves."""
@@ -321,6 +348,24 @@ class GpuTopology(Protocol):
     the description, the device id and the location with its slot), for machine discovery."""
 
     async def gpu_topology(self, target: DomainTarget) -> list[FabricGpu]: ...
+
+
+@runtime_checkable
+class StoredCredentials(Protocol):
+    """Backends that sign in with credentials nico stores (NMX-M basic auth, ``nico admin credential
+    add-nmx-m``): the reconciler hands them what is stored at every pass."""
+
+    def use_credentials(self, credentials: tuple[str, str]) -> None: ...
+
+
+@runtime_checkable
+class SiteInventory(Protocol):
+    """Backends with one site-wide endpoint (``base_url``) that list every domain's GPUs in one call
+    (NMX-M)."""
+
+    base_url: str
+
+    async def site_gpus(self) -> list[FabricGpu]: ...
 
 
 @runtime_checkable

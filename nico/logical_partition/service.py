@@ -2,7 +2,7 @@
 
 There is no site agent: a partition is Ready as soon as it is created. Deleting one that has
 physical partitions on the fabric leaves it ``Deleting`` until the reconciler has removed them
-(:func:`nico.services.lifecycle.finish_partition_deletion`); one without is removed at once.
+(:func:`nico.reconciler.lifecycle.finish_partition_deletion`); one without is removed at once.
 """
 
 from __future__ import annotations

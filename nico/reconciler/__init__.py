@@ -1,1 +1,2 @@
-"""The reconciler: state loading, planner (pure), executor, write-back, monitor loop, metrics."""
+"""The reconciler: the scheduler (queue, LISTEN, retries, full passes), the domain pass, the pure
+planner, the executor, write-back and metrics."""

@@ -15,8 +15,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from nico.fabric.backend import DomainTarget, FabricBackend, FabricGpu, GpuTopology
-from nico.fabric.nmxm.client import NmxmBackend
+from nico.fabric.backend import DomainTarget, FabricBackend, FabricGpu, SiteInventory
 from nico.inventory.records import GpuRecord, NvlinkInfo
 
 
@@ -76,17 +75,18 @@ async def discover_endpoint(
     (chassis serial, tray index), with the GPUs' names where the backend reports the topology."""
     hello = await backend.hello(DomainTarget(uuid.UUID(int=0), endpoint))
     target = DomainTarget(hello.domain_uuid, endpoint)
-    if isinstance(backend, GpuTopology):
-        gpus = await backend.gpu_topology(target)
+    topology = backend.capabilities.gpu_topology
+    if topology is not None:
+        gpus = await topology.gpu_topology(target)
     else:
         gpus = await backend.list_gpus(target)
     return group_machines(hello.domain_uuid, gpus)
 
 
-async def discover_site(backend: NmxmBackend) -> dict[tuple[str, int], DiscoveredMachine]:
-    """Every machine an NMX-M manager knows, in every domain."""
+async def discover_site(site: SiteInventory) -> dict[tuple[str, int], DiscoveredMachine]:
+    """Every machine a site-wide manager (NMX-M) knows, in every domain."""
     by_domain: dict[uuid.UUID, list[FabricGpu]] = defaultdict(list)
-    for gpu in await backend.site_gpus():
+    for gpu in await site.site_gpus():
         by_domain[gpu.domain_uuid].append(gpu)
     found: dict[tuple[str, int], DiscoveredMachine] = {}
     for domain, gpus in by_domain.items():
@@ -99,8 +99,9 @@ async def discover_machine(
 ) -> DiscoveredMachine | None:
     """The machine at (chassis serial, tray index), as the fabric reports it: from NMX-M, or from the
     first of the NMX-C ``endpoints`` that serves it (a minipod chassis has one endpoint per domain)."""
-    if isinstance(backend, NmxmBackend):
-        return (await discover_site(backend)).get((chassis_serial.strip(), tray_index))
+    site = backend.capabilities.site
+    if site is not None:
+        return (await discover_site(site)).get((chassis_serial.strip(), tray_index))
     for endpoint in dict.fromkeys(endpoints):
         found = (await discover_endpoint(backend, endpoint)).get((chassis_serial.strip(), tray_index))
         if found is not None:

@@ -2,7 +2,8 @@
 write back.
 
 The pass runs under the domain's PostgreSQL advisory lock, held on the connection that also writes
-the domain's intents and results (:mod:`nico.reconciler.monitor` decides when a domain gets a pass).
+the domain's intents and results. It is handed everything it uses (:class:`PassContext`) and knows
+nothing of who runs it (:mod:`nico.reconciler.scheduler` decides when a domain gets a pass).
 """
 
 from __future__ import annotations
@@ -10,20 +11,22 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol
+from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
 from nico.config import NvLinkConfig
 from nico.db.queries import reconciler as queries
 from nico.fabric.backend import DomainTarget, FabricBackend, FabricError, FabricPartition
+from nico.fabric.observation import FabricObserver
 from nico.reconciler import health
 from nico.reconciler import state as statemod
 from nico.reconciler.executor import AfterCall, Outcome, execute
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.planner import CreatePartition, Plan, plan
+from nico.reconciler.last_reads import HealthReads, ReadBacks
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.operations import CreatePartition
+from nico.reconciler.planner import Plan, plan
 from nico.reconciler.writeback import (
     PassOutcome,
     WriteBackReport,
@@ -54,7 +57,7 @@ class DomainResult:
     report: WriteBackReport | None = None
     # The fabric partition id each completed change call touched and when it ended, one entry per call
     # (a partition the pass changed twice is here twice): the partition events those calls will bring
-    # (``monitor.Echoes``).
+    # (``echoes.Echoes``).
     changed: tuple[tuple[int, float], ...] = ()
     health: HealthDue | None = None  # the domain's health is to be read now (:func:`read_health`)
     # When (monotonic) the pass began to load the domain's state: every commit the reconciler had
@@ -70,86 +73,27 @@ class HealthDue:
     partitions: list[FabricPartition]
 
 
-# How long a domain's last read-back stands in for the listing before a change. Only ever used to plan
-# a change: the read-back after the change (and a pass with nothing to do) always lists the fabric, so
-# Ready still means seen on the fabric; a stale copy costs a failed or useless call and another pass.
-FRESH_SECONDS = 5.0
+@dataclass(frozen=True)
+class PassContext:
+    """Everything a pass uses, handed in by whoever runs it."""
 
-
-class ReadBacks:
-    """The last read-back of each domain, to skip the list before a change while it is fresh.
-
-    Forgotten when the fabric says it changed (an NMX-C partition event), when a call fails, and when
-    the domain's target moves to another endpoint."""
-
-    def __init__(self, max_age: float = FRESH_SECONDS) -> None:
-        self.max_age = max_age
-        self._seen: dict[uuid.UUID, tuple[float, str | None, list[FabricPartition]]] = {}
-
-    def fresh(self, target: DomainTarget) -> list[FabricPartition] | None:
-        found = self._seen.get(target.domain_uuid)
-        if found is None or found[1] != target.endpoint or time.monotonic() - found[0] > self.max_age:
-            return None
-        return found[2]
-
-    def store(self, target: DomainTarget, partitions: list[FabricPartition], read_at: float) -> None:
-        self._seen[target.domain_uuid] = (read_at, target.endpoint, partitions)
-
-    def forget(self, domain: uuid.UUID) -> None:
-        self._seen.pop(domain, None)
-
-    def listed_since(self, domain: uuid.UUID, at: float) -> bool:
-        """Whether the domain's latest read-back is a listing started at ``at`` or later (so it holds
-        every change the fabric had reported by then)."""
-        found = self._seen.get(domain)
-        return found is not None and found[0] >= at
-
-
-# How long a domain's last health read stands: a pass (one per instance created, several a second on a
-# busy domain, and the passes partition events bring) does not read health again within this time. A
-# health event from the fabric makes the last read old at once (and brings a pass that reads it). The
-# read itself (two or three calls and their writes) is made after the pass, outside the domain's lock
-# (``HealthDue``), so it never holds the domain up for the next change.
-HEALTH_FRESH_SECONDS = 5.0
-
-
-class HealthReads:
-    """When each domain's health was last read (see ``HEALTH_FRESH_SECONDS``)."""
-
-    def __init__(self, max_age: float = HEALTH_FRESH_SECONDS) -> None:
-        self.max_age = max_age
-        self._read: dict[uuid.UUID, float] = {}
-
-    def fresh(self, domain: uuid.UUID) -> bool:
-        return time.monotonic() - self._read.get(domain, -float("inf")) <= self.max_age
-
-    def store(self, domain: uuid.UUID) -> None:
-        self._read[domain] = time.monotonic()
-
-    def forget(self, domain: uuid.UUID) -> None:
-        self._read.pop(domain, None)
-
-
-class Monitor(Protocol):
-    """What a pass needs of the monitor that runs it."""
-
+    engine: AsyncEngine  # the pass holds one connection: the domain's lock, its load and its writes
     backend: FabricBackend
+    observer: FabricObserver  # where the domain's manager is, and its pending operations
     config: NvLinkConfig
-    metrics: MonitorMetrics
-    call_timeout: float
-    after_call: AfterCall | None
-    registry: dict[str, str]
+    metrics: ReconcilerMetrics
     read_backs: ReadBacks
     health_reads: HealthReads
+    after_call: AfterCall | None = None
 
-    async def target(self, domain: uuid.UUID, chassis_serials: Iterable[str]) -> DomainTarget: ...
+    @property
+    def call_timeout(self) -> float:
+        return self.config.fabric_call_timeout.total_seconds()
 
-    async def check_operations(self, state: statemod.DomainState) -> tuple[dict[str, str], bool]: ...
 
-
-async def reconcile_domain(engine: AsyncEngine, monitor: Monitor, domain: uuid.UUID) -> DomainResult:
+async def reconcile_domain(ctx: PassContext, domain: uuid.UUID) -> DomainResult:
     """Take the domain's lock (``busy`` if another reconciler holds it) and make one pass."""
-    async with engine.connect() as conn:
+    async with ctx.engine.connect() as conn:
         key = lock_key(domain)
         loaded_at = time.monotonic()
         try:
@@ -162,8 +106,8 @@ async def reconcile_domain(engine: AsyncEngine, monitor: Monitor, domain: uuid.U
             await conn.commit()  # it read only; a ROLLBACK would cost the connection its prepared statements
             return DomainResult(domain, "busy")
         try:
-            use_registry(monitor, registry)
-            return await locked_pass(conn, monitor, domain, state, loaded_at)
+            use_registry(ctx.observer, registry)
+            return await locked_pass(conn, ctx, domain, state, loaded_at)
         finally:
             try:
                 await conn.rollback()
@@ -186,7 +130,7 @@ class _Observed:
 
 async def locked_pass(
     conn: AsyncConnection,
-    monitor: Monitor,
+    ctx: PassContext,
     domain: uuid.UUID,
     state: statemod.DomainState | None,
     loaded_at: float,
@@ -195,36 +139,36 @@ async def locked_pass(
     in the load's transaction."""
     if state is None:
         return DomainResult(domain, "gone")
-    reads = monitor.read_backs
-    mode = monitor.config.default_partition_mode
+    reads = ctx.read_backs
+    mode = ctx.config.default_partition_mode
     # The load's transaction (read-only so far) stays open until the plan is known: the intents of a
     # pass that changes something are written in it (one transaction fewer).
     try:
-        seen = await _observe(monitor, state)
+        seen = await _observe(ctx, state)
         result = plan(state.desire(mode), seen.partitions)
         if seen.cached and not result.operations:
             # Nothing to change by the last read-back: only a listing now may say what is Ready.
-            seen = replace(seen, partitions=await _list(monitor, seen.target), cached=False)
+            seen = replace(seen, partitions=await _list(ctx, seen.target), cached=False)
             result = plan(state.desire(mode), seen.partitions)
     except FabricError as exc:
         await conn.rollback()
         reads.forget(domain)
-        return await failed(conn, monitor, domain, exc)
+        return await failed(conn, ctx, domain, exc)
     outcomes: list[Outcome] = []
     intent_ids: dict[int, uuid.UUID] = {}
     observed = seen.partitions
     if not result.operations or seen.still_running:
         await conn.commit()
     else:
-        intent_ids, outcomes = await _apply(conn, monitor, domain, seen.target, result)
+        intent_ids, outcomes = await _apply(conn, ctx, domain, seen.target, result)
         if any(o.status != "completed" for o in outcomes):
             reads.forget(domain)
         try:
-            observed = await _list(monitor, seen.target)
+            observed = await _list(ctx, seen.target)
         except FabricError as exc:
             reads.forget(domain)
             # The calls are made and their intents recorded: the next pass adopts what they did.
-            return await failed(conn, monitor, domain, exc, operations=len(outcomes))
+            return await failed(conn, ctx, domain, exc, operations=len(outcomes))
     unfinished = [o for o in outcomes if o.status != "completed"]
     desire = state.desire(mode)
     desire = replace(desire, owned_names=desire.owned_names | _created(outcomes))
@@ -241,80 +185,86 @@ async def locked_pass(
     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
         report = await write_back(session, state, outcome, mode)
         await session.commit()  # committed by write_back already: nothing is sent
-    monitor.metrics.gpus_without_home(domain, report.gpus_without_home)
+    ctx.metrics.gpus_without_home(domain, report.gpus_without_home)
     due = None
-    if not monitor.health_reads.fresh(domain):
-        monitor.health_reads.store(domain)  # taken: one read at a time; forgotten if it fails
+    if not ctx.health_reads.fresh(domain):
+        ctx.health_reads.store(domain)  # taken: one read at a time; forgotten if it fails
         due = HealthDue(seen.target, observed)
-    done = _result(monitor, state, outcome, result, again, report, still_running=seen.still_running)
+    done = _result(ctx, state, outcome, result, again, report, still_running=seen.still_running)
     return replace(done, changed=changed_partitions(outcomes, observed), health=due, loaded_at=loaded_at)
 
 
-async def read_health(engine: AsyncEngine, monitor: Monitor, domain: uuid.UUID, due: HealthDue) -> None:
+async def read_health(ctx: PassContext, domain: uuid.UUID, due: HealthDue) -> None:
     """Read, store and export the domain's health a pass left due, on a connection of its own and
     without the domain's lock (a pass may run meanwhile: health rows are only ever updated)."""
-    async with engine.connect() as conn:
+    async with ctx.engine.connect() as conn:
         found = await health.observe(
-            conn, monitor.backend, monitor.metrics.health, domain, due.target, due.partitions
+            conn, ctx.backend, ctx.metrics.health, domain, due.target, due.partitions
         )
     if found is None:
-        monitor.health_reads.forget(domain)  # the next pass tries again
+        ctx.health_reads.forget(domain)  # the next pass tries again
 
 
-async def refresh_registry(conn: AsyncConnection, monitor: Monitor) -> None:
+async def refresh_registry(conn: AsyncConnection, observer: FabricObserver) -> None:
     """Where the managers are and how to sign in, as stored now: NMX-C endpoints and NMX-M
     credentials added or changed while the reconciler runs are used from the next pass on (with none
     stored, the backend keeps the credentials it was built with)."""
     use_registry(
-        monitor, statemod.Registry(await statemod.endpoints(conn), await queries.nmxm_credentials(conn))
+        observer, statemod.Registry(await statemod.endpoints(conn), await queries.nmxm_credentials(conn))
     )
 
 
-def use_registry(monitor: Monitor, registry: statemod.Registry) -> None:
+def use_registry(observer: FabricObserver, registry: statemod.Registry) -> None:
     """Use the registry as stored (see :func:`refresh_registry`)."""
-    monitor.registry = registry.endpoints
-    use_credentials = getattr(monitor.backend, "use_credentials", None)
-    if use_credentials is not None and registry.nmxm_credentials is not None:
-        use_credentials(registry.nmxm_credentials)
+    observer.use_registry(registry.endpoints, registry.nmxm_credentials)
 
 
-async def _observe(monitor: Monitor, state: statemod.DomainState) -> _Observed:
-    target = await monitor.target(state.domain, state.chassis_serials)
-    resolved, still_running = await monitor.check_operations(state)
-    cached = monitor.read_backs.fresh(target) if not state.pending_operations() else None
+async def _observe(ctx: PassContext, state: statemod.DomainState) -> _Observed:
+    target = await ctx.observer.target(state.domain, state.chassis_serials)
+    resolved, still_running = await ctx.observer.operation_states(_operation_ids(state))
+    cached = ctx.read_backs.fresh(target) if not state.pending_operations() else None
     if cached is not None:
         return _Observed(target, resolved, still_running, cached, cached=True)
-    partitions = await _list(monitor, target)
+    partitions = await _list(ctx, target)
     return _Observed(target, resolved, still_running, partitions)
 
 
-async def _list(monitor: Monitor, target: DomainTarget) -> list[FabricPartition]:
+def _operation_ids(state: statemod.DomainState) -> list[str]:
+    """The domain's tracked NMX-M operations."""
+    ids = []
+    for intent in state.pending_operations():
+        assert intent.operation_id is not None
+        ids.append(intent.operation_id)
+    return ids
+
+
+async def _list(ctx: PassContext, target: DomainTarget) -> list[FabricPartition]:
     """List the domain's partitions, and keep the listing as the domain's latest read-back."""
     read_at = time.monotonic()
-    partitions = await monitor.backend.list_partitions(target)
-    monitor.read_backs.store(target, partitions, read_at)
+    partitions = await ctx.backend.list_partitions(target)
+    ctx.read_backs.store(target, partitions, read_at)
     return partitions
 
 
 async def _apply(
-    conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID, target: DomainTarget, result: Plan
+    conn: AsyncConnection, ctx: PassContext, domain: uuid.UUID, target: DomainTarget, result: Plan
 ) -> tuple[dict[int, uuid.UUID], list[Outcome]]:
     """Record the plan's intents in the load's transaction and commit it before any call (one round
     trip), then make the calls."""
     intent_ids = await record_intents(conn, domain, result.operations)
     outcomes = await execute(
-        monitor.backend,
+        ctx.backend,
         target,
         result.operations,
-        monitor.metrics,
-        call_timeout=monitor.call_timeout,
-        after_call=monitor.after_call,
+        ctx.metrics,
+        call_timeout=ctx.call_timeout,
+        after_call=ctx.after_call,
     )
     return intent_ids, outcomes
 
 
 def _result(
-    monitor: Monitor,
+    ctx: PassContext,
     state: statemod.DomainState,
     outcome: PassOutcome,
     result: Plan,
@@ -323,10 +273,10 @@ def _result(
     *,
     still_running: bool,
 ) -> DomainResult:
-    """Metrics of the pass, and what the monitor should do next about the domain."""
+    """Metrics of the pass, and what the scheduler should do next about the domain."""
     domain = state.domain
     for latency in report.apply_latencies_ms:
-        monitor.metrics.apply_latency.observe(latency)
+        ctx.metrics.apply_latency.observe(latency)
     unfinished = [o for o in outcome.outcomes if o.status != "completed"]
     error = unfinished[0].error if unfinished else None
     if still_running and error is None:
@@ -334,7 +284,7 @@ def _result(
         error = f"Failed to complete NMX-M operation in time: {running} still running"
     if result.blocked and error is None:
         error = next(iter(result.blocked.values()))
-    monitor.metrics.domain_result(
+    ctx.metrics.domain_result(
         domain, error=error, partitions=len(outcome.observed), blocked=len(result.blocked)
     )
     operations = len(outcome.outcomes)
@@ -349,15 +299,15 @@ def _result(
 
 
 async def failed(
-    conn: AsyncConnection, monitor: Monitor, domain: uuid.UUID, exc: FabricError, *, operations: int = 0
+    conn: AsyncConnection, ctx: PassContext, domain: uuid.UUID, exc: FabricError, *, operations: int = 0
 ) -> DomainResult:
     """Record a fabric failure on the domain."""
-    message = error_label(exc, monitor.backend.kind)
+    message = error_label(exc, ctx.backend.capabilities.manager)
     log.warning("domain %s: %s", domain, message)
     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
         await record_domain_error(session, domain, message)
         await session.commit()
-    monitor.metrics.domain_result(domain, error=message, partitions=None, blocked=0)
+    ctx.metrics.domain_result(domain, error=message, partitions=None, blocked=0)
     return DomainResult(domain, "error", operations, retryable=exc.retryable, error=message)
 
 
@@ -383,8 +333,8 @@ def _created(outcomes: list[Outcome]) -> frozenset[str]:
     return frozenset(o.op.name for o in outcomes if isinstance(o.op, CreatePartition))
 
 
-def error_label(exc: FabricError, kind: str) -> str:
-    manager = "NMX-C" if kind == "nmxc" else "NMX-M"
+def error_label(exc: FabricError, manager: str) -> str:
+    """How a fabric failure is recorded on the domain (``manager``: "NMX-C" or "NMX-M")."""
     return (
         f"Failed to reach {manager}: {exc.message}" if exc.retryable else f"{manager} refused: {exc.message}"
     )

@@ -22,12 +22,11 @@ from nico.fabric.backend import (
     FabricError,
     FabricPartition,
     FabricTimeout,
-    FabricTopology,
     FabricUnavailable,
     OperationPending,
 )
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.planner import (
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.operations import (
     AddGpus,
     CreatePartition,
     DeletePartition,
@@ -56,7 +55,7 @@ async def execute(
     backend: FabricBackend,
     target: DomainTarget,
     operations: list[Operation],
-    metrics: MonitorMetrics | None,
+    metrics: ReconcilerMetrics | None,
     *,
     call_timeout: float,
     after_call: AfterCall | None = None,
@@ -183,7 +182,7 @@ class _Run:
 
     backend: FabricBackend
     target: DomainTarget
-    metrics: MonitorMetrics | None
+    metrics: ReconcilerMetrics | None
     call_timeout: float
     after_call: AfterCall | None
     current: dict[str, FabricPartition] = field(default_factory=dict)  # by partition ref
@@ -230,9 +229,8 @@ async def _call(
     backend: FabricBackend, target: DomainTarget, op: Operation, current: dict[str, FabricPartition]
 ) -> None:
     if isinstance(op, CreatePartition):
-        # Only managers with a multicast budget (NMX-C GetDomainProperties) take the limit; NMX-M
-        # partitions have no attributes and refuse one.
-        limit = op.multicast_groups_limit if isinstance(backend, FabricTopology) else None
+        # Only managers with a multicast budget take the limit (NMX-M partitions refuse one).
+        limit = op.multicast_groups_limit if backend.capabilities.multicast_limits else None
         made = await backend.create_partition(target, op.name, op.gpu_uids, multicast_groups_limit=limit)
         current[made.ref] = made
         return

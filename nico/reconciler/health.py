@@ -20,9 +20,7 @@ from nico.fabric.backend import (
     DomainTarget,
     FabricBackend,
     FabricError,
-    FabricHealth,
     FabricPartition,
-    FabricTopology,
     health_counts,
 )
 from nico.reconciler.health_metrics import HealthMetrics
@@ -40,14 +38,15 @@ async def observe(
 ) -> DomainHealth | None:
     """Read, store and export the domain's health; None when the fabric could not say."""
     try:
-        if isinstance(backend, FabricHealth):
-            gpus = await backend.health_gpus(target)
-            summary: DomainHealth | None = await backend.domain_health(target)
+        reporting, topology = backend.capabilities.health, backend.capabilities.topology
+        if reporting is not None:
+            gpus = await reporting.health_gpus(target)
+            summary: DomainHealth | None = await reporting.domain_health(target)
         else:
             gpus, summary = await backend.list_gpus(target), None
         budget = await queries.domain_multicast_budget(conn, domain)
-        if budget is None and isinstance(backend, FabricTopology):
-            budget = (await backend.domain_limits(target)).max_multicast_groups
+        if budget is None and topology is not None:
+            budget = (await topology.domain_limits(target)).max_multicast_groups
             await queries.record_multicast_budget(conn, domain, budget)
     except FabricError as exc:
         log.info("domain %s: health not read: %s", domain, exc.message)

@@ -2,7 +2,7 @@
 GPUs, compute trays, switch trays and partitions the fabric manager reports, plus each domain's
 multicast budget and what is left of it.
 
-Like the monitor's other gauges, a domain's figures are those of its last pass; they disappear when
+Like the reconciler's other gauges, a domain's figures are those of its last pass; they disappear when
 no pass has finished for ``hold_seconds`` (a stuck reconciler shows as missing series, never as
 stale numbers) and when the domain is gone.
 """

@@ -7,9 +7,9 @@ disappear when no pass has finished for ``monitor_run_interval + 60 s`` — a st
 as missing series, never as stale numbers.
 
 The database figures (physical partitions, pending instances, free and stranded machines) are kept
-per domain: every pass refreshes the domains it touched (:meth:`MonitorMetrics.domain_figures`) and
+per domain: every pass refreshes the domains it touched (:meth:`ReconcilerMetrics.domain_figures`) and
 the totals move by the difference, so a targeted pass keeps every gauge current at a cost that does
-not grow with the site; the full pass replaces them all (:meth:`MonitorMetrics.all_figures`).
+not grow with the site; the full pass replaces them all (:meth:`ReconcilerMetrics.all_figures`).
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ class Snapshot:
         self.stranded_free_machines += new.stranded_free_machines - old.stranded_free_machines
 
 
-class MonitorMetrics(Collector):
-    """The monitor's instruments for one backend kind (``nmxc`` or ``nmxm``)."""
+class ReconcilerMetrics(Collector):
+    """The reconciler's instruments for one backend kind (``nmxc`` or ``nmxm``)."""
 
     def __init__(self, registry: CollectorRegistry, kind: str, hold_seconds: float) -> None:
         self.kind = kind
@@ -182,91 +182,103 @@ class MonitorMetrics(Collector):
         snap = self.snapshot
         if not snap.updated_at or time.monotonic() - snap.updated_at > self.hold_seconds:
             return
-        kind = self.kind
-        manager = "NMX-C" if kind == "nmxc" else "NMX-M"
+        yield from _reference_gauges(snap, self.kind)
+        yield from _domain_gauges(snap)
+        yield from _capacity_gauges(snap)
 
-        def gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
-            return GaugeMetricFamily(name, doc, value=value)
 
-        yield gauge(
-            PREFIX + "machine_status_updates_count",
-            "Number of machines nvlink_status_observation got updated",
-            snap.machine_status_updates,
-        )
-        yield gauge(
-            PREFIX + "num_logical_partitions",
-            "Number of logical partitions that were monitored",
-            snap.logical_partitions,
-        )
-        yield gauge(
-            PREFIX + "num_physical_partitions",
-            "Number of physical partitions that were monitored",
-            snap.physical_partitions,
-        )
-        errors = GaugeMetricFamily(
-            PREFIX + f"{kind}_connect_error_count",
-            f"The errors encountered while checking {manager}",
-            labels=["error"],
-        )
-        for label, count in sorted(Tally(e[:ERROR_LABEL_LENGTH] for e in snap.errors.values()).items()):
-            errors.add_metric([label], count)
-        yield errors
-        yield gauge(
-            PREFIX + f"{kind}_partition_count",
-            f"Number of partitions {manager} is reporting",
-            sum(snap.partitions.values()),
-        )
-        yield gauge(
-            PREFIX + f"{kind}_gpu_count", f"Number of GPUs {manager} is reporting", sum(snap.gpus.values())
-        )
-        yield gauge(
-            PREFIX + "nvlink_info_mismatches",
-            f"Number of NVLink GPU partition ID mismatches between DB and {manager}",
-            snap.info_mismatches,
-        )
-        yield gauge(
-            PREFIX + "stale_partitions_deleted",
-            f"Number of stale partitions deleted from DB (not found in {manager})",
-            snap.stale_partitions_deleted,
-        )
-        yield gauge(
-            "nico_nvlink_pending_instances",
-            "Instances whose NVLink configuration is not yet confirmed on the fabric",
-            snap.pending_instances,
-        )
-        domain_errors = GaugeMetricFamily(
-            "nico_nvlink_domain_errors",
-            "Consecutive failed passes of an NVLink domain (only domains in error)",
-            labels=["domain", "error"],
-        )
-        for domain, count in sorted(snap.failures.items()):
-            domain_errors.add_metric([str(domain), snap.errors.get(domain, "")[:ERROR_LABEL_LENGTH]], count)
-        yield domain_errors
-        blocked = GaugeMetricFamily(
-            "nico_nvlink_blocked_partitions",
-            "Logical partitions that cannot be placed in a domain (name held by a foreign partition)",
-            labels=["domain"],
-        )
-        for domain, count in sorted(snap.blocked.items()):
-            blocked.add_metric([str(domain)], count)
-        yield blocked
-        homeless = GaugeMetricFamily(
-            "nico_nvlink_gpus_without_home",
-            "GPUs in neither a tenant partition nor their home partition after the latest pass",
-            labels=["domain"],
-        )
-        for domain, count in sorted(snap.without_home.items()):
-            homeless.add_metric([str(domain)], count)
-        yield homeless
-        yield gauge(
-            "nico_nvlink_free_machines", "Ready NVLink machines without an instance", snap.free_machines
-        )
-        yield gauge(
-            "nico_nvlink_stranded_free_machines",
-            "Free NVLink machines in domains that are partly used (cannot host a whole-domain job)",
-            snap.stranded_free_machines,
-        )
-        ratio = snap.stranded_free_machines / snap.free_machines if snap.free_machines else 0.0
-        yield gauge(
-            "nico_nvlink_fragmentation_ratio", "Share of free NVLink machines that are stranded (0..1)", ratio
-        )
+def _gauge(name: str, doc: str, value: float) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=value)
+
+
+def _reference_gauges(snap: Snapshot, kind: str) -> Iterator[GaugeMetricFamily]:
+    """The reference's gauges (spec/nvlink-core.md §3.1)."""
+    manager = "NMX-C" if kind == "nmxc" else "NMX-M"
+    yield _gauge(
+        PREFIX + "machine_status_updates_count",
+        "Number of machines nvlink_status_observation got updated",
+        snap.machine_status_updates,
+    )
+    yield _gauge(
+        PREFIX + "num_logical_partitions",
+        "Number of logical partitions that were monitored",
+        snap.logical_partitions,
+    )
+    yield _gauge(
+        PREFIX + "num_physical_partitions",
+        "Number of physical partitions that were monitored",
+        snap.physical_partitions,
+    )
+    errors = GaugeMetricFamily(
+        PREFIX + f"{kind}_connect_error_count",
+        f"The errors encountered while checking {manager}",
+        labels=["error"],
+    )
+    for label, count in sorted(Tally(e[:ERROR_LABEL_LENGTH] for e in snap.errors.values()).items()):
+        errors.add_metric([label], count)
+    yield errors
+    yield _gauge(
+        PREFIX + f"{kind}_partition_count",
+        f"Number of partitions {manager} is reporting",
+        sum(snap.partitions.values()),
+    )
+    yield _gauge(
+        PREFIX + f"{kind}_gpu_count", f"Number of GPUs {manager} is reporting", sum(snap.gpus.values())
+    )
+    yield _gauge(
+        PREFIX + "nvlink_info_mismatches",
+        f"Number of NVLink GPU partition ID mismatches between DB and {manager}",
+        snap.info_mismatches,
+    )
+    yield _gauge(
+        PREFIX + "stale_partitions_deleted",
+        f"Number of stale partitions deleted from DB (not found in {manager})",
+        snap.stale_partitions_deleted,
+    )
+
+
+def _domain_gauges(snap: Snapshot) -> Iterator[GaugeMetricFamily]:
+    """nico's own gauges of where each domain stands."""
+    yield _gauge(
+        "nico_nvlink_pending_instances",
+        "Instances whose NVLink configuration is not yet confirmed on the fabric",
+        snap.pending_instances,
+    )
+    domain_errors = GaugeMetricFamily(
+        "nico_nvlink_domain_errors",
+        "Consecutive failed passes of an NVLink domain (only domains in error)",
+        labels=["domain", "error"],
+    )
+    for domain, count in sorted(snap.failures.items()):
+        domain_errors.add_metric([str(domain), snap.errors.get(domain, "")[:ERROR_LABEL_LENGTH]], count)
+    yield domain_errors
+    blocked = GaugeMetricFamily(
+        "nico_nvlink_blocked_partitions",
+        "Logical partitions that cannot be placed in a domain (name held by a foreign partition)",
+        labels=["domain"],
+    )
+    for domain, count in sorted(snap.blocked.items()):
+        blocked.add_metric([str(domain)], count)
+    yield blocked
+    homeless = GaugeMetricFamily(
+        "nico_nvlink_gpus_without_home",
+        "GPUs in neither a tenant partition nor their home partition after the latest pass",
+        labels=["domain"],
+    )
+    for domain, count in sorted(snap.without_home.items()):
+        homeless.add_metric([str(domain)], count)
+    yield homeless
+
+
+def _capacity_gauges(snap: Snapshot) -> Iterator[GaugeMetricFamily]:
+    """Free and stranded capacity."""
+    yield _gauge("nico_nvlink_free_machines", "Ready NVLink machines without an instance", snap.free_machines)
+    yield _gauge(
+        "nico_nvlink_stranded_free_machines",
+        "Free NVLink machines in domains that are partly used (cannot host a whole-domain job)",
+        snap.stranded_free_machines,
+    )
+    ratio = snap.stranded_free_machines / snap.free_machines if snap.free_machines else 0.0
+    yield _gauge(
+        "nico_nvlink_fragmentation_ratio", "Share of free NVLink machines that are stranded (0..1)", ratio
+    )

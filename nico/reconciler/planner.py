@@ -39,13 +39,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 from nico.fabric.backend import FabricPartition
 from nico.reconciler.homes import DEFAULT_HOME, Mode, home_target, is_tray_partition_name
+from nico.reconciler.operations import AddGpus, CreatePartition, DeletePartition, Operation, RemoveGpus
+from nico.reconciler.ordering import paired
 
 PARTITION_NAME_PREFIX = "nico-"
-Role = Literal["owned", "default", "unknown", "home"]
 
 
 def partition_name(lp: uuid.UUID) -> str:
@@ -79,53 +79,6 @@ class DomainDesire:
     mode: Mode = "domain"
     homes: Mapping[int, str] = field(default_factory=dict)
     multicast_limits: Mapping[uuid.UUID, int] = field(default_factory=dict)  # lp -> multicast groups
-
-
-@dataclass(frozen=True)
-class RemoveGpus:
-    partition: FabricPartition
-    gpu_uids: frozenset[int]
-    role: Role
-    lp: uuid.UUID | None = None
-
-
-@dataclass(frozen=True)
-class DeletePartition:
-    partition: FabricPartition
-    role: Role
-    lp: uuid.UUID | None = None
-
-
-@dataclass(frozen=True)
-class AddGpus:
-    partition: FabricPartition
-    gpu_uids: frozenset[int]
-    role: Role
-    lp: uuid.UUID | None = None
-
-
-@dataclass(frozen=True)
-class CreatePartition:
-    name: str
-    lp: uuid.UUID | None  # None: a tray's home partition
-    gpu_uids: frozenset[int]
-    multicast_groups_limit: int | None = None  # sent in PartitionAttr (None: the manager's default)
-
-
-Operation = RemoveGpus | DeletePartition | AddGpus | CreatePartition
-
-
-def metric_operation(op: Operation) -> str:
-    """The reference's ``operation`` label for this operation."""
-    if isinstance(op, CreatePartition):
-        return "create"
-    if isinstance(op, DeletePartition):
-        return "remove" if op.role == "owned" else "remove_default_partition"
-    return "update"
-
-
-def op_gpus(op: Operation) -> frozenset[int]:
-    return op.partition.gpu_uids if isinstance(op, DeletePartition) else op.gpu_uids
 
 
 @dataclass(frozen=True)
@@ -201,22 +154,34 @@ def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[i
     """:func:`plan`, once; ``stranded`` receives the GPUs the paired order leaves out of every
     partition across a re-made partition's delete and create (no home to wait in)."""
     seen = classify(observed, desire.owned_names)
-    managed = desire.gpus
     wanted: dict[uuid.UUID, set[int]] = {}
     home_of: dict[int, str | None] = {}  # GPUs in no tenant partition -> their home
-    for gpu, lp in managed.items():
+    for gpu, lp in desire.gpus.items():
         if lp is None:
             home_of[gpu] = home_target(gpu, desire.mode, desire.homes, seen.default is not None)
         else:
             wanted.setdefault(lp, set()).add(gpu)
-
     removals: list[Operation] = []
-    additions: list[Operation] = []
-    recreate: set[uuid.UUID] = set()
-    # GPUs nico no longer manages (force-deleted machines) found in nico's own partitions: nico put
-    # them there, so nico takes them out and returns them to the default partition (if there is one).
-    evicted: set[int] = set()
+    recreate, evicted = _from_owned(desire, seen, wanted, removals)
+    default, to_default = _from_default(desire, seen, home_of, evicted, removals)
+    _from_homes(desire, seen, home_of, removals)
+    names_in_use = _from_unknown(desire, seen, removals)
+    additions, blocked = _tenant_additions(desire, seen, wanted, recreate, names_in_use)
+    if default is not None and (missing := frozenset(to_default - default.gpu_uids)):
+        additions.append(AddGpus(default, missing, "default", None))
+    additions += _home_additions(seen, home_of)
+    parking = _parking(desire, seen, default, removals)
+    return Plan(paired(removals, additions, parking, stranded), blocked)
 
+
+def _from_owned(
+    desire: DomainDesire, seen: Classified, wanted: dict[uuid.UUID, set[int]], removals: list[Operation]
+) -> tuple[set[uuid.UUID], set[int]]:
+    """Removals from nico's own partitions; the logical partitions whose partition is deleted (to be
+    made again), and the GPUs nico no longer manages found in them (force-deleted machines: nico put
+    them there, so nico takes them out and returns them to the default partition, if there is one)."""
+    recreate: set[uuid.UUID] = set()
+    evicted: set[int] = set()
     for lp, partition in seen.owned.items():
         keep = wanted.get(lp, set())
         leaving = partition.gpu_uids - keep
@@ -225,24 +190,42 @@ def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[i
             recreate.add(lp)
         elif leaving:
             removals.append(RemoveGpus(partition, frozenset(leaving), "owned", lp))
-        evicted.update(g for g in leaving if g not in managed)
+        evicted.update(g for g in leaving if g not in desire.gpus)
+    return recreate, evicted
 
+
+def _from_default(
+    desire: DomainDesire,
+    seen: Classified,
+    home_of: dict[int, str | None],
+    evicted: set[int],
+    removals: list[Operation],
+) -> tuple[FabricPartition | None, set[int]]:
+    """Removals from the domain default; the default as it stays (None: none, or deleted) and the GPUs
+    that belong in it."""
     default = seen.default
-    to_default: set[int] = set()
-    if default is not None:
-        to_default = {g for g, home in home_of.items() if home == DEFAULT_HOME} | evicted
-        leaving = frozenset(g for g in default.gpu_uids if g in managed and g not in to_default)
-        everyone_housed = all(g in desire.homes for g in managed)
-        if desire.mode == "tray" and everyone_housed and not to_default and leaving == default.gpu_uids:
-            # Every GPU of the default is nico's, and every GPU nico manages has a tray home: the
-            # domain default goes.
-            removals.append(DeletePartition(default, "default", None))
-            default = None
-        elif leaving:  # in domain mode the default may end empty, but it is never deleted
-            removals.append(RemoveGpus(default, leaving, "default", None))
+    if default is None:
+        return None, set()
+    managed = desire.gpus
+    to_default = {g for g, home in home_of.items() if home == DEFAULT_HOME} | evicted
+    leaving = frozenset(g for g in default.gpu_uids if g in managed and g not in to_default)
+    everyone_housed = all(g in desire.homes for g in managed)
+    if desire.mode == "tray" and everyone_housed and not to_default and leaving == default.gpu_uids:
+        # Every GPU of the default is nico's, and every GPU nico manages has a tray home: the
+        # domain default goes.
+        removals.append(DeletePartition(default, "default", None))
+        return None, to_default
+    if leaving:  # in domain mode the default may end empty, but it is never deleted
+        removals.append(RemoveGpus(default, leaving, "default", None))
+    return default, to_default
 
+
+def _from_homes(
+    desire: DomainDesire, seen: Classified, home_of: dict[int, str | None], removals: list[Operation]
+) -> None:
+    """Removals from tray home partitions (deleted when the domain goes back to the domain model)."""
     for name, partition in seen.homes.items():
-        leaving = frozenset(g for g in partition.gpu_uids if g in managed and home_of.get(g) != name)
+        leaving = frozenset(g for g in partition.gpu_uids if g in desire.gpus and home_of.get(g) != name)
         is_home = any(home == name for home in home_of.values())
         back = desire.mode == "domain" and seen.default is not None and not is_home
         if back and leaving == partition.gpu_uids:
@@ -250,9 +233,12 @@ def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[i
         elif leaving:
             removals.append(RemoveGpus(partition, leaving, "home", None))
 
+
+def _from_unknown(desire: DomainDesire, seen: Classified, removals: list[Operation]) -> set[str]:
+    """Managed GPUs taken out of partitions nico did not make; the names those partitions keep."""
     names_in_use: set[str] = set()
     for partition in seen.unknown:
-        leaving = frozenset(g for g in partition.gpu_uids if g in managed)
+        leaving = frozenset(g for g in partition.gpu_uids if g in desire.gpus)
         if partition.gpu_uids and leaving == partition.gpu_uids:
             removals.append(DeletePartition(partition, "unknown", None))
         elif not partition.gpu_uids and lp_of_name(partition.name) is not None:
@@ -261,7 +247,18 @@ def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[i
             if leaving:
                 removals.append(RemoveGpus(partition, leaving, "unknown", None))
             names_in_use.add(partition.name)
+    return names_in_use
 
+
+def _tenant_additions(
+    desire: DomainDesire,
+    seen: Classified,
+    wanted: dict[uuid.UUID, set[int]],
+    recreate: set[uuid.UUID],
+    names_in_use: set[str],
+) -> tuple[list[Operation], dict[uuid.UUID, str]]:
+    """The creates and additions of tenant partitions, and the logical partitions blocked (with why)."""
+    additions: list[Operation] = []
     blocked: dict[uuid.UUID, str] = {}
     for lp in sorted(wanted):
         gpus = frozenset(wanted[lp])
@@ -277,8 +274,11 @@ def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[i
             additions.append(CreatePartition(name, lp, gpus, desire.multicast_limits.get(lp)))
         elif missing := gpus - existing.gpu_uids:
             additions.append(AddGpus(existing, missing, "owned", lp))
-    if default is not None and (missing := frozenset(to_default - default.gpu_uids)):
-        additions.append(AddGpus(default, missing, "default", None))
+    return additions, blocked
+
+
+def _home_additions(seen: Classified, home_of: dict[int, str | None]) -> list[Operation]:
+    """GPUs sent to their tray home partitions (created when missing)."""
     trays: dict[str, set[int]] = {}
     for gpu, home in sorted(home_of.items()):
         if home is None or home == DEFAULT_HOME:
@@ -286,14 +286,14 @@ def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[i
         present = seen.homes.get(home)
         if present is None or gpu not in present.gpu_uids:
             trays.setdefault(home, set()).add(gpu)
+    additions: list[Operation] = []
     for name in sorted(trays):
         present = seen.homes.get(name)
         if present is None:
             additions.append(CreatePartition(name, None, frozenset(trays[name])))
         else:
             additions.append(AddGpus(present, frozenset(trays[name]), "home", None))
-    parking = _parking(desire, seen, default, removals)
-    return Plan(_paired(removals, additions, parking, stranded), blocked)
+    return additions
 
 
 def _parking(
@@ -309,163 +309,6 @@ def _parking(
         if holder is not None and holder.nmx_partition_id not in deleted:
             parking[gpu] = holder
     return parking
-
-
-def _paired(
-    removals: list[Operation],
-    additions: list[Operation],
-    parking: Mapping[int, FabricPartition],
-    stranded: set[int],
-) -> list[Operation]:
-    """Removals split per destination, each right before the addition that takes its GPUs; removals
-    of GPUs that go nowhere come first; GPUs that would wait across other operations for their
-    partition's name to be free wait in their home (``parking``) instead (module docstring)."""
-    consumed: set[int] = set()
-    for addition in additions:
-        consumed |= op_gpus(addition)
-    head: list[Operation] = []
-    pending: list[RemoveGpus | DeletePartition] = []
-    for removal in removals:
-        assert isinstance(removal, RemoveGpus | DeletePartition)
-        gpus = op_gpus(removal)
-        nowhere = gpus - consumed
-        if isinstance(removal, DeletePartition):
-            # GPUs going nowhere leave with the partition's deletion (no extra call to take them out
-            # first: they have no partition to wait for).
-            (head if nowhere == gpus else pending).append(removal)
-            continue
-        if nowhere:
-            head.append(RemoveGpus(removal.partition, nowhere, removal.role, removal.lp))
-        if gpus - nowhere:
-            pending.append(RemoveGpus(removal.partition, gpus - nowhere, removal.role, removal.lp))
-    # A create that reuses the name of a partition being deleted goes after the additions taking that
-    # partition's GPUs, so they are not kept waiting across the create.
-    deleted = {r.partition.name: op_gpus(r) for r in pending if isinstance(r, DeletePartition)}
-    ordered: list[Operation] = []
-    visiting: list[Operation] = []
-
-    def place(addition: Operation) -> None:
-        if any(addition is o for o in ordered) or any(addition is o for o in visiting):
-            return
-        visiting.append(addition)
-        if isinstance(addition, CreatePartition) and addition.name in deleted:
-            for b in additions:
-                if b is not addition and op_gpus(b) & deleted[addition.name]:
-                    place(b)
-        ordered.append(addition)
-
-    # Capacity (the domain's partition count and multicast budget): existing partitions gain GPUs
-    # first, then the creates a deletion feeds (the deletion right before, freeing what they take),
-    # then the other creates, after every deletion.
-    freed_by_delete = frozenset().union(*(op_gpus(r) for r in pending if isinstance(r, DeletePartition)))
-
-    def rank(addition: Operation) -> int:
-        if not isinstance(addition, CreatePartition):
-            return 0
-        return 1 if op_gpus(addition) & freed_by_delete else 2
-
-    for addition in sorted(additions, key=rank):
-        place(addition)
-    body: list[Operation] = []
-    for addition in ordered:
-        need = op_gpus(addition)
-        name = addition.name if isinstance(addition, CreatePartition) else None
-        left: list[RemoveGpus | DeletePartition] = []
-        feeds: list[tuple[Operation, frozenset[int]]] = []  # a removal, and the GPUs it frees for this
-        for removal in pending:
-            gpus = op_gpus(removal)
-            freed = gpus & need
-            if isinstance(removal, DeletePartition) and name is not None and removal.partition.name == name:
-                # The name must be free before the create. GPUs of the deleted partition that a later
-                # addition takes (a swap between re-made partitions) go home first and wait there.
-                stranded.update(gpus - need - parking.keys())
-                parked = _park(removal.partition, (gpus - need) & parking.keys(), parking)
-                left.extend(RemoveGpus(p.partition, p.gpu_uids, p.role, None) for p in parked)
-                feeds[0:0] = [(o, frozenset()) for o in _parked_delete(removal, parked)]
-                continue
-            if not freed:
-                left.append(removal)
-                continue
-            rest = gpus - freed
-            if isinstance(removal, DeletePartition):
-                if rest & consumed:  # others still wait for GPUs of it: the deletion waits too
-                    feeds.append((RemoveGpus(removal.partition, freed, removal.role, removal.lp), freed))
-                    left.append(
-                        DeletePartition(replace(removal.partition, gpu_uids=rest), removal.role, removal.lp)
-                    )
-                else:
-                    feeds.append((removal, freed))
-            else:
-                feeds.append((RemoveGpus(removal.partition, freed, removal.role, removal.lp), freed))
-                if rest:
-                    left.append(RemoveGpus(removal.partition, rest, removal.role, removal.lp))
-        pending = left
-        feeds = _merged(feeds)
-        if isinstance(addition, AddGpus) and len(feeds) > 1:
-            # One addition per source: each freed GPU is placed by the very next operation.
-            fed = frozenset().union(*(freed for _, freed in feeds))
-            if waiting := need - fed:  # GPUs already out of every partition
-                body.append(replace(addition, gpu_uids=waiting))
-            for removal, freed in feeds:
-                body.append(removal)
-                if freed:
-                    body.append(replace(addition, gpu_uids=freed))
-            continue
-        body.extend(removal for removal, _ in feeds)
-        body.append(addition)
-    return head + body + list(pending)
-
-
-def _merged(feeds: list[tuple[Operation, frozenset[int]]]) -> list[tuple[Operation, frozenset[int]]]:
-    """The removals feeding one addition, one per source partition: GPUs that waited in their home
-    and GPUs that lived there leave it in one call."""
-    merged: list[tuple[Operation, frozenset[int]]] = []
-    at: dict[int, int] = {}  # partition id -> index in ``merged`` of its removal
-    for op, freed in feeds:
-        key = op.partition.nmx_partition_id if isinstance(op, RemoveGpus) and freed else None
-        if key is None or key not in at:
-            if key is not None:
-                at[key] = len(merged)
-            merged.append((op, freed))
-            continue
-        first, gpus = merged[at[key]]
-        assert isinstance(first, RemoveGpus)
-        merged[at[key]] = (replace(first, gpu_uids=first.gpu_uids | op_gpus(op)), gpus | freed)
-    return merged
-
-
-def _park(
-    partition: FabricPartition, gpus: frozenset[int], parking: Mapping[int, FabricPartition]
-) -> list[AddGpus]:
-    """The additions taking ``gpus`` (leaving ``partition``) to their homes, one per home."""
-    by_home: dict[int, set[int]] = {}
-    for gpu in gpus:
-        by_home.setdefault(parking[gpu].nmx_partition_id, set()).add(gpu)
-    homes = {p.nmx_partition_id: p for p in parking.values()}
-    return [
-        AddGpus(homes[pid], frozenset(uids), "default" if homes[pid].is_default else "home", None)
-        for pid, uids in sorted(by_home.items())
-    ]
-
-
-def _parked_delete(removal: DeletePartition, parked: list[AddGpus]) -> list[Operation]:
-    """The deletion of a partition whose ``parked`` GPUs go home first, each group placed by the very
-    next operation: a removal and its home's addition per group, the last group freed by the deletion
-    itself when nothing else is left in the partition."""
-    ops: list[Operation] = []
-    rest = op_gpus(removal)
-    for i, park in enumerate(parked):
-        rest = rest - park.gpu_uids
-        if i == len(parked) - 1 and not rest:
-            # What is left of the partition is this group: the deletion says so (its intent too).
-            last = DeletePartition(
-                replace(removal.partition, gpu_uids=park.gpu_uids), removal.role, removal.lp
-            )
-            ops += [last, park]
-            return ops
-        ops += [RemoveGpus(removal.partition, park.gpu_uids, removal.role, removal.lp), park]
-    left = DeletePartition(replace(removal.partition, gpu_uids=rest), removal.role, removal.lp)
-    return [*ops, left]
 
 
 def satisfied(gpu: int, lp: uuid.UUID | None, seen: Classified, desire: DomainDesire | None = None) -> bool:

@@ -11,8 +11,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nico.config import ConfigError, Settings
 from nico.db.engine import make_session_factory, transaction
 from nico.fabric.backend import FabricBackend
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.scheduler import Reconciler
 from nico.services import fabric_registry
 
 log = logging.getLogger(__name__)
@@ -38,16 +38,16 @@ async def open_backend(settings: Settings, engine: AsyncEngine) -> FabricBackend
     return NmxmBackend.from_config(config, username, password)
 
 
-def monitor_metrics(settings: Settings, registry: CollectorRegistry) -> MonitorMetrics:
+def reconciler_metrics(settings: Settings, registry: CollectorRegistry) -> ReconcilerMetrics:
     config = settings.nvlink_config
     hold = config.monitor_run_interval.total_seconds() + 60.0
-    return MonitorMetrics(registry, config.backend, hold)
+    return ReconcilerMetrics(registry, config.backend, hold)
 
 
 async def run_reconciler(settings: Settings, engine: AsyncEngine, registry: CollectorRegistry) -> None:
-    """Run the monitor until cancelled (the API runs this beside itself; ``nico reconcile`` alone)."""
+    """Run the reconciler until cancelled (the API runs this beside itself; ``nico reconcile`` alone)."""
     backend = await open_backend(settings, engine)
-    reconciler = Reconciler(engine, backend, settings.nvlink_config, monitor_metrics(settings, registry))
+    reconciler = Reconciler(engine, backend, settings.nvlink_config, reconciler_metrics(settings, registry))
     try:
         await reconciler.run()
     finally:

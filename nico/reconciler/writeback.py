@@ -3,7 +3,7 @@
 In one transaction: recorded physical partitions are aligned with the partitions the fabric reports
 (partitions created this pass, or adopted from an intent, are recorded; records of partitions that
 are gone are dropped); each GPU's observed partition is stored; intents are closed; an instance
-becomes Ready — through :mod:`nico.services.lifecycle` — only when the read-back holds exactly the
+becomes Ready — through :mod:`nico.reconciler.lifecycle` — only when the read-back holds exactly the
 desired membership of its current NVLink config version; terminating instances finish once their
 GPUs are out of every tenant partition; logical partitions being deleted vanish once their physical
 partitions are gone.
@@ -20,23 +20,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from nico.db.queries import reconciler as queries
 from nico.fabric.backend import FabricPartition
+from nico.reconciler import lifecycle
 from nico.reconciler.executor import Outcome
 from nico.reconciler.fingerprint import fabric_digest
 from nico.reconciler.homes import Mode
-from nico.reconciler.planner import (
-    Classified,
-    CreatePartition,
-    DomainDesire,
-    Operation,
-    classify,
-    lp_of_name,
-    metric_operation,
-    op_gpus,
-    satisfied,
-    without_home,
-)
+from nico.reconciler.operations import CreatePartition, Operation, metric_operation, op_gpus
+from nico.reconciler.planner import Classified, DomainDesire, classify, lp_of_name, satisfied, without_home
 from nico.reconciler.state import DomainState
-from nico.services import lifecycle
 
 
 @dataclass

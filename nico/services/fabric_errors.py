@@ -25,7 +25,7 @@ SLOW = (
     "The fabric manager for this NVLink domain has not finished a change in time; nico keeps checking on it"
 )
 
-# What the reconciler's labels start with (nico.reconciler.monitor._error_label and the pass itself).
+# What the reconciler's labels start with (nico.reconciler.domain_pass.error_label).
 _KNOWN = (
     (re.compile(r"^(Failed to reach NMX-[CM]|NMX-[CM] refused): no NMX-C endpoint"), NOT_CONFIGURED),
     (re.compile(r"^Failed to reach NMX-[CM]\b"), UNREACHABLE),

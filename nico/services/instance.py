@@ -2,7 +2,7 @@
 NVLink bindings above all), delete.
 
 An instance and its NVLink interfaces stay Pending until the reconciler reports the fabric matches
-(:mod:`nico.services.lifecycle`); one on a machine without an NVLink domain has nothing to wait for
+(:mod:`nico.reconciler.lifecycle`); one on a machine without an NVLink domain has nothing to wait for
 and is Ready at once. Every change of desired NVLink state is handed to the reconciler with
 :func:`nico.services.nvlink_events.desired_state_changed` in the same transaction.
 """

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Literal
 
 from nico.fabric.backend import (
+    Capabilities,
     DomainHealth,
     DomainHello,
     DomainLimits,
@@ -56,6 +57,15 @@ class InProcessBackend:
     def __init__(self, fabric: SimFabric, *, call_timeout: float = 5.0) -> None:
         self.fabric = fabric
         self._timeout = call_timeout
+        self.capabilities = Capabilities(
+            manager="NMX-C",
+            per_endpoint=True,
+            multicast_limits=True,
+            events=self,
+            health=self,
+            topology=self,
+            gpu_topology=self,
+        )
 
     async def _enter(self, target: DomainTarget) -> SimDomain:
         try:

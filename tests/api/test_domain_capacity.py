@@ -16,8 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
 from nico.db.models import Instance, Machine
+from nico.reconciler.lifecycle import finish_instance_termination
 from nico.services import status
-from nico.services.lifecycle import finish_instance_termination
 from tests.api.conftest import batch_body, instance_body
 from tests.api.test_races import assert_no_machine_shared, tenants_on
 from tests.support import factories as f

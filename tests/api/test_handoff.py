@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.engine import libpq_url
 from nico.db.models import Instance, Machine, PhysicalPartition
-from nico.services.lifecycle import apply_nvlink_observation
+from nico.reconciler.lifecycle import apply_nvlink_observation
 from nico.services.nvlink_events import CHANNEL, parse_payload, payload
 from tests.api.conftest import BASE, batch_body, instance_body
 from tests.support import factories as f

@@ -1,5 +1,5 @@
 """The lifecycle in one system: instances and bindings wait for the reconciler's reports
-(:mod:`nico.services.lifecycle`, driven here directly), deletes wait for the fabric, and what needs
+(:mod:`nico.reconciler.lifecycle`, driven here directly), deletes wait for the fabric, and what needs
 no fabric work happens at once. Also the instance delete checks of spec §5.7."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
 from nico.db.models import Instance, Machine, NvlinkInterface, PhysicalPartition, StatusDetail
-from nico.services.lifecycle import (
+from nico.reconciler.lifecycle import (
     apply_nvlink_observation,
     finish_instance_termination,
     finish_partition_deletion,

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
 from nico.db.models import Instance
-from nico.services.lifecycle import apply_nvlink_observation
+from nico.reconciler.lifecycle import apply_nvlink_observation
 from tests.api.conftest import BASE, error, instance_body
 from tests.support import factories as f
 from tests.support.auth import bearer

@@ -19,9 +19,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.api.context import AppContext
 from nico.config import Settings
 from nico.fabric.backend import DEFAULT_PARTITION_ID
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler
+from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.planner import partition_name
+from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
 from tests.support.auth import bearer
@@ -294,7 +294,7 @@ async def test_two_reconcilers_at_once_leave_one_partition_per_domain(
         app_context.engine,
         backend,
         stack.reconciler.config,
-        MonitorMetrics(CollectorRegistry(), stack.kind, 120.0),
+        ReconcilerMetrics(CollectorRegistry(), stack.kind, 120.0),
     )
     task = asyncio.create_task(second.run())
     try:
@@ -356,7 +356,7 @@ async def test_reconciler_killed_between_a_fabric_call_and_its_write_back(
         app_context.engine,
         stack.reconciler.backend,
         stack.reconciler.config,
-        MonitorMetrics(CollectorRegistry(), stack.kind, 120.0),
+        ReconcilerMetrics(CollectorRegistry(), stack.kind, 120.0),
     )
     task = asyncio.create_task(successor.run())
     try:

@@ -30,8 +30,8 @@ from nico.db import migrate
 from nico.db.embedded import start_embedded_postgres
 from nico.db.engine import libpq_url, make_engine, make_session_factory
 from nico.db.supervisor import supervise
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 from tests.conftest import TEST_SECRET
@@ -72,7 +72,7 @@ async def run_reconciler(ctx: AppContext, fabric: SimFabric) -> None:
     backend = InProcessBackend(fabric, call_timeout=1.0)
     config = NvLinkConfig(backend="nmxc", monitor_run_interval="60s", notify_debounce="2ms")
     try:
-        await Reconciler(ctx.engine, backend, config, MonitorMetrics(ctx.registry, "nmxc", 120.0)).run()
+        await Reconciler(ctx.engine, backend, config, ReconcilerMetrics(ctx.registry, "nmxc", 120.0)).run()
     finally:
         await backend.close()
 

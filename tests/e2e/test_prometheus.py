@@ -17,8 +17,8 @@ from nico.api.app import create_app
 from nico.api.auth import TokenVerifier
 from nico.api.context import AppContext
 from nico.config import NvLinkConfig, Settings
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 from tests.support import factories as f
@@ -43,7 +43,7 @@ async def test_prometheus_scrapes_nico_and_answers_a_query(
     ctx = AppContext(settings, app_context.engine, app_context.sessions, TokenVerifier(settings), registry)
     backend = InProcessBackend(fabric)
     reconciler = Reconciler(
-        app_context.engine, backend, NvLinkConfig(), MonitorMetrics(registry, "nmxc", 600)
+        app_context.engine, backend, NvLinkConfig(), ReconcilerMetrics(registry, "nmxc", 600)
     )
     await reconciler.full_pass()
 

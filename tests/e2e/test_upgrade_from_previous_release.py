@@ -34,8 +34,8 @@ from nico.db.models import Gpu, Instance, Machine, NvlinkInterface, NvlinkNmxcEn
 from nico.fabric.backend import DEFAULT_PARTITION_ID
 from nico.fabric.nmxc.client import NmxcBackend
 from nico.reconciler.homes import home_names
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimDomain, SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
 from tests.support import db as testdb
@@ -204,7 +204,7 @@ class Running:
         self.registry = CollectorRegistry()
         self.backend = NmxcBackend(self.config)
         self.reconciler = Reconciler(
-            upgraded.engine, self.backend, self.config, MonitorMetrics(self.registry, "nmxc", 120.0)
+            upgraded.engine, self.backend, self.config, ReconcilerMetrics(self.registry, "nmxc", 120.0)
         )
         self.task: asyncio.Task[None] | None = None
 

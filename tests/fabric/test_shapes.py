@@ -1,8 +1,8 @@
 """Rack shapes and tray generations of the simulator, and finding them through the fabric: minipods
 (several NMX-C domains behind one chassis serial, one endpoint each), GB300 trays whose GPUs report
 their name (NMX-C ``GpuTopoInfo.description``, NMX-M ``Description``), snapshots of them (old ones
-still load), discovery of machines with their GPU names, and the reconciler finding each domain's
-endpoint by Hello."""
+still load), discovery of machines with their GPU names, and the fabric observation finding each
+domain's endpoint by Hello."""
 
 from __future__ import annotations
 
@@ -10,16 +10,13 @@ import json
 import uuid
 
 import pytest
-from prometheus_client import CollectorRegistry
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from nico.config import NvLinkConfig
 from nico.fabric.backend import DEFAULT_PARTITION_ID, DomainTarget, EndpointNotConfigured
 from nico.fabric.nmxc.client import NmxcBackend
 from nico.fabric.nmxm.client import NmxmBackend
+from nico.fabric.observation import FabricObserver
 from nico.reconciler.discovery import discover_endpoint, discover_machine
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
 from nico.sim.nmxm_app import NmxmSimulator
@@ -128,33 +125,27 @@ async def test_nmxm_reports_the_gpu_name_as_its_description() -> None:
 
 
 @pytest.mark.e2e
-async def test_the_reconciler_finds_a_domain_behind_a_registered_chassis_by_hello() -> None:
+async def test_the_observer_finds_a_domain_behind_a_registered_chassis_by_hello() -> None:
     """The chassis' registered endpoint serves the minipod's first domain; the second is found among
     the discovery endpoints (one of them down: it does not stop the others being asked)."""
     fabric = SimFabric(0, minipods=1, seed=2)
     first, other = fabric.domains
-    engine = create_async_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")  # never connected
     async with NmxcSimulator(fabric) as nmxc:
         config = NvLinkConfig(fabric_call_timeout="2s")
         backend = NmxcBackend(config, call_timeout=CALL_TIMEOUT)
-        metrics = MonitorMetrics(CollectorRegistry(), "nmxc", 60.0)
         try:
-            alone = Reconciler(engine, backend, config, metrics)
-            alone.registry = {"SIM-0001": nmxc.url(first)}
+            alone = FabricObserver(backend, config.nmxc_endpoints)
+            alone.use_registry({"SIM-0001": nmxc.url(first)}, None)
             assert (await alone.target(first, {"SIM-0001"})).endpoint == nmxc.url(first)
             with pytest.raises(EndpointNotConfigured, match=f"serves domain {first}, not {other}"):
                 await alone.target(other, {"SIM-0001"})
 
             down = "http://127.0.0.1:1"
-            wider = NvLinkConfig(fabric_call_timeout="2s", nmxc_endpoints=[down, nmxc.url(other)])
-            found = Reconciler(engine, backend, wider, MonitorMetrics(CollectorRegistry(), "nmxc", 60.0))
-            found.registry = {"SIM-0001": nmxc.url(first)}
+            found = FabricObserver(backend, [down, nmxc.url(other)])
+            found.use_registry({"SIM-0001": nmxc.url(first)}, None)
             assert (await found.target(other, {"SIM-0001"})).endpoint == nmxc.url(other)
             assert (await found.target(first, {"SIM-0001"})).endpoint == nmxc.url(first)
-            assert found.discovered == {first: nmxc.url(first), other: nmxc.url(other)}
-            assert down in found._hello_failed
-            await alone.close()
-            await found.close()
+            assert found.endpoints.discovered == {first: nmxc.url(first), other: nmxc.url(other)}
+            assert down in found.endpoints._hello_failed
         finally:
             await backend.close()
-            await engine.dispose()

@@ -20,8 +20,8 @@ from nico.config import NvLinkConfig, Settings
 from nico.fabric.backend import EndpointNotConfigured, FabricRejected, FabricUnavailable
 from nico.fabric.nmxc.client import NmxcBackend
 from nico.reconciler.domain_pass import error_label
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.scheduler import Reconciler
 from nico.services.fabric_errors import NOT_CONFIGURED, REFUSED, UNREACHABLE, tenant_error_message
 from nico.sim.fabric import SimFabric
 from tests.support.auth import bearer
@@ -49,7 +49,7 @@ def leaks(text: str, port: int | None = None) -> list[str]:
 )
 def test_fabric_errors_are_told_to_tenants_without_infrastructure(error: Exception, shown: str) -> None:
     assert isinstance(error, FabricUnavailable | EndpointNotConfigured | FabricRejected)
-    raw = error_label(error, "nmxc")
+    raw = error_label(error, "NMX-C")
     assert tenant_error_message(raw) == shown
     assert not leaks(shown)
 
@@ -80,7 +80,7 @@ async def test_a_domain_with_its_endpoint_down_shows_tenants_no_address_and_oper
     backend = NmxcBackend(config)
     try:
         reconciler = Reconciler(
-            app_context.engine, backend, config, MonitorMetrics(CollectorRegistry(), "nmxc", 120.0)
+            app_context.engine, backend, config, ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0)
         )
         await reconciler.full_pass()
     finally:

@@ -14,8 +14,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.api.context import AppContext
 from nico.config import NvLinkConfig
 from nico.fabric.backend import FabricBackend
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 from tests.support.sim_site import SimSite, seed
@@ -49,7 +49,7 @@ async def make_reconciler(app_context: AppContext, db: str) -> AsyncIterator[Mak
         settings = {"fabric_call_timeout": "2s", "monitor_run_interval": "60s", "notify_debounce": "2ms"}
         settings.update(config)
         nv = NvLinkConfig(backend=backend.kind, **settings)
-        metrics = MonitorMetrics(registry or CollectorRegistry(), backend.kind, hold_seconds=120.0)
+        metrics = ReconcilerMetrics(registry or CollectorRegistry(), backend.kind, hold_seconds=120.0)
         made.append(Reconciler(app_context.engine, backend, nv, metrics))
         return made[-1]
 

@@ -22,7 +22,8 @@ from nico.db.models import (
     PhysicalPartition,
 )
 from nico.fabric.backend import DEFAULT_PARTITION_ID
-from nico.reconciler.planner import CreatePartition, Operation, partition_name
+from nico.reconciler.operations import CreatePartition, Operation
+from nico.reconciler.planner import partition_name
 from nico.services.nvlink_events import desired_state_changed
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler

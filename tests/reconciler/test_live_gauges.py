@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.reconciler.metrics import PREFIX
-from nico.reconciler.monitor import Reconciler
 from nico.reconciler.planner import partition_name
+from nico.reconciler.scheduler import Reconciler
 from nico.services import instance as instances
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler

@@ -49,10 +49,10 @@ def value(registry: CollectorRegistry, sample_name: str, **labels: str) -> float
 
 @pytest.mark.parametrize("kind", ["nmxc", "nmxm"])
 def test_every_reference_series_has_its_name_type_and_labels(kind: str) -> None:
-    from nico.reconciler.metrics import MonitorMetrics
+    from nico.reconciler.metrics import ReconcilerMetrics
 
     registry = CollectorRegistry()
-    metrics = MonitorMetrics(registry, kind, hold_seconds=60)
+    metrics = ReconcilerMetrics(registry, kind, hold_seconds=60)
     metrics.snapshot.updated_at = time.monotonic()
     metrics.snapshot.errors[uuid.uuid4()] = "Failed to reach NMX-C: connection refused and more"
     metrics.iteration_latency.observe(3)
@@ -77,10 +77,10 @@ def test_every_reference_series_has_its_name_type_and_labels(kind: str) -> None:
 
 
 def test_gauges_disappear_when_no_pass_finished_recently() -> None:
-    from nico.reconciler.metrics import MonitorMetrics
+    from nico.reconciler.metrics import ReconcilerMetrics
 
     registry = CollectorRegistry()
-    metrics = MonitorMetrics(registry, "nmxc", hold_seconds=60)
+    metrics = ReconcilerMetrics(registry, "nmxc", hold_seconds=60)
     assert PREFIX + "num_logical_partitions" not in families(registry)  # no pass yet
     metrics.snapshot.updated_at = time.monotonic()
     assert PREFIX + "num_logical_partitions" in families(registry)

@@ -12,8 +12,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, NvLinkInterfaceStatus
 from nico.db.models import Instance, NvlinkInterface, StatusDetail
-from nico.reconciler.planner import CreatePartition, Operation
-from nico.services.lifecycle import Observation, apply_nvlink_observations
+from nico.reconciler.lifecycle import Observation, apply_nvlink_observations
+from nico.reconciler.operations import CreatePartition, Operation
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler
 from tests.support import factories as f

@@ -19,7 +19,8 @@ from nico.db.enums import InstanceStatus, NvLinkInterfaceStatus
 from nico.db.models import FabricIntent, Gpu, Instance, NvlinkDomain, NvlinkInterface
 from nico.fabric.backend import DEFAULT_PARTITION_ID
 from nico.reconciler.homes import tray_partition_name
-from nico.reconciler.planner import Operation, partition_name
+from nico.reconciler.operations import Operation
+from nico.reconciler.planner import partition_name
 from nico.services.nvlink_events import desired_state_changed
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend

@@ -18,8 +18,8 @@ from nico.db.models import Tenant
 from nico.fabric.backend import FabricBackend
 from nico.fabric.nmxc.client import NmxcBackend
 from nico.fabric.nmxm.client import NmxmBackend
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
 from nico.sim.nmxm_app import NmxmSimulator
@@ -83,7 +83,7 @@ async def fabric_stack(
     )
     await session.commit()
     registry = CollectorRegistry()
-    reconciler = Reconciler(engine, backend, config, MonitorMetrics(registry, kind, 120.0))
+    reconciler = Reconciler(engine, backend, config, ReconcilerMetrics(registry, kind, 120.0))
     task = asyncio.create_task(reconciler.run())
     try:
         yield FabricStack(kind, fabric, site, reconciler, registry, nmxc)

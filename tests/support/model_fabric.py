@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from nico.fabric.backend import FabricPartition
-from nico.reconciler.planner import AddGpus, CreatePartition, DeletePartition, Operation, RemoveGpus
+from nico.reconciler.operations import AddGpus, CreatePartition, DeletePartition, Operation, RemoveGpus
 
 
 class HardwareRuleBroken(AssertionError):

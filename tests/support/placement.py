@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import Gpu, Instance, Machine, PhysicalPartition
-from nico.services.lifecycle import apply_nvlink_observation
+from nico.reconciler.lifecycle import apply_nvlink_observation
 
 
 async def physical_partition(

@@ -13,15 +13,15 @@ from prometheus_client import CollectorRegistry
 
 from nico.config import NvLinkConfig
 from nico.reconciler.domain_pass import DomainResult, DomainStatus
-from nico.reconciler.metrics import MonitorMetrics
-from nico.reconciler.monitor import Reconciler
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.scheduler import Reconciler
 
 DOMAIN = uuid.uuid4()
 
 
 def reconciler() -> Reconciler:
     # Only the request bookkeeping is exercised: no database, no fabric.
-    metrics = MonitorMetrics(CollectorRegistry(), "nmxc", 60.0)
+    metrics = ReconcilerMetrics(CollectorRegistry(), "nmxc", 60.0)
     return Reconciler(None, None, NvLinkConfig(), metrics)  # type: ignore[arg-type]
 
 

@@ -1,4 +1,4 @@
-"""Which partition events the reconciler takes for the echoes of its own calls (``monitor.Echoes``):
+"""Which partition events the reconciler takes for the echoes of its own calls (``echoes.Echoes``):
 only calls made while the domain's event stream was known to be live, one event per call, for a
 short window; anything else still brings a pass."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from nico.reconciler.monitor import Echoes
+from nico.reconciler.echoes import Echoes
 
 DOMAIN = uuid.uuid4()
 

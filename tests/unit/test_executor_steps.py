@@ -7,7 +7,7 @@ import uuid
 
 from nico.fabric.backend import FabricPartition
 from nico.reconciler.executor import PARALLEL_ADDITIONS, _steps, _Unit
-from nico.reconciler.planner import AddGpus, CreatePartition, DeletePartition, Operation, RemoveGpus
+from nico.reconciler.operations import AddGpus, CreatePartition, DeletePartition, Operation, RemoveGpus
 
 
 def partition(pid: int, *gpus: int) -> FabricPartition:

@@ -16,16 +16,18 @@ from hypothesis import strategies as st
 
 from nico.fabric.backend import DEFAULT_PARTITION_ID, FabricPartition
 from nico.reconciler.homes import home_names, home_target, tray_partition_name
-from nico.reconciler.planner import (
+from nico.reconciler.operations import (
     AddGpus,
-    Classified,
     CreatePartition,
     DeletePartition,
-    DomainDesire,
     Operation,
     RemoveGpus,
-    classify,
     op_gpus,
+)
+from nico.reconciler.planner import (
+    Classified,
+    DomainDesire,
+    classify,
     partition_name,
     plan,
     satisfied,

@@ -10,19 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nico.fabric.backend import DEFAULT_PARTITION_ID, FabricPartition
-from nico.reconciler.planner import (
+from nico.reconciler.operations import (
     AddGpus,
     CreatePartition,
     DeletePartition,
-    DomainDesire,
     Operation,
     RemoveGpus,
-    classify,
     op_gpus,
-    partition_name,
-    plan,
-    satisfied,
 )
+from nico.reconciler.planner import DomainDesire, classify, partition_name, plan, satisfied
 from tests.support.model_fabric import apply
 from tests.unit.test_homes import _check_pairing
 

@@ -1,7 +1,7 @@
 """The reconciler's SQL: loading domain state, summaries, locks, write-back and the global gauges.
 
-Functions take an ``AsyncConnection`` (reads of the monitor, outside any ORM session) or an
-``AsyncSession`` (writes that share a transaction with :mod:`nico.services.lifecycle`) and return
+Functions take an ``AsyncConnection`` (reads of the reconciler, outside any ORM session) or an
+``AsyncSession`` (writes that share a transaction with :mod:`nico.reconciler.lifecycle`) and return
 plain rows; :mod:`nico.reconciler.state` turns them into domain state.
 """
 
@@ -556,5 +556,5 @@ async def record_partition_health(conn: AsyncConnection, domain: uuid.UUID, heal
 
 async def logical_partition_count(conn: AsyncConnection) -> int:
     """Logical partitions in the database (Deleting ones included): a count over the primary key,
-    the one gauge figure that is not per domain (the monitor reads it at a bounded rate)."""
+    the one gauge figure that is not per domain (the reconciler reads it at a bounded rate)."""
     return int((await conn.execute(text("SELECT count(*) FROM logical_partition"))).scalar_one())

@@ -33,6 +33,7 @@ import grpc
 
 from nico.config import NvLinkConfig
 from nico.fabric.backend import (
+    Capabilities,
     DomainHealth,
     DomainHello,
     DomainLimits,
@@ -95,6 +96,15 @@ class NmxcBackend:
         self._channels: dict[str, tuple[grpc.aio.Channel, Any]] = {}
         self._tls: grpc.ChannelCredentials | None = None
         self._closed = False
+        self.capabilities = Capabilities(
+            manager="NMX-C",
+            per_endpoint=True,
+            multicast_limits=True,
+            events=self,
+            health=self,
+            topology=self,
+            gpu_topology=self,
+        )
 
     # ------------------------------------------------------------------------------------- channels
 

@@ -31,6 +31,7 @@ import httpx
 
 from nico.config import NvLinkConfig
 from nico.fabric.backend import (
+    Capabilities,
     DomainHealth,
     DomainHello,
     DomainTarget,
@@ -113,6 +114,15 @@ class NmxmBackend:
         # Listings shared by the reads that may take one HEALTH_LISTING_REUSE seconds old: path ->
         # (began, the listing, done or still on its way).
         self._shared: dict[str, tuple[float, asyncio.Future[Any]]] = {}
+        self.capabilities = Capabilities(
+            manager="NMX-M",
+            per_endpoint=False,
+            multicast_limits=False,
+            operations=self,
+            credentials=self,
+            health=self,
+            site=self,
+        )
 
     @classmethod
     def from_config(cls, config: NvLinkConfig, username: str | None, password: str | None) -> NmxmBackend:

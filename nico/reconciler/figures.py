@@ -1,0 +1,106 @@
+"""The reconciler's gauge figures read from the database: per domain after its passes (through the
+domain's indexes, so the cost does not grow with the site), every domain after a full pass, and the
+logical-partition count at a bounded rate."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from nico.db.engine import reading
+from nico.db.queries import reconciler as queries
+from nico.reconciler.metrics import DomainFigures, ReconcilerMetrics
+
+log = logging.getLogger(__name__)
+
+PARTITION_COUNT_EVERY = 0.25
+
+
+class Figures:
+    """Reads the gauge figures into ``metrics``."""
+
+    def __init__(self, engine: AsyncEngine, metrics: ReconcilerMetrics) -> None:
+        self.engine = engine
+        self.metrics = metrics
+        # Domains whose passes ended and whose figures are still to read (one task reads them).
+        self._due: set[uuid.UUID] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._count_asked = False
+        self._counted_at = -math.inf
+
+    def after_pass(self, domain: uuid.UUID) -> None:
+        """Read the domain's figures soon, without holding it: passes ending meanwhile are read
+        together."""
+        self._due.add(domain)
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._refresh(), name="nvlink-figures")
+
+    async def _refresh(self) -> None:
+        while self._due:
+            domains = list(self._due)
+            self._due.clear()
+            await self.domains(domains)
+
+    async def domains(self, domains: list[uuid.UUID]) -> None:
+        """The gauges follow a targeted pass at once: the touched domains' figures. A failure leaves
+        the old figures; the next pass or full pass refreshes them. The logical-partition count
+        follows shortly after."""
+        try:
+            async with reading(self.engine) as conn:
+                rows = await queries.domain_figures(conn, domains)
+        except Exception as exc:
+            log.warning("gauge figures of %d domains not refreshed: %s", len(domains), exc)
+        else:
+            self.metrics.domain_figures(_figures(rows), asked=set(domains))
+        await self._count_soon()
+
+    async def everything(self) -> None:
+        """Every domain's figures and the logical-partition count (a full pass)."""
+        async with reading(self.engine) as conn:
+            rows = await queries.domain_figures(conn, None)
+            logical = await queries.logical_partition_count(conn)
+        self._count_asked, self._counted_at = False, time.monotonic()
+        self.metrics.all_figures(_figures(rows), logical_partitions=logical)
+
+    async def _count_soon(self) -> None:
+        """The logical-partition count is the one figure that grows with the site (partitions span
+        domains): read it now if it was last read ``PARTITION_COUNT_EVERY`` seconds ago or more,
+        otherwise that long after the last read (:meth:`count_due_at`), however many passes ask."""
+        self._count_asked = True
+        if time.monotonic() >= self._counted_at + PARTITION_COUNT_EVERY:
+            await self.count_partitions()
+
+    def count_due_at(self) -> float | None:
+        """When (monotonic) the count asked for is due; None when none is asked for."""
+        return self._counted_at + PARTITION_COUNT_EVERY if self._count_asked else None
+
+    async def count_partitions(self) -> None:
+        self._count_asked = False
+        self._counted_at = time.monotonic()
+        try:
+            async with reading(self.engine) as conn:
+                count = await queries.logical_partition_count(conn)
+        except Exception as exc:
+            log.warning("logical partitions not counted: %s", exc)
+            return
+        self.metrics.snapshot.logical_partitions = count
+
+    def stop(self) -> list[asyncio.Task[None]]:
+        """The read under way, if any, to cancel."""
+        task, self._task = self._task, None
+        return [task] if task is not None and not task.done() else []
+
+
+def _figures(rows: Iterable[Any]) -> dict[uuid.UUID, DomainFigures]:
+    """Gauge figures by domain from :func:`queries.domain_figures` rows."""
+    found = {}
+    for domain, physical, pending, free, used in rows:
+        found[domain] = DomainFigures(physical, pending, free, free if used else 0)
+    return found

@@ -1,0 +1,148 @@
+"""The full pass's scans: every domain read without locks, to find the few with something to do.
+
+A quick scan compares each domain's fabric digest with the one recorded at its last settled pass; a
+deep scan (every ``deep_pass_every``-th full pass) lists every GPU too, compares each one, and audits
+the fabric's GPU inventory against nico's records. Neither writes anything: the domains they return
+get a locked pass (:mod:`nico.reconciler.domain_pass`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.engine import reading
+from nico.fabric.backend import FabricError, FabricGpu, FabricPartition
+from nico.reconciler import state as statemod
+from nico.reconciler.domain_pass import DomainResult, PassContext, error_label, refresh_registry
+from nico.reconciler.fingerprint import fabric_digest
+from nico.reconciler.homes import Mode
+from nico.reconciler.planner import plan
+from nico.reconciler.writeback import finish_deleted_partitions
+
+Listing = tuple[list[FabricPartition] | None, list[FabricGpu] | None, str | None]
+
+
+@dataclass
+class FullPassReport:
+    domains: int = 0
+    reconciled: int = 0
+    errors: int = 0
+    duration_ms: float = 0.0
+    deep: bool = False
+    results: dict[uuid.UUID, DomainResult] = field(default_factory=dict)
+
+
+async def scan(ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport) -> list[uuid.UUID]:
+    """The domains that need a locked pass (``report.deep``: the deep scan), at most ``limit``
+    listings at a time; counts domains and errors in ``report``."""
+    return await (_deep_scan(ctx, limit, report) if report.deep else _quick_scan(ctx, limit, report))
+
+
+async def _quick_scan(ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport) -> list[uuid.UUID]:
+    async with reading(ctx.engine) as conn:
+        found = await statemod.summaries(conn)
+        await refresh_registry(conn, ctx.observer)
+    report.domains = len(found)
+    listed = await asyncio.gather(
+        *(_observe(ctx, limit, s.domain, s.chassis_serials, gpus=False) for s in found.values())
+    )
+    needs_work = []
+    for summary, (partitions, _, error) in zip(found.values(), listed, strict=True):
+        if error is not None or partitions is None:
+            report.errors += 1
+            needs_work.append(summary.domain)
+            continue
+        ctx.metrics.snapshot.partitions[summary.domain] = len(partitions)
+        if not summary.quiet_if(fabric_digest(partitions, ctx.config.default_partition_mode)):
+            needs_work.append(summary.domain)
+    ctx.metrics.forget_domains(set(found))
+    return needs_work
+
+
+async def _deep_scan(ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport) -> list[uuid.UUID]:
+    # Ask every endpoint again which domain it serves (an endpoint moved to another domain, or a
+    # discovered one re-provisioned, is noticed within one deep pass).
+    ctx.observer.endpoints.forget()
+    async with ctx.engine.connect() as conn:
+        states = await statemod.load(conn)
+        await refresh_registry(conn, ctx.observer)
+        await conn.commit()
+    report.domains = len(states)
+    observed = await asyncio.gather(
+        *(_observe(ctx, limit, s.domain, s.chassis_serials, gpus=True) for s in states.values())
+    )
+    needs_work: list[uuid.UUID] = []
+    mismatches = 0
+    for s, (partitions, gpus, error) in zip(states.values(), observed, strict=True):
+        if error is not None or partitions is None:
+            report.errors += 1
+            needs_work.append(s.domain)  # records the error (and retries with backoff)
+            continue
+        ctx.metrics.snapshot.partitions[s.domain] = len(partitions)
+        if gpus is not None:
+            ctx.metrics.snapshot.gpus[s.domain] = len(gpus)
+            mismatches += _mismatches(s, gpus)
+        if _has_work(s, partitions, ctx.config.default_partition_mode):
+            needs_work.append(s.domain)
+    ctx.metrics.snapshot.info_mismatches = mismatches
+    ctx.metrics.forget_domains(set(states))
+    return needs_work
+
+
+async def _observe(
+    ctx: PassContext,
+    limit: asyncio.Semaphore,
+    domain: uuid.UUID,
+    chassis_serials: Iterable[str],
+    *,
+    gpus: bool,
+) -> Listing:
+    async with limit:
+        try:
+            target = await ctx.observer.target(domain, chassis_serials)
+            partitions = await ctx.backend.list_partitions(target)
+            listed = await ctx.backend.list_gpus(target) if gpus else None
+        except FabricError as exc:
+            return None, None, error_label(exc, ctx.backend.capabilities.manager)
+        return partitions, listed, None
+
+
+async def finish_deleted(ctx: PassContext) -> None:
+    """Deleting logical partitions with nothing left on the fabric vanish even when no domain had
+    work (one that never had a physical partition, or whose last one went in an earlier pass)."""
+    async with ctx.engine.connect() as conn, AsyncSession(bind=conn, expire_on_commit=False) as session:
+        await finish_deleted_partitions(session)
+        await session.commit()
+
+
+def _has_work(s: statemod.DomainState, partitions: list[FabricPartition], mode: Mode = "domain") -> bool:
+    """Whether a domain needs a locked pass: operations to do, instances to settle, intents to close,
+    records or observations that no longer match the fabric."""
+    if s.unsettled or s.intents:
+        return True
+    if plan(s.desire(mode), partitions).operations:
+        return True
+    by_name = {p.name: p for p in partitions}
+    for name, record in s.partitions.items():
+        found = by_name.get(name)
+        if found is None or found.nmx_partition_id != record.nmx_partition_id:
+            return True
+    location = {g: p.nmx_partition_id for p in partitions for g in p.gpu_uids}
+    return any(location.get(g.gpu_uid) != g.observed_fabric_partition for g in s.gpus.values())
+
+
+def _mismatches(s: statemod.DomainState, gpus: list[FabricGpu]) -> int:
+    """GPUs whose recorded identity (machine, device index) disagrees with what the fabric reports,
+    plus recorded GPUs the fabric does not report at all."""
+    reported = {g.gpu_uid: g for g in gpus}
+    count = 0
+    for row in s.gpus.values():
+        found = reported.get(row.gpu_uid)
+        if found is None or found.device_id != row.device_id or found.domain_uuid != s.domain:
+            count += 1
+    return count
