@@ -11,7 +11,7 @@ server when taken from the pool (so a database restart costs no request).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -122,3 +122,41 @@ async def pipelined(
         if commit:
             await driver.commit()
     return [await c.fetchall() if c.description is not None else [] for c in cursors]
+
+
+# Where a session keeps the statements that go out with its COMMIT (``session.info``).
+_AT_COMMIT = "nico.at_commit"
+
+
+@dataclass(frozen=True)
+class AtCommit:
+    """A statement that goes out with the transaction's COMMIT, in the same round trip (a check whose
+    locks are then held for no round trip), and what its error means: ``refused`` turns the error into
+    the exception to raise instead (None: not one of its errors, raised as it is)."""
+
+    statement: Statement
+    refused: Callable[[psycopg.Error], Exception | None]
+
+
+def send_at_commit(session: AsyncSession, statement: AtCommit) -> None:
+    """Have the session's :func:`commit` send ``statement`` with its COMMIT (services never commit:
+    the request scope does, once)."""
+    session.info.setdefault(_AT_COMMIT, []).append(statement)
+
+
+async def commit(session: AsyncSession) -> None:
+    """Commit the session's transaction, sending the statements of :func:`send_at_commit` before the
+    COMMIT in one pipeline: one round trip for them and the COMMIT. When one of them fails nothing is
+    committed (the transaction is aborted: the caller's rollback ends it) and its ``refused`` error is
+    raised."""
+    statements: list[AtCommit] = session.info.pop(_AT_COMMIT, [])
+    if statements:
+        await session.flush()  # the ORM's pending changes go first (none on the create path: no round trip)
+        try:
+            await pipelined(await driver_connection(session), [s.statement for s in statements], commit=True)
+        except psycopg.Error as exc:
+            for statement in statements:
+                if (refusal := statement.refused(exc)) is not None:
+                    raise refusal from None
+            raise
+    await session.commit()

@@ -1,5 +1,7 @@
-"""``GET /instance/{id}`` answers the body PostgreSQL writes (``queries.instance_document``): byte for
-byte what the ``Instance`` schema writes for the same instance, in every state the body shows."""
+"""Where PostgreSQL writes an instance's response for speed, it writes what the ``Instance`` schema
+writes for the same rows, byte for byte: ``GET /instance/{id}`` answers the body of
+:mod:`nico.instance.document`, in every state the body shows, and a create answers the documents its
+insert statement returns (``RETURNING``), not a read of the new instances."""
 
 from __future__ import annotations
 
@@ -14,10 +16,10 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api import messages
 from nico.api.rendering import json_response, list_response
-from nico.api.schemas.instance import Instance
 from nico.api.schemas.nvlink_interface import WireKeys
-from nico.services import instance
-from nico.services.instance_view import load
+from nico.instance import service as instance
+from nico.instance.schemas import Instance
+from nico.instance.service import load
 from tests.api.conftest import BASE, batch_body, instance_body
 from tests.support import factories as f
 

@@ -1,5 +1,6 @@
-"""One router module per resource; each exports ``router``. Routers listed here are mounted under
-``/{version}/org/{org}/{name}``; order matters where static segments must win over parameters
+"""One router module per resource; each exports ``router``: ``nico.api.routers.<name>``, or a domain
+package's ``router`` module named by its full path (``nico.instance.router``). Routers listed here are
+mounted under ``/{version}/org/{org}/{name}``; order matters where static segments must win over parameters
 (``/instance/type`` and ``/instance/batch`` before ``/instance/{instanceId}``)."""
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     # one that matches is scanned on each request. ``instance_type`` must precede ``instance`` so
     # that ``/instance/type`` is not taken for an instance id.
     "instance_type",
-    "instance",
-    "instance_reads",
+    "nico.instance.router",
     "partition",
     "nvlink_interface",
     "vpc",
@@ -35,8 +35,13 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
 )
 
 
+def router_module(name: str) -> Any:
+    """The module of ``TENANT_ROUTER_MODULES``' entry ``name``."""
+    return import_module(name if "." in name else f"nico.api.routers.{name}")
+
+
 def tenant_routers() -> list[APIRouter]:
-    return [import_module(f"nico.api.routers.{name}").router for name in TENANT_ROUTER_MODULES]
+    return [router_module(name).router for name in TENANT_ROUTER_MODULES]
 
 
 class CanonicalUuid(Convertor[str]):
@@ -68,6 +73,6 @@ def hoist(app: FastAPI, prefix: str) -> None:
     The routers still declare these operations, document them and answer whatever the hoisted paths do
     not match; the endpoint is the same function either way."""
     for name in TENANT_ROUTER_MODULES:
-        for path, endpoint, methods in getattr(import_module(f"nico.api.routers.{name}"), "HOT_ROUTES", ()):
+        for path, endpoint, methods in getattr(router_module(name), "HOT_ROUTES", ()):
             app.router.add_api_route(prefix + path, endpoint, methods=methods, include_in_schema=False)
             app.router.routes.insert(0, app.router.routes.pop())

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.queries import assignment as queries
 from nico.db.raw import driver_connection
+from nico.instance import queries
 from nico.services.errors import conflict
 from nico.services.placement import Ask, NoCapacity, Plan, plan_choices, plan_counts
 
