@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.orm import Session
 
 from nico.db.engine import PREPARE_THRESHOLD, is_stale, libpq_url
 
@@ -160,3 +162,17 @@ async def commit(session: AsyncSession) -> None:
                     raise refusal from None
             raise
     await session.commit()
+
+
+@event.listens_for(Session, "before_commit")
+def _nothing_left_behind(session: Session) -> None:
+    """A commit that is not :func:`commit` would commit without the statements registered to go out
+    with it (a create's quota check): refused, rather than skipping a check."""
+    if session.info.get(_AT_COMMIT):
+        raise RuntimeError("statements to send with the COMMIT are waiting: commit with nico.db.raw.commit")
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _forget_at_commit(session: Session, _: object) -> None:
+    """A rolled back transaction takes the statements it registered with it."""
+    session.info.pop(_AT_COMMIT, None)
