@@ -2,7 +2,7 @@
 
 What "the same SQL" includes, so that the comparison measures nico's framework and nothing else:
 
-* the same statement, nico's own (``queries.instance_document.instance_document``: the caller's
+* the same statement, nico's own (``nico.instance.document.instance_document``: the caller's
   tenant, the instance's tenant and the response body PostgreSQL writes), on the same raw psycopg
   pool (``RawPool``) of the same size;
 * the work any correct server of this endpoint must do besides: check the bearer token (a verified
@@ -34,8 +34,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import Response
 
 from nico.config import load_settings
-from nico.db.queries.instance_document import instance_document
 from nico.db.raw import RawPool
+from nico.instance.document import instance_document
 
 settings = load_settings()
 auth = settings.auth

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.auth import Principal
 from nico.api.context import AppContext
+from nico.db.raw import commit
 from nico.services import orgs
 
 
@@ -26,14 +27,16 @@ def context_of(request: Request) -> AppContext:
 
 async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
     """One transaction per request: commits once after the handler returns (before the response is
-    sent, so a failed commit becomes an error response), rolls back if anything raises."""
+    sent, so a failed commit becomes an error response), rolls back if anything raises. Services never
+    commit; what they ask to send with the commit (a create's quota check) goes out with it, in its
+    round trip (:func:`nico.db.raw.commit`), and its refusal is the error response."""
     async with context_of(request).sessions() as session:
         try:
             yield session
         except BaseException:
             await session.rollback()
             raise
-        await session.commit()
+        await commit(session)
 
 
 async def get_read_session(request: Request) -> AsyncIterator[AsyncSession]:

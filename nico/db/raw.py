@@ -11,13 +11,15 @@ server when taken from the pool (so a database restart costs no request).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.orm import Session
 
 from nico.db.engine import PREPARE_THRESHOLD, is_stale, libpq_url
 
@@ -122,3 +124,55 @@ async def pipelined(
         if commit:
             await driver.commit()
     return [await c.fetchall() if c.description is not None else [] for c in cursors]
+
+
+# Where a session keeps the statements that go out with its COMMIT (``session.info``).
+_AT_COMMIT = "nico.at_commit"
+
+
+@dataclass(frozen=True)
+class AtCommit:
+    """A statement that goes out with the transaction's COMMIT, in the same round trip (a check whose
+    locks are then held for no round trip), and what its error means: ``refused`` turns the error into
+    the exception to raise instead (None: not one of its errors, raised as it is)."""
+
+    statement: Statement
+    refused: Callable[[psycopg.Error], Exception | None]
+
+
+def send_at_commit(session: AsyncSession, statement: AtCommit) -> None:
+    """Have the session's :func:`commit` send ``statement`` with its COMMIT (services never commit:
+    the request scope does, once)."""
+    session.info.setdefault(_AT_COMMIT, []).append(statement)
+
+
+async def commit(session: AsyncSession) -> None:
+    """Commit the session's transaction, sending the statements of :func:`send_at_commit` before the
+    COMMIT in one pipeline: one round trip for them and the COMMIT. When one of them fails nothing is
+    committed (the transaction is aborted: the caller's rollback ends it) and its ``refused`` error is
+    raised."""
+    statements: list[AtCommit] = session.info.pop(_AT_COMMIT, [])
+    if statements:
+        await session.flush()  # the ORM's pending changes go first (none on the create path: no round trip)
+        try:
+            await pipelined(await driver_connection(session), [s.statement for s in statements], commit=True)
+        except psycopg.Error as exc:
+            for statement in statements:
+                if (refusal := statement.refused(exc)) is not None:
+                    raise refusal from None
+            raise
+    await session.commit()
+
+
+@event.listens_for(Session, "before_commit")
+def _nothing_left_behind(session: Session) -> None:
+    """A commit that is not :func:`commit` would commit without the statements registered to go out
+    with it (a create's quota check): refused, rather than skipping a check."""
+    if session.info.get(_AT_COMMIT):
+        raise RuntimeError("statements to send with the COMMIT are waiting: commit with nico.db.raw.commit")
+
+
+@event.listens_for(Session, "after_soft_rollback")
+def _forget_at_commit(session: Session, _: object) -> None:
+    """A rolled back transaction takes the statements it registered with it."""
+    session.info.pop(_AT_COMMIT, None)

@@ -14,8 +14,8 @@ from uuid import UUID
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, LogicalPartitionStatus
-from nico.db.queries import instance as instances
 from nico.db.queries import reconciler as reconciler_queries
+from nico.instance import queries as instances
 from nico.logical_partition import queries as partitions
 
 WAITING_FOR_FABRIC = (InstanceStatus.PENDING, InstanceStatus.CONFIGURING)

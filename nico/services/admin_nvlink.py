@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.queries import admin_nvlink as queries
 from nico.db.raw import driver_connection
+from nico.instance.service import update_instance
 from nico.logical_partition import service as partition
-from nico.services import instance
 from nico.services.errors import ServiceError
 from nico.services.nvlink_interface import Binding
 
@@ -97,5 +97,5 @@ async def update_instance_nvlink_config(
     org = await queries.org_of_instance(session, instance_id)
     if org is None:
         raise ServiceError(404, f"no instance {instance_id}")
-    view = await instance.update_instance(session, org, instance_id, {}, bindings)
-    return list(view.data.get("nvlink_interfaces", []))
+    view = await update_instance(session, org, instance_id, {}, bindings)
+    return [dict(binding) for binding in view.nvlink_interfaces]

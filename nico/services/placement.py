@@ -1,5 +1,5 @@
 """How many of the free machines new instances take from which NVLink domain. Pure: counts in,
-counts out (no I/O, no ORM); ``queries.assignment`` counts the free machines and locks that many.
+counts out (no I/O, no ORM); ``nico.instance.claim`` counts the free machines and locks that many.
 
 Policy, in order of preference, for the NVLink domains that can take the whole request:
 

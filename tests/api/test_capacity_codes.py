@@ -13,9 +13,9 @@ import pytest
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.api import deps
 from nico.db.enums import MachineStatus
 from nico.db.models import Machine
-from nico.services import instance_create
 from tests.api.conftest import BASE, batch_body, error, instance_body
 from tests.support import factories as f
 from tests.support.state import fingerprint
@@ -77,7 +77,7 @@ async def test_a_create_that_loses_a_race_in_the_database_is_409_retry_never_500
     async def loses(*_: Any, **__: Any) -> Any:
         raise lost
 
-    monkeypatch.setattr(instance_create, "commit_within_quota", loses)
+    monkeypatch.setattr(deps, "commit", loses)  # the request's commit, the quota check's round trip
     response = await client.post(f"{BASE}/instance/batch", json=batch_body(world, count=2), headers=headers)
     assert error(response) == (409, "The request conflicts with a concurrent change, please retry")
     assert await fingerprint(session) == before

@@ -22,8 +22,8 @@ from nico.db.models import (
     NvlinkInterface,
     PhysicalPartition,
 )
-from nico.db.queries.assignment import placement_inputs
 from nico.db.raw import driver_connection
+from nico.instance.queries import placement_inputs
 from tests.api.conftest import BASE, error, instance_body
 from tests.support import factories as f
 from tests.support.auth import bearer

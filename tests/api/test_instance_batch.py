@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.engine import libpq_url
 from nico.db.enums import LogicalPartitionStatus
 from nico.db.models import Instance, Machine
-from nico.services import instance_create
+from nico.instance import creation
 from tests.api.conftest import BASE, batch_body, error, instance_body
 from tests.support import factories as f
 from tests.support.state import fingerprint
@@ -158,12 +158,12 @@ async def test_quota_is_403_with_the_numbers(
     assert (await client.post(PATH, json=batch_body(world, count=3), headers=headers)).status_code == 201
     before = await fingerprint(session)
     if stale:
-        first_check = instance_create.creation_context
+        first_check = creation.creation_context
 
         async def reads_too_early(*args: Any, **kwargs: Any) -> Any:
             return replace(await first_check(*args, **kwargs), instances_of_type=0)
 
-        monkeypatch.setattr(instance_create, "creation_context", reads_too_early)
+        monkeypatch.setattr(creation, "creation_context", reads_too_early)
     response = await client.post(PATH, json=batch_body(world, count=3), headers=headers)
     assert error(response) == (
         403,
@@ -332,7 +332,7 @@ async def test_the_response_is_built_after_the_commit_with_no_lock_held(
     """A create's response is built when it is sent, after its transaction committed: the tenant's
     quota lock (taken last, held to the commit) is not held while the instances are rendered, so
     concurrent creates of the tenant wait only for the commit."""
-    from nico.api.routers import instance as router
+    from nico.instance import router
 
     seen: list[tuple[bool, int]] = []
     render = router.Instance.of

@@ -1,5 +1,7 @@
-"""``GET /instance/{id}`` answers the body PostgreSQL writes (``queries.instance_document``): byte for
-byte what the ``Instance`` schema writes for the same instance, in every state the body shows."""
+"""Where PostgreSQL writes an instance's response for speed, it writes what the ``Instance`` schema
+writes for the same rows, byte for byte: ``GET /instance/{id}`` answers the body of
+:mod:`nico.instance.document`, in every state the body shows, and a create answers the documents its
+insert statement returns (``RETURNING``), not a read of the new instances."""
 
 from __future__ import annotations
 
@@ -14,10 +16,14 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api import messages
 from nico.api.rendering import json_response, list_response
-from nico.api.schemas.instance import Instance
 from nico.api.schemas.nvlink_interface import WireKeys
-from nico.services import instance
-from nico.services.instance_view import load
+from nico.db.raw import commit
+from nico.instance import creation
+from nico.instance import service as instance
+from nico.instance.schemas import Instance
+from nico.instance.service import load
+from nico.instance.views import InstanceSpec, Port
+from nico.services.nvlink_interface import Binding
 from tests.api.conftest import BASE, batch_body, instance_body
 from tests.support import factories as f
 
@@ -275,3 +281,43 @@ async def test_create_answers_what_a_read_of_the_new_instances_shows(
     assert [h["status"] for h in ready.json()["statusHistory"]] == ["Pending", "Ready"]
     (view,) = await read([uuid.UUID(ready.json()["id"])])
     assert ready.content == json_response(view, 201).body
+
+    # And what the insert returned is what PostgreSQL writes for GET (one history entry: the same in
+    # either order), byte for byte: the create's documents, the read's rows and GET's body are one shape.
+    got = await client.get(f"{BASE}/instance/{single.json()['id']}", headers=headers)
+    assert got.status_code == 200 and got.content == single.content
+    for item in batch.json():
+        got = await client.get(f"{BASE}/instance/{item['id']}", headers=headers)
+        assert got.status_code == 200 and got.json() == item
+
+
+async def test_the_rows_a_create_returns_are_the_rows_a_read_gives(
+    app: FastAPI, world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    """The views a create builds from its insert's ``RETURNING`` equal, field for field, the views a
+    read of the same instances builds (chronological history): the schema renders both alike."""
+    partition = (await f.logical_partition(session, world.tenant, world.site, name="lp-rows")).id
+    await session.commit()
+    spec = InstanceSpec(
+        vpc_id=world.vpc.id,
+        ports=[Port(world.subnet.id)],
+        nvlink=[Binding(partition, i) for i in (3, 1)],
+        description=ODD_TEXT,
+        labels={"b": "2", "a": ODD_TEXT},
+        created_by="someone",
+    )
+    async with app.state.ctx.sessions() as creating:
+        created = await creation.create_batch(
+            creating,
+            "tenant-org",
+            spec,
+            name_prefix="rows",
+            count=3,
+            instance_type_id=world.instance_type.id,
+            topology_optimized=False,
+        )
+        await commit(creating)
+    async with app.state.ctx.sessions() as reading:
+        read = await load(reading, [v.id for v in created], chronological=True)
+    assert len(created) == 3 and created == read
+    assert [len(v.nvlink_interfaces) for v in read] == [2, 2, 2]

@@ -15,10 +15,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
 from nico.db.models import Instance, Machine
-from nico.db.queries import assignment as assignment_queries
-from nico.db.queries import instance as instance_queries
 from nico.db.raw import driver_connection
-from nico.services.assignment import claim
+from nico.instance import queries as instance_queries
+from nico.instance.claim import claim
 from nico.services.placement import Ask
 from tests.api.conftest import batch_body, instance_body
 from tests.support import factories as f
@@ -176,16 +175,16 @@ async def test_a_short_pick_keeps_none_of_its_machines_locked(session: AsyncSess
     d0, d1 = world.domains
     site, itype = world.site.id, world.instance_type.id
     async with another_session(session) as holder, another_session(session) as picker:
-        held = await assignment_queries.lock_free_machines(
+        held = await instance_queries.lock_free_machines(
             await driver_connection(holder), site, itype, [(d0, 3)]
         )  # 3 of d0's 4 machines held by another request
         assert len(held.locked) == 3 and not held.short
-        short = await assignment_queries.lock_free_machines(
+        short = await instance_queries.lock_free_machines(
             await driver_connection(picker), site, itype, [(d1, 4), (d0, 2)]
         )
-        assert short == assignment_queries.Pick([], {d0: 1})  # d1 gave 4, d0 only 1: nothing kept
+        assert short == instance_queries.Pick([], {d0: 1})  # d1 gave 4, d0 only 1: nothing kept
         async with another_session(session) as third:
-            rest = await assignment_queries.lock_free_machines(
+            rest = await instance_queries.lock_free_machines(
                 await driver_connection(third), site, itype, [(d1, 4), (d0, 1)]
             )  # the short pick's machines are free to lock: all of d1, d0's last one
             assert len(rest.locked) == 5 and {d for _, d in rest.locked} == {d0, d1}
@@ -204,26 +203,26 @@ async def test_a_pick_takes_the_first_domain_that_still_has_the_machines(session
     d0, d1, d2 = world.domains
     site, itype = world.site.id, world.instance_type.id
     async with another_session(session) as holder, another_session(session) as picker:
-        held = await assignment_queries.lock_free_machines(
+        held = await instance_queries.lock_free_machines(
             await driver_connection(holder), site, itype, [(d0, 3), (d1, 4)]
         )  # d0 keeps one free machine, d1 none
         assert len(held.locked) == 7
         conn = await driver_connection(picker)
-        short = await assignment_queries.lock_first_free(conn, site, itype, [d0, d1], 2)
-        assert short == assignment_queries.Pick([], {d0: 1, d1: 0})
-        got = await assignment_queries.lock_first_free(conn, site, itype, [d0, d1, d2], 2)
+        short = await instance_queries.lock_first_free(conn, site, itype, [d0, d1], 2)
+        assert short == instance_queries.Pick([], {d0: 1, d1: 0})
+        got = await instance_queries.lock_first_free(conn, site, itype, [d0, d1, d2], 2)
         assert not got.short and len(got.locked) == 2 and {d for _, d in got.locked} == {d2}
         async with another_session(session) as third:
-            rest = await assignment_queries.lock_free_machines(
+            rest = await instance_queries.lock_free_machines(
                 await driver_connection(third), site, itype, [(d0, 1), (d2, 2)]
             )  # d0's last machine was tried and let go; d2's other two were never locked
             assert len(rest.locked) == 3
             await third.rollback()
         async with another_session(session) as fourth:  # the picker holds d2's two to its end
-            taken = await assignment_queries.lock_free_machines(
+            taken = await instance_queries.lock_free_machines(
                 await driver_connection(fourth), site, itype, [(d2, 3)]
             )
-            assert taken == assignment_queries.Pick([], {d2: 2})
+            assert taken == instance_queries.Pick([], {d2: 2})
             await fourth.rollback()
         await picker.rollback()
         await holder.rollback()
@@ -243,15 +242,15 @@ async def test_a_create_that_loses_its_best_domain_takes_the_next_in_one_stateme
     await session.commit()  # d0 has 3 free machines, d1 and d2 4: d0 is the best fit for 2
     calls: list[str] = []
     for name in ("lock_free_machines", "lock_first_free"):
-        real = getattr(assignment_queries, name)
+        real = getattr(instance_queries, name)
 
         def counted(*args: object, _real: object = real, _name: str = name, **kw: object) -> object:
             calls.append(_name)
             return _real(*args, **kw)  # type: ignore[operator]
 
-        monkeypatch.setattr(assignment_queries, name, counted)
+        monkeypatch.setattr(instance_queries, name, counted)
     async with another_session(session) as holder, another_session(session) as creating:
-        await assignment_queries.lock_first_free(await driver_connection(holder), site, itype, [d0], 2)
+        await instance_queries.lock_first_free(await driver_connection(holder), site, itype, [d0], 2)
         calls.clear()
         ask = Ask(instance_type_id=itype, count=2, needs_nvlink=True, topology_optimized=True)
         claimed = await claim(creating, site_id=site, ask=ask, seed=1)

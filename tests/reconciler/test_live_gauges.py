@@ -17,10 +17,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.instance import service as instances
 from nico.reconciler.metrics import PREFIX
 from nico.reconciler.planner import partition_name
 from nico.reconciler.scheduler import Reconciler
-from nico.services import instance as instances
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler
 from tests.support import factories as f

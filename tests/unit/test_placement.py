@@ -167,7 +167,7 @@ def _kind(domain: uuid.UUID, free: dict[uuid.UUID, int], used: dict[uuid.UUID, i
 def test_a_sample_of_every_kind_plans_as_the_whole_list(
     site: tuple[dict[uuid.UUID, int], dict[uuid.UUID, int], int], ask: Ask, seed: int, pick: random.Random
 ) -> None:
-    """What ``assignment`` gives placement on a big site: one domain of each kind it ranks by, the
+    """What ``nico.instance.claim`` gives placement on a big site: one domain of each kind it ranks by, the
     free machines of the others as ``unlisted``. Whenever a listed domain fits the request, the plan
     takes a domain of the kind the whole list's plan takes (or fails the same way)."""
     free, used, loose = site
@@ -177,7 +177,7 @@ def test_a_sample_of_every_kind_plans_as_the_whole_list(
             kinds.setdefault(_kind(domain, free, used, ask), domain)
     sample = {d: free[d] for d in kinds.values()}
     if not any(n >= ask.count for n in sample.values()):
-        return  # assignment reads every domain then
+        return  # the claim reads every domain then
     unlisted = sum(free.values()) - sum(sample.values())
     try:
         whole = plan_counts(free, loose, ask, random.Random(seed), used)

@@ -18,8 +18,7 @@ TENANT_ROUTER_MODULES: tuple[str, ...] = (
     # one that matches is scanned on each request. ``instance_type`` must precede ``instance`` so
     # that ``/instance/type`` is not taken for an instance id.
     "nico.api.routers.instance_type",
-    "nico.api.routers.instance",
-    "nico.api.routers.instance_reads",
+    "nico.instance.router",
     "nico.logical_partition.router",
     "nico.api.routers.nvlink_interface",
     "nico.api.routers.vpc",

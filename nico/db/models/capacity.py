@@ -11,7 +11,7 @@ only while the transaction commits. Nothing in Python writes these tables; withi
 changed machines the counts show its changes only after the commit.
 
 ``free`` counts machines that are Ready, unassigned and not missing on site (what
-``queries.assignment`` may lock); ``used`` counts assigned machines. Machines without an NVLink
+``nico.instance.queries`` may lock); ``used`` counts assigned machines. Machines without an NVLink
 domain count under the nil UUID (``NO_DOMAIN``); machines without an instance type are not counted.
 There are no foreign keys: the rows are derived data, and a row whose machines went elsewhere stays
 at zero.

@@ -37,7 +37,7 @@ async def nvlink_capabilities(
 
 # The logical partitions of ``ids`` that exist, FOR SHARE in id order (the lock order of
 # docs/architecture.md): a concurrent delete of one waits for this transaction and then sees the new
-# bindings. A create sends it in the pipeline of its context (``queries.instance.creation_context``).
+# bindings. A create sends it in the pipeline of its context (``nico.instance.queries.creation_context``).
 LOCK_PARTITIONS = """
 SELECT id, tenant_id, site_id, status FROM logical_partition WHERE id = ANY(%(ids)s) ORDER BY id FOR SHARE
 """

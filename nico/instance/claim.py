@@ -1,4 +1,5 @@
-"""Giving free machines to new instances without ever giving one machine twice.
+"""Giving free machines to new instances without ever giving one machine twice (a create's step
+after its checks; read top down: :func:`claim`, then what it calls, in order).
 
 Placement (pure) chooses; this module locks the choice with ``FOR UPDATE SKIP LOCKED``, re-checking
 that each machine is still Ready and unassigned. A machine another transaction holds or has taken is
@@ -17,10 +18,17 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.queries import assignment as queries
 from nico.db.raw import driver_connection
+from nico.instance import queries
 from nico.services.errors import conflict
 from nico.services.placement import Ask, NoCapacity, Plan, plan_choices, plan_counts
+
+# Domains of each kind placement tells apart in a sample: enough to spread concurrent requests over
+# equal domains and to find the next one when a request loses the race for one.
+PER_KIND = 8
+# Domains that fit a whole request one pick tries, best first (``plan_choices``): requests arriving
+# together rank alike, and all but a few lose the race for the first.
+CHOICES = 8
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,19 @@ async def claim(
             counts.apply(seen_short)
 
 
+async def _counts(
+    conn: queries.Connection, site_id: uuid.UUID, ask: Ask, sample: queries.Sample | None
+) -> _Counts:
+    """Placement's input from ``domain_capacity``: the sample of each kind of domain when one of
+    them fits the whole request (so the cost follows the kinds of domain, not their number: a
+    2,000-rack site reads a handful of rows), else every domain with free machines."""
+    if sample is not None and (sample.best >= ask.count or ask.topology_optimized):
+        counts = _Counts.of(sample.rows)
+        counts.unlisted = sample.in_domains - sum(counts.free.values())
+        return counts
+    return _Counts.of(await queries.machine_counts_by_domain(conn, site_id, ask.instance_type_id))
+
+
 @dataclass
 class _Counts:
     """Free machines per domain (and without one), assigned ones, and free ones in unlisted domains."""
@@ -117,27 +138,6 @@ class _Counts:
                 self.loose = min(self.loose, n)
             elif domain in self.free:
                 self.free[domain] = min(self.free[domain], n)
-
-
-# Domains of each kind placement tells apart in a sample: enough to spread concurrent requests over
-# equal domains and to find the next one when a request loses the race for one.
-PER_KIND = 8
-# Domains that fit a whole request one pick tries, best first (``plan_choices``): requests arriving
-# together rank alike, and all but a few lose the race for the first.
-CHOICES = 8
-
-
-async def _counts(
-    conn: queries.Connection, site_id: uuid.UUID, ask: Ask, sample: queries.Sample | None
-) -> _Counts:
-    """Placement's input from ``domain_capacity``: the sample of each kind of domain when one of
-    them fits the whole request (so the cost follows the kinds of domain, not their number: a
-    2,000-rack site reads a handful of rows), else every domain with free machines."""
-    if sample is not None and (sample.best >= ask.count or ask.topology_optimized):
-        counts = _Counts.of(sample.rows)
-        counts.unlisted = sample.in_domains - sum(counts.free.values())
-        return counts
-    return _Counts.of(await queries.machine_counts_by_domain(conn, site_id, ask.instance_type_id))
 
 
 def _over_budget(budgets: list[queries.Budget], limits: dict[uuid.UUID, int]) -> dict[uuid.UUID, str]:

@@ -1,8 +1,10 @@
-"""Instance bodies: create, batch create, update and delete requests, and the Instance object."""
+"""The instance's wire models: create, batch create, update and delete requests, and the Instance
+object, built from an :class:`~nico.instance.views.InstanceView` (the one Python source of its shape)."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -38,9 +40,9 @@ from nico.api.schemas.nvlink_interface import NVLinkInterface, NVLinkInterfaceRe
 from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import UNSUPPORTED, VpcSummary
+from nico.instance.views import Document, InstanceView
 from nico.inventory.schemas import Machine
 from nico.inventory.service import Visibility, machine_view
-from nico.services.instance_view import InstanceView
 
 MAX_INTERFACES = 16
 BATCH_MIN, BATCH_MAX = 2, 18  # 18 = the largest GB200 NVLink domain
@@ -395,62 +397,66 @@ class Instance(ResponseModel):
 
     @classmethod
     def of(cls, view: InstanceView) -> Instance:
-        data = view.data
-        host = data["serial_console_hostname"]
+        related = view.relations
+        host = view.serial_console_hostname
         return cls.model_validate(
             {
-                "id": data["id"],
-                "name": data["name"],
-                "description": data["description"],
-                "controller_instance_id": data["id"],
-                "tenant_id": data["tenant_id"],
-                "tenant": TenantSummary.of(view.tenant) if view.tenant is not None else None,
-                "infrastructure_provider_id": data["infrastructure_provider_id"],
+                "id": view.id,
+                "name": view.name,
+                "description": view.description,
+                "controller_instance_id": view.id,
+                "tenant_id": view.tenant_id,
+                "tenant": TenantSummary.of(related.tenant) if related.tenant is not None else None,
+                "infrastructure_provider_id": view.infrastructure_provider_id,
                 "infrastructure_provider": (
-                    InfrastructureProviderSummary.of(view.provider) if view.provider is not None else None
+                    InfrastructureProviderSummary.of(related.provider)
+                    if related.provider is not None
+                    else None
                 ),
-                "site_id": data["site_id"],
-                "site": SiteSummary.of(view.site) if view.site is not None else None,
-                "instance_type_id": data["instance_type_id"],
+                "site_id": view.site_id,
+                "site": SiteSummary.of(related.site) if related.site is not None else None,
+                "instance_type_id": view.instance_type_id,
                 "instance_type": (
-                    InstanceTypeSummary.of(view.instance_type) if view.instance_type is not None else None
+                    InstanceTypeSummary.of(related.instance_type)
+                    if related.instance_type is not None
+                    else None
                 ),
-                "vpc_id": data["vpc_id"],
-                "vpc": VpcSummary.of(view.vpc) if view.vpc is not None else None,
-                "machine_id": data["machine_id"],
+                "vpc_id": view.vpc_id,
+                "vpc": VpcSummary.of(related.vpc) if related.vpc is not None else None,
+                "machine_id": view.machine_id,
                 "machine": (
                     Machine.of(
                         machine_view(
-                            view.machine,
+                            related.machine,
                             Visibility(provider=False, full=False),
-                            provider_id=data["infrastructure_provider_id"],
-                            tenant_id=data["tenant_id"],
-                            capabilities=view.machine_capabilities,
-                            history=view.machine_history,
+                            provider_id=view.infrastructure_provider_id,
+                            tenant_id=view.tenant_id,
+                            capabilities=related.machine_capabilities,
+                            history=related.machine_history,
                         )
                     )
-                    if view.machine is not None
+                    if related.machine is not None
                     else None
                 ),
-                "ipxe_script": data["ipxe_script"],
-                "always_boot_with_custom_ipxe": data["always_boot_with_custom_ipxe"],
-                "phone_home_enabled": data["phone_home_enabled"],
-                "user_data": data["user_data"],
-                "labels": data["labels"],
-                "serial_console_url": f"ssh://{data['id']}@{host}" if host else None,
-                "status": data["status"],
-                "interfaces": data["interfaces"],
-                "nv_link_interfaces": data["nvlink_interfaces"],
-                "nv_link_clique_id": instance_clique(data["nvlink_interfaces"]),
-                "status_history": data["status_history"],
-                "created": data["created"],
-                "updated": data["updated"],
+                "ipxe_script": view.ipxe_script,
+                "always_boot_with_custom_ipxe": view.always_boot_with_custom_ipxe,
+                "phone_home_enabled": view.phone_home_enabled,
+                "user_data": view.user_data,
+                "labels": view.labels,
+                "serial_console_url": f"ssh://{view.id}@{host}" if host else None,
+                "status": view.status,
+                "interfaces": view.interfaces,
+                "nv_link_interfaces": view.nvlink_interfaces,
+                "nv_link_clique_id": instance_clique(view.nvlink_interfaces),
+                "status_history": view.status_history,
+                "created": view.created,
+                "updated": view.updated,
                 "deprecations": DEPRECATIONS,  # given: the default would be deep-copied per instance
             }
         )
 
 
-def instance_clique(interfaces: list[dict[str, Any]]) -> str | None:
+def instance_clique(interfaces: Sequence[Document]) -> str | None:
     """The instance's clique: every NVLink interface Ready and in the same clique."""
     cliques = {i.get("nv_link_clique_id") for i in interfaces}
     if not interfaces or len(cliques) != 1 or any(i.get("status") != "Ready" for i in interfaces):

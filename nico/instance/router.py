@@ -1,5 +1,7 @@
 """``/instance`` and ``/instance/batch``: create, batch create, list, get, update, delete (spec §5,
-§6). TENANT_ADMIN only. ``/instance/batch`` is declared before ``/instance/{instanceId}``."""
+§6), and an instance's ``/status-history`` and ``/interface`` (the reference's
+get-instance-status-history and get-all-interface). TENANT_ADMIN only. ``/instance/batch`` is declared
+before ``/instance/{instanceId}``."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from nico.api import messages
 from nico.api.auth import Principal
 from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin, context_of, get_principal
 from nico.api.openapi import json_body
-from nico.api.pagination import PAGED, Page
+from nico.api.pagination import PAGED, Page, newest_first, parse_page
 from nico.api.parsing import (
     UUID_PATH,
     checked_body,
@@ -36,18 +38,22 @@ from nico.api.rendering import (
     paged_response,
 )
 from nico.api.routers import HotRoute
-from nico.api.schemas.instance import (
+from nico.api.schemas.common import StatusDetail
+from nico.api.schemas.nvlink_interface import WireKeys
+from nico.instance import creation, service
+from nico.instance.schemas import (
     BatchInstanceCreateRequest,
     Instance,
     InstanceCreateRequest,
     InstanceDeleteRequest,
     InstanceFields,
+    InstanceInterface,
     InstanceUpdateRequest,
 )
-from nico.api.schemas.nvlink_interface import WireKeys
-from nico.services import instance
+from nico.instance.service import RELATIONS
+from nico.instance.views import InstanceFilter, InstanceSpec, Port
+from nico.services import status
 from nico.services.errors import bad_request
-from nico.services.instance_view import RELATIONS, attach_relations
 
 router = APIRouter(tags=["instance"])
 
@@ -87,11 +93,11 @@ def checked_uuid(value: str | None) -> uuid.UUID:
     return parsed
 
 
-def spec_of(body: InstanceFields, principal: Principal) -> instance.InstanceSpec:
+def spec_of(body: InstanceFields, principal: Principal) -> InstanceSpec:
     """The checked body as the service's plain data."""
-    return instance.InstanceSpec(
+    return InstanceSpec(
         vpc_id=checked_uuid(body.vpc_id),
-        ports=[instance.Port(checked_uuid(i.subnet_id), bool(i.is_physical)) for i in body.interfaces or ()],
+        ports=[Port(checked_uuid(i.subnet_id), bool(i.is_physical)) for i in body.interfaces or ()],
         nvlink=[item.binding() for item in body.nv_link_interfaces] if body.nv_link_interfaces else None,
         tenant_id=parse_uuid(body.tenant_id) if body.tenant_id else None,
         description=body.description,
@@ -114,7 +120,7 @@ def spec_of(body: InstanceFields, principal: Principal) -> instance.InstanceSpec
 )
 async def create_batch(org: str, principal: TenantAdmin, body: BatchBody, session: SessionDep) -> Response:
     assert body.name_prefix is not None and body.count is not None
-    views = await instance.create_batch(
+    views = await creation.create_batch(
         session,
         org,
         spec_of(body, principal),
@@ -138,7 +144,7 @@ async def create_instance(
     org: str, principal: TenantAdmin, body: CreateBody, session: SessionDep
 ) -> Response:
     assert body.name is not None
-    view = await instance.create(
+    view = await creation.create(
         session,
         org,
         spec_of(body, principal),
@@ -160,7 +166,7 @@ async def list_instances(
     org: str,
     _: TenantAdmin,
     included: Relations,
-    page: Annotated[Page, paging(instance.ORDER_FIELDS)],
+    page: Annotated[Page, paging(service.ORDER_FIELDS)],
     request: Request,
     session: ReadSessionDep,
 ) -> Response:
@@ -174,7 +180,7 @@ async def list_instances(
         uuid_params(request, "networkSecurityGroupId", "Invalid Network Security Group ID: {value} in query"),
         list_param(request, "ipAddress"),
     ]
-    where = instance.InstanceFilter(
+    where = InstanceFilter(
         site_ids=uuid_params(request, "siteId", "Invalid Site ID: {value} in query"),
         vpc_ids=uuid_params(request, "vpcId", "Invalid VPC ID: {value} in query"),
         instance_type_ids=uuid_params(
@@ -187,7 +193,7 @@ async def list_instances(
         name=single_param(request, "name"),
         query=single_param(request, "query"),
     )
-    views, total = await instance.list_instances(session, org, where, included, page)
+    views, total = await service.list_instances(session, org, where, included, page)
     return paged_response([Instance.of(v) for v in views], page, total)
 
 
@@ -214,7 +220,7 @@ async def get_instance_hot(request: Request) -> Response:
 async def answer_get(request: Request, org: str, raw_id: str, include_relation: list[str] | None) -> Response:
     """``GET /instance/{instanceId}``, the hottest request of the API. Its checks are the functions the
     dependencies of the other routes use, in their order: token, role, ``includeRelation``, id.
-    Without relations the body is the one PostgreSQL writes (:mod:`nico.db.queries.instance_document`)."""
+    Without relations the body is the one PostgreSQL writes (:mod:`nico.instance.document`)."""
     principal = await get_principal(request)
     principal.require_tenant_admin(org)
     included = checked_relations(include_relation, RELATIONS)
@@ -222,16 +228,16 @@ async def answer_get(request: Request, org: str, raw_id: str, include_relation: 
     ctx = context_of(request)
     if not included:
         async with ctx.raw.connection() as conn:  # one statement on a raw connection
-            document = await instance.get_document(
+            document = await service.get_document(
                 conn, org, instance_id, deprecated_partition_key=WireKeys.emit_deprecated_partition_key
             )
         if document is not None:
             return Response(document, media_type="application/json")
     async with ctx.raw.connection() as conn:
-        view = await instance.get(conn, org, instance_id)
+        view = await service.get(conn, org, instance_id)
     if included:
         async with ctx.read_sessions() as session:
-            await attach_relations(session, [view], included)
+            (view,) = await service.with_relations(session, [view], included)
     return json_response(Instance.of(view))
 
 
@@ -256,7 +262,7 @@ async def update_instance(
     nvlink = (
         [item.binding() for item in body.nv_link_interfaces] if body.nv_link_interfaces is not None else None
     )
-    view = await instance.update_instance(session, org, instance_id, changes, nvlink)
+    view = await service.update_instance(session, org, instance_id, changes, nvlink)
     return json_response(Instance.of(view))
 
 
@@ -267,7 +273,7 @@ async def delete_instance(
     org: str, _: TenantAdmin, instance_id: InstanceId, body: DeleteBody, session: SessionDep
 ) -> Response:
     issue = body.machine_health_issue
-    await instance.delete_instance(
+    await service.delete_instance(
         session,
         org,
         instance_id,
@@ -280,3 +286,35 @@ async def delete_instance(
         ),
     )
     return deletion_accepted()
+
+
+@router.get(
+    ITEM + "/status-history",
+    operation_id="get-instance-status-history",
+    response_model=list[StatusDetail],
+    responses=PAGED,
+    summary="Retrieve Instance status history",
+)
+async def instance_status_history(
+    org: str, _: TenantAdmin, instance_id: InstanceId, request: Request, session: ReadSessionDep
+) -> Response:
+    page = parse_page(request, status.ORDER_FIELDS)
+    entries, total = await service.status_history(session, org, instance_id, newest_first(page))
+    return paged_response(StatusDetail.many(entries), page, total)
+
+
+@router.get(
+    ITEM + "/interface",
+    operation_id="get-all-interface",
+    response_model=list[InstanceInterface],
+    responses=PAGED,
+    summary="Retrieve all Interfaces",
+)
+async def instance_interfaces(
+    org: str, _: TenantAdmin, instance_id: InstanceId, request: Request, session: ReadSessionDep
+) -> Response:
+    page = parse_page(request, service.INTERFACE_ORDER_FIELDS)
+    rows, total = await service.interfaces(session, org, instance_id, list_param(request, "status"), page)
+    return paged_response(
+        [InstanceInterface.model_validate(r, from_attributes=True) for r in rows], page, total
+    )

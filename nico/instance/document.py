@@ -1,14 +1,14 @@
 """The SQL of ``GET /instance/{instanceId}``: the response body, built by PostgreSQL.
 
 The hottest read of the API answers the bytes PostgreSQL writes, with nothing decoded, validated or
-encoded again in Python. The statement therefore writes exactly what ``api.schemas.instance.Instance``
+encoded again in Python. The statement therefore writes exactly what ``nico.instance.schemas.Instance``
 serialises for an instance without ``includeRelation`` objects: the same keys in the same order,
 compact JSON, timestamps as pydantic writes them (``2026-11-24T01:23:18.525444Z``; no fraction when it
 is 0; ``+05:30`` for an offset) in the session's time zone, as psycopg and pydantic would have.
 tests/api/test_instance_document.py compares the two byte for byte; a change of either must change
 both. The one thing the statement does not write exactly is a ``labels`` map whose values are not all
 strings (the API only stores strings): it then answers no document, and the caller builds the body
-from :func:`nico.db.queries.instance.instance_document_for_caller` instead.
+from :func:`nico.instance.queries.instance_document_for_caller` instead.
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def _instance(deprecated_key: bool) -> str:
 
 def _statement(deprecated_key: bool) -> str:
     # The instance's NVLink interfaces with their cliques (``nv``), and the instance's clique: every
-    # interface Ready and in one and the same clique (``schemas.instance.instance_clique``).
+    # interface Ready and in one and the same clique (``nico.instance.schemas.instance_clique``).
     return f"""
 SELECT (SELECT t.id FROM tenant t WHERE t.org = $1) AS caller_tenant_id, d.tenant_id,
        CASE WHEN d.exact THEN d.document END AS document

@@ -1,21 +1,24 @@
-"""What creating instances checks, in the reference's order: the request's types and messages, the
-creation context read in one statement, the tenant, VPC and subnet checks, and the quota under its
-lock."""
+"""What creating instances checks, in the reference's order: the creation context read in one
+statement, then one sequence of checks single and batch creation share (:func:`check_request`: the
+tenant, VPC, site, subnets, names, instance type and quota), each worded as the reference words it for
+the one or the other (:class:`CreateTexts`)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.enums import SubnetStatus, VpcStatus
+from nico.db.enums import SiteStatus, SubnetStatus, VpcStatus
 from nico.db.models import InstanceType, LogicalPartition, MachineCapability, Tenant, Vpc
-from nico.db.queries import instance as queries
-from nico.services.errors import bad_request
-from nico.services.nvlink_interface import BATCH, SINGLE, Binding, PartitionTexts
+from nico.instance import queries
+from nico.instance.views import InstanceSpec, Port
+from nico.services.errors import ServiceError, bad_request, conflict, forbidden
+from nico.services.nvlink_interface import BATCH, SINGLE, PartitionTexts
+from nico.services.placement import NoCapacity
 
 PENDING_MESSAGE = "received instance creation request, pending"
 READY_MESSAGE = "Instance is ready for use"
@@ -34,31 +37,6 @@ def batch_quota_message(current: int, requested: int, maximum: int) -> str:
 
 
 @dataclass(frozen=True)
-class Port:
-    """A requested Ethernet interface."""
-
-    subnet_id: uuid.UUID
-    is_physical: bool = False
-
-
-@dataclass(frozen=True)
-class InstanceSpec:
-    """What single and batch creation share, parsed and checked field by field."""
-
-    vpc_id: uuid.UUID
-    ports: Sequence[Port]
-    nvlink: Sequence[Binding] | None = None  # None: not given
-    tenant_id: uuid.UUID | None = None
-    description: str | None = None
-    ipxe_script: str | None = None
-    user_data: str | None = None
-    phone_home_enabled: bool = False
-    always_boot_with_custom_ipxe: bool = False
-    labels: dict[str, str] | None = None
-    created_by: str | None = None
-
-
-@dataclass(frozen=True)
 class SubnetTexts:
     not_found: str
     tenant: str = "Subnet: {id} specified in request is not owned by Tenant"
@@ -66,14 +44,52 @@ class SubnetTexts:
     vpc: str = "Subnet: {id} specified in request does not match with VPC"
 
 
+SINGLE_SUBNETS = SubnetTexts(not_found="Subnet: {id} specified in request data is not found in DB")
+BATCH_SUBNETS = SubnetTexts(not_found="Could not find Subnet with ID specified in request data")
+
+
+def _single_clash(instance_id: str, _: str) -> ServiceError:
+    return conflict("An Instance with specified name already exists for Tenant", {"id": instance_id})
+
+
+def _batch_clash(_: str, name: str) -> ServiceError:
+    return conflict(
+        f"Instance with name '{name}' already exists for Tenant at this Site. "
+        "Please choose a different name prefix."
+    )
+
+
+def _single_no_capacity(_: NoCapacity, __: int) -> str:
+    # Out of machines is a conflict with the site's state on every path (batch: 409 as the
+    # reference), so a client handles one code for one cause (docs/compatibility.md).
+    return "No Machines are available for specified Instance Type"
+
+
+def _batch_no_capacity(exc: NoCapacity, count: int) -> str:
+    if exc.available < count:
+        return f"Insufficient machines available: requested {count}, available {exc.available}"
+    return (
+        f"Topology optimization requires all {count} machines on same NVLink domain, but best domain "
+        f"only has {exc.best_domain} available"
+    )
+
+
 @dataclass(frozen=True)
 class CreateTexts:
-    """How single and batch creation word their NVLink errors."""
+    """How single and batch creation differ: the order of their first checks, the words of their
+    errors, and whether the machine's capabilities stand in for the type's."""
 
     no_capability: str
     invalid: str
     partitions: PartitionTexts
     lookup_first: bool  # batch compares with the VPC default before looking the partition up
+    type_first: bool  # batch checks the instance type before the VPC, and its site with the VPC's
+    site_not_registered: str
+    subnets: SubnetTexts
+    clash: Callable[[str, str], ServiceError]  # (instance id, name) of the instance already named so
+    over_quota: Callable[[int, int, int], str]  # (instances of the type, requested, reserved)
+    no_capacity: Callable[[NoCapacity, int], str]  # (why, requested)
+    machine_capabilities: bool  # a single create reads the machine's when the type has none
 
 
 SINGLE_CREATE = CreateTexts(
@@ -81,15 +97,27 @@ SINGLE_CREATE = CreateTexts(
     invalid="Failed to validate NVLink interfaces specified in request data",
     partitions=SINGLE,
     lookup_first=True,
+    type_first=False,
+    site_not_registered="The Site where this Instance is being created is not in Registered state",
+    subnets=SINGLE_SUBNETS,
+    clash=_single_clash,
+    over_quota=lambda *_: QUOTA_REACHED,
+    no_capacity=_single_no_capacity,
+    machine_capabilities=True,
 )
 BATCH_CREATE = CreateTexts(
     no_capability="NVLink Interfaces cannot be specified if Instance Type doesn't have GPU Capabilities",
     invalid="NVLink interfaces validation failed: nvLinkInterfaces: {problem}.",
     partitions=BATCH,
     lookup_first=False,
+    type_first=True,
+    site_not_registered="The Site where Instances are being created is not in Registered state",
+    subnets=BATCH_SUBNETS,
+    clash=_batch_clash,
+    over_quota=batch_quota_message,
+    no_capacity=_batch_no_capacity,
+    machine_capabilities=False,
 )
-SINGLE_SUBNETS = SubnetTexts(not_found="Subnet: {id} specified in request data is not found in DB")
-BATCH_SUBNETS = SubnetTexts(not_found="Could not find Subnet with ID specified in request data")
 
 
 @dataclass
@@ -194,6 +222,54 @@ def check_subnets(context: Context, vpc: Vpc, ports: Sequence[Port], texts: Subn
             raise bad_request(texts.ready.format(id=port.subnet_id))
         if uuid.UUID(subnet["vpc_id"]) != vpc.id:
             raise bad_request(texts.vpc.format(id=port.subnet_id))
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What passed the checks: the tenant, the VPC and the instance type (None: a targeted create)."""
+
+    tenant: Tenant
+    vpc: Vpc
+    itype: InstanceType | None
+
+
+def check_request(
+    context: Context, spec: InstanceSpec, texts: CreateTexts, *, typed: bool, count: int
+) -> Checked:
+    """The checks single and batch creation share, in the order the reference makes them for each
+    (``texts``), with its words: ``typed``, ``count`` instances of the context's instance type (else
+    one on a targeted machine, which has no type, allocation or quota to check)."""
+    tenant = check_tenant(context, spec.tenant_id)
+    itype = _known_type(context) if texts.type_first else None
+    vpc = check_vpc(context)
+    if itype is not None:
+        _same_site(itype, vpc)
+    if context.site_status != SiteStatus.REGISTERED:
+        raise bad_request(texts.site_not_registered)
+    check_subnets(context, vpc, spec.ports, texts.subnets)
+    if context.clash is not None:
+        raise texts.clash(*context.clash)
+    if not typed:
+        return Checked(tenant, vpc, None)
+    if itype is None:
+        itype = _known_type(context)
+        _same_site(itype, vpc)
+    if not context.uses_site or context.reserved is None:
+        raise forbidden(NO_ALLOCATION)
+    if context.instances_of_type + count > context.reserved:
+        raise forbidden(texts.over_quota(context.instances_of_type, count, context.reserved))
+    return Checked(tenant, vpc, itype)
+
+
+def _known_type(context: Context) -> InstanceType:
+    if context.itype is None:
+        raise bad_request("Could not find Instance Type with ID specified in request data")
+    return context.itype
+
+
+def _same_site(itype: InstanceType, vpc: Vpc) -> None:
+    if itype.site_id != vpc.site_id:
+        raise bad_request("VPC and Instance Type specified in request data do not belong to the same Site")
 
 
 def requested_partitions(spec: InstanceSpec, vpc: Vpc) -> set[uuid.UUID]:

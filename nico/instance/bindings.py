@@ -11,9 +11,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, NvLinkInterfaceStatus
 from nico.db.models import Instance, LogicalPartition, MachineCapability, NvlinkInterface, Tenant, Vpc
-from nico.db.queries import instance as queries
+from nico.instance import queries
+from nico.instance.checks import CreateTexts
 from nico.services.errors import bad_request
-from nico.services.instance_checks import CreateTexts
 from nico.services.nvlink_events import desired_state_changed
 from nico.services.nvlink_interface import (
     SINGLE,

@@ -1,5 +1,5 @@
-"""Instances (spec §5, §6): create one, create a batch on one NVLink domain, list, get, update (the
-NVLink bindings above all), delete.
+"""Instances (spec §5, §6): list, get, update (the NVLink bindings above all) and delete, and the
+reads behind every instance response; creation is :mod:`nico.instance.creation`.
 
 An instance and its NVLink interfaces stay Pending until the reconciler reports the fabric matches
 (:mod:`nico.reconciler.lifecycle`); one on a machine without an NVLink domain has nothing to wait for
@@ -9,43 +9,57 @@ and is Ready at once. Every change of desired NVLink state is handed to the reco
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.enums import InstanceStatus, SiteStatus
-from nico.db.models import Instance, Site, Tenant
-from nico.db.queries import instance as queries
-from nico.db.queries.instance_document import instance_document
+from nico.db.enums import InstanceStatus, InterfaceStatus, SiteStatus
+from nico.db.models import (
+    InfrastructureProvider,
+    Instance,
+    InstanceInterface,
+    InstanceType,
+    Machine,
+    MachineCapability,
+    Site,
+    StatusDetail,
+    Tenant,
+    Vpc,
+)
+from nico.db.queries import common
+from nico.db.queries import stats as stats_queries
+from nico.instance import queries
+from nico.instance.bindings import replace_bindings
+from nico.instance.checks import ORG_MISMATCH
+from nico.instance.document import instance_document
+from nico.instance.views import InstanceFilter, InstanceView, Relations
 from nico.services import status
 from nico.services.access import tenant_uses_site
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
-from nico.services.instance_bindings import replace_bindings
-from nico.services.instance_checks import ORG_MISMATCH, InstanceSpec, Port
-from nico.services.instance_create import create, create_batch
-from nico.services.instance_view import InstanceView, Source, load, load_for_caller
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.nvlink_events import desired_state_changed
 from nico.services.nvlink_interface import Binding
 from nico.services.orgs import require_tenant
 
-__all__ = [
-    "ORDER_FIELDS",
-    "InstanceFilter",
-    "InstanceSpec",
-    "Port",
-    "create",
-    "create_batch",
-    "delete_instance",
-    "get",
-    "get_document",
-    "list_instances",
-    "update_instance",
-]
+RELATIONS = frozenset(
+    {
+        "InfrastructureProvider",
+        "Site",
+        "Tenant",
+        "InstanceType",
+        "Vpc",
+        "Machine",
+        "OperatingSystem",
+        "NetworkSecurityGroup",
+    }
+)
+INTERFACE_ORDER_FIELDS = frozenset(stats_queries.INTERFACE_ORDER)
+
+Source = queries.Source
 
 ORDER_FIELDS = frozenset(
     {
@@ -65,7 +79,7 @@ ORDER_FIELDS = frozenset(
 async def get(source: Source, org: str, instance_id: uuid.UUID) -> InstanceView:
     """The instance as its GET shows it (relations are attached separately, when asked for)."""
     caller, view = await load_for_caller(source, org, instance_id)
-    _check_caller(caller, view.data["tenant_id"] if view is not None else None)
+    _check_caller(caller, view.tenant_id if view is not None else None)
     assert view is not None
     return view
 
@@ -74,7 +88,7 @@ async def get_document(
     conn: psycopg.AsyncConnection[Any], org: str, instance_id: uuid.UUID, *, deprecated_partition_key: bool
 ) -> str | None:
     """The GET body of the instance without relations, as PostgreSQL writes it (None: only the schema
-    can write this one, see :mod:`nico.db.queries.instance_document`); checked as :func:`get` checks."""
+    can write this one, see :mod:`nico.instance.document`); checked as :func:`get` checks."""
     found = await instance_document(
         conn, org, instance_id, status.DEFAULT_LIMIT, deprecated_partition_key=deprecated_partition_key
     )
@@ -90,19 +104,6 @@ def _check_caller(caller: uuid.UUID | None, owner: uuid.UUID | None) -> None:
         raise not_found("Could not find Instance with specified ID")
     if owner != caller:
         raise forbidden("Instance does not belong to current Tenant")
-
-
-@dataclass(frozen=True)
-class InstanceFilter:
-    site_ids: Sequence[uuid.UUID] = ()
-    vpc_ids: Sequence[uuid.UUID] = ()
-    instance_type_ids: Sequence[uuid.UUID] = ()
-    machine_ids: Sequence[str] = ()
-    statuses: Sequence[str] = ()
-    nothing: bool = False  # a filter on something nico never records (OS, NSG, IP address)
-    provider_id: uuid.UUID | None = None
-    name: str | None = None
-    query: str | None = None
 
 
 async def list_instances(
@@ -195,7 +196,8 @@ async def update_instance(
     (view,) = await load(session, [row.id])
     if reissued:
         # Like the reference, the answer to a re-issue lists the new bindings (once each).
-        view.data["nvlink_interfaces"] = [b for b in view.data["nvlink_interfaces"] if b["id"] in reissued]
+        listed = [b for b in view.nvlink_interfaces if b["id"] in reissued]
+        view = dataclasses.replace(view, nvlink_interfaces=listed)
     return view
 
 
@@ -237,4 +239,114 @@ async def delete_instance(
         row.id,
         InstanceStatus.TERMINATING,
         "Instance deletion successfully initiated on Site",
+    )
+
+
+# ---- reading instances as their responses show them ----------------------------------------------
+# Each instance comes with its machine, Ethernet interfaces, NVLink interfaces and newest status
+# history as JSON built by PostgreSQL, so a GET is one round trip and a page of any size is two.
+
+
+async def load(
+    session: AsyncSession,
+    ids: Sequence[uuid.UUID],
+    *,
+    relations: frozenset[str] = frozenset(),
+    chronological: bool = False,
+    history_limit: int = status.DEFAULT_LIMIT,
+) -> list[InstanceView]:
+    """The instances ``ids`` in that order. ``chronological`` lists all history oldest first (what a
+    create response shows); otherwise the newest ``history_limit`` entries, newest first."""
+    if not ids:
+        return []
+    limit = None if chronological else history_limit
+    rows = await queries.instance_documents(session, ids, chronological=chronological, history_limit=limit)
+    by_id = {row["id"]: InstanceView.of(row) for row in rows}
+    return await with_relations(session, [by_id[i] for i in ids if i in by_id], relations)
+
+
+async def load_for_caller(
+    source: Source, org: str, instance_id: uuid.UUID
+) -> tuple[uuid.UUID | None, InstanceView | None]:
+    """The org's tenant id and the instance (either may be missing), in one query."""
+    row = await queries.instance_document_for_caller(source, org, instance_id, status.DEFAULT_LIMIT)
+    return row["caller_tenant_id"], (InstanceView.of(row) if row["id"] is not None else None)
+
+
+async def with_relations(
+    session: AsyncSession, views: Sequence[InstanceView], relations: frozenset[str]
+) -> list[InstanceView]:
+    """``views`` with their ``includeRelation`` objects, one query per relation kind."""
+    if not views or not relations:
+        return list(views)
+
+    async def rows_by_id(model: Any, ids: set[Any]) -> dict[Any, Any]:
+        # The relation's name is its model's (``includeRelation=Vpc``: the Vpc rows).
+        return await common.rows_by_id(session, model, ids) if model.__name__ in relations else {}
+
+    tenants = await rows_by_id(Tenant, {v.tenant_id for v in views})
+    sites = await rows_by_id(Site, {v.site_id for v in views})
+    providers = await rows_by_id(InfrastructureProvider, {v.infrastructure_provider_id for v in views})
+    types = await rows_by_id(InstanceType, {v.instance_type_id for v in views})
+    vpcs = await rows_by_id(Vpc, {v.vpc_id for v in views})
+    machines = await rows_by_id(Machine, {v.machine_id for v in views})
+    capabilities: dict[str, list[MachineCapability]] = {}
+    machine_history: dict[uuid.UUID | str, list[StatusDetail]] = {}
+    if machines:
+        for capability in await queries.capabilities_of_machines(session, list(machines)):
+            capabilities.setdefault(str(capability.machine_id), []).append(capability)
+        machine_history = await status.history(session, "machine_id", list(machines))
+    return [
+        dataclasses.replace(
+            view,
+            relations=Relations(
+                tenant=tenants.get(view.tenant_id),
+                site=sites.get(view.site_id),
+                provider=providers.get(view.infrastructure_provider_id),
+                instance_type=types.get(view.instance_type_id),
+                vpc=vpcs.get(view.vpc_id),
+                machine=machines.get(view.machine_id),
+                machine_capabilities=capabilities.get(str(view.machine_id), []),
+                machine_history=machine_history.get(view.machine_id, [])
+                if view.machine_id is not None
+                else [],
+            ),
+        )
+        for view in views
+    ]
+
+
+# ---- an instance's history and Ethernet interfaces (``/instance/{id}/status-history`` and
+# ``/instance/{id}/interface``): TENANT_ADMIN of the instance's tenant.
+
+
+async def _owned(session: AsyncSession, org: str, instance_id: uuid.UUID) -> None:
+    tenant = await require_tenant(session, org, status=403)
+    owner = await stats_queries.instance_tenant(session, instance_id)
+    if owner is None:
+        raise not_found("Could not find Instance with specified ID")
+    if owner != tenant.id:
+        raise forbidden("Instance does not belong to current Tenant")
+
+
+async def status_history(
+    session: AsyncSession, org: str, instance_id: uuid.UUID, page: PageRequest
+) -> tuple[Sequence[StatusDetail], int]:
+    await _owned(session, org, instance_id)
+    return await status.page(session, "instance_id", instance_id, page)
+
+
+async def interfaces(
+    session: AsyncSession, org: str, instance_id: uuid.UUID, statuses: Sequence[str], page: PageRequest
+) -> tuple[Sequence[InstanceInterface], int]:
+    await _owned(session, org, instance_id)
+    for value in statuses:
+        if value not in set(InterfaceStatus):
+            raise bad_request(f"Invalid Status value: {value} in query")
+    return await fetch_page(
+        session,
+        stats_queries.instance_interfaces(instance_id, statuses),
+        page,
+        stats_queries.INTERFACE_ORDER,
+        InstanceInterface.id,
     )

@@ -1,0 +1,231 @@
+"""Creating instances: one on a machine placed by policy (or a targeted one), or a batch on one
+NVLink domain (spec §5, §6), all or nothing. Both take the same steps, top down: the creation
+context (one round trip), the checks (:func:`nico.instance.checks.check_request`), the machines
+(:func:`nico.instance.claim.claim`, or the targeted one), the NVLink bindings, the one statement that
+writes everything (:func:`nico.instance.queries.insert_instances`), and the quota checked again with
+the request's commit (:func:`nico.instance.queries.check_quota_at_commit`). The service never commits.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.enums import InstanceStatus, MachineStatus
+from nico.db.models import Machine, Tenant, Vpc
+from nico.instance import queries
+from nico.instance.bindings import creation_bindings
+from nico.instance.checks import (
+    BATCH_CREATE,
+    NO_ALLOCATION,
+    PENDING_MESSAGE,
+    READY_MESSAGE,
+    SINGLE_CREATE,
+    CreateTexts,
+    check_request,
+    creation_context,
+    requested_partitions,
+)
+from nico.instance.claim import Claimed, claim
+from nico.instance.views import InstanceSpec, InstanceView, Port
+from nico.services.errors import bad_request, conflict, forbidden
+from nico.services.nvlink_events import CHANNEL, payload
+from nico.services.nvlink_interface import Binding, nvlink_capabilities
+from nico.services.placement import Ask, NoCapacity
+
+
+async def create(
+    session: AsyncSession,
+    org: str,
+    spec: InstanceSpec,
+    *,
+    name: str,
+    instance_type_id: uuid.UUID | None,
+    machine_id: str | None,
+    seed: int | None = None,
+) -> InstanceView:
+    """One instance on a machine placed by policy (or on ``machine_id`` for targeted creation)."""
+    (view,) = await _create(
+        session,
+        org,
+        spec,
+        SINGLE_CREATE,
+        names=[name],
+        instance_type_id=instance_type_id,
+        machine_id=machine_id,
+        seed=seed,
+    )
+    return view
+
+
+async def create_batch(
+    session: AsyncSession,
+    org: str,
+    spec: InstanceSpec,
+    *,
+    name_prefix: str,
+    count: int,
+    instance_type_id: uuid.UUID,
+    topology_optimized: bool,
+    seed: int | None = None,
+) -> list[InstanceView]:
+    """``count`` instances (spec §6)."""
+    suffix = uuid.uuid4().hex[:6]
+    return await _create(
+        session,
+        org,
+        spec,
+        BATCH_CREATE,
+        names=[f"{name_prefix}-{suffix}-{n}" for n in range(1, count + 1)],
+        instance_type_id=instance_type_id,
+        topology_optimized=topology_optimized,
+        seed=seed,
+    )
+
+
+async def _create(
+    session: AsyncSession,
+    org: str,
+    spec: InstanceSpec,
+    texts: CreateTexts,
+    *,
+    names: list[str],
+    instance_type_id: uuid.UUID | None,
+    machine_id: str | None = None,
+    topology_optimized: bool = False,
+    seed: int | None = None,
+) -> list[InstanceView]:
+    """The steps of every create, in order; ``texts`` says how single and batch creation differ."""
+    context = await creation_context(session, org, spec, instance_type_id=instance_type_id, names=names)
+    checked = check_request(context, spec, texts, typed=instance_type_id is not None, count=len(names))
+    tenant, vpc, itype = checked.tenant, checked.vpc, checked.itype
+    explicit = list(spec.nvlink or ())
+    capabilities = context.capabilities
+    if itype is not None:
+        wants_nvlink = bool(explicit) or (vpc.nvlink_logical_partition_id is not None and bool(capabilities))
+        ask = Ask(itype.id, len(names), needs_nvlink=wants_nvlink, topology_optimized=topology_optimized)
+        try:
+            machines = await claim(
+                session,
+                site_id=vpc.site_id,
+                ask=ask,
+                partition_ids=requested_partitions(spec, vpc),
+                seed=seed,
+            )
+        except NoCapacity as exc:
+            raise conflict(texts.no_capacity(exc, len(names))) from None
+    else:
+        assert machine_id is not None
+        target = await _targeted_machine(session, tenant, vpc.site_id, machine_id)
+        machines, capabilities = [Claimed(target.id, target.domain_uuid)], []
+    if not capabilities and texts.machine_capabilities:
+        capabilities = await nvlink_capabilities(session, machine_id=machines[0].id)
+    bindings = await creation_bindings(
+        session, tenant, vpc, explicit, capabilities, texts, context.partitions
+    )
+    if bindings and any(m.domain_uuid is None for m in machines):
+        raise bad_request(texts.no_capability)
+    views = await _add_instances(
+        session,
+        tenant=tenant,
+        vpc=vpc,
+        itype_id=itype.id if itype else None,
+        spec=spec,
+        names=names,
+        machines=machines,
+        bindings=bindings,
+    )
+    if itype is not None:
+        _check_quota_at_commit(session, tenant.id, itype.id, len(names), texts)
+    return views
+
+
+async def _targeted_machine(
+    session: AsyncSession, tenant: Tenant, site_id: uuid.UUID, machine_id: str
+) -> Machine:
+    if not tenant.targeted_instance_creation:
+        raise forbidden("Tenant does not have the capability to create Instances on a specific Machine")
+    machine = await queries.locked_machine(session, machine_id)
+    if machine is None or machine.site_id != site_id:
+        raise bad_request("Could not find Machine with ID specified in request data")
+    if machine.instance_id is not None or machine.status != MachineStatus.READY or machine.is_missing_on_site:
+        raise bad_request("Machine specified in request data is not available for Instance creation")
+    return machine
+
+
+async def _add_instances(
+    session: AsyncSession,
+    *,
+    tenant: Tenant,
+    vpc: Vpc,
+    itype_id: uuid.UUID | None,
+    spec: InstanceSpec,
+    names: Sequence[str],
+    machines: Sequence[Claimed],
+    bindings: Sequence[Binding],
+) -> list[InstanceView]:
+    """Insert the instances with their interfaces, bindings and first history, assign the machines,
+    and hand the change to the reconciler (NOTIFY of the machines' domains, in the same statement,
+    so in the same transaction). A new instance starts at NVLink config version 1. Returns the new
+    instances as their response shows them (chronological history), in ``names`` order: the insert
+    answers with them, nothing is read back.
+
+    Assigning the machines moves their domains' free counts (``domain_capacity``'s trigger locks
+    those rows to the commit)."""
+    ports = list(spec.ports)
+    if not any(p.is_physical for p in ports):
+        ports[0] = Port(ports[0].subnet_id, True)  # the first interface is the physical one
+    rows: list[queries.NewInstance] = []
+    history: list[tuple[uuid.UUID, str, str]] = []
+    for name, machine in zip(names, machines, strict=True):
+        ready = machine.domain_uuid is None  # nothing on the fabric to wait for
+        row = queries.NewInstance(
+            uuid.uuid4(), name, str(InstanceStatus.READY if ready else InstanceStatus.PENDING), machine.id
+        )
+        rows.append(row)
+        history.append((row.id, str(InstanceStatus.PENDING), PENDING_MESSAGE))
+        if ready:
+            history.append((row.id, str(InstanceStatus.READY), READY_MESSAGE))
+    domains = {m.domain_uuid for m in machines if m.domain_uuid is not None}
+    documents = await queries.insert_instances(
+        session,
+        queries.SharedFields(
+            tenant_id=tenant.id,
+            site_id=vpc.site_id,
+            instance_type_id=itype_id,
+            vpc_id=vpc.id,
+            description=spec.description,
+            ipxe_script=spec.ipxe_script,
+            user_data=spec.user_data,
+            always_boot_with_custom_ipxe=spec.always_boot_with_custom_ipxe,
+            phone_home_enabled=spec.phone_home_enabled,
+            labels=spec.labels,
+            created_by=spec.created_by,
+        ),
+        rows,
+        history,
+        [(r.id, p.subnet_id, p.is_physical) for r in rows for p in ports],
+        [(r.id, b.partition_id, b.device_instance, b.device) for r in rows for b in bindings],
+        channel=CHANNEL,
+        notify=payload(domains) if domains else None,
+    )
+    by_id = {d["id"]: InstanceView.of(d) for d in documents}
+    assert len(by_id) == len(rows) and all(v.machine_id is not None for v in by_id.values())
+    return [by_id[r.id] for r in rows]
+
+
+def _check_quota_at_commit(
+    session: AsyncSession, tenant_id: uuid.UUID, itype_id: uuid.UUID, count: int, texts: CreateTexts
+) -> None:
+    """The quota checked again, last, under the lock of the tenant's reservations, in the round trip
+    of the request's commit: the lock every create of the tenant waits for is held for no round trip
+    (lock order: docs/architecture.md, "Locks"). A refusal commits nothing and answers 403."""
+
+    def refused(why: queries.QuotaRefusal) -> Exception:
+        if why.count is None or why.reserved is None:
+            return forbidden(NO_ALLOCATION)
+        return forbidden(texts.over_quota(why.count - count, count, why.reserved))  # these included
+
+    queries.check_quota_at_commit(session, tenant_id, itype_id, refused)
