@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from nico.sim.fabric import SimFabric
 
 # The signing secret of every benchmarked server and of the tokens the benchmarks sign for it.
-SECRET = "convergence-bench-secret-0123456789abcdef"
+SECRET = "bench-secret-0123456789abcdef-0123456789"
 RACK_TRAYS = 18  # trays (machines) of an NVL72 rack, 4 GPUs each
 TENANT_SHARE = 4  # seed_converged: one machine in four holds an instance
 
