@@ -37,16 +37,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_support import free_port, scratch_postgres, server_env
+from bench_support import SECRET, free_port, scratch_postgres, seed_site, server_env
 
 CLIENTS = 16
 ORG = "bench-org"
-SECRET = "bench-secret-0123456789abcdef-0123456789"
 
 
 # ---------------------------------------------------------------- load generator: wrk
@@ -143,138 +142,7 @@ def run_wrk(
     return result
 
 
-# ---------------------------------------------------------------- seeding and the server
-
-
-def seed(url: str, racks: int) -> dict[str, str]:
-    """Provider data straight into the database: a site of ``racks`` NVL72 racks, a tenant with a
-    quota for all of them, a VPC defaulting to a logical partition, a subnet."""
-    from sqlalchemy import create_engine, insert
-
-    from nico.db import models as m
-
-    engine = create_engine(url)
-    provider, site, itype, tenant, vpc, subnet, lp = (uuid.uuid4() for _ in range(7))
-    with engine.begin() as conn:
-        conn.execute(insert(m.InfrastructureProvider), [{"id": provider, "org": "bench-provider"}])
-        conn.execute(
-            insert(m.Site),
-            [
-                {
-                    "id": site,
-                    "infrastructure_provider_id": provider,
-                    "name": "bench-site",
-                    "status": "Registered",
-                    "nvlink_partition": True,
-                }
-            ],
-        )
-        conn.execute(
-            insert(m.InstanceType),
-            [{"id": itype, "infrastructure_provider_id": provider, "site_id": site, "name": "gb200"}],
-        )
-        conn.execute(
-            insert(m.MachineCapability),
-            [
-                {
-                    "instance_type_id": itype,
-                    "type": "GPU",
-                    "name": "NVIDIA GB200",
-                    "count": 4,
-                    "device_type": "NVLink",
-                }
-            ],
-        )
-        domains = [uuid.uuid4() for _ in range(racks)]
-        conn.execute(insert(m.NvlinkDomain), [{"uuid": d, "site_id": site} for d in domains])
-        machines: list[dict[str, object]] = []
-        gpus: list[dict[str, object]] = []
-        for r, domain in enumerate(domains):
-            for t in range(18):
-                machine_id = f"bench-r{r:03d}-t{t:02d}"
-                machines.append(
-                    {
-                        "id": machine_id,
-                        "site_id": site,
-                        "instance_type_id": itype,
-                        "status": "Ready",
-                        "domain_uuid": domain,
-                        "chassis_serial": f"CHS{r:04d}",
-                        "tray_index": t,
-                    }
-                )
-                gpus.extend(
-                    {
-                        "machine_id": machine_id,
-                        "device_id": d,
-                        "gpu_uid": (r << 16) | (t << 8) | d,
-                        "slot_id": t,
-                    }
-                    for d in range(1, 5)
-                )
-        conn.execute(insert(m.Machine), machines)
-        conn.execute(insert(m.Gpu), gpus)
-        conn.execute(insert(m.Tenant), [{"id": tenant, "org": ORG}])
-        conn.execute(insert(m.TenantSite), [{"tenant_id": tenant, "site_id": site}])
-        allocation = uuid.uuid4()
-        conn.execute(
-            insert(m.Allocation),
-            [
-                {
-                    "id": allocation,
-                    "infrastructure_provider_id": provider,
-                    "tenant_id": tenant,
-                    "site_id": site,
-                    "name": "bench",
-                    "status": "Registered",
-                }
-            ],
-        )
-        conn.execute(
-            insert(m.AllocationConstraint),
-            [
-                {
-                    "allocation_id": allocation,
-                    "resource_type": "InstanceType",
-                    "resource_type_id": itype,
-                    "instance_type_id": itype,
-                    "constraint_type": "Reserved",
-                    "constraint_value": len(machines),
-                }
-            ],
-        )
-        conn.execute(
-            insert(m.LogicalPartition),
-            [{"id": lp, "tenant_id": tenant, "site_id": site, "name": "bench-lp", "status": "Ready"}],
-        )
-        conn.execute(
-            insert(m.Vpc),
-            [
-                {
-                    "id": vpc,
-                    "tenant_id": tenant,
-                    "site_id": site,
-                    "name": "bench-vpc",
-                    "status": "Ready",
-                    "nvlink_logical_partition_id": lp,
-                }
-            ],
-        )
-        conn.execute(
-            insert(m.Subnet),
-            [
-                {
-                    "id": subnet,
-                    "tenant_id": tenant,
-                    "site_id": site,
-                    "vpc_id": vpc,
-                    "name": "bench-subnet",
-                    "status": "Ready",
-                }
-            ],
-        )
-    engine.dispose()
-    return {"site": str(site), "type": str(itype), "vpc": str(vpc), "subnet": str(subnet)}
+# ---------------------------------------------------------------- the servers
 
 
 def cpu_seconds(server_pid: int, postmaster_pid: int) -> dict[str, float]:
@@ -355,7 +223,7 @@ def main() -> None:
     load_at_start = _load_average()
     data_dir, url = scratch_postgres("nico-bench-", "nico_bench")
     migrate.upgrade(url)
-    ids = seed(url, args.racks)
+    ids = seed_site(url, args.racks, ORG)
     port = free_port()
     # A pool as large as the concurrency: overflow connections are closed on return, so a
     # smaller pool would open (fork a backend, re-plan statements) and close them all the time.
@@ -409,6 +277,67 @@ def main() -> None:
     print(f"load average (1, 5, 15 min) at the start: {load_at_start}, at the end: {_load_average()}")
 
 
+@dataclass
+class Harness:
+    """What every measurement of a run shares: the options, the token, this run's PostgreSQL (its
+    postmaster's pid, for CPU) and the results by scenario name, one entry per round."""
+
+    args: argparse.Namespace
+    token: str
+    postmaster: int
+    results: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def measure(
+        self, name: str, url: str, pid: int, clients: int, reset: Callable[[], None] | None = None, **kw: Any
+    ) -> None:
+        """A warm-up, then ``--seconds`` of load; CPU per request of the server ``pid`` and PostgreSQL."""
+        warm = {**kw, "limit": clients} if "body" in kw else kw
+        run_wrk(url, self.token, connections=clients, seconds=1, **warm)
+        if reset is not None:
+            reset()
+        before = cpu_seconds(pid, self.postmaster)
+        r = run_wrk(url, self.token, connections=clients, seconds=self.args.seconds, **kw)
+        after = cpu_seconds(pid, self.postmaster)
+        r["cpu_ms"] = {w: (after[w] - before[w]) * 1000 / max(r["requests"], 1) for w in after}
+        self.results.setdefault(name, []).append(r)
+
+    def measure_side_by_side(self, pair: list[tuple[str, str, int]], clients: int) -> None:
+        """A figure and its baseline in turns of one second, ``--seconds`` turns each (who goes first
+        alternates by round): on a shared machine the load drifts, and both then see the same drift.
+        req/s and CPU are over all turns; p50 and p99 are the medians of the turns' own."""
+        for _, url, _ in pair:
+            run_wrk(url, self.token, connections=clients, seconds=1)
+        turns: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in pair}
+        cpu = {name: {"server": 0.0, "postgres": 0.0} for name, _, _ in pair}
+        for _ in range(max(1, round(self.args.seconds))):
+            for name, url, pid in pair:
+                before = cpu_seconds(pid, self.postmaster)
+                turns[name].append(run_wrk(url, self.token, connections=clients, seconds=1))
+                after = cpu_seconds(pid, self.postmaster)
+                for w in after:
+                    cpu[name][w] += after[w] - before[w]
+        for name, _, _ in pair:
+            self.results.setdefault(name, []).append(_over_turns(turns[name], cpu[name]))
+
+
+def _over_turns(done: list[dict[str, Any]], cpu: dict[str, float]) -> dict[str, Any]:
+    """One figure from its turns: requests, req/s and CPU over all of them, p50 and p99 their medians."""
+    requests = sum(t["requests"] for t in done)
+    codes: dict[int, int] = {}
+    for t in done:
+        for code, n in t["codes"].items():
+            codes[code] = codes.get(code, 0) + n
+    return {
+        "requests": requests,
+        "seconds": sum(t["seconds"] for t in done),
+        "rps": requests / sum(t["seconds"] for t in done),
+        "p50": statistics.median(t["p50"] for t in done),
+        "p99": statistics.median(t["p99"] for t in done),
+        "codes": codes,
+        "cpu_ms": {w: v * 1000 / max(requests, 1) for w, v in cpu.items()},
+    }
+
+
 def run_scenarios(
     args: argparse.Namespace,
     port: int,
@@ -425,6 +354,38 @@ def run_scenarios(
     """Every scenario ``--rounds`` times, a figure and its baseline back to back in each round."""
     nico_url, bare_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{bare_port}"
     get_path = f"{base}/instance/{instance['id']}"
+    postmaster = int((data_dir / "postgres" / "postmaster.pid").read_text().split()[0])
+    harness = Harness(args, token, postmaster)
+    for round_number in range(args.rounds):
+        for clients in (1, CLIENTS):
+            if "a" in args.scenarios:
+                harness.measure(f"(a) GET /healthz, {clients} cl", nico_url + "/healthz", server_pid, clients)
+            if "b" in args.scenarios:
+                pair = [
+                    (f"(b0) bare app GET, {clients} cl", bare_url + get_path, bare_pid),
+                    (f"(b) GET /instance/{{id}}, {clients} cl", nico_url + get_path, server_pid),
+                ]
+                harness.measure_side_by_side(pair if round_number % 2 == 0 else pair[::-1], clients)
+        if "c" in args.scenarios:
+            lp = json.dumps({"name": "lp-{n}", "siteId": ids["site"]})
+            for clients in (1, CLIENTS):
+                url = nico_url + f"{base}/nvlink-logical-partition"
+                harness.measure(
+                    f"(c) POST LP, {clients} cl", url, server_pid, clients, method="POST", body=lp
+                )
+        if "d" in args.scenarios:
+            run_batches(
+                harness, nico_url + f"{base}/instance/batch", server_pid, ids, database_url, instance["id"]
+            )
+    return harness.results
+
+
+def run_batches(
+    harness: Harness, url: str, server_pid: int, ids: dict[str, str], database_url: str, keep: str
+) -> None:
+    """Scenario (d) at 1 and :data:`CLIENTS` clients, each run from an empty site, then the double
+    assignments counted."""
+    args = harness.args
     batch = json.dumps(
         {
             "namePrefix": "b{n}",
@@ -436,98 +397,24 @@ def run_scenarios(
             "topologyOptimized": True,
         }
     )
-    lp = json.dumps({"name": "lp-{n}", "siteId": ids["site"]})
-    results: dict[str, list[dict[str, Any]]] = {}
-    postmaster = int((data_dir / "postgres" / "postmaster.pid").read_text().split()[0])
     # Batches fill the site: each run starts from an empty site and stops before it is full (a
     # request in flight per client after the limit).
     batches_per_run = ((args.racks * 18 - 1) // args.batch) - 2 * CLIENTS
-
-    def measure(
-        name: str, url: str, pid: int, clients: int, reset: Callable[[], None] | None = None, **kw: Any
-    ) -> None:
-        run_wrk(
-            url, token, connections=clients, seconds=1, **{**kw, "limit": clients} if "body" in kw else kw
+    for clients, limit in ((1, min(batches_per_run, 40)), (CLIENTS, batches_per_run)):
+        if limit <= 0:
+            continue
+        name = f"(d) POST batch x{args.batch}, {clients} cl"
+        harness.measure(
+            name,
+            url,
+            server_pid,
+            clients,
+            method="POST",
+            body=batch,
+            limit=limit,
+            reset=lambda: empty_site(database_url, keep),
         )
-        if reset is not None:
-            reset()
-        before = cpu_seconds(pid, postmaster)
-        r = run_wrk(url, token, connections=clients, seconds=args.seconds, **kw)
-        after = cpu_seconds(pid, postmaster)
-        r["cpu_ms"] = {w: (after[w] - before[w]) * 1000 / max(r["requests"], 1) for w in after}
-        results.setdefault(name, []).append(r)
-
-    def measure_side_by_side(pair: list[tuple[str, str, int]], clients: int) -> None:
-        """A figure and its baseline in turns of one second, ``--seconds`` turns each (who goes first
-        alternates by round): on a shared machine the load drifts, and both then see the same drift.
-        req/s and CPU are over all turns; p50 and p99 are the medians of the turns' own."""
-        for _, url, _ in pair:
-            run_wrk(url, token, connections=clients, seconds=1)
-        turns: dict[str, list[dict[str, Any]]] = {name: [] for name, _, _ in pair}
-        cpu = {name: {"server": 0.0, "postgres": 0.0} for name, _, _ in pair}
-        for _ in range(max(1, round(args.seconds))):
-            for name, url, pid in pair:
-                before = cpu_seconds(pid, postmaster)
-                turns[name].append(run_wrk(url, token, connections=clients, seconds=1))
-                after = cpu_seconds(pid, postmaster)
-                for w in after:
-                    cpu[name][w] += after[w] - before[w]
-        for name, _, _ in pair:
-            done = turns[name]
-            requests = sum(t["requests"] for t in done)
-            codes: dict[int, int] = {}
-            for t in done:
-                for code, n in t["codes"].items():
-                    codes[code] = codes.get(code, 0) + n
-            results.setdefault(name, []).append(
-                {
-                    "requests": requests,
-                    "seconds": sum(t["seconds"] for t in done),
-                    "rps": requests / sum(t["seconds"] for t in done),
-                    "p50": statistics.median(t["p50"] for t in done),
-                    "p99": statistics.median(t["p99"] for t in done),
-                    "codes": codes,
-                    "cpu_ms": {w: v * 1000 / max(requests, 1) for w, v in cpu[name].items()},
-                }
-            )
-
-    for round_number in range(args.rounds):
-        for clients in (1, CLIENTS):
-            if "a" in args.scenarios:
-                measure(f"(a) GET /healthz, {clients} cl", nico_url + "/healthz", server_pid, clients)
-            if "b" in args.scenarios:
-                pair = [
-                    (f"(b0) bare app GET, {clients} cl", bare_url + get_path, bare_pid),
-                    (f"(b) GET /instance/{{id}}, {clients} cl", nico_url + get_path, server_pid),
-                ]
-                measure_side_by_side(pair if round_number % 2 == 0 else pair[::-1], clients)
-        if "c" in args.scenarios:
-            for clients in (1, CLIENTS):
-                measure(
-                    f"(c) POST LP, {clients} cl",
-                    nico_url + f"{base}/nvlink-logical-partition",
-                    server_pid,
-                    clients,
-                    method="POST",
-                    body=lp,
-                )
-        if "d" in args.scenarios:
-            for clients, limit in ((1, min(batches_per_run, 40)), (CLIENTS, batches_per_run)):
-                if limit <= 0:
-                    continue
-                name = f"(d) POST batch x{args.batch}, {clients} cl"
-                measure(
-                    name,
-                    nico_url + f"{base}/instance/batch",
-                    server_pid,
-                    clients,
-                    method="POST",
-                    body=batch,
-                    limit=limit,
-                    reset=lambda: empty_site(database_url, instance["id"]),
-                )
-                results[name][-1]["double"] = double_assignments(database_url)
-    return results
+        harness.results[name][-1]["double"] = double_assignments(database_url)
 
 
 def _load_average() -> str:

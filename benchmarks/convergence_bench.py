@@ -37,145 +37,26 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from bench_support import free_port, scratch_postgres, server_env, until_ready
+from bench_support import (
+    SECRET,
+    expect,
+    free_port,
+    scratch_postgres,
+    seed_provider,
+    seed_tenant,
+    server_env,
+    until_ready,
+)
 
-from nico.api.auth import issue_dev_token
-from nico.config import load_settings
 from nico.db import migrate
 from nico.db.engine import make_engine, make_session_factory, transaction
 from nico.export_cli import SseReader
-from nico.fabric.nmxc.client import NmxcBackend
-from nico.reconciler.discovery import discover_endpoint
 from nico.services import fabric_registry
 from nico.sim.fabric import SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
 from nico.sim.nmxm_app import NmxmSimulator
 
-SECRET = "convergence-bench-secret-0123456789abcdef"
 POLL = 0.01  # seconds between polls of an instance (--poll)
-
-
-async def expect(response: httpx.Response, status: int = 201) -> Any:
-    if response.status_code != status:
-        raise SystemExit(
-            f"{response.request.method} {response.request.url}: {response.status_code} {response.text}"
-        )
-    return response.json()
-
-
-def headers_of(database_url: str, org: str, role: str) -> dict[str, str]:
-    settings = load_settings(database_url=database_url, auth={"hs256_secret": SECRET})
-    return {"Authorization": "Bearer " + issue_dev_token(settings, org=org, roles=[role])}
-
-
-async def seed_provider(
-    client: httpx.AsyncClient, endpoints: dict[str, str], database_url: str
-) -> dict[str, str]:
-    """Provider: site, instance type, machines from the fabric, NMX-C endpoints."""
-    settings = load_settings(database_url=database_url, auth={"hs256_secret": SECRET})
-    provider_headers = headers_of(database_url, "bench-provider", "PROVIDER_ADMIN")
-    p = "/v2/org/bench-provider/nico"
-    await expect(await client.get(f"{p}/infrastructure-provider/current", headers=provider_headers), 200)
-    site = await expect(
-        await client.post(
-            f"{p}/site",
-            json={"name": "bench", "capabilities": {"nvLinkPartition": True}},
-            headers=provider_headers,
-        )
-    )
-    gpu = {"type": "GPU", "name": "NVIDIA GB200", "count": 4, "deviceType": "NVLink"}
-    itype = await expect(
-        await client.post(
-            f"{p}/instance/type",
-            json={"name": "gb200", "siteId": site["id"], "machineCapabilities": [gpu]},
-            headers=provider_headers,
-        )
-    )
-    backend = NmxcBackend(settings.nvlink_config)
-    machines: list[dict[str, Any]] = []
-    try:
-        for endpoint in sorted(set(endpoints.values())):
-            for (serial, tray), found in (await discover_endpoint(backend, endpoint)).items():
-                machines.append(
-                    {
-                        "id": f"{serial}-t{tray:02d}",
-                        "nvLinkInfo": {
-                            "domainUuid": str(found.domain_uuid),
-                            "chassisSerial": serial,
-                            "trayIndex": tray,
-                            "gpus": [
-                                {"deviceId": g.device_id, "gpuUid": str(g.guid), "slotId": g.slot_id}
-                                for g in found.gpus
-                            ],
-                        },
-                    }
-                )
-    finally:
-        await backend.close()
-    await expect(
-        await client.post(
-            f"{p}/machine/registration",
-            json={"siteId": site["id"], "instanceTypeId": itype["id"], "machines": machines},
-            headers=provider_headers,
-        )
-    )
-    engine = make_engine(database_url, pool_size=1)
-    async with transaction(make_session_factory(engine)) as session:
-        for serial, url in endpoints.items():
-            await fabric_registry.create_endpoint(session, serial, url)
-    await engine.dispose()
-    return {"site": site["id"], "itype": itype["id"]}
-
-
-async def seed_tenant(
-    client: httpx.AsyncClient, database_url: str, site: dict[str, str], tenant: str, quota: int
-) -> dict[str, str]:
-    """Tenant: allocation of ``quota`` machines, VPC, subnet, logical partition."""
-    provider_headers = headers_of(database_url, "bench-provider", "PROVIDER_ADMIN")
-    tenant_headers = headers_of(database_url, tenant, "TENANT_ADMIN")
-    p, t = "/v2/org/bench-provider/nico", f"/v2/org/{tenant}/nico"
-    tenant_row = await expect(await client.get(f"{t}/tenant/current", headers=tenant_headers), 200)
-    itype = {"id": site["itype"]}
-    site = {"id": site["site"]}
-    await expect(
-        await client.post(
-            f"{p}/allocation",
-            json={
-                "name": f"bench-{tenant}",
-                "tenantId": tenant_row["id"],
-                "siteId": site["id"],
-                "allocationConstraints": [
-                    {
-                        "resourceType": "InstanceType",
-                        "resourceTypeId": itype["id"],
-                        "constraintType": "Reserved",
-                        "constraintValue": quota,
-                    }
-                ],
-            },
-            headers=provider_headers,
-        )
-    )
-    vpc = await expect(
-        await client.post(f"{t}/vpc", json={"name": "bench", "siteId": site["id"]}, headers=tenant_headers)
-    )
-    subnet = await expect(
-        await client.post(f"{t}/subnet", json={"name": "bench", "vpcId": vpc["id"]}, headers=tenant_headers)
-    )
-    lp = await expect(
-        await client.post(
-            f"{t}/nvlink-logical-partition",
-            json={"name": "bench", "siteId": site["id"]},
-            headers=tenant_headers,
-        )
-    )
-    return {
-        "itype": itype["id"],
-        "vpc": vpc["id"],
-        "subnet": subnet["id"],
-        "lp": lp["id"],
-        "token": tenant_headers["Authorization"],
-    }
 
 
 class ReadyEvents:
@@ -416,15 +297,11 @@ async def run_phases(
     return results
 
 
-async def run(args: argparse.Namespace) -> None:
-    phases = [int(x) for x in args.tenants.split(",")]
-    ways = ["events", "poll"] if args.observe == "both" else [args.observe]
-    counts = [
-        args.baseline_instances if i == 0 and len(phases) > 1 else args.per_tenant for i in range(len(phases))
-    ]
-    data, database_url = scratch_postgres("nico-convergence-", "nico")
-    migrate.upgrade(database_url)
-    fabric = await FabricProcess.start(args.racks, args.backend)
+async def start_nico(
+    args: argparse.Namespace, database_url: str, data: Path, fabric: FabricProcess
+) -> tuple[int, list[asyncio.subprocess.Process]]:
+    """``nico serve`` (and ``nico reconcile`` beside it with ``--reconciler own-process``) on the
+    fabric's backend: its port and the processes."""
     env = server_env(database_url, data, SECRET)
     if fabric.nmxm_url is not None:
         engine = make_engine(database_url, pool_size=1)
@@ -439,17 +316,30 @@ async def run(args: argparse.Namespace) -> None:
         serve.append("--no-reconciler")
     if args.workers > 1:
         serve += ["--workers", str(args.workers), "--metrics-port", "0"]
-    server = await asyncio.create_subprocess_exec(sys.executable, "-m", "nico.cli", *serve, env=env)
-    reconciler = None
+    processes = [await asyncio.create_subprocess_exec(sys.executable, "-m", "nico.cli", *serve, env=env)]
     if args.reconciler == "own-process":
-        reconciler = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "nico.cli", "reconcile", "--metrics-port", "0", env=env
+        processes.append(
+            await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "nico.cli", "reconcile", "--metrics-port", "0", env=env
+            )
         )
+    return port, processes
+
+
+async def run(args: argparse.Namespace) -> None:
+    phases = [int(x) for x in args.tenants.split(",")]
+    ways = ["events", "poll"] if args.observe == "both" else [args.observe]
+    counts = [
+        args.baseline_instances if i == 0 and len(phases) > 1 else args.per_tenant for i in range(len(phases))
+    ]
+    data, database_url = scratch_postgres("nico-convergence-", "nico")
+    migrate.upgrade(database_url)
+    fabric = await FabricProcess.start(args.racks, args.backend)
+    port, processes = await start_nico(args, database_url, data, fabric)
     results: dict[str, list[tuple[int, list[float], dict[str, float]]]] = {}
-    nico_pids = [server.pid] + ([reconciler.pid] if reconciler is not None else [])
 
     def cpu() -> dict[str, float]:
-        return cpu_seconds(nico_pids, data, fabric.process.pid)
+        return cpu_seconds([p.pid for p in processes], data, fabric.process.pid)
 
     try:
         limits = httpx.Limits(max_connections=2 * max(phases) + 4)
@@ -476,28 +366,32 @@ async def run(args: argparse.Namespace) -> None:
             f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
             f"({os.cpu_count()} cores)"
         )
-        for way, found in results.items():
-            how = "server-push events + one GET" if way == "events" else f"polled every {POLL * 1000:.0f} ms"
-            print(f"observed by {how}:")
-            base = found[0][1]
-            for many, latencies, per in found:
-                label = "baseline " if many == found[0][0] and len(found) > 1 else "         "
-                ratio = ""
-                if latencies is not base:
-                    p50, p99 = _p(latencies, 50) / _p(base, 50), _p(latencies, 99) / _p(base, 99)
-                    ratio = f"  [p50 x{p50:.1f}, p99 x{p99:.1f} of the baseline]"
-                print(
-                    f"  {label}{many:2d} tenant(s) at once, 201 -> all interfaces Ready: "
-                    f"{figures(latencies)}{ratio}; CPU per instance: nico {per['nico']:.0f} ms, "
-                    f"PostgreSQL {per['postgres']:.0f} ms (and the simulated fabric {per['fabric']:.0f} ms, "
-                    f"the tenants {per['tenants']:.0f} ms)"
-                )
+        report(results)
     finally:
-        for process in (server, reconciler):
-            if process is not None:
-                process.terminate()
-                await process.wait()
+        for process in processes:
+            process.terminate()
+            await process.wait()
         await fabric.stop()
+
+
+def report(results: dict[str, list[tuple[int, list[float], dict[str, float]]]]) -> None:
+    """Each way's phases, each beside the first phase (the baseline) of the same way."""
+    for way, found in results.items():
+        how = "server-push events + one GET" if way == "events" else f"polled every {POLL * 1000:.0f} ms"
+        print(f"observed by {how}:")
+        base = found[0][1]
+        for many, latencies, per in found:
+            label = "baseline " if many == found[0][0] and len(found) > 1 else "         "
+            ratio = ""
+            if latencies is not base:
+                p50, p99 = _p(latencies, 50) / _p(base, 50), _p(latencies, 99) / _p(base, 99)
+                ratio = f"  [p50 x{p50:.1f}, p99 x{p99:.1f} of the baseline]"
+            print(
+                f"  {label}{many:2d} tenant(s) at once, 201 -> all interfaces Ready: "
+                f"{figures(latencies)}{ratio}; CPU per instance: nico {per['nico']:.0f} ms, "
+                f"PostgreSQL {per['postgres']:.0f} ms (and the simulated fabric {per['fabric']:.0f} ms, "
+                f"the tenants {per['tenants']:.0f} ms)"
+            )
 
 
 def _p(values: list[float], p: int) -> float:

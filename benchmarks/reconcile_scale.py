@@ -25,134 +25,26 @@ import argparse
 import asyncio
 import itertools
 import math
-import os
 import resource
 import statistics
 import time
 import tracemalloc
-import uuid
-from collections.abc import Sequence
 
-import psycopg
-from bench_support import scratch_postgres
+from bench_support import TENANT_SHARE, database_server, fresh_database, seed_converged
 from prometheus_client import CollectorRegistry
-from sqlalchemy.engine import make_url
 
 from nico.config import NvLinkConfig
-from nico.db import migrate
-from nico.db.engine import libpq_url, make_engine, normalize_url
+from nico.db.engine import make_engine
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 
-TENANT_SHARE = 4  # one machine in four holds an instance
-
-
-def copy_rows(conn: psycopg.Connection, table: str, columns: str, rows: Sequence[tuple[object, ...]]) -> None:
-    with conn.cursor().copy(f"COPY {table} ({columns}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)
-
-
-def seed(url: str, fabric: SimFabric) -> None:
-    """Register the fabric's machines, and place converged instances on a quarter of them."""
-    ids = {name: uuid.uuid4() for name in ("provider", "site", "itype", "tenant", "vpc")}
-    with psycopg.connect(libpq_url(url)) as conn:
-        conn.execute(
-            "INSERT INTO infrastructure_provider (id, org) VALUES (%s, 'bench-provider')", (ids["provider"],)
-        )
-        conn.execute(
-            "INSERT INTO site (id, infrastructure_provider_id, name, status, nvlink_partition) "
-            "VALUES (%s, %s, 'bench', 'Registered', true)",
-            (ids["site"], ids["provider"]),
-        )
-        conn.execute(
-            "INSERT INTO instance_type (id, infrastructure_provider_id, site_id, name, status) "
-            "VALUES (%s, %s, %s, 'gb200', 'Ready')",
-            (ids["itype"], ids["provider"], ids["site"]),
-        )
-        conn.execute("INSERT INTO tenant (id, org) VALUES (%s, 'bench-tenant')", (ids["tenant"],))
-        conn.execute(
-            "INSERT INTO vpc (id, tenant_id, site_id, name, status, network_virtualization_type) "
-            "VALUES (%s, %s, %s, 'vpc', 'Ready', 'ETHERNET_VIRTUALIZER')",
-            (ids["vpc"], ids["tenant"], ids["site"]),
-        )
-        domains, machines, gpus, endpoints, lps, instances, bindings = [], [], [], [], [], [], []
-        placements: list[tuple[uuid.UUID, str, list[int]]] = []
-        for domain in fabric.domains.values():
-            domains.append((domain.domain_uuid, ids["site"]))
-            lp = uuid.uuid4()
-            lps.append((lp, ids["tenant"], ids["site"], f"lp-{domain.domain_uuid}", "Ready"))
-            for serial in domain.chassis_serials:
-                endpoints.append((serial, f"http://in-process.invalid/{serial}"))
-            trays: dict[tuple[str, int], list[int]] = {}
-            for gpu in domain.gpus.values():
-                trays.setdefault((gpu.chassis_serial, gpu.tray_index), []).append(gpu.gpu_uid)
-            for index, ((serial, tray), uids) in enumerate(sorted(trays.items())):
-                machine_id = f"{serial}-t{tray:02d}"
-                instance_id = uuid.uuid4() if index % TENANT_SHARE == 0 else None
-                machines.append(
-                    (
-                        machine_id,
-                        ids["site"],
-                        ids["itype"],
-                        domain.domain_uuid,
-                        serial,
-                        tray,
-                        instance_id,
-                        "Ready",
-                    )
-                )
-                for uid in uids:
-                    gpus.append((machine_id, domain.gpus[uid].device_id, uid, domain.gpus[uid].slot_id))
-                if instance_id is not None:
-                    instances.append(
-                        (
-                            instance_id,
-                            ids["tenant"],
-                            ids["site"],
-                            ids["itype"],
-                            ids["vpc"],
-                            f"i-{machine_id}",
-                            "Ready",
-                            1,
-                            1,
-                        )
-                    )
-                    for device in range(len(uids)):
-                        bindings.append((uuid.uuid4(), instance_id, lp, ids["site"], device, "Ready"))
-                    placements.append((lp, domain.domain_uuid.hex, uids))
-        copy_rows(conn, "nvlink_domain", "uuid, site_id", domains)
-        copy_rows(conn, "nvlink_nmxc_endpoint", "chassis_serial, endpoint", endpoints)
-        copy_rows(conn, "logical_partition", "id, tenant_id, site_id, name, status", lps)
-        copy_rows(
-            conn,
-            "instance",
-            "id, tenant_id, site_id, instance_type_id, vpc_id, name, status, nvlink_config_version, "
-            "nvlink_applied_version",
-            instances,
-        )
-        copy_rows(
-            conn,
-            "machine",
-            "id, site_id, instance_type_id, domain_uuid, chassis_serial, tray_index, instance_id, status",
-            machines,
-        )
-        copy_rows(conn, "gpu", "machine_id, device_id, gpu_uid, slot_id", gpus)
-        copy_rows(
-            conn,
-            "nvlink_interface",
-            "id, instance_id, logical_partition_id, site_id, device_instance, status",
-            bindings,
-        )
-        conn.commit()
-
 
 async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, float, int, float]:
     fabric = SimFabric(racks=racks, seed=racks)
     started = time.monotonic()
-    seed(url, fabric)
+    seed_converged(url, fabric)
     seeded = time.monotonic() - started
     engine = make_engine(url, pool_size=10)
     config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
@@ -194,7 +86,9 @@ async def measure_wire(racks: int, repeat: int, *, per_tray: bool = False) -> di
     from nico.sim.nmxc_server import NmxcServicer, NmxcSimulator
 
     fabric = SimFabric(racks=racks, seed=racks)
-    for domain in fabric.domains.values():  # like seed(): a quarter of the trays in a tenant partition
+    for (
+        domain
+    ) in fabric.domains.values():  # like seed_converged(): a quarter of the trays in a tenant partition
         trays = sorted(domain.compute_nodes().items())
         if per_tray:
             for (serial, tray), gpus in trays:
@@ -254,15 +148,6 @@ def wire_main(sizes: list[int], repeat: int, per_tray: bool) -> None:
         )
 
 
-def fresh_database(server: str, name: str) -> str:
-    with psycopg.connect(libpq_url(server), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = make_url(server).set(database=name).render_as_string(hide_password=False)
-    migrate.upgrade(url)
-    return url
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[20, 200, 2000])
@@ -274,11 +159,7 @@ def main() -> None:
     if args.wire:
         wire_main(args.wire_sizes, args.repeat, args.per_tray)
         return
-    server = os.environ.get("NICO_DATABASE_URL")
-    if server:
-        server = normalize_url(server)
-    else:
-        _, server = scratch_postgres("nico-scale-", "postgres")
+    server = database_server("nico-scale-")
     print(
         f"{'racks':>6} {'GPUs':>8} {'steady pass':>12} {'deep pass':>10} {'first pass':>11} {'peak heap':>10}"
     )

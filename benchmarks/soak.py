@@ -31,12 +31,21 @@ import random
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import httpx
 import psutil
-from bench_support import free_port, scratch_postgres, until_ready
-from convergence_bench import SECRET, expect, seed_provider, seed_tenant
+from bench_support import (
+    SECRET,
+    expect,
+    free_port,
+    scratch_postgres,
+    seed_provider,
+    seed_tenant,
+    server_env,
+    until_ready,
+)
 
 from nico.db import migrate
 from nico.db.engine import make_engine, make_session_factory, transaction
@@ -90,16 +99,20 @@ def false_ready(fabric: SimFabric, instance: dict[str, Any]) -> list[str]:
     return wrong
 
 
-async def tenant(
-    client: httpx.AsyncClient, books: Books, fabric: SimFabric, org: str, ids: dict[str, Any], until: float
-) -> None:
-    rng = random.Random(org)
-    headers = {"Authorization": ids["token"]}
-    base = f"/v2/org/{org}/nico"
-    mine: list[str] = []
-    n = 0
+class Tenant:
+    """One client's work: a random mix of operations on its own instances and partitions."""
 
-    def body(lp: str) -> dict[str, Any]:
+    def __init__(
+        self, client: httpx.AsyncClient, books: Books, fabric: SimFabric, org: str, ids: dict[str, Any]
+    ) -> None:
+        self.client, self.books, self.fabric, self.ids = client, books, fabric, ids
+        self.rng = random.Random(org)
+        self.headers = {"Authorization": ids["token"]}
+        self.base = f"/v2/org/{org}/nico"
+        self.mine: list[str] = []
+
+    def body(self, lp: str) -> dict[str, Any]:
+        ids = self.ids
         return {
             "instanceTypeId": ids["itype"],
             "vpcId": ids["vpc"],
@@ -108,74 +121,79 @@ async def tenant(
             "nvLinkInterfaces": [{"nvLinkLogicalPartitionId": lp, "deviceInstance": d} for d in range(4)],
         }
 
-    while time.monotonic() < until:
-        n += 1
-        roll = rng.random()
-        if roll < 0.3 or not mine:
-            got = await books.timed(
-                "create",
-                client.post(
-                    f"{base}/instance",
-                    json={**body(rng.choice(ids["lps"])), "name": f"i{n}"},
-                    headers=headers,
-                ),
-                ok=(201,),
-            )
-            if got:
-                mine.append(got["id"])
-        elif roll < 0.4:
-            got = await books.timed(
-                "batch",
-                client.post(
-                    f"{base}/instance/batch",
-                    json={
-                        **body(rng.choice(ids["lps"])),
-                        "namePrefix": f"b{n}",
-                        "count": 2,
-                        "topologyOptimized": True,
-                    },
-                    headers=headers,
-                ),
-                ok=(201,),
-            )
-            if got:
-                mine.extend(i["id"] for i in got)
-        elif roll < 0.6:
-            target = rng.choice(mine)
-            lp = rng.choice(ids["lps"])
-            nv = [{"nvLinkLogicalPartitionId": lp, "deviceInstance": d} for d in range(4)]
-            await books.timed(
-                "patch",
-                client.patch(f"{base}/instance/{target}", json={"nvLinkInterfaces": nv}, headers=headers),
-            )
-        elif roll < 0.75:
-            target = mine.pop(rng.randrange(len(mine)))
-            await books.timed("delete", client.delete(f"{base}/instance/{target}", headers=headers))
-        elif roll < 0.85:
-            lp = await books.timed(
-                "partition create",
-                client.post(
-                    f"{base}/nvlink-logical-partition",
-                    json={"name": f"spare-{n}", "siteId": ids["site"]},
-                    headers=headers,
-                ),
-                ok=(201,),
-            )
-            if lp:
-                await books.timed(
-                    "partition delete",
-                    client.delete(f"{base}/nvlink-logical-partition/{lp['id']}", headers=headers),
-                )
-        else:
-            target = rng.choice(mine)
-            got = await books.timed("get", client.get(f"{base}/instance/{target}", headers=headers))
-            if (
-                got
-                and got["nvLinkInterfaces"]
-                and all(i["status"] == "Ready" for i in got["nvLinkInterfaces"])
-            ):
-                books.false_ready.extend(false_ready(fabric, got))
-        await asyncio.sleep(rng.uniform(0.0, 0.05))
+    async def work(self, until: float) -> None:
+        n = 0
+        while time.monotonic() < until:
+            n += 1
+            roll = self.rng.random()
+            if roll < 0.3 or not self.mine:
+                await self.create(n)
+            elif roll < 0.4:
+                await self.batch(n)
+            elif roll < 0.6:
+                await self.patch()
+            elif roll < 0.75:
+                await self.delete()
+            elif roll < 0.85:
+                await self.partition_churn(n)
+            else:
+                await self.check()
+            await asyncio.sleep(self.rng.uniform(0.0, 0.05))
+
+    async def create(self, n: int) -> None:
+        body = {**self.body(self.rng.choice(self.ids["lps"])), "name": f"i{n}"}
+        post = self.client.post(f"{self.base}/instance", json=body, headers=self.headers)
+        got = await self.books.timed("create", post, ok=(201,))
+        if got:
+            self.mine.append(got["id"])
+
+    async def batch(self, n: int) -> None:
+        body = {
+            **self.body(self.rng.choice(self.ids["lps"])),
+            "namePrefix": f"b{n}",
+            "count": 2,
+            "topologyOptimized": True,
+        }
+        post = self.client.post(f"{self.base}/instance/batch", json=body, headers=self.headers)
+        got = await self.books.timed("batch", post, ok=(201,))
+        if got:
+            self.mine.extend(i["id"] for i in got)
+
+    async def patch(self) -> None:
+        """The instance's GPUs move to another (or the same) partition."""
+        target = self.rng.choice(self.mine)
+        lp = self.rng.choice(self.ids["lps"])
+        nv = [{"nvLinkLogicalPartitionId": lp, "deviceInstance": d} for d in range(4)]
+        url = f"{self.base}/instance/{target}"
+        await self.books.timed(
+            "patch", self.client.patch(url, json={"nvLinkInterfaces": nv}, headers=self.headers)
+        )
+
+    async def delete(self) -> None:
+        target = self.mine.pop(self.rng.randrange(len(self.mine)))
+        await self.books.timed(
+            "delete", self.client.delete(f"{self.base}/instance/{target}", headers=self.headers)
+        )
+
+    async def partition_churn(self, n: int) -> None:
+        """A spare logical partition made and deleted."""
+        url = f"{self.base}/nvlink-logical-partition"
+        body = {"name": f"spare-{n}", "siteId": self.ids["site"]}
+        lp = await self.books.timed(
+            "partition create", self.client.post(url, json=body, headers=self.headers), ok=(201,)
+        )
+        if lp:
+            delete = self.client.delete(f"{url}/{lp['id']}", headers=self.headers)
+            await self.books.timed("partition delete", delete)
+
+    async def check(self) -> None:
+        """Read an instance; when all its interfaces are Ready, the fabric must agree."""
+        target = self.rng.choice(self.mine)
+        got = await self.books.timed(
+            "get", self.client.get(f"{self.base}/instance/{target}", headers=self.headers)
+        )
+        if got and got["nvLinkInterfaces"] and all(i["status"] == "Ready" for i in got["nvLinkInterfaces"]):
+            self.books.false_ready.extend(false_ready(self.fabric, got))
 
 
 async def fault_cycle(
@@ -255,22 +273,14 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(p * len(values)))] * 1000 if values else 0.0
 
 
-async def run(args: argparse.Namespace) -> None:
-    data, database_url = scratch_postgres("nico-soak-", "nico")
-    migrate.upgrade(database_url)
-    fabric = SimFabric(racks=args.racks, seed=16)
-    sim = await NmxcSimulator(fabric).start()
-    nmxm: NmxmSimulator | None = None
-    env = {
-        **os.environ,
-        "NICO_DATABASE_URL": database_url,
-        "NICO_DATA_DIR": str(data),
-        "NICO_AUTH__HS256_SECRET": SECRET,
-        "NICO_LOG_LEVEL": "ERROR",
-        "NICO_NVLINK_CONFIG__MONITOR_RUN_INTERVAL": "20s",
-    }
-    if args.backend == "nmxm":
-        nmxm = await NmxmSimulator(fabric, username="soak", password="soak-password").start()
+async def start_server(
+    args: argparse.Namespace, database_url: str, data: Path, nmxm: NmxmSimulator | None
+) -> tuple[int, asyncio.subprocess.Process]:
+    """``nico serve`` on the fabric's backend: its port and process."""
+    env = server_env(
+        database_url, data, SECRET, NICO_LOG_LEVEL="ERROR", NICO_NVLINK_CONFIG__MONITOR_RUN_INTERVAL="20s"
+    )
+    if nmxm is not None:
         engine = make_engine(database_url, pool_size=1)
         async with transaction(make_session_factory(engine)) as session:
             await fabric_registry.set_nmxm_credentials(session, "soak", "soak-password")
@@ -281,7 +291,117 @@ async def run(args: argparse.Namespace) -> None:
     server = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "nico.cli", "serve", "--port", str(port), env=env
     )
+    return port, server
+
+
+async def seed_tenants(
+    client: httpx.AsyncClient, database_url: str, site: dict[str, str], args: argparse.Namespace
+) -> list[tuple[str, dict[str, Any]]]:
+    """``--clients`` tenants sharing the site's machines, three logical partitions each."""
+    tenants: list[tuple[str, dict[str, Any]]] = []
+    for t in range(args.clients):
+        org = f"soak-t{t:02d}"
+        quota = args.racks * 18 // args.clients
+        ids: dict[str, Any] = await seed_tenant(client, database_url, site, org, quota)
+        ids["site"] = site["site"]
+        ids["lps"] = [ids["lp"]]
+        for k in range(2):
+            lp = await expect(
+                await client.post(
+                    f"/v2/org/{org}/nico/nvlink-logical-partition",
+                    json={"name": f"lp{k}", "siteId": site["site"]},
+                    headers={"Authorization": ids["token"]},
+                )
+            )
+            ids["lps"].append(lp["id"])
+        tenants.append((org, ids))
+    return tenants
+
+
+async def soak(
+    client: httpx.AsyncClient,
+    args: argparse.Namespace,
+    server: asyncio.subprocess.Process,
+    fabric: SimFabric,
+    sims: tuple[NmxcSimulator, NmxmSimulator | None],
+    tenants: list[tuple[str, dict[str, Any]]],
+) -> tuple[Books, dict[str, list[int]], float]:
+    """The work and the fault cycle for ``--minutes``: the books, the memory samples (after the first
+    minute and at the end) and the seconds worked."""
+    for domain in fabric.domains:
+        fabric.set_faults(domain, latency=LATENCY)
+    fabric.set_site_faults(latency=LATENCY)
     books = Books()
+    started = time.monotonic()
+    until = started + args.minutes * 60
+    memory: dict[str, list[int]] = {"server": [], "fabric (this process)": []}
+
+    def sample() -> None:
+        memory["server"].append(rss(server.pid))
+        memory["fabric (this process)"].append(rss(os.getpid()))
+
+    async def sample_memory() -> None:
+        await asyncio.sleep(min(60, args.minutes * 60 / 3))
+        sample()
+
+    sampler = asyncio.create_task(sample_memory())
+    await asyncio.gather(
+        fault_cycle(fabric, *sims, until),
+        *(Tenant(client, books, fabric, org, ids).work(until) for org, ids in tenants),
+    )
+    await sampler
+    sample()
+    return books, memory, time.monotonic() - started
+
+
+async def settle(
+    client: httpx.AsyncClient, fabric: SimFabric, tenants: list[tuple[str, dict[str, Any]]]
+) -> tuple[list[str], float]:
+    """Faults are clear: up to two minutes for the reconciler to converge; the drift left and the
+    seconds it took."""
+    started = time.monotonic()
+    while True:
+        problems = await drift(client, fabric, tenants)
+        if not problems or time.monotonic() > started + 120:
+            return problems, time.monotonic() - started
+        await asyncio.sleep(1)
+
+
+def report(books: Books, problems: list[str], settled: float, memory: dict[str, list[int]]) -> None:
+    print(
+        f"operations done: {sum(books.done.values())}  "
+        + ", ".join(f"{k} {v}" for k, v in sorted(books.done.items()))
+    )
+    print(
+        f"errors by class: {sum(books.errors.values())}  "
+        + (", ".join(f"{k} x{v}" for k, v in sorted(books.errors.items())) or "none")
+    )
+    for what, values in sorted(books.latency.items()):
+        print(f"  {what:18} p50 {pct(values, 0.5):7.1f} ms  p99 {pct(values, 0.99):7.1f} ms  ({len(values)})")
+    print(
+        f"drift after {settled:.0f} s of settling: {len(problems)}"
+        + (f"  e.g. {problems[:3]}" if problems else "")
+    )
+    print(
+        f"false Ready observed: {len(books.false_ready)}"
+        + (f"  e.g. {books.false_ready[:3]}" if books.false_ready else "")
+    )
+    for who, (first, last) in ((k, (v[0], v[-1])) for k, v in memory.items()):
+        print(
+            f"memory {who}: {first / 2**20:.0f} MiB -> {last / 2**20:.0f} MiB"
+            f" ({(last - first) / 2**20:+.1f} MiB)"
+        )
+
+
+async def run(args: argparse.Namespace) -> None:
+    data, database_url = scratch_postgres("nico-soak-", "nico")
+    migrate.upgrade(database_url)
+    fabric = SimFabric(racks=args.racks, seed=16)
+    sim = await NmxcSimulator(fabric).start()
+    nmxm: NmxmSimulator | None = None
+    if args.backend == "nmxm":
+        nmxm = await NmxmSimulator(fabric, username="soak", password="soak-password").start()
+    port, server = await start_server(args, database_url, data, nmxm)
     try:
         limits = httpx.Limits(max_connections=args.clients + 4)
         async with httpx.AsyncClient(
@@ -289,86 +409,15 @@ async def run(args: argparse.Namespace) -> None:
         ) as client:
             await until_ready(client)
             site = await seed_provider(client, sim.endpoints, database_url)
-            machines = args.racks * 18
-            tenants: list[tuple[str, dict[str, Any]]] = []
-            for t in range(args.clients):
-                org = f"soak-t{t:02d}"
-                ids: dict[str, Any] = await seed_tenant(
-                    client, database_url, site, org, machines // args.clients
-                )
-                ids["site"] = site["site"]
-                headers = {"Authorization": ids["token"]}
-                ids["lps"] = [ids["lp"]]
-                for k in range(2):
-                    lp = await expect(
-                        await client.post(
-                            f"/v2/org/{org}/nico/nvlink-logical-partition",
-                            json={"name": f"lp{k}", "siteId": site["site"]},
-                            headers=headers,
-                        )
-                    )
-                    ids["lps"].append(lp["id"])
-                tenants.append((org, ids))
-            for domain in fabric.domains:
-                fabric.set_faults(domain, latency=LATENCY)
-            fabric.set_site_faults(latency=LATENCY)
-            started = time.monotonic()
-            until = started + args.minutes * 60
-            memory: dict[str, list[int]] = {"server": [], "fabric (this process)": []}
-
-            async def sample_memory() -> None:
-                await asyncio.sleep(min(60, args.minutes * 60 / 3))
-                memory["server"].append(rss(server.pid))
-                memory["fabric (this process)"].append(rss(os.getpid()))
-
-            sampler = asyncio.create_task(sample_memory())
-            await asyncio.gather(
-                fault_cycle(fabric, sim, nmxm, until),
-                *(tenant(client, books, fabric, org, ids, until) for org, ids in tenants),
-            )
-            await sampler
-            memory["server"].append(rss(server.pid))
-            memory["fabric (this process)"].append(rss(os.getpid()))
-            worked = time.monotonic() - started
-            # Faults are clear: give the reconciler time to converge, then count the drift.
-            settle_deadline = time.monotonic() + 120
-            while True:
-                problems = await drift(client, fabric, tenants)
-                if not problems or time.monotonic() > settle_deadline:
-                    break
-                await asyncio.sleep(1)
-            settled = time.monotonic() - started - worked
+            tenants = await seed_tenants(client, database_url, site, args)
+            books, memory, worked = await soak(client, args, server, fabric, (sim, nmxm), tenants)
+            problems, settled = await settle(client, fabric, tenants)
         print(
             f"soak: {args.backend}, {args.racks} racks, {args.clients} clients, "
             f"{worked / 60:.1f} min of work, "
             f"{LATENCY * 1000:.0f} ms per fabric call, faults cycling"
         )
-        print(
-            f"operations done: {sum(books.done.values())}  "
-            + ", ".join(f"{k} {v}" for k, v in sorted(books.done.items()))
-        )
-        print(
-            f"errors by class: {sum(books.errors.values())}  "
-            + (", ".join(f"{k} x{v}" for k, v in sorted(books.errors.items())) or "none")
-        )
-        for what, values in sorted(books.latency.items()):
-            print(
-                f"  {what:18} p50 {pct(values, 0.5):7.1f} ms"
-                f"  p99 {pct(values, 0.99):7.1f} ms  ({len(values)})"
-            )
-        print(
-            f"drift after {settled:.0f} s of settling: {len(problems)}"
-            + (f"  e.g. {problems[:3]}" if problems else "")
-        )
-        print(
-            f"false Ready observed: {len(books.false_ready)}"
-            + (f"  e.g. {books.false_ready[:3]}" if books.false_ready else "")
-        )
-        for who, (first, last) in ((k, (v[0], v[-1])) for k, v in memory.items()):
-            print(
-                f"memory {who}: {first / 2**20:.0f} MiB -> {last / 2**20:.0f} MiB"
-                f" ({(last - first) / 2**20:+.1f} MiB)"
-            )
+        report(books, problems, settled, memory)
     finally:
         server.terminate()
         await server.wait()

@@ -16,20 +16,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import sys
 import time
-from pathlib import Path
 
+from bench_support import database_server, fresh_database, seed_converged
 from prometheus_client import CollectorRegistry
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_support import scratch_postgres
-from reconcile_scale import fresh_database, seed
-
 from nico.config import NvLinkConfig
-from nico.db.engine import make_engine, normalize_url
+from nico.db.engine import make_engine
 from nico.fabric.backend import DEFAULT_PARTITION_ID
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.scheduler import Reconciler
@@ -49,7 +42,7 @@ def reconciler(url: str, fabric: SimFabric, mode: str, concurrency: int) -> Reco
 
 async def measure(url: str, racks: int, latency: float, concurrency: int) -> None:
     fabric = SimFabric(racks=racks, seed=racks)
-    seed(url, fabric)
+    seed_converged(url, fabric)
     before = reconciler(url, fabric, "domain", concurrency)
     try:
         first = await before.full_pass()
@@ -94,12 +87,7 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.02)
     parser.add_argument("--concurrency", type=int, default=8)
     args = parser.parse_args()
-    server = os.environ.get("NICO_DATABASE_URL")
-    if server:
-        server = normalize_url(server)
-    else:
-        _, server = scratch_postgres("nico-tray-", "postgres")
-    url = fresh_database(server, f"nico_tray_{args.racks}")
+    url = fresh_database(database_server("nico-tray-"), f"nico_tray_{args.racks}")
     asyncio.run(measure(url, args.racks, args.latency, args.concurrency))
 
 

@@ -18,7 +18,7 @@ import secrets
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -160,16 +160,27 @@ def create_nmxm_app(
     state = NmxmState(fabric, operation_delay)
     app = FastAPI(title="NMX Manager Rest API (nico simulator)", version="85.1.1000")
     app.state.nmxm = state
+    app.exception_handler(NmxmError)(_error_answer)
+    guarded = [Depends(_guard(state, username, password))]
+    _partition_routes(app, state, guarded)
+    _operation_routes(app, state, guarded)
+    _inventory_routes(app, fabric, guarded)
+    return app
 
-    @app.exception_handler(NmxmError)
-    async def _error(request: Request, exc: NmxmError) -> JSONResponse:
-        custom = code_name(exc.code) if exc.code is not None else f"HTTP_{exc.status}"
-        body = {"httpErrorCode": exc.status, "customErrorCode": custom, "description": exc.description}
-        headers = {"WWW-Authenticate": "Basic"} if exc.status == 401 else None
-        return JSONResponse(body, status_code=exc.status, headers=headers)
+
+async def _error_answer(request: Request, exc: NmxmError) -> JSONResponse:
+    """NMX-M's error body: ``{httpErrorCode, customErrorCode, description}``."""
+    custom = code_name(exc.code) if exc.code is not None else f"HTTP_{exc.status}"
+    body = {"httpErrorCode": exc.status, "customErrorCode": custom, "description": exc.description}
+    headers = {"WWW-Authenticate": "Basic"} if exc.status == 401 else None
+    return JSONResponse(body, status_code=exc.status, headers=headers)
+
+
+def _guard(state: NmxmState, username: str, password: str) -> Callable[..., Awaitable[None]]:
+    """The dependency of every route: basic auth, then the site's fault knobs, then due operations."""
+    fabric = state.fabric
 
     async def guard(credentials: Annotated[HTTPBasicCredentials | None, Depends(_BASIC)]) -> None:
-        """Basic auth, then the site's fault knobs, then due operations."""
         if credentials is None or not (
             secrets.compare_digest(credentials.username.encode(), username.encode())
             and secrets.compare_digest(credentials.password.encode(), password.encode())
@@ -185,7 +196,12 @@ def create_nmxm_app(
                 raise _refusal(injected, "injected error")
         state.advance()
 
-    guarded = [Depends(guard)]
+    return guard
+
+
+def _partition_routes(app: FastAPI, state: NmxmState, guarded: list[Any]) -> None:
+    """``/nmx/v1/partitions``: read at once; create, update and delete as operations."""
+    fabric = state.fabric
 
     @app.get("/nmx/v1/partitions", dependencies=guarded)
     async def list_partitions() -> list[dict[str, Any]]:
@@ -245,6 +261,10 @@ def create_nmxm_app(
 
         return _accepted(state.issue("delete", f"/nmx/v1/partitions/{entity_id}", None, domain, apply))
 
+
+def _operation_routes(app: FastAPI, state: NmxmState, guarded: list[Any]) -> None:
+    """``/nmx/v1/operations``: read, and cancel while not terminal."""
+
     @app.get("/nmx/v1/operations", dependencies=guarded)
     async def list_operations() -> list[dict[str, Any]]:
         return [_operation_json(op) for op in state.operations.values()]
@@ -258,6 +278,10 @@ def create_nmxm_app(
         op = _operation_or_404(state, operation_id)
         state.cancel(op)
         return _accepted(op)
+
+
+def _inventory_routes(app: FastAPI, fabric: SimFabric, guarded: list[Any]) -> None:
+    """``/nmx/v1/gpus`` (by domain when asked) and ``/nmx/v1/compute-nodes``."""
 
     @app.get("/nmx/v1/gpus", dependencies=guarded)
     async def list_gpus(request: Request) -> list[dict[str, Any]]:
@@ -276,8 +300,6 @@ def create_nmxm_app(
             for gpu in d.gpus.values():
                 nodes.setdefault((gpu.chassis_serial, gpu.tray_index), []).append(gpu)
         return [_compute_node_json(fabric.domain(gpus[0].domain_uuid), gpus) for gpus in nodes.values()]
-
-    return app
 
 
 async def _unless_closing(state: NmxmState, entered: Any) -> int | None:

@@ -1,5 +1,5 @@
 """schemathesis against the committed ``openapi.yaml`` on a running app (uvicorn on loopback), shared by
-``tests/api/test_fuzz_api.py`` and ``benchmarks/fuzz_api.py``."""
+``tests/api/test_fuzz_api.py`` and ``tests/api/fuzz_campaign.py``."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """schemathesis against the committed openapi.yaml on a running nico (uvicorn on loopback, a fresh
 PostgreSQL database with one NVLink site), every phase and every check, with a tenant token and a
-provider token; prints the cases and the failures per check.
+provider token; prints the cases and the failures per check. ``test_fuzz_api.py`` runs the same
+harness (``fuzzing``) with few examples; this is the long campaign, run by hand:
 
-    python benchmarks/fuzz_api.py --max-examples 8   # at least 5,000 cases over both tokens
+    python tests/api/fuzz_campaign.py --max-examples 8   # at least 5,000 cases over both tokens
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from nico.api.app import build_context
 from nico.api.auth import issue_dev_token
