@@ -42,7 +42,6 @@ from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import UNSUPPORTED, VpcSummary
 from nico.instance.views import Document, InstanceView
 from nico.inventory.schemas import Machine
-from nico.inventory.service import Visibility, machine_view
 
 MAX_INTERFACES = 16
 BATCH_MIN, BATCH_MAX = 2, 18  # 18 = the largest GB200 NVLink domain
@@ -424,20 +423,7 @@ class Instance(ResponseModel):
                 "vpc_id": view.vpc_id,
                 "vpc": VpcSummary.of(related.vpc) if related.vpc is not None else None,
                 "machine_id": view.machine_id,
-                "machine": (
-                    Machine.of(
-                        machine_view(
-                            related.machine,
-                            Visibility(provider=False, full=False),
-                            provider_id=view.infrastructure_provider_id,
-                            tenant_id=view.tenant_id,
-                            capabilities=related.machine_capabilities,
-                            history=related.machine_history,
-                        )
-                    )
-                    if related.machine is not None
-                    else None
-                ),
+                "machine": Machine.of(related.machine) if related.machine is not None else None,
                 "ipxe_script": view.ipxe_script,
                 "always_boot_with_custom_ipxe": view.always_boot_with_custom_ipxe,
                 "phone_home_enabled": view.phone_home_enabled,

@@ -37,13 +37,19 @@ from nico.instance.bindings import replace_bindings
 from nico.instance.checks import ORG_MISMATCH
 from nico.instance.document import instance_document
 from nico.instance.views import InstanceFilter, InstanceView, Relations
+from nico.inventory.service import Visibility, machine_view
+from nico.inventory.views import MachineView
 from nico.services import status
 from nico.services.access import tenant_uses_site
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
+from nico.services.instance_type import InstanceTypeRecord
 from nico.services.listing import PageRequest, fetch_page
 from nico.services.nvlink_events import desired_state_changed
 from nico.services.nvlink_interface import Binding
-from nico.services.orgs import require_tenant
+from nico.services.orgs import ProviderRecord, TenantRecord, require_tenant
+from nico.services.records import copies_of
+from nico.services.site import SiteRecord
+from nico.services.vpc import VpcRecord
 
 RELATIONS = frozenset(
     {
@@ -284,18 +290,17 @@ async def with_relations(
         # The relation's name is its model's (``includeRelation=Vpc``: the Vpc rows).
         return await common.rows_by_id(session, model, ids) if model.__name__ in relations else {}
 
-    tenants = await rows_by_id(Tenant, {v.tenant_id for v in views})
-    sites = await rows_by_id(Site, {v.site_id for v in views})
-    providers = await rows_by_id(InfrastructureProvider, {v.infrastructure_provider_id for v in views})
-    types = await rows_by_id(InstanceType, {v.instance_type_id for v in views})
-    vpcs = await rows_by_id(Vpc, {v.vpc_id for v in views})
-    machines = await rows_by_id(Machine, {v.machine_id for v in views})
-    capabilities: dict[str, list[MachineCapability]] = {}
-    machine_history: dict[uuid.UUID | str, list[StatusDetail]] = {}
-    if machines:
-        for capability in await queries.capabilities_of_machines(session, list(machines)):
-            capabilities.setdefault(str(capability.machine_id), []).append(capability)
-        machine_history = await status.history(session, "machine_id", list(machines))
+    tenants = copies_of(TenantRecord, await rows_by_id(Tenant, {v.tenant_id for v in views}))
+    sites = copies_of(SiteRecord, await rows_by_id(Site, {v.site_id for v in views}))
+    providers = copies_of(
+        ProviderRecord,
+        await rows_by_id(InfrastructureProvider, {v.infrastructure_provider_id for v in views}),
+    )
+    types = copies_of(InstanceTypeRecord, await rows_by_id(InstanceType, {v.instance_type_id for v in views}))
+    vpcs = copies_of(VpcRecord, await rows_by_id(Vpc, {v.vpc_id for v in views}))
+    machines = await _machines_as_tenants_see_them(
+        session, views, await rows_by_id(Machine, {v.machine_id for v in views})
+    )
     return [
         dataclasses.replace(
             view,
@@ -305,15 +310,36 @@ async def with_relations(
                 provider=providers.get(view.infrastructure_provider_id),
                 instance_type=types.get(view.instance_type_id),
                 vpc=vpcs.get(view.vpc_id),
-                machine=machines.get(view.machine_id),
-                machine_capabilities=capabilities.get(str(view.machine_id), []),
-                machine_history=machine_history.get(view.machine_id, [])
-                if view.machine_id is not None
-                else [],
+                machine=machines.get(view.id),
             ),
         )
         for view in views
     ]
+
+
+async def _machines_as_tenants_see_them(
+    session: AsyncSession, views: Sequence[InstanceView], machines: dict[Any, Machine]
+) -> dict[uuid.UUID, MachineView]:
+    """Each instance's machine (by instance id) as its tenant sees it, with capabilities and history."""
+    if not machines:
+        return {}
+    capabilities: dict[str, list[MachineCapability]] = {}
+    for capability in await queries.capabilities_of_machines(session, list(machines)):
+        capabilities.setdefault(str(capability.machine_id), []).append(capability)
+    history = await status.history(session, "machine_id", list(machines))
+    tenant_view = Visibility(provider=False, full=False)
+    return {
+        view.id: machine_view(
+            machine,
+            tenant_view,
+            provider_id=view.infrastructure_provider_id,
+            tenant_id=view.tenant_id,
+            capabilities=capabilities.get(str(machine.id), []),
+            history=history.get(machine.id, []),
+        )
+        for view in views
+        if (machine := machines.get(view.machine_id)) is not None
+    }
 
 
 # ---- an instance's history and Ethernet interfaces (``/instance/{id}/status-history`` and

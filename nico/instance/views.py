@@ -9,17 +9,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from nico.db.models import (
-    InfrastructureProvider,
-    InstanceType,
-    Machine,
-    MachineCapability,
-    Site,
-    StatusDetail,
-    Tenant,
-    Vpc,
-)
+from nico.inventory.views import MachineView
+from nico.services.instance_type import InstanceTypeRecord
 from nico.services.nvlink_interface import Binding
+from nico.services.orgs import ProviderRecord, TenantRecord
+from nico.services.site import SiteRecord
+from nico.services.vpc import VpcRecord
 
 # An interface, NVLink interface or history entry as PostgreSQL wrote it (json_build_object): the
 # schema's field names in snake case, timestamps as ISO text.
@@ -66,18 +61,15 @@ class InstanceFilter:
 
 @dataclass(frozen=True)
 class Relations:
-    """The ``includeRelation`` objects of an instance (None: not asked for, or gone). They are still
-    the other resources' rows: their summaries (``TenantSummary.of``, ``SiteSummary.of``, ...) are
-    built from rows until those resources have views of their own."""
+    """The ``includeRelation`` objects of an instance (None: not asked for, or gone), as the other
+    resources' records and views (the machine as a tenant sees it)."""
 
-    tenant: Tenant | None = None
-    site: Site | None = None
-    provider: InfrastructureProvider | None = None
-    instance_type: InstanceType | None = None
-    vpc: Vpc | None = None
-    machine: Machine | None = None
-    machine_capabilities: Sequence[MachineCapability] = ()
-    machine_history: Sequence[StatusDetail] = ()
+    tenant: TenantRecord | None = None
+    site: SiteRecord | None = None
+    provider: ProviderRecord | None = None
+    instance_type: InstanceTypeRecord | None = None
+    vpc: VpcRecord | None = None
+    machine: MachineView | None = None
 
 
 @dataclass(frozen=True)

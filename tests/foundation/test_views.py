@@ -1,4 +1,5 @@
-"""Views hold plain values: no dataclass of a services module has a field typed with an ORM model.
+"""Views hold plain values: no dataclass of a services module, nor of a domain package's ``views.py`` or
+``service.py``, has a field typed with an ORM model.
 
 A service returns views that the API's schemas are built from after the service is done; a view holding
 an ORM row lets the API read (or lazily load) the database behind the service's back, and ties the wire
@@ -10,15 +11,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SERVICES = Path(__file__).resolve().parents[2] / "nico" / "services"
-
-# The instance, logical partition and machine services are moving into their domain packages, where the
-# same rule is checked; until then their modules here are not.
-MOVING = ("instance", "assignment", "partition", "machine", "inventory")
+NICO = Path(__file__).resolve().parents[2] / "nico"
 
 
-def exempt(path: Path) -> bool:
-    return path.stem in MOVING or path.stem.startswith(("instance_", "inventory_"))
+def service_modules(root: Path) -> list[Path]:
+    """``services/*.py`` and each domain package's ``views.py`` and ``service.py``."""
+    packages = [*root.glob("*/views.py"), *root.glob("*/service.py")]
+    return sorted(root.glob("services/*.py")) + sorted(packages)
 
 
 def orm_names(tree: ast.Module) -> tuple[set[str], set[str]]:
@@ -75,18 +74,20 @@ def orm_fields(path: Path) -> list[str]:
 
 def offenders(root: Path) -> dict[str, list[str]]:
     out = {}
-    for path in sorted(root.glob("*.py")):
-        if not exempt(path) and (found := orm_fields(path)):
-            out[path.name] = found
+    for path in service_modules(root):
+        if found := orm_fields(path):
+            out[str(path.relative_to(root))] = found
     return out
 
 
 def test_no_view_holds_an_orm_object() -> None:
-    assert offenders(SERVICES) == {}
+    assert offenders(NICO) == {}
 
 
 def test_the_check_finds_an_orm_field(tmp_path: Path) -> None:
-    (tmp_path / "vpc.py").write_text(
+    (tmp_path / "services").mkdir()
+    (tmp_path / "shelf").mkdir()
+    (tmp_path / "services" / "vpc.py").write_text(
         "from dataclasses import dataclass\n"
         "from typing import Protocol\n"
         "from nico.db import models\n"
@@ -104,10 +105,13 @@ def test_the_check_finds_an_orm_field(tmp_path: Path) -> None:
         "class NotADataclass(Protocol):\n"
         "    vpc: Vpc\n"
     )
-    (tmp_path / "partition.py").write_text(
-        "from dataclasses import dataclass\nfrom nico.db.models import Vpc\n\n"
-        "@dataclass\nclass Moving:\n    vpc: Vpc\n"
-    )
+    row = "from dataclasses import dataclass\nfrom nico.db.models import Vpc\n\n"
+    row += "@dataclass\nclass {}:\n    vpc: Vpc\n"
+    (tmp_path / "shelf" / "views.py").write_text(row.format("ShelfView"))
+    (tmp_path / "shelf" / "service.py").write_text(row.format("Found"))
+    (tmp_path / "shelf" / "checks.py").write_text(row.format("Context"))  # internal: not a view
     assert offenders(tmp_path) == {
-        "vpc.py": ["VpcView.vpc", "VpcView.site", "VpcView.others", "VpcView.quoted"]
+        "services/vpc.py": ["VpcView.vpc", "VpcView.site", "VpcView.others", "VpcView.quoted"],
+        "shelf/service.py": ["Found.vpc"],
+        "shelf/views.py": ["ShelfView.vpc"],
     }
