@@ -14,6 +14,7 @@ from starlette.responses import Response
 from nico.api import messages
 from nico.api.auth import Principal
 from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin, context_of, get_principal
+from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page, newest_first, parse_page
 from nico.api.parsing import (
@@ -35,7 +36,6 @@ from nico.api.rendering import (
     json_response,
     json_response_when_sent,
     list_response_when_sent,
-    paged_response,
 )
 from nico.api.routers import HotRoute
 from nico.api.schemas.common import StatusDetail
@@ -193,8 +193,7 @@ async def list_instances(
         name=single_param(request, "name"),
         query=single_param(request, "query"),
     )
-    views, total = await service.list_instances(session, org, where, included, page)
-    return paged_response([Instance.of(v) for v in views], page, total)
+    return await render_page(page, service.list_instances(session, org, where, included, page), Instance.of)
 
 
 @router.get(ITEM, operation_id="get-instance", response_model=Instance, summary="Get an instance")
@@ -299,8 +298,9 @@ async def instance_status_history(
     org: str, _: TenantAdmin, instance_id: InstanceId, request: Request, session: ReadSessionDep
 ) -> Response:
     page = parse_page(request, status.ORDER_FIELDS)
-    entries, total = await service.status_history(session, org, instance_id, newest_first(page))
-    return paged_response(StatusDetail.many(entries), page, total)
+    return await render_page(
+        page, service.status_history(session, org, instance_id, newest_first(page)), StatusDetail.of
+    )
 
 
 @router.get(
@@ -314,7 +314,5 @@ async def instance_interfaces(
     org: str, _: TenantAdmin, instance_id: InstanceId, request: Request, session: ReadSessionDep
 ) -> Response:
     page = parse_page(request, service.INTERFACE_ORDER_FIELDS)
-    rows, total = await service.interfaces(session, org, instance_id, list_param(request, "status"), page)
-    return paged_response(
-        [InstanceInterface.model_validate(r, from_attributes=True) for r in rows], page, total
-    )
+    found = service.interfaces(session, org, instance_id, list_param(request, "status"), page)
+    return await render_page(page, found, InstanceInterface.of)

@@ -40,7 +40,7 @@ from nico.api.schemas.nvlink_interface import NVLinkInterface, NVLinkInterfaceRe
 from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import UNSUPPORTED, VpcSummary
-from nico.instance.views import Document, InstanceView
+from nico.instance.views import Document, InstanceView, InterfaceRecord
 from nico.inventory.schemas import Machine
 
 MAX_INTERFACES = 16
@@ -346,6 +346,18 @@ class InstanceInterface(ResponseModel):
     status: str
     created: datetime
     updated: datetime
+
+    @classmethod
+    def of(cls, view: InterfaceRecord) -> InstanceInterface:
+        return cls(
+            id=view.id,
+            instance_id=view.instance_id,
+            subnet_id=view.subnet_id,
+            is_physical=view.is_physical,
+            status=view.status,
+            created=view.created,
+            updated=view.updated,
+        )
 
 
 class Instance(ResponseModel):

@@ -26,7 +26,6 @@ from nico.db.models import (
     Machine,
     MachineCapability,
     Site,
-    StatusDetail,
     Tenant,
     Vpc,
 )
@@ -36,7 +35,7 @@ from nico.instance import queries
 from nico.instance.bindings import replace_bindings
 from nico.instance.checks import ORG_MISMATCH
 from nico.instance.document import instance_document
-from nico.instance.views import InstanceFilter, InstanceView, Relations
+from nico.instance.views import InstanceFilter, InstanceView, InterfaceRecord, Relations
 from nico.inventory.service import Visibility, machine_view
 from nico.inventory.views import MachineView
 from nico.services import status
@@ -47,8 +46,9 @@ from nico.services.listing import PageRequest, fetch_page
 from nico.services.nvlink_events import desired_state_changed
 from nico.services.nvlink_interface import Binding
 from nico.services.orgs import ProviderRecord, TenantRecord, require_tenant
-from nico.services.records import copies_of
+from nico.services.records import copies_of, copy_of
 from nico.services.site import SiteRecord
+from nico.services.status import StatusRecord
 from nico.services.vpc import VpcRecord
 
 RELATIONS = frozenset(
@@ -357,22 +357,23 @@ async def _owned(session: AsyncSession, org: str, instance_id: uuid.UUID) -> Non
 
 async def status_history(
     session: AsyncSession, org: str, instance_id: uuid.UUID, page: PageRequest
-) -> tuple[Sequence[StatusDetail], int]:
+) -> tuple[list[StatusRecord], int]:
     await _owned(session, org, instance_id)
     return await status.page(session, "instance_id", instance_id, page)
 
 
 async def interfaces(
     session: AsyncSession, org: str, instance_id: uuid.UUID, statuses: Sequence[str], page: PageRequest
-) -> tuple[Sequence[InstanceInterface], int]:
+) -> tuple[list[InterfaceRecord], int]:
     await _owned(session, org, instance_id)
     for value in statuses:
         if value not in set(InterfaceStatus):
             raise bad_request(f"Invalid Status value: {value} in query")
-    return await fetch_page(
+    rows, total = await fetch_page(
         session,
         stats_queries.instance_interfaces(instance_id, statuses),
         page,
         stats_queries.INTERFACE_ORDER,
         InstanceInterface.id,
     )
+    return [copy_of(InterfaceRecord, row) for row in rows], total

@@ -73,6 +73,19 @@ class Relations:
 
 
 @dataclass(frozen=True)
+class InterfaceRecord:
+    """One of an instance's Ethernet interfaces as ``/instance/{id}/interface`` lists it."""
+
+    id: uuid.UUID
+    instance_id: uuid.UUID
+    subnet_id: uuid.UUID
+    is_physical: bool
+    status: str
+    created: datetime
+    updated: datetime
+
+
+@dataclass(frozen=True)
 class InstanceView:
     """An instance with everything its response shows: its columns, its site's provider and serial
     console host, its machine, and its interfaces, NVLink interfaces and history as PostgreSQL wrote

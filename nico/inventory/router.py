@@ -11,6 +11,7 @@ from starlette.responses import Response
 from nico.api import messages
 from nico.api.auth import PROVIDER_ADMIN, PROVIDER_VIEWER, TENANT_ADMIN
 from nico.api.deps import PrincipalDep, ProviderAdmin, SessionDep
+from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page, newest_first, parse_page
 from nico.api.parsing import (
@@ -24,7 +25,7 @@ from nico.api.parsing import (
     single_param,
     uuid_params,
 )
-from nico.api.rendering import json_response, paged_response
+from nico.api.rendering import json_response
 from nico.api.schemas.common import StatusDetail
 from nico.inventory import service as machines
 from nico.inventory.schemas import (
@@ -179,8 +180,9 @@ async def list_machines(
         ids=list_param(request, "id"),
         query=request.query_params.get("query"),
     )
-    views, total = await machines.list_machines(session, viewer, filters, page, included)
-    return paged_response([Machine.of(v) for v in views], page, total)
+    return await render_page(
+        page, machines.list_machines(session, viewer, filters, page, included), Machine.of
+    )
 
 
 @router.get(
@@ -204,8 +206,9 @@ async def get_machine_status_history(
 ) -> Response:
     row, _ = await machines.visible_machine(session, viewer, machine_id)
     page = parse_page(request, status.ORDER_FIELDS)  # after the machine: its 404/403 come first
-    entries, total = await status.page(session, "machine_id", row.id, newest_first(page))
-    return paged_response(StatusDetail.many(entries), page, total)
+    return await render_page(
+        page, status.page(session, "machine_id", row.id, newest_first(page)), StatusDetail.of
+    )
 
 
 @router.patch(

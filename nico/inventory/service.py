@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import CapabilityType, MachineStatus, SiteStatus
-from nico.db.models import Gpu, InstanceType, Machine, MachineCapability, StatusDetail
+from nico.db.models import Gpu, InstanceType, Machine, MachineCapability
 from nico.inventory import queries as q
 from nico.inventory import registration
 from nico.inventory.records import MachineRecord, RegistrationResult
@@ -38,6 +38,7 @@ from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import ProviderRecord, Viewer, provider_record
 from nico.services.search import search_pattern
 from nico.services.site import SiteRecord
+from nico.services.status import StatusRecord
 
 ORDER_COLUMNS: dict[str, Any] = q.ORDER_COLUMNS
 RELATIONS = ("InfrastructureProvider", "Site", "InstanceType")
@@ -83,7 +84,7 @@ async def views(
     seen: Sequence[Visibility],
     *,
     relations: AbstractSet[str] = frozenset(),
-    history: dict[uuid.UUID | str, list[StatusDetail]] | None = None,
+    history: dict[uuid.UUID | str, list[StatusRecord]] | None = None,
 ) -> list[MachineView]:
     ids = [row.id for row in rows]
     owners = await site_providers(session, rows)
@@ -130,7 +131,7 @@ def machine_view(
     provider_id: uuid.UUID,
     tenant_id: uuid.UUID | None,
     capabilities: Sequence[MachineCapability],
-    history: Sequence[StatusDetail],
+    history: Sequence[StatusRecord],
     gpus: Sequence[Gpu] = (),
     provider: ProviderRecord | None = None,
     site: SiteRecord | None = None,
@@ -167,7 +168,7 @@ def machine_view(
         created=row.created,
         updated=row.updated,
         capabilities=tuple(CapabilitySpec.of(c) for c in capabilities),
-        history=status.entries(history),
+        history=tuple(history),
         location=location,
         provider=provider,
         site=site,

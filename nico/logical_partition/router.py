@@ -10,10 +10,11 @@ from starlette.responses import Response
 
 from nico.api import messages
 from nico.api.deps import CtxDep, ReadSessionDep, SessionDep, TenantAdmin
+from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
 from nico.api.parsing import bool_param, checked_body, paging, parse_uuid, path_id, relations, single_param
-from nico.api.rendering import deletion_accepted, json_response, paged_response
+from nico.api.rendering import deletion_accepted, json_response
 from nico.logical_partition import service as partition
 from nico.logical_partition.schemas import (
     LogicalPartitionCreateRequest,
@@ -95,7 +96,7 @@ async def list_partitions(
     site_id = parse_uuid(raw_site) if raw_site is not None else None
     if raw_site is not None and site_id is None:
         raise bad_request(partition.BAD_SITE)
-    views, total = await partition.list_partitions(
+    found = partition.list_partitions(
         session,
         org,
         site_id=site_id,
@@ -104,7 +105,7 @@ async def list_partitions(
         include=include,
         page=page,
     )
-    return paged_response([NVLinkLogicalPartition.of(v) for v in views], page, total)
+    return await render_page(page, found, NVLinkLogicalPartition.of)
 
 
 @router.get(

@@ -273,7 +273,7 @@ async def views(
             multicast_groups_limit=row.multicast_groups_limit,
             created=row.created,
             updated=row.updated,
-            history=status.entries(histories.get(row.id, [])),
+            history=tuple(histories.get(row.id, [])),
             site=site_record(sites[row.site_id]) if sites else None,
             tenant=shown_tenant,
             vpcs=tuple(_vpc_summary(vpc) for vpc in vpcs[row.id]),

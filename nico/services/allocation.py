@@ -132,7 +132,7 @@ async def views(
     type_ids = (c.instance_type_id for cs in constraints.values() for c in cs if c.instance_type_id)
     itypes = copies_of(InstanceTypeRecord, await instance_types_by_id(session, type_ids))
     if history is None:
-        history = await status.newest(session, "allocation_id", ids)
+        history = await status.history(session, "allocation_id", ids)
     providers = (
         copies_of(
             orgs.ProviderRecord,

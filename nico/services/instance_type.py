@@ -173,7 +173,7 @@ async def views(
     ids = [row.id for row in rows]
     capabilities = await capabilities_of_types(session, ids)
     if history is None:
-        history = await status.newest(session, "instance_type_id", ids)
+        history = await status.history(session, "instance_type_id", ids)
     at = await sites.site_records(session, (row.site_id for row in rows)) if "Site" in relations else {}
     owners = (
         copies_of(
@@ -470,7 +470,7 @@ async def update_instance_type(
     if changed:
         row.updated = utcnow()
         await session.flush()
-    history = await status.newest(session, "instance_type_id", [row.id], limit=PATCH_HISTORY_LIMIT)
+    history = await status.history(session, "instance_type_id", [row.id], limit=PATCH_HISTORY_LIMIT)
     return (await views(session, [row], history=history))[0]
 
 

@@ -92,7 +92,7 @@ async def views(
 ) -> list[SiteView]:
     owners = await providers_by_id(session, (row.infrastructure_provider_id for row in rows))
     if history is None:
-        history = await status.newest(session, "site_id", [row.id for row in rows])
+        history = await status.history(session, "site_id", [row.id for row in rows])
     stats = await machine_stats(session, [row.id for row in rows]) if with_stats else {}
     return [
         SiteView(
@@ -200,7 +200,7 @@ async def status_history(
     session: AsyncSession, site_id: uuid.UUID, page: PageRequest
 ) -> tuple[list[status.StatusRecord], int]:
     """One page of a site's history (the caller checked it may read the site)."""
-    return await status.page_of_records(session, "site_id", site_id, page)
+    return await status.page(session, "site_id", site_id, page)
 
 
 def tenant_view(viewer: Viewer, site: Site) -> bool:
@@ -296,7 +296,7 @@ async def update_site(
             changed = True
     if changed:
         await session.flush()
-    history = await status.newest(session, "site_id", [site.id], limit=PATCH_HISTORY_LIMIT)
+    history = await status.history(session, "site_id", [site.id], limit=PATCH_HISTORY_LIMIT)
     return (await views(session, Viewer(provider, None), [site], history=history))[0]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -40,11 +40,6 @@ class StatusRecord:
     updated: datetime
 
 
-def entries(rows: Iterable[StatusDetail]) -> tuple[StatusRecord, ...]:
-    """History rows as views hold them (records, no ORM rows)."""
-    return tuple(copy_of(StatusRecord, row) for row in rows)
-
-
 async def record(
     session: AsyncSession, owner: Owner, owner_id: uuid.UUID | str, status: str, message: str | None
 ) -> StatusRecord:
@@ -57,23 +52,14 @@ async def record(
 
 async def history(
     session: AsyncSession, owner: Owner, owner_ids: Sequence[uuid.UUID | str], limit: int = DEFAULT_LIMIT
-) -> dict[uuid.UUID | str, list[StatusDetail]]:
+) -> dict[uuid.UUID | str, list[StatusRecord]]:
     """The newest ``limit`` entries of each owner, newest first."""
     if not owner_ids:
         return {}
-    out: dict[uuid.UUID | str, list[StatusDetail]] = defaultdict(list)
+    out: dict[uuid.UUID | str, list[StatusRecord]] = defaultdict(list)
     for detail in await queries.newest_entries(session, owner, owner_ids, limit):
-        out[getattr(detail, owner)].append(detail)
+        out[getattr(detail, owner)].append(copy_of(StatusRecord, detail))
     return out
-
-
-async def newest(
-    session: AsyncSession, owner: Owner, owner_ids: Sequence[uuid.UUID | str], limit: int = DEFAULT_LIMIT
-) -> dict[uuid.UUID | str, list[StatusRecord]]:
-    """:func:`history` as records, what views hold (``history`` still hands rows to the instance,
-    partition and machine services, which their packages convert)."""
-    found = await history(session, owner, owner_ids, limit)
-    return {key: [copy_of(StatusRecord, row) for row in rows] for key, rows in found.items()}
 
 
 ORDER_FIELDS = frozenset({"status", "created", "updated"})
@@ -81,17 +67,9 @@ ORDER_FIELDS = frozenset({"status", "created", "updated"})
 
 async def page(
     session: AsyncSession, owner: Owner, owner_id: uuid.UUID | str, wanted: PageRequest
-) -> tuple[Sequence[StatusDetail], int]:
+) -> tuple[list[StatusRecord], int]:
     """One page of an owner's entries (the ``status-history`` endpoints)."""
-    return await fetch_page(
+    rows, total = await fetch_page(
         session, queries.entries_of(owner, owner_id), wanted, queries.ENTRY_ORDER, StatusDetail.id
     )
-
-
-async def page_of_records(
-    session: AsyncSession, owner: Owner, owner_id: uuid.UUID | str, wanted: PageRequest
-) -> tuple[list[StatusRecord], int]:
-    """:func:`page` as records (``page`` still hands rows to the instance and machine services, which
-    their packages convert)."""
-    rows, total = await page(session, owner, owner_id, wanted)
     return [copy_of(StatusRecord, row) for row in rows], total

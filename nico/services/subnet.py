@@ -74,7 +74,7 @@ async def views(
     history: dict[uuid.UUID | str, list[status.StatusRecord]] | None = None,
 ) -> list[SubnetView]:
     if history is None:
-        history = await status.newest(session, "subnet_id", [row.id for row in rows])
+        history = await status.history(session, "subnet_id", [row.id for row in rows])
     at = await sites.site_records(session, (row.site_id for row in rows)) if "Site" in relations else {}
     vpcs = await vpc_records(session, (r.vpc_id for r in rows)) if "Vpc" in relations else {}
     return [
@@ -222,7 +222,7 @@ async def update_subnet(
             changed = True
     if changed:
         await session.flush()
-    history = await status.newest(session, "subnet_id", [row.id], limit=PATCH_HISTORY_LIMIT)
+    history = await status.history(session, "subnet_id", [row.id], limit=PATCH_HISTORY_LIMIT)
     return (await views(session, [row], history=history))[0]
 
 

@@ -297,7 +297,7 @@ async def views(
     """Everything the responses of ``rows`` show, in a fixed number of queries."""
     if not rows:
         return []
-    histories = await status.newest(session, "vpc_id", [r.id for r in rows], limit=history_limit)
+    histories = await status.history(session, "vpc_id", [r.id for r in rows], limit=history_limit)
     sites = copies_of(SiteRecord, await rows_by_id(session, Site, {r.site_id for r in rows}))
     providers: dict[uuid.UUID, ProviderRecord] = {}
     if "InfrastructureProvider" in relations:
