@@ -40,10 +40,10 @@ import httpx
 from bench_support import free_port, scratch_postgres, server_env, until_ready
 
 from nico.api.auth import issue_dev_token
+from nico.cli.export import SseReader
 from nico.config import load_settings
 from nico.db import migrate
 from nico.db.engine import make_engine, make_session_factory, transaction
-from nico.export_cli import SseReader
 from nico.fabric.nmxc.client import NmxcBackend
 from nico.reconciler.discovery import discover_endpoint
 from nico.services import fabric_registry

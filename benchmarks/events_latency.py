@@ -38,8 +38,8 @@ async def run(url: str, data_dir: Path, count: int) -> list[float]:
     from nico.api.app import build_context
     from nico.api.auth import issue_dev_token
     from nico.api.context import AppContext
+    from nico.cli.export import SseReader
     from nico.config import load_settings
-    from nico.export_cli import SseReader
     from tests.support import factories as f
     from tests.support.placement import realise
 
