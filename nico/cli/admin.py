@@ -50,6 +50,8 @@ register_nvlink_commands(app)
 
 out = Console()
 SHOWN_IDS = 20
+ChassisSerial = Annotated[str, typer.Option(help="Rack chassis serial.")]
+EndpointUrl = Annotated[str, typer.Option(help="NMX-C URL, e.g. https://host:50051")]
 
 
 def read_document(source: str) -> Any:
@@ -200,8 +202,8 @@ def nvlink_domains() -> None:
 
 @endpoints_app.command("create")
 def endpoints_create(
-    chassis_serial: Annotated[str, typer.Option(help="Rack chassis serial.")],
-    endpoint: Annotated[str, typer.Option(help="NMX-C URL, e.g. https://host:50051")],
+    chassis_serial: ChassisSerial,
+    endpoint: EndpointUrl,
 ) -> None:
     """Map a chassis serial to an NMX-C endpoint."""
     from nico.services import fabric_registry
@@ -212,8 +214,8 @@ def endpoints_create(
 
 @endpoints_app.command("update")
 def endpoints_update(
-    chassis_serial: Annotated[str, typer.Option(help="Rack chassis serial.")],
-    endpoint: Annotated[str, typer.Option(help="NMX-C URL, e.g. https://host:50051")],
+    chassis_serial: ChassisSerial,
+    endpoint: EndpointUrl,
 ) -> None:
     """Point a chassis serial at another NMX-C endpoint."""
     from nico.services import fabric_registry
@@ -223,7 +225,7 @@ def endpoints_update(
 
 
 @endpoints_app.command("delete")
-def endpoints_delete(chassis_serial: Annotated[str, typer.Option(help="Rack chassis serial.")]) -> None:
+def endpoints_delete(chassis_serial: ChassisSerial) -> None:
     """Remove a chassis serial's mapping."""
     from nico.services import fabric_registry
 
