@@ -48,9 +48,9 @@ from bench_support import (
     until_ready,
 )
 
+from nico.cli.export import SseReader
 from nico.db import migrate
 from nico.db.engine import make_engine, make_session_factory, transaction
-from nico.export_cli import SseReader
 from nico.services import fabric_registry
 from nico.sim.fabric import SimFabric
 from nico.sim.nmxc_server import NmxcSimulator

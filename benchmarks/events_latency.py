@@ -27,9 +27,9 @@ from bench_support import SECRET, expect, free_port, headers_of, scratch_postgre
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from nico.cli.export import SseReader
 from nico.db.engine import make_engine, make_session_factory
 from nico.db.models import Gpu, Instance, Machine, PhysicalPartition
-from nico.export_cli import SseReader
 from nico.reconciler.lifecycle import apply_nvlink_observation
 
 ORG = "tenant-org"

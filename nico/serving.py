@@ -1,11 +1,12 @@
-"""uvicorn inside an event loop that another program owns (``nico demo``, ``nico sim``, tests), and
-the app factory behind ``nico serve --workers N``."""
+"""uvicorn inside an event loop that another program owns (``nico demo``, ``nico sim``, tests), the
+stop signal such a program waits on, and the app factory behind ``nico serve --workers N``."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import os
+import signal
 import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -79,3 +80,18 @@ def _reconcile(settings: Settings, url: str, metrics_port: int) -> None:
     if metrics_port:
         start_http_server(metrics_port, addr=settings.api.host, registry=registry)
     asyncio.run(reconcile_forever(settings, url, registry))
+
+
+@contextlib.contextmanager
+def stop_requested() -> Iterator[asyncio.Event]:
+    """An event set by Ctrl-C or SIGTERM, installed before the servers start so that a signal
+    arriving during start-up still ends in a clean stop."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        yield stop
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)

@@ -37,16 +37,15 @@ from rich.progress import (
 from nico.api.app import Background, build_context, create_app
 from nico.api.auth import issue_dev_token
 from nico.api.context import AppContext
-from nico.cli_support import one_line
 from nico.config import Settings
 from nico.db import migrate as migrations
 from nico.db.engine import make_session_factory, resolve_database_url, transaction
+from nico.db.oneshot import one_line
 from nico.demo import seeding
 from nico.fabric.backend import FabricBackend
 from nico.reconciler.runtime import open_backend, run_reconciler
 from nico.services import fabric_registry
-from nico.serving import EmbeddedServer
-from nico.sim.cli import stop_requested
+from nico.serving import EmbeddedServer, stop_requested
 from nico.sim.fabric import SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
 from nico.sim.nmxm_app import NmxmSimulator

@@ -1,43 +1,15 @@
-"""A first run without traps: the sub-CLIs do not import ``nico.cli`` back (no import cycle), and the
-expected failures (no database, bad configuration) are one line and a non-zero exit, with the
-embedded server's and Alembic's INFO lines kept out of the console."""
+"""A first run without traps: the expected failures (no database, bad configuration) are one line and
+a non-zero exit, with the embedded server's and Alembic's INFO lines kept out of the console. (The
+CLI's import cycles are tests/foundation/test_cli_shape.py's.)"""
 
 from __future__ import annotations
 
-import ast
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.support.net import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
-SUB_CLIS = [
-    "nico/cli_support.py",
-    "nico/admin_cli.py",
-    "nico/tenant_cli.py",
-    "nico/demo/cli.py",
-    "nico/sim/cli.py",
-]
-
-
-def imported_modules(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{a.name}" for a in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
-    return found
-
-
-def test_no_sub_cli_imports_the_top_level_cli() -> None:
-    for name in SUB_CLIS:
-        modules = imported_modules(ROOT / name)
-        assert "nico.cli" not in modules and "nico.cli.app" not in modules, name
-    assert "nico.cli_support" in imported_modules(ROOT / "nico" / "cli.py")
 
 
 def nico(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -23,6 +23,7 @@ import httpx
 import typer
 from rich.console import Console
 
+from nico.cli.api_access import DEFAULT_URL, ApiToken, ApiUrl, tenant_base, token_or_exit
 from nico.services.feed_export import DEFAULT_NODE_NAME, FORMATS
 
 err = Console(stderr=True)
@@ -158,11 +159,8 @@ async def watch(exporter: Exporter, scope_params: dict[str, str]) -> None:
 def export(
     org: Annotated[str, typer.Option(help="Org (tenant, or provider with --scope provider).")],
     format: Annotated[str, typer.Option("--format", "-f", help=f"One of: {', '.join(FORMATS)}.")],
-    url: Annotated[str, typer.Option(envvar="NICO_URL", help="API base URL.")] = "http://127.0.0.1:8080",
-    token: Annotated[
-        str | None,
-        typer.Option(envvar="NICO_TOKEN", help="Bearer token (default: a development token for the org)."),
-    ] = None,
+    url: ApiUrl = DEFAULT_URL,
+    token: ApiToken = None,
     scope: Annotated[str, typer.Option(help="tenant, or provider (every instance at its sites).")] = "tenant",
     site_id: Annotated[str | None, typer.Option(help="Only this site.")] = None,
     node_name: Annotated[
@@ -176,19 +174,10 @@ def export(
     """Export NVLink placement for Slurm, Kubernetes or Kueue (from a running API)."""
     if format not in FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}")
-    if token is None:
-        from nico.api.auth import issue_dev_token
-        from nico.cli_support import settings_or_exit
-
-        roles = ["PROVIDER_VIEWER"] if scope == "provider" else ["TENANT_ADMIN"]
-        try:
-            token = issue_dev_token(settings_or_exit(), org=org, roles=roles)
-        except ValueError as exc:
-            err.print(f"[bold red]error:[/] {exc}; pass --token or set NICO_TOKEN")
-            raise typer.Exit(2) from None
+    token = token_or_exit(token, org, ["PROVIDER_VIEWER"] if scope == "provider" else ["TENANT_ADMIN"])
     scope_params = {"scope": scope} | ({"siteId": site_id} if site_id else {})
     params = scope_params | {"format": format, "nodeName": node_name}
-    base = f"{url.rstrip('/')}/v2/org/{org}/nico"
+    base = tenant_base(url, org)
 
     async def main() -> None:
         headers = {"Authorization": f"Bearer {token}"}

@@ -10,23 +10,25 @@ import asyncio
 import json
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Table
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.admin_nvlink_cli import register as register_nvlink_commands
-from nico.cli_support import in_transaction
+from nico.cli.admin_nvlink import register as register_nvlink_commands
+from nico.cli.bootstrap import database_url_or_exit, settings_or_exit, with_session
+from nico.cli.output import console, fail
 from nico.config import ConfigError
 from nico.services.errors import ServiceError
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from nico.config import Settings
+    from nico.reconciler.discovery import DiscoveredMachine
+    from nico.services.admin_reads import FabricAddress
 
 app = typer.Typer(
     name="admin",
@@ -46,14 +48,10 @@ nvlink_info_app = typer.Typer(
 machine_app.add_typer(nvlink_info_app, name="nvlink-info")
 register_nvlink_commands(app)
 
-console = Console(stderr=True)
 out = Console()
 SHOWN_IDS = 20
-
-
-def fail(message: str, code: int = 1) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
+ChassisSerial = Annotated[str, typer.Option(help="Rack chassis serial.")]
+EndpointUrl = Annotated[str, typer.Option(help="NMX-C URL, e.g. https://host:50051")]
 
 
 def read_document(source: str) -> Any:
@@ -109,22 +107,8 @@ def parse_body(body: dict[str, Any]) -> Any:
         raise fail(f"invalid body: {exc.errors()[0]['msg']}", 2) from None
 
 
-def with_session(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-    """Run ``work`` against the configured database; a refused request prints its message, exit 1."""
-    from sqlalchemy.exc import OperationalError
-
-    from nico.cli_support import database_url_or_exit, one_line, settings_or_exit
-
-    url = database_url_or_exit(settings_or_exit())
-    try:
-        return asyncio.run(in_transaction(url, work))
-    except ServiceError as exc:
-        raise fail(exc.message) from None
-    except OperationalError as exc:  # the database cannot be reached
-        raise fail(one_line(exc), 1) from None
-
-
 async def run_registration(url: str, site: uuid.UUID, itype: uuid.UUID | None, records: list[Any]) -> Any:
+    from nico.db.oneshot import in_transaction
     from nico.inventory.registration import register_machines
 
     return await in_transaction(
@@ -158,9 +142,6 @@ def register(
     ] = None,
 ) -> None:
     """Create or update machines at a site, all or nothing (the registration API's rules)."""
-    from nico.cli_support import database_url_or_exit, settings_or_exit
-    from nico.services.errors import ServiceError
-
     site = _uuid_option("--site-id", site_id)
     itype = _uuid_option("--instance-type-id", instance_type_id) if instance_type_id else None
     body = parse_body(merged_body(read_document(file), site_id, instance_type_id))
@@ -214,30 +195,15 @@ def endpoints_show(
 def nvlink_domains() -> None:
     """NVLink domains with the reconciler's last error in full (endpoint addresses included: tenants
     see it only in their own terms)."""
-    from sqlalchemy import select
+    from nico.services import admin_reads
 
-    from nico.db.models import NvlinkDomain
-
-    async def load(session: AsyncSession) -> list[dict[str, object]]:
-        rows = await session.scalars(select(NvlinkDomain).order_by(NvlinkDomain.uuid))
-        return [
-            {
-                "uuid": str(d.uuid),
-                "consecutive_failures": d.consecutive_failures,
-                "gpus_without_home": d.gpus_without_home,
-                "last_error": d.last_error,
-                "last_error_at": d.last_error_at.isoformat() if d.last_error_at else None,
-            }
-            for d in rows
-        ]
-
-    print(json.dumps(with_session(load), indent=2))
+    print(json.dumps(with_session(admin_reads.nvlink_domains), indent=2))
 
 
 @endpoints_app.command("create")
 def endpoints_create(
-    chassis_serial: Annotated[str, typer.Option(help="Rack chassis serial.")],
-    endpoint: Annotated[str, typer.Option(help="NMX-C URL, e.g. https://host:50051")],
+    chassis_serial: ChassisSerial,
+    endpoint: EndpointUrl,
 ) -> None:
     """Map a chassis serial to an NMX-C endpoint."""
     from nico.services import fabric_registry
@@ -248,8 +214,8 @@ def endpoints_create(
 
 @endpoints_app.command("update")
 def endpoints_update(
-    chassis_serial: Annotated[str, typer.Option(help="Rack chassis serial.")],
-    endpoint: Annotated[str, typer.Option(help="NMX-C URL, e.g. https://host:50051")],
+    chassis_serial: ChassisSerial,
+    endpoint: EndpointUrl,
 ) -> None:
     """Point a chassis serial at another NMX-C endpoint."""
     from nico.services import fabric_registry
@@ -259,7 +225,7 @@ def endpoints_update(
 
 
 @endpoints_app.command("delete")
-def endpoints_delete(chassis_serial: Annotated[str, typer.Option(help="Rack chassis serial.")]) -> None:
+def endpoints_delete(chassis_serial: ChassisSerial) -> None:
     """Remove a chassis serial's mapping."""
     from nico.services import fabric_registry
 
@@ -291,42 +257,12 @@ def credential_delete_nmxm() -> None:
     print("deleted NMX-M credentials" if removed else "no NMX-M credentials were stored")
 
 
-def _machine_info(machine: Any, gpus: list[Any]) -> dict[str, object]:
-    """The reference's ``nvlink-info show`` shape (struct order)."""
-    return {
-        "domain_uuid": str(machine.domain_uuid),
-        "gpus": [
-            {
-                "tray_index": machine.tray_index,
-                "slot_id": g.slot_id,
-                "device_id": g.device_id,
-                "guid": g.gpu_uid,
-            }
-            for g in gpus
-        ],
-        "chassis_serial": machine.chassis_serial,
-    }
-
-
 @nvlink_info_app.command("show")
 def nvlink_info_show(machine_id: Annotated[str, typer.Argument(help="Machine id.")]) -> None:
     """Print the NVLink info nico has recorded for a machine."""
-    from sqlalchemy import select
+    from nico.services import admin_reads
 
-    from nico.db.models import Gpu, Machine
-
-    async def load(session: AsyncSession) -> dict[str, object]:
-        machine = await session.get(Machine, machine_id)
-        if machine is None:
-            raise ServiceError(404, f"Machine {machine_id} not found")
-        if machine.domain_uuid is None:
-            raise ServiceError(404, f"Machine {machine_id} has no nvlink_info in database")
-        gpus = list(
-            await session.scalars(select(Gpu).where(Gpu.machine_id == machine_id).order_by(Gpu.device_id))
-        )
-        return _machine_info(machine, gpus)
-
-    print(json.dumps(with_session(load), indent=2))
+    print(json.dumps(with_session(lambda s: admin_reads.machine_nvlink_info(s, machine_id)), indent=2))
 
 
 @nvlink_info_app.command("populate")
@@ -343,52 +279,50 @@ def nvlink_info_populate(
     ] = None,
 ) -> None:
     """Read a machine's GPUs (device ids, GUIDs, slots) and domain from the fabric."""
-    from nico.cli_support import settings_or_exit
+    from nico.inventory import location
+    from nico.services import admin_reads
 
     settings = settings_or_exit()
-
-    async def populate(session: AsyncSession) -> tuple[bool, dict[str, object]]:
-        from nico.db.models import Machine
-        from nico.fabric.backend import FabricError
-        from nico.inventory import location
-        from nico.reconciler.discovery import discover_machine
-        from nico.reconciler.runtime import open_backend
-        from nico.services import fabric_registry
-
-        machine = await session.get(Machine, machine_id)
-        if machine is None:
-            raise ServiceError(404, f"Machine {machine_id} not found")
-        serial = (chassis_serial or machine.chassis_serial or "").strip()
-        tray = tray_index if tray_index is not None else machine.tray_index
-        if not serial or tray is None:
-            raise ServiceError(400, f"Machine {machine_id} has no chassis serial and tray index; pass them")
-        endpoints: list[str] = []
-        if settings.nvlink_config.backend == "nmxc":
-            rows = await fabric_registry.list_endpoints(session, serial)
-            # The chassis' registered endpoint first, then the discovery list (minipod racks).
-            endpoints = [row.endpoint for row in rows] + settings.nvlink_config.nmxc_endpoints
-            if not endpoints:
-                raise ServiceError(404, f"no NMX-C endpoint registered for chassis {serial}")
-        engine = session.bind
-        try:
-            backend = await open_backend(settings, engine)  # type: ignore[arg-type]
-        except ConfigError as exc:
-            raise ServiceError(400, str(exc)) from None
-        try:
-            found = await discover_machine(backend, endpoints, serial, tray)
-        except FabricError as exc:
-            raise ServiceError(502, f"fabric error: {exc.message}") from None
-        finally:
-            await backend.close()
-        if found is None or not found.gpus:
-            raise ServiceError(404, f"the fabric reports no GPUs for chassis {serial} tray {tray}")
-        if update_db:
-            await location.replace_nvlink_info(session, machine_id, found.nvlink_info())
-        return update_db, found.as_json()
-
-    updated, info = with_session(populate)
-    if updated:
+    address = with_session(
+        lambda s: admin_reads.fabric_address(
+            s, settings.nvlink_config, machine_id, chassis_serial, tray_index
+        )
+    )
+    found = _read_from_fabric(settings, address)
+    if update_db:
+        with_session(lambda s: location.replace_nvlink_info(s, machine_id, found.nvlink_info()))
         print("Updated nvlink_info in db with the following nvlink-info:")
     else:
         print("\nUse --update-db option to apply the following nvlink-info:")
-    print(json.dumps(info, indent=2))
+    print(json.dumps(found.as_json(), indent=2))
+
+
+def _read_from_fabric(settings: Settings, address: FabricAddress) -> DiscoveredMachine:
+    """The machine at ``address`` as the fabric reports it; no answer is one line, exit 1."""
+    from nico.db.engine import make_engine
+    from nico.fabric.backend import FabricError
+    from nico.reconciler.discovery import discover_machine
+    from nico.reconciler.runtime import open_backend
+
+    async def read() -> DiscoveredMachine | None:
+        engine = make_engine(database_url_or_exit(settings), pool_size=2)  # NMX-M's stored credentials
+        try:
+            backend = await open_backend(settings, engine)
+            try:
+                return await discover_machine(
+                    backend, address.endpoints, address.chassis_serial, address.tray
+                )
+            finally:
+                await backend.close()
+        finally:
+            await engine.dispose()
+
+    try:
+        found = asyncio.run(read())
+    except ConfigError as exc:
+        raise fail(str(exc)) from None
+    except FabricError as exc:
+        raise fail(f"fabric error: {exc.message}") from None
+    if found is None or not found.gpus:
+        raise fail(f"the fabric reports no GPUs for chassis {address.chassis_serial} tray {address.tray}")
+    return found

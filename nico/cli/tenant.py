@@ -21,6 +21,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from nico.cli.api_access import DEFAULT_URL, ApiToken, ApiUrl, tenant_base, token_or_exit
+
 PAGE_SIZE = 100
 POLL_SECONDS = 0.5
 READY = "Ready"
@@ -85,11 +87,8 @@ def census(client: httpx.Client, base: str, vpc_id: str | None) -> Census:
 
 def wait_ready(
     org: Annotated[str, typer.Option(help="Tenant org.")],
-    url: Annotated[str, typer.Option(envvar="NICO_URL", help="API base URL.")] = "http://127.0.0.1:8080",
-    token: Annotated[
-        str | None,
-        typer.Option(envvar="NICO_TOKEN", help="Bearer token (default: a development token for the org)."),
-    ] = None,
+    url: ApiUrl = DEFAULT_URL,
+    token: ApiToken = None,
     vpc_id: Annotated[str | None, typer.Option(help="Only the instances of this VPC.")] = None,
     minimum: Annotated[int, typer.Option("--min", min=1, help="Wait until at least this many exist.")] = 1,
     timeout: Annotated[float, typer.Option(min=0.0, help="Give up after this many seconds.")] = 300.0,
@@ -97,16 +96,8 @@ def wait_ready(
     """Wait until every instance of the tenant (at least --min of them) is Ready: exit 0, or 1 at the
     timeout (or at once when the server refuses the request or cannot be reached). Shows Ready /
     total and what the others are doing."""
-    if token is None:
-        from nico.api.auth import issue_dev_token
-        from nico.cli_support import settings_or_exit
-
-        try:
-            token = issue_dev_token(settings_or_exit(), org=org, roles=["TENANT_ADMIN"])
-        except ValueError as exc:
-            err.print(f"[bold red]error:[/] {exc}; pass --token or set NICO_TOKEN")
-            raise typer.Exit(2) from None
-    base = f"{url.rstrip('/')}/v2/org/{org}/nico"
+    token = token_or_exit(token, org, ["TENANT_ADMIN"])
+    base = tenant_base(url, org)
     deadline = time.monotonic() + timeout
     latest = Census(Counter())
     with (

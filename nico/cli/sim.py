@@ -7,9 +7,7 @@ group does not slow down every other ``nico`` command.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import signal
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -119,21 +117,6 @@ def _site(
     return fabric
 
 
-@contextlib.contextmanager
-def stop_requested() -> Iterator[asyncio.Event]:
-    """An event set by Ctrl-C or SIGTERM, installed before the servers start so that a signal
-    arriving during start-up still ends in a clean stop."""
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        yield stop
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-
-
 def _run_serving(serve: Callable[[], Coroutine[None, None, None]]) -> None:
     """Run a simulator until stopped; a port it cannot listen on is one line, exit 1."""
     try:
@@ -172,6 +155,7 @@ def nmxc(
     one line per chassis serial and domain: SERIAL -> URL (a minipod's serial has one line per
     domain). Health knobs set what GetGpuInfoList, GetComputeNodeInfoList and GetSwitchNodeInfoList
     report (and what partitions derive from it)."""
+    from nico.serving import stop_requested
     from nico.sim.nmxc_server import NmxcSimulator, ServerTls
 
     fabric = _site(
@@ -232,6 +216,7 @@ def nmxm(
     host: Host = "127.0.0.1",
 ) -> None:
     """Serve the whole site's NMX-M REST API and print its base URL."""
+    from nico.serving import stop_requested
     from nico.sim.nmxm_app import NmxmSimulator
 
     fabric = _site(

@@ -3,36 +3,24 @@
 
 Every listing takes ``--format table|json|yaml`` and prints exactly that format. Database work goes
 through :mod:`nico.services.admin_nvlink`; ``nmxc browse`` talks to one NMX-C endpoint directly.
-Registered on the ``admin`` app by :func:`register`; this module does not import ``nico.admin_cli``.
+Registered on the ``admin`` app by :func:`register`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from sqlalchemy.ext.asyncio import AsyncSession
 
-T = TypeVar("T")
+from nico.cli.bootstrap import settings_or_exit, with_session
+from nico.cli.output import Format, FormatOption, console, emit, fail
 
-console = Console(stderr=True)
-out = Console(width=200)
-
-
-class Format(enum.StrEnum):
-    table = "table"
-    json = "json"
-    yaml = "yaml"
-
-
-FormatOption = Annotated[Format, typer.Option("--format", case_sensitive=False, help="table, json or yaml.")]
+if TYPE_CHECKING:
+    from nico.config import NvLinkConfig
+    from nico.fabric.backend import FabricComputeNode, FabricGpu, FabricPartition, FabricSwitchNode
 
 nvl_partition_app = typer.Typer(
     help="Physical NVLink partitions (what nico made on the fabric).", no_args_is_help=True
@@ -52,70 +40,13 @@ def register(app: typer.Typer) -> None:
     app.add_typer(nmxc_app, name="nmxc")
 
 
-# ---------------------------------------------------------------------------------------------- output
-
-
-def emit(rows: Sequence[dict[str, Any]] | dict[str, Any], fmt: Format, columns: Sequence[str] = ()) -> None:
-    """Print ``rows`` as asked: a table of ``columns`` (a dict of lists: one table per key), JSON or
-    YAML of everything."""
-    if fmt is Format.json:
-        print(json.dumps(rows, indent=2, default=str))
-        return
-    if fmt is Format.yaml:
-        import yaml
-
-        print(yaml.safe_dump(json.loads(json.dumps(rows, default=str)), sort_keys=False), end="")
-        return
-    if isinstance(rows, dict):
-        scalars = {k: v for k, v in rows.items() if not isinstance(v, list)}
-        if scalars:
-            out.print(_table([scalars], list(scalars)))
-        for title, section in rows.items():
-            if isinstance(section, list):
-                out.print(_table(section, list(section[0]) if section else ["(none)"], title=title))
-        return
-    out.print(_table(rows, columns))
-
-
-def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str], title: str | None = None) -> Table:
-    table = Table(*(c.upper().replace("_", " ") for c in columns), title=title)
-    for row in rows:
-        table.add_row(*(_cell(row.get(c)) for c in columns))
-    return table
-
-
-def _cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, list | tuple | set | frozenset):
-        return ",".join(str(v) for v in value)
-    return str(value)
-
-
-def _fail(message: str, code: int = 1) -> typer.Exit:
-    console.print(f"[bold red]error:[/] {message}", highlight=False)
-    return typer.Exit(code)
-
-
 def _uuid(name: str, value: str | None) -> uuid.UUID | None:
     if value is None:
         return None
     try:
         return uuid.UUID(value)
     except ValueError:
-        raise _fail(f"{name} must be a UUID, not {value!r}", 2) from None
-
-
-def with_session(work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-    """Run ``work`` in one transaction on the configured database; a refusal prints its message."""
-    from nico.cli_support import database_url_or_exit, in_transaction, settings_or_exit
-    from nico.services.errors import ServiceError
-
-    url = database_url_or_exit(settings_or_exit())
-    try:
-        return asyncio.run(in_transaction(url, work))
-    except ServiceError as exc:
-        raise _fail(exc.message) from None
+        raise fail(f"{name} must be a UUID, not {value!r}", 2) from None
 
 
 # ------------------------------------------------------------------------------------- nvl-partition
@@ -231,11 +162,11 @@ def instance_update_nvlink_config(
     try:
         bindings = admin_nvlink.parse_nvlink_config(json.loads(config))
     except json.JSONDecodeError as exc:
-        raise _fail(f"--config is not JSON: {exc}", 2) from None
+        raise fail(f"--config is not JSON: {exc}", 2) from None
     except ServiceError as exc:
-        raise _fail(exc.message, 2) from None
+        raise fail(exc.message, 2) from None
     if not cloud_unsafe_op.strip():
-        raise _fail("--cloud-unsafe-op needs your user name", 2)
+        raise fail("--cloud-unsafe-op needs your user name", 2)
     console.print(
         f"{cloud_unsafe_op}: replacing the NVLink config of instance {instance_id}", highlight=False
     )
@@ -256,12 +187,10 @@ def nmxc_browse(
     output: FormatOption = Format.table,
 ) -> None:
     """Compute nodes, GPUs, switch trays and partitions of one NMX-C endpoint, with their health."""
-    from nico.cli import settings_or_exit
-    from nico.fabric.backend import DomainTarget, FabricError
-    from nico.fabric.nmxc.client import NmxcBackend
+    from nico.fabric.backend import FabricError
 
     if (endpoint is None) == (chassis_serial is None):
-        raise _fail("give exactly one of --endpoint and --chassis-serial", 2)
+        raise fail("give exactly one of --endpoint and --chassis-serial", 2)
     settings = settings_or_exit()
     if chassis_serial is not None:
         from nico.services import fabric_registry
@@ -269,78 +198,85 @@ def nmxc_browse(
         serial = chassis_serial
         rows = with_session(lambda s: fabric_registry.list_endpoints(s, serial))
         if not rows:
-            raise _fail(f"no NMX-C endpoint registered for chassis {chassis_serial}")
+            raise fail(f"no NMX-C endpoint registered for chassis {chassis_serial}")
         endpoint = rows[0].endpoint
     assert endpoint is not None
-    url = endpoint
-
-    async def browse() -> dict[str, Any]:
-        backend = NmxcBackend(settings.nvlink_config)
-        try:
-            hello = await backend.hello(DomainTarget(uuid.UUID(int=0), url))
-            target = DomainTarget(hello.domain_uuid, url)
-            nodes, gpus, switches, partitions, health = await asyncio.gather(
-                backend.list_compute_nodes(target),
-                backend.list_gpus(target),
-                backend.list_switch_nodes(target),
-                backend.list_partitions(target),
-                backend.domain_health(target),
-            )
-        finally:
-            await backend.close()
-        return {
-            "endpoint": url,
-            "domain_uuid": str(hello.domain_uuid),
-            "controller_health": health.controller,
-            "available_multicast_groups": health.available_multicast_groups,
-            "compute_nodes": [
-                {
-                    "chassis_serial": n.chassis_serial,
-                    "tray_index": n.tray_index,
-                    "slot_id": n.slot_id,
-                    "num_gpus": n.num_gpus,
-                    "health": n.health,
-                    "partition_ids": sorted(n.partition_ids),
-                }
-                for n in nodes
-            ],
-            "gpus": [
-                {
-                    "gpu_uid": g.gpu_uid,
-                    "chassis_serial": g.chassis_serial,
-                    "tray_index": g.tray_index,
-                    "slot_id": g.slot_id,
-                    "device_id": g.device_id,
-                    "health": g.health,
-                    "partition_id": g.nmx_partition_id,
-                }
-                for g in sorted(gpus, key=lambda g: (g.chassis_serial, g.tray_index, g.device_id))
-            ],
-            "switch_nodes": [
-                {
-                    "chassis_serial": n.chassis_serial,
-                    "tray_index": n.tray_index,
-                    "slot_id": n.slot_id,
-                    "num_switches": n.num_switches,
-                    "health": n.health,
-                }
-                for n in switches
-            ],
-            "partitions": [
-                {
-                    "partition_id": p.nmx_partition_id,
-                    "name": p.name,
-                    "num_gpus": len(p.gpu_uids),
-                    "health": p.health,
-                    "resiliency_mode": p.resiliency_mode,
-                    "multicast_groups_limit": p.multicast_groups_limit,
-                }
-                for p in sorted(partitions, key=lambda p: p.nmx_partition_id)
-            ],
-        }
-
     try:
-        found = asyncio.run(browse())
+        found = asyncio.run(_browse(settings.nvlink_config, endpoint))
     except FabricError as exc:
-        raise _fail(f"NMX-C at {url}: {exc.message}") from None
+        raise fail(f"NMX-C at {endpoint}: {exc.message}") from None
     emit(found, output)
+
+
+async def _browse(config: NvLinkConfig, url: str) -> dict[str, Any]:
+    """Everything one NMX-C endpoint reports, as ``nmxc browse`` prints it."""
+    from nico.fabric.backend import DomainTarget
+    from nico.fabric.nmxc.client import NmxcBackend
+
+    backend = NmxcBackend(config)
+    try:
+        hello = await backend.hello(DomainTarget(uuid.UUID(int=0), url))
+        target = DomainTarget(hello.domain_uuid, url)
+        nodes, gpus, switches, partitions, health = await asyncio.gather(
+            backend.list_compute_nodes(target),
+            backend.list_gpus(target),
+            backend.list_switch_nodes(target),
+            backend.list_partitions(target),
+            backend.domain_health(target),
+        )
+    finally:
+        await backend.close()
+    return {
+        "endpoint": url,
+        "domain_uuid": str(hello.domain_uuid),
+        "controller_health": health.controller,
+        "available_multicast_groups": health.available_multicast_groups,
+        "compute_nodes": [_compute_node(n) for n in nodes],
+        "gpus": [_gpu(g) for g in sorted(gpus, key=lambda g: (g.chassis_serial, g.tray_index, g.device_id))],
+        "switch_nodes": [_switch_node(n) for n in switches],
+        "partitions": [_partition(p) for p in sorted(partitions, key=lambda p: p.nmx_partition_id)],
+    }
+
+
+def _compute_node(n: FabricComputeNode) -> dict[str, Any]:
+    return {
+        "chassis_serial": n.chassis_serial,
+        "tray_index": n.tray_index,
+        "slot_id": n.slot_id,
+        "num_gpus": n.num_gpus,
+        "health": n.health,
+        "partition_ids": sorted(n.partition_ids),
+    }
+
+
+def _gpu(g: FabricGpu) -> dict[str, Any]:
+    return {
+        "gpu_uid": g.gpu_uid,
+        "chassis_serial": g.chassis_serial,
+        "tray_index": g.tray_index,
+        "slot_id": g.slot_id,
+        "device_id": g.device_id,
+        "health": g.health,
+        "partition_id": g.nmx_partition_id,
+    }
+
+
+def _switch_node(n: FabricSwitchNode) -> dict[str, Any]:
+    return {
+        "chassis_serial": n.chassis_serial,
+        "tray_index": n.tray_index,
+        "slot_id": n.slot_id,
+        "num_switches": n.num_switches,
+        "health": n.health,
+    }
+
+
+def _partition(p: FabricPartition) -> dict[str, Any]:
+    return {
+        "partition_id": p.nmx_partition_id,
+        "name": p.name,
+        "num_gpus": len(p.gpu_uids),
+        "health": p.health,
+        "resiliency_mode": p.resiliency_mode,
+        "multicast_groups_limit": p.multicast_groups_limit,
+    }

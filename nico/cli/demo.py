@@ -77,9 +77,8 @@ def demo(
     run reuses the state (data directory: NICO_DATA_DIR)."""
     if ctx.invoked_subcommand is not None:
         return
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from nico.cli_support import one_line, settings_or_exit, setup_logging
+    from nico.cli.bootstrap import settings_or_exit, setup_logging
+    from nico.db.oneshot import DatabaseError, one_line
     from nico.demo.runner import DemoError, DemoOptions, run_demo
     from nico.fabric.backend import FabricError
     from nico.services.errors import ServiceError
@@ -101,7 +100,7 @@ def demo(
     except (DemoError, ServiceError, FabricError) as exc:
         err.print(f"[bold red]demo:[/] {getattr(exc, 'message', exc)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
-    except (OSError, SQLAlchemyError) as exc:  # the database went away, the disk is full, ...
+    except (OSError, DatabaseError) as exc:  # the database went away, the disk is full, ...
         err.print(f"[bold red]demo:[/] {one_line(exc)}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
 
@@ -120,7 +119,7 @@ def seed(
     """Seed the demo's provider data from running fabric managers: the site, the instance type, the
     machines each NMX-C endpoint (or NMX-M, per nvlink_config) reports, the endpoint rows and the
     tenant org's allocation. Idempotent."""
-    from nico.cli_support import database_url_or_exit, migrate_or_exit, settings_or_exit, setup_logging
+    from nico.cli.bootstrap import database_url_or_exit, migrate_or_exit, settings_or_exit, setup_logging
 
     settings = settings_or_exit()
     setup_logging(settings)

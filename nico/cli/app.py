@@ -1,13 +1,7 @@
-"""The ``nico`` command line (typer + rich)."""
+"""The root ``nico`` app: the server, the reconciler, the schema and tokens, with every other group
+(``admin``, ``demo``, ``sim``) and command (``export``, ``wait-ready``) joined to it."""
 
 from __future__ import annotations
-
-import os
-
-# gRPC core reads its log level once, when it is first loaded: set before anything below imports grpc,
-# or `nico demo` and `nico sim` end with core INFO lines ("... fork_posix.cc ... skipping fork()
-# handlers") on stderr. A value the user exported wins.
-os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 import asyncio
 import sys
@@ -15,20 +9,14 @@ from typing import Annotated
 
 import typer
 
-from nico import admin_cli, export_cli, tenant_cli
-from nico.cli_support import (
-    console,
-    database_url_or_exit,
-    fail,
-    migrate_or_exit,
-    settings_or_exit,
-    setup_logging,
-)
+from nico.cli.admin import app as admin_app
+from nico.cli.bootstrap import database_url_or_exit, migrate_or_exit, settings_or_exit, setup_logging
+from nico.cli.demo import app as demo_app
+from nico.cli.export import export
+from nico.cli.output import console, fail
+from nico.cli.sim import app as sim_app
+from nico.cli.tenant import wait_ready
 from nico.config import ConfigError
-from nico.demo import cli as demo_cli
-from nico.sim import cli as sim_cli
-
-__all__ = ["app", "database_url_or_exit", "main", "settings_or_exit", "setup_logging"]
 
 app = typer.Typer(
     name="nico",
@@ -37,8 +25,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-app.add_typer(sim_cli.app, name="sim")
-app.add_typer(demo_cli.app, name="demo")
+app.add_typer(sim_app, name="sim")
+app.add_typer(demo_app, name="demo")
 Verbose = Annotated[
     bool, typer.Option("--verbose", "-v", help="Log everything, the embedded PostgreSQL's lines too.")
 ]
@@ -189,14 +177,6 @@ def reconcile(
         raise fail(str(exc), 2, "configuration error") from None
 
 
-app.add_typer(admin_cli.app, name="admin")
-app.command("wait-ready")(tenant_cli.wait_ready)
-app.command("export")(export_cli.export)
-
-
-def main() -> None:
-    app()
-
-
-if __name__ == "__main__":
-    main()
+app.add_typer(admin_app, name="admin")
+app.command("wait-ready")(wait_ready)
+app.command("export")(export)

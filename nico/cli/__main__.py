@@ -1,0 +1,5 @@
+"""``python -m nico.cli``: the ``nico`` command."""
+
+from nico.cli import main
+
+main()

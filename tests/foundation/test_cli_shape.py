@@ -1,0 +1,157 @@
+"""The CLI's shape (issue 23, item 5), held so that it cannot erode again.
+
+* Every typer app lives in ``nico/cli/``: no module elsewhere imports typer.
+* The CLI calls services: no module of ``nico/cli/`` imports SQLAlchemy, the ORM models or the
+  queries, not even for type hints. To reach the database it may use only ``OPENS_THE_DATABASE``:
+  ``nico.db.engine`` (the URL, an engine and a transaction to hand to services or the fabric backend),
+  ``nico.db.migrate`` (the schema) and ``nico.db.oneshot`` (a command's one transaction, and the
+  database's failures by name for one-line errors).
+* The modules of ``nico/cli/`` form no import cycle. An import inside a function counts as much as
+  one at the top; ``from package import name`` counts the package too; imports under
+  ``if TYPE_CHECKING:`` never run and do not count.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OPENS_THE_DATABASE = {"nico.db.engine", "nico.db.migrate", "nico.db.oneshot"}
+
+
+def modules(root: Path, top: str) -> dict[str, Path]:
+    """Dotted name -> path of every module under ``root/top``."""
+    found = {}
+    for path in sorted((root / top).rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, *, type_checking: bool) -> list[tuple[int, str]]:
+    """(line, module) of every import in the file, resolved to dotted names; ``from a import b``
+    gives ``a`` and ``a.b``. Imports under ``if TYPE_CHECKING:`` are kept only when asked."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    guarded = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            guarded |= {id(inner) for stmt in node.body for inner in ast.walk(stmt)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in guarded and not type_checking:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                package = package[: len(package) - (node.level - 1)]
+                base = ".".join([*package, base] if base else package)
+            found += [(node.lineno, base)] + [(node.lineno, f"{base}.{a.name}") for a in node.names]
+    return found
+
+
+def typer_outside_the_cli(root: Path) -> list[str]:
+    found = []
+    for name, path in modules(root, "nico").items():
+        if name == "nico.cli" or name.startswith("nico.cli."):
+            continue
+        lines = {line for line, module in imports(name, path, type_checking=True) if is_typer(module)}
+        found += [f"{path.relative_to(root)}:{line}" for line in sorted(lines)]
+    return found
+
+
+def is_typer(module: str) -> bool:
+    return module == "typer" or module.startswith("typer.")
+
+
+def orm_in_the_cli(root: Path) -> list[str]:
+    found = []
+    for name, path in modules(root, "nico/cli").items():
+        for line, module in imports(name, path, type_checking=True):
+            if forbidden_in_the_cli(module):
+                found.append(f"{path.relative_to(root)}:{line} {module}")
+    return found
+
+
+def forbidden_in_the_cli(module: str) -> bool:
+    if module == "sqlalchemy" or module.startswith("sqlalchemy."):
+        return True
+    if module == "nico.db" or not module.startswith("nico.db."):
+        return False  # ``from nico.db import migrate`` is judged by its second entry, nico.db.migrate
+    return not any(module == allowed or module.startswith(allowed + ".") for allowed in OPENS_THE_DATABASE)
+
+
+def cycles_in_the_cli(root: Path) -> list[list[str]]:
+    """Every cycle of imports between the modules of ``nico/cli/`` (one per module that is on one,
+    as the path from it back to itself)."""
+    cli = modules(root, "nico/cli")
+    graph = {
+        name: {module for _, module in imports(name, path, type_checking=False) if module in cli} - {name}
+        for name, path in cli.items()
+    }
+    found = []
+    for start in sorted(graph):
+        stack = [(start, [start])]
+        seen = set()
+        while stack:
+            node, route = stack.pop()
+            for nxt in sorted(graph[node]):
+                if nxt == start:
+                    found.append([*route, start])
+                    stack.clear()
+                    break
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*route, nxt]))
+    return found
+
+
+def test_every_typer_app_is_in_the_cli_package() -> None:
+    assert typer_outside_the_cli(ROOT) == []
+
+
+def test_the_cli_reaches_the_database_only_through_services() -> None:
+    assert orm_in_the_cli(ROOT) == []
+
+
+def test_the_cli_has_no_import_cycle() -> None:
+    assert cycles_in_the_cli(ROOT) == []
+
+
+def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
+    cli = tmp_path / "nico" / "cli"
+    cli.mkdir(parents=True)
+    (tmp_path / "nico" / "__init__.py").write_text("")
+    (tmp_path / "nico" / "sim").mkdir()
+    (tmp_path / "nico" / "sim" / "commands.py").write_text("import typer\n\napp = typer.Typer()\n")
+    (tmp_path / "nico" / "serving.py").write_text("def f():\n    from typer import Exit\n")
+    (cli / "__init__.py").write_text("from nico.cli.app import app\n")
+    (cli / "app.py").write_text("from nico.cli import admin\n")
+    (cli / "admin.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "from nico.db import engine, migrate, models\n"
+        "if TYPE_CHECKING:\n"
+        "    from sqlalchemy.ext.asyncio import AsyncSession\n"
+        "    from nico.cli import app\n"
+        "def f():\n"
+        "    from nico.db.queries.inventory import machine\n"
+        "    from .output import fail\n"
+    )
+    (cli / "output.py").write_text("from nico.db.oneshot import one_line\nfrom . import admin\n")
+    assert typer_outside_the_cli(tmp_path) == ["nico/serving.py:2", "nico/sim/commands.py:1"]
+    assert orm_in_the_cli(tmp_path) == [
+        "nico/cli/admin.py:2 nico.db.models",
+        "nico/cli/admin.py:4 sqlalchemy.ext.asyncio",
+        "nico/cli/admin.py:4 sqlalchemy.ext.asyncio.AsyncSession",
+        "nico/cli/admin.py:7 nico.db.queries.inventory",
+        "nico/cli/admin.py:7 nico.db.queries.inventory.machine",
+    ]
+    assert cycles_in_the_cli(tmp_path) == [
+        ["nico.cli", "nico.cli.app", "nico.cli"],
+        ["nico.cli.admin", "nico.cli.output", "nico.cli.admin"],
+        ["nico.cli.app", "nico.cli", "nico.cli.app"],
+        ["nico.cli.output", "nico.cli.admin", "nico.cli.output"],
+    ]
