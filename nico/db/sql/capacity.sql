@@ -12,7 +12,7 @@
 -- only while it commits, once per domain and statement.
 --
 -- Called by: the triggers, on every write of the machine table (assign, free, register, remove,
--- change). domain_capacity is read by nico/db/queries/assignment.py (the capacity sample).
+-- change). domain_capacity is read by nico/instance/queries.py (the capacity sample).
 -- Made by migrations 0009 and 0010; last changed by migration 0015 (its text moved here).
 
 CREATE OR REPLACE FUNCTION domain_capacity_add(site uuid, itype uuid, domain uuid, free_delta int, used_delta int)

@@ -14,7 +14,7 @@
 -- `=` / `IS NULL` rather than `IS NOT DISTINCT FROM`: only these reach the domain through
 -- ix_machine_placement, so a pick reads one domain's machines, not the site's.
 --
--- Called by: nico/db/queries/assignment.py (lock_free_machines, lock_first_free), when a create
+-- Called by: nico/instance/queries.py (lock_free_machines, lock_first_free), when a create
 -- claims the machines placement chose.
 -- Made by migrations 0013 and 0014; last changed by migration 0015 (its text moved here).
 

@@ -7,7 +7,8 @@
 -- The count's snapshot follows the lock (each statement of a function takes its own at READ
 -- COMMITTED): it sees the instances of every create that held the lock before this one.
 --
--- Called by: nico/db/queries/instance.py (commit_within_quota, which turns NC002 and NC003 into a
+-- Called by: nico/instance/queries.py (check_quota_at_commit: sent with the request's COMMIT by
+-- nico.db.raw.commit, which turns NC002 and NC003 into a
 -- QuotaRefusal).
 -- Made by migration 0013; last changed by migration 0015 (its text moved here).
 
