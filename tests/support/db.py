@@ -85,10 +85,11 @@ def empty_tables(url: str, tables: list[str]) -> None:
     """Leave every table of ``tables`` (listed parents before children) empty and every sequence
     unused, as a fresh migrated database has them.
 
-    DELETE, not TRUNCATE: a TRUNCATE writes new files for each table and its indexes (about 30 ms a
-    table here) where a test leaves a handful of rows. Only tables that hold rows are touched, children
-    first. A DELETE fires the tables' triggers, which may write rows elsewhere (an event, a capacity
-    delta): the pass repeats until every table is empty. Then the sequences that were used restart.
+    DELETE, not TRUNCATE: a TRUNCATE writes new files for the table and each of its indexes, which
+    costs far more than deleting the handful of rows a test leaves. Only tables that hold rows are
+    touched, children first. A DELETE fires the tables' triggers, which may write rows elsewhere (an
+    event, a capacity delta): the pass repeats until every table is empty. Then the sequences that
+    were used restart.
     """
     probe = " UNION ALL ".join(f"SELECT '{t}' WHERE EXISTS (SELECT 1 FROM \"{t}\")" for t in tables)
     with psycopg.connect(libpq_url(url), autocommit=True) as conn:
