@@ -8,7 +8,7 @@ the first worker that needs it, or the one ``NICO_TEST_DATABASE_URL`` names); LI
 ``pg_stat_activity`` filtered by ``current_database()`` stay within a worker's database.
 
 Each test that touches the database (the ``db`` fixture) gets it clean: after the test every table is
-emptied and every sequence restarted (:func:`tests.support.db.empty_tables`). Not a rolled-back outer
+emptied and every sequence restarted (:class:`tests.support.db.Cleaner`). Not a rolled-back outer
 transaction: the code under test commits through its own pools, several connections at once (races,
 LISTEN, two reconcilers), which one wrapping transaction would serialize or hide.
 
@@ -55,6 +55,13 @@ def database_url() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
+def cleaner(database_url: str) -> Iterator[testdb.Cleaner]:
+    cleaner = testdb.Cleaner(database_url, TABLES)
+    yield cleaner
+    cleaner.close()
+
+
+@pytest.fixture(scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("nico-data")
 
@@ -81,10 +88,10 @@ def app(settings: Settings, app_context: AppContext) -> FastAPI:
 
 
 @pytest.fixture
-def db(database_url: str) -> Iterator[str]:
+def db(database_url: str, cleaner: testdb.Cleaner) -> Iterator[str]:
     """The test database, emptied after the test."""
     yield database_url
-    testdb.empty_tables(database_url, TABLES)
+    cleaner.empty()
 
 
 @pytest_asyncio.fixture
