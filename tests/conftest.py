@@ -1,6 +1,21 @@
 """Shared fixtures: a real PostgreSQL database migrated by Alembic, the app, an HTTP client.
 
-Each test that touches the database gets it clean: every table is truncated after the test.
+The tests run in parallel (pytest-xdist, ``-n auto`` in pyproject.toml; ``-n 0`` runs them in this
+process). Each worker is a pytest session of its own, so the session fixtures below exist once per
+worker: its own database, created and migrated by Alembic when a test first asks for it, its own app
+and its own data directory. Each worker starts its own embedded PostgreSQL (a server's transaction
+horizon spans its databases, and the event stream waits on it); on the one server that
+``NICO_TEST_DATABASE_URL`` names, the workers' databases sit side by side. LISTEN/NOTIFY, advisory
+locks and ``pg_stat_activity`` filtered by ``current_database()`` stay within a worker's database.
+
+Each test that touches the database (the ``db`` fixture) gets it clean: after the test every table is
+emptied and every sequence restarted (:class:`tests.support.db.Cleaner`). Not a rolled-back outer
+transaction: the code under test commits through its own pools, several connections at once (races,
+LISTEN, two reconcilers), which one wrapping transaction would serialize or hide.
+
+The end-to-end tests (marker ``e2e``) start whole processes (demo, wheel install, Chromium,
+Prometheus): they are one xdist group, run one after another on one worker (``--dist loadgroup``)
+while the other workers take the rest.
 """
 
 from __future__ import annotations
@@ -26,12 +41,25 @@ TEST_SECRET = "test-secret-0123456789abcdef-0123456789"
 TABLES = [table.name for table in Base.metadata.sorted_tables]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("e2e"):
+            item.add_marker(pytest.mark.xdist_group("e2e"))
+
+
 @pytest.fixture(scope="session")
 def database_url() -> Iterator[str]:
     url = testdb.create_database()
     migrate.upgrade(url)
     yield url
     testdb.drop_database(url)
+
+
+@pytest.fixture(scope="session")
+def cleaner(database_url: str) -> Iterator[testdb.Cleaner]:
+    cleaner = testdb.Cleaner(database_url, TABLES)
+    yield cleaner
+    cleaner.close()
 
 
 @pytest.fixture(scope="session")
@@ -61,10 +89,10 @@ def app(settings: Settings, app_context: AppContext) -> FastAPI:
 
 
 @pytest.fixture
-def db(database_url: str) -> Iterator[str]:
+def db(database_url: str, cleaner: testdb.Cleaner) -> Iterator[str]:
     """The test database, emptied after the test."""
     yield database_url
-    testdb.truncate_all(database_url, TABLES)
+    cleaner.empty()
 
 
 @pytest_asyncio.fixture

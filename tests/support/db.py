@@ -1,7 +1,9 @@
 """Test databases on real PostgreSQL: the embedded server unless ``NICO_TEST_DATABASE_URL`` is set.
 
 ``NICO_TEST_DATABASE_URL`` names any database on a server where the user may create databases; the
-tests create (and drop) their own databases beside it.
+tests create (and drop) their own databases beside it. Each pytest-xdist worker starts an embedded
+server of its own: the horizon of finished transactions (``pg_current_snapshot``) spans a server's
+databases, so another worker's transactions would hold back the placement event stream's.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import uuid
 from pathlib import Path
 
 import psycopg
+from psycopg.rows import TupleRow
 from sqlalchemy.engine import make_url
 
 from nico.db.engine import libpq_url, normalize_url
@@ -58,22 +61,55 @@ def drop_database(url: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def truncate_all(url: str, tables: list[str]) -> None:
-    """Empty ``tables`` and restart every sequence. Only the tables that hold rows are truncated: a
-    TRUNCATE costs a new file per table, and most tests touch a few of them."""
-    probe = " UNION ALL ".join(f"SELECT '{t}' WHERE EXISTS (SELECT 1 FROM \"{t}\")" for t in tables)
-    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
-        conn.execute("SET lock_timeout = '20s'")
-        used = [row[0] for row in conn.execute(probe)]
-        sequences = [
-            row[0]
-            for row in conn.execute(
-                "SELECT c.oid::regclass::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE c.relkind = 'S' AND n.nspname = current_schema()"
-            )
-        ]
-        restarts = "".join(f"ALTER SEQUENCE {name} RESTART;" for name in sequences)
-        quoted = ", ".join('"' + table + '"' for table in used)
-        truncate = f"TRUNCATE {quoted} CASCADE;" if used else ""
-        if truncate or restarts:
-            conn.execute("BEGIN;" + truncate + restarts + "COMMIT;")
+class Cleaner:
+    """Empties one test database after each test, over a connection it keeps open: a new backend
+    first loads the catalog entries of every table it probes, which costs ten times the probe."""
+
+    def __init__(self, url: str, tables: list[str]) -> None:
+        self._url = libpq_url(url)
+        self._tables = tables  # parents before children
+        self._probe = " UNION ALL ".join(f"SELECT '{t}' WHERE EXISTS (SELECT 1 FROM \"{t}\")" for t in tables)
+        self._conn: psycopg.Connection[TupleRow] | None = None
+
+    def _connection(self) -> psycopg.Connection[TupleRow]:
+        """The kept connection, or a new one when a test ended it (terminating every backend of the
+        database, as a restart does)."""
+        if self._conn is not None:
+            try:
+                self._conn.execute("SELECT 1")
+                return self._conn
+            except psycopg.OperationalError:
+                self._conn.close()
+        self._conn = psycopg.connect(self._url, autocommit=True)
+        self._conn.execute("SET lock_timeout = '20s'")
+        return self._conn
+
+    def empty(self) -> None:
+        """Leave every table empty and every sequence unused, as a fresh migrated database has them.
+
+        DELETE, not TRUNCATE: a TRUNCATE writes new files for the table and each of its indexes,
+        which costs far more than deleting the handful of rows a test leaves. Only tables that hold
+        rows are touched, children first. A DELETE fires the tables' triggers, which may write rows
+        elsewhere (an event, a capacity delta): the pass repeats until every table is empty. Then the
+        sequences that were used restart.
+        """
+        conn = self._connection()
+        for _ in range(len(self._tables) + 1):
+            used = {row[0] for row in conn.execute(self._probe)}
+            if not used:
+                break
+            with conn.transaction():
+                conn.execute("".join(f'DELETE FROM "{t}";' for t in reversed(self._tables) if t in used))
+        else:
+            raise RuntimeError(f"tables still hold rows after emptying them: {sorted(used)}")
+        sequences = conn.execute(
+            "SELECT format('%I.%I', schemaname, sequencename) FROM pg_sequences "
+            "WHERE schemaname = current_schema() AND last_value IS NOT NULL"
+        ).fetchall()
+        if sequences:
+            with conn.transaction():
+                conn.execute("".join(f"ALTER SEQUENCE {row[0]} RESTART;" for row in sequences))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
