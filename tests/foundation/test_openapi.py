@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -10,6 +12,15 @@ from nico.api.openapi import REFUSALS
 from nico.api.openapi_yaml import render_yaml
 
 COMMITTED = Path(__file__).resolve().parents[2] / "openapi.yaml"
+# libyaml's loader where PyYAML has it: the pure-Python one takes about a second for this document.
+LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@functools.cache
+def committed() -> dict[str, Any]:
+    """The committed document, parsed once for the module's tests (which only read it)."""
+    document: dict[str, Any] = yaml.load(COMMITTED.read_text(), Loader=LOADER)
+    return document
 
 
 def test_committed_openapi_matches_the_app() -> None:
@@ -17,7 +28,7 @@ def test_committed_openapi_matches_the_app() -> None:
 
 
 def test_every_route_has_an_operation_id_and_every_reference_resolves() -> None:
-    document = yaml.safe_load(COMMITTED.read_text())
+    document = committed()
     schemas = set(document["components"]["schemas"])
     refs: set[str] = set()
 
@@ -45,7 +56,7 @@ def test_every_operation_declares_its_error_statuses_with_the_envelope_and_none_
     """What each operation can answer (derived from what it declares: every tenant route authenticates,
     reads an org and ids and the database; writes can conflict; bodies can be too large) is declared,
     each error with the ``ErrorEnvelope`` schema; FastAPI's 422 (never answered) appears nowhere."""
-    document = yaml.safe_load(COMMITTED.read_text())
+    document = committed()
     assert "HTTPValidationError" not in document["components"]["schemas"]
     envelope = document["components"]["schemas"]["ErrorEnvelope"]
     assert envelope["required"] == ["source", "message"] and set(envelope["properties"]) == {
@@ -72,7 +83,7 @@ def test_every_operation_declares_its_error_statuses_with_the_envelope_and_none_
 
 
 def test_list_operations_declare_their_paging_parameters() -> None:
-    document = yaml.safe_load(COMMITTED.read_text())
+    document = committed()
     for path in ("/v2/org/{org}/nico/nvlink-logical-partition", "/v2/org/{org}/nico/instance"):
         parameters = {p["name"]: p["schema"] for p in document["paths"][path]["get"]["parameters"]}
         assert parameters["pageSize"].items() >= {"type": "integer", "minimum": 0, "maximum": 100}.items()
@@ -85,7 +96,7 @@ def test_resource_ids_in_paths_are_declared_uuids_and_machine_ids_are_not() -> N
     """The server answers 400 ``Invalid ... ID in URL`` to a path id that is not a UUID, so the document
     declares each one ``format: uuid``; machine ids (and the association reference, a machine id or an
     old association id) are plain strings."""
-    document = yaml.safe_load(COMMITTED.read_text())
+    document = committed()
     plain = {"org", "machineId", "machineAssociationId"}
     seen = set()
     for path, operations in document["paths"].items():
@@ -102,7 +113,7 @@ def test_resource_ids_in_paths_are_declared_uuids_and_machine_ids_are_not() -> N
 def test_refusals_name_operations_of_the_document_and_say_why_there() -> None:
     """Each rule OpenAPI cannot express (REFUSALS, which the fuzz test allows per operation) names an
     operation of the document, whose error response tells a client about it."""
-    document = yaml.safe_load(COMMITTED.read_text())
+    document = committed()
     operations = {
         operation["operationId"]: operation
         for item in document["paths"].values()
@@ -116,7 +127,7 @@ def test_refusals_name_operations_of_the_document_and_say_why_there() -> None:
 
 
 def test_query_parameters_the_server_always_needs_are_required() -> None:
-    document = yaml.safe_load(COMMITTED.read_text())
+    document = committed()
     for path in (
         "/machine/gpu/stats",
         "/machine/instance-type/stats",
