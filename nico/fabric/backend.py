@@ -350,6 +350,25 @@ class GpuTopology(Protocol):
     async def gpu_topology(self, target: DomainTarget) -> list[FabricGpu]: ...
 
 
+class NmxcManager(PartitionEvents, FabricHealth, FabricTopology, GpuTopology, Protocol):
+    """What an NMX-C manager offers beyond :class:`FabricBackend` (the gRPC client and the in-process
+    simulator both speak it)."""
+
+
+def nmxc_capabilities(backend: NmxcManager) -> Capabilities:
+    """The capabilities of an NMX-C manager: an endpoint per domain, multicast limits, events, health
+    and topology; changes apply at once (no operations to poll) and need no stored credentials."""
+    return Capabilities(
+        manager="NMX-C",
+        per_endpoint=True,
+        multicast_limits=True,
+        events=backend,
+        health=backend,
+        topology=backend,
+        gpu_topology=backend,
+    )
+
+
 @runtime_checkable
 class StoredCredentials(Protocol):
     """Backends that sign in with credentials nico stores (NMX-M basic auth, ``nico admin credential

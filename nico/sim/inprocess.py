@@ -15,7 +15,6 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Literal
 
 from nico.fabric.backend import (
-    Capabilities,
     DomainHealth,
     DomainHello,
     DomainLimits,
@@ -31,6 +30,7 @@ from nico.fabric.backend import (
     FabricUnavailable,
     PartitionEvent,
     health_counts,
+    nmxc_capabilities,
 )
 from nico.fabric.return_codes import return_code_error
 from nico.sim.fabric import (
@@ -57,15 +57,7 @@ class InProcessBackend:
     def __init__(self, fabric: SimFabric, *, call_timeout: float = 5.0) -> None:
         self.fabric = fabric
         self._timeout = call_timeout
-        self.capabilities = Capabilities(
-            manager="NMX-C",
-            per_endpoint=True,
-            multicast_limits=True,
-            events=self,
-            health=self,
-            topology=self,
-            gpu_topology=self,
-        )
+        self.capabilities = nmxc_capabilities(self)
 
     async def _enter(self, target: DomainTarget) -> SimDomain:
         try:

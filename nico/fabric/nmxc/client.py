@@ -33,7 +33,6 @@ import grpc
 
 from nico.config import NvLinkConfig
 from nico.fabric.backend import (
-    Capabilities,
     DomainHealth,
     DomainHello,
     DomainLimits,
@@ -51,6 +50,7 @@ from nico.fabric.backend import (
     FabricUnavailable,
     PartitionEvent,
     health_counts,
+    nmxc_capabilities,
 )
 from nico.fabric.nmxc import nmx_c_pb2 as pb
 from nico.fabric.nmxc import nmx_c_pb2_grpc as pb_grpc
@@ -96,15 +96,7 @@ class NmxcBackend:
         self._channels: dict[str, tuple[grpc.aio.Channel, Any]] = {}
         self._tls: grpc.ChannelCredentials | None = None
         self._closed = False
-        self.capabilities = Capabilities(
-            manager="NMX-C",
-            per_endpoint=True,
-            multicast_limits=True,
-            events=self,
-            health=self,
-            topology=self,
-            gpu_topology=self,
-        )
+        self.capabilities = nmxc_capabilities(self)
 
     # ------------------------------------------------------------------------------------- channels
 
