@@ -49,7 +49,7 @@ async def machine_viewer(org: str, principal: PrincipalDep, session: SessionDep)
         tenant = await orgs.tenant_of(session, org)
         if tenant is None:
             raise forbidden("Organization doesn't have a Provider or Tenant associated")
-        return orgs.Viewer(None, tenant)
+        return orgs.Viewer(None, orgs.tenant_record(tenant))
     raise forbidden("User doesn't have Provider Admin or Tenant Admin role")
 
 
@@ -59,7 +59,7 @@ async def machine_editor(org: str, principal: PrincipalDep, session: SessionDep)
     if PROVIDER_ADMIN in roles:
         viewer = await machines.provider_viewer(session, org)
         tenant = await orgs.tenant_of(session, org) if TENANT_ADMIN in roles else None
-        return orgs.Viewer(viewer.provider, tenant)
+        return orgs.Viewer(viewer.provider, orgs.tenant_record(tenant) if tenant is not None else None)
     if TENANT_ADMIN in roles:
         return await machine_viewer(org, principal, session)
     # PROVIDER_VIEWER alone may write here in the reference; nico keeps viewers read-only.

@@ -185,7 +185,7 @@ async def provider_viewer(session: AsyncSession, org: str) -> Viewer:
     provider = await orgs.provider_of(session, org)
     if provider is None:
         raise not_found(NO_PROVIDER)
-    return Viewer(provider, None)
+    return Viewer(orgs.provider_record(provider), None)
 
 
 async def register_machines(

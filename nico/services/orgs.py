@@ -6,7 +6,6 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
@@ -54,25 +53,12 @@ def tenant_record(row: Tenant) -> TenantRecord:
     return copy_of(TenantRecord, row)
 
 
-class Side(Protocol):
-    """One side of a viewer: its record (:func:`viewer` builds those) or, where a caller resolved the
-    side itself, the row it loaded (the machine resolution does)."""
-
-    @property
-    def id(self) -> uuid.UUID: ...
-
-
-class TenantSide(Side, Protocol):
-    @property
-    def targeted_instance_creation(self) -> bool: ...
-
-
 @dataclass(frozen=True)
 class Viewer:
     """The sides a caller reads with: the org's provider, its tenant, or both (the union of views)."""
 
-    provider: Side | None
-    tenant: TenantSide | None
+    provider: ProviderRecord | None
+    tenant: TenantRecord | None
 
 
 async def viewer(session: AsyncSession, org: str, *, provider_role: bool, tenant_role: bool) -> Viewer:

@@ -297,7 +297,7 @@ async def update_site(
     if changed:
         await session.flush()
     history = await status.history(session, "site_id", [site.id], limit=PATCH_HISTORY_LIMIT)
-    return (await views(session, Viewer(provider, None), [site], history=history))[0]
+    return (await views(session, Viewer(provider_record(provider), None), [site], history=history))[0]
 
 
 async def delete_site(session: AsyncSession, org: str, site_id: uuid.UUID) -> None:

@@ -47,7 +47,7 @@ INT32_MAX = 2**31 - 1
 
 
 class InstanceTypeRow(Summarised, Protocol):
-    """What an instance type summary reads (a record, or a row of a service not yet on views)."""
+    """What an instance type summary reads (the services' record of it)."""
 
     @property
     def infrastructure_provider_id(self) -> uuid.UUID: ...
@@ -57,7 +57,7 @@ class InstanceTypeRow(Summarised, Protocol):
 
 
 class CapabilityRow(Protocol):
-    """What a machine capability reads (a capability spec, or a row of a service not yet on views)."""
+    """What a machine capability reads (the services' capability record)."""
 
     @property
     def type(self) -> str: ...

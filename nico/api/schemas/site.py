@@ -41,7 +41,7 @@ EMAIL_SCHEMA = {"type": ["string", "null"], "maxLength": 254, "pattern": "^([^@\
 
 
 class SiteRow(Summarised, Protocol):
-    """What a site summary reads of a site (a record, or a row of a service not yet on views)."""
+    """What a site summary reads of a site (the services' record of it)."""
 
     @property
     def infrastructure_provider_id(self) -> uuid.UUID: ...

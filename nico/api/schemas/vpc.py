@@ -108,7 +108,7 @@ class VpcUpdateRequest(RequestModel):
 
 
 class VpcRow(Summarised, Protocol):
-    """What a VPC summary reads of a VPC (a record, or a row of a service not yet on views)."""
+    """What a VPC summary reads of a VPC (the services' record of it)."""
 
     @property
     def network_virtualization_type(self) -> str: ...
