@@ -369,15 +369,6 @@ def single_param(request: Request, name: str) -> str | None:
     return values[0] if values else None
 
 
-def include_relations(request: Request, allowed: Iterable[str]) -> set[str]:
-    allowed_set = set(allowed)
-    values = request.query_params.getlist("includeRelation")
-    for value in values:
-        if value not in allowed_set:
-            raise bad_request(f"Invalid includeRelation value in query: {value}")
-    return set(values)
-
-
 def uuid_params(request: Request, name: str, invalid: str) -> list[uuid.UUID]:
     """A repeatable UUID query parameter; the first bad value answers 400 ``invalid`` (``{value}`` is
     replaced by it)."""
