@@ -8,8 +8,10 @@ Pure: plain data in, plain data out, no I/O. The rules:
   (:func:`partition_name`), so names — unique per domain on the fabric — identify nico's partitions.
   A partition is nico's when its name belongs to a physical partition nico recorded, or to an intent
   nico recorded before a create whose outcome it never learned (crash, late NMX-M completion): that
-  partition is adopted, not rebuilt. Anything else is unknown: only the managed GPUs are taken out of
-  it; GPUs of machines nico does not know are never touched.
+  partition is adopted, not rebuilt. A partition nico took over from another manager keeps the name
+  it was made with (``adopted``: its name -> the logical partition it now stands for). Anything else
+  is unknown: only the managed GPUs are taken out of it; GPUs of machines nico does not know are
+  never touched.
 * Removals and additions are merged per partition: a GPU moves between partitions in one pass.
 * Home partitions (:mod:`nico.reconciler.homes`): a GPU in no tenant partition lives in its home —
   the domain default in ``domain`` mode, its tray's ``tray_partition_<slot>`` in ``tray`` mode (created
@@ -70,7 +72,8 @@ class DomainDesire:
     ``gpus`` maps every managed GPU to its logical partition (None: its home partition).
     ``owned_names`` are the names of partitions nico owns here: its recorded physical partitions plus
     open create intents. ``mode`` is the default partition mode; ``homes`` maps a GPU to its tray
-    partition's name (GPUs of unknown slot have none).
+    partition's name (GPUs of unknown slot have none). ``adopted`` maps the names of recorded
+    partitions nico did not name (taken over from another manager) to their logical partition.
     """
 
     domain: uuid.UUID
@@ -79,6 +82,7 @@ class DomainDesire:
     mode: Mode = "domain"
     homes: Mapping[int, str] = field(default_factory=dict)
     multicast_limits: Mapping[uuid.UUID, int] = field(default_factory=dict)  # lp -> multicast groups
+    adopted: Mapping[str, uuid.UUID] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,11 @@ class Classified:
     homes: dict[str, FabricPartition] = field(default_factory=dict)  # tray partitions, by name
 
 
-def classify(partitions: Iterable[FabricPartition], owned_names: frozenset[str]) -> Classified:
+def classify(
+    partitions: Iterable[FabricPartition],
+    owned_names: frozenset[str],
+    adopted: Mapping[str, uuid.UUID] | None = None,
+) -> Classified:
     default: FabricPartition | None = None
     owned: dict[uuid.UUID, FabricPartition] = {}
     unknown: list[FabricPartition] = []
@@ -107,12 +115,19 @@ def classify(partitions: Iterable[FabricPartition], owned_names: frozenset[str])
         if is_tray_partition_name(partition.name) and partition.name not in homes:
             homes[partition.name] = partition
             continue
-        lp = lp_of_name(partition.name) if partition.name in owned_names else None
+        lp = _owner(partition.name, owned_names, adopted or {})
         if lp is not None and lp not in owned:
             owned[lp] = partition
         else:
             unknown.append(partition)
     return Classified(default, owned, unknown, location, homes)
+
+
+def _owner(name: str, owned_names: frozenset[str], adopted: Mapping[str, uuid.UUID]) -> uuid.UUID | None:
+    """The logical partition a partition of this name belongs to, or None when it is not nico's."""
+    if name in adopted:
+        return adopted[name]
+    return lp_of_name(name) if name in owned_names else None
 
 
 @dataclass(frozen=True)
@@ -153,7 +168,7 @@ def plan(desire: DomainDesire, observed: Iterable[FabricPartition]) -> Plan:
 def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[int]) -> Plan:
     """:func:`plan`, once; ``stranded`` receives the GPUs the paired order leaves out of every
     partition across a re-made partition's delete and create (no home to wait in)."""
-    seen = classify(observed, desire.owned_names)
+    seen = classify(observed, desire.owned_names, desire.adopted)
     wanted: dict[uuid.UUID, set[int]] = {}
     home_of: dict[int, str | None] = {}  # GPUs in no tenant partition -> their home
     for gpu, lp in desire.gpus.items():

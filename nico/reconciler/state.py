@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from nico.db.enums import InstanceStatus
 from nico.db.queries import reconciler as queries
 from nico.reconciler.homes import Mode, home_names
-from nico.reconciler.planner import DomainDesire
+from nico.reconciler.planner import DomainDesire, lp_of_name
 
 
 @dataclass(frozen=True)
@@ -84,11 +84,21 @@ class DomainState:
     def owned_names(self) -> frozenset[str]:
         return frozenset(self.partitions) | {i.name for i in self.intents if i.operation == "create"}
 
+    def adopted(self) -> dict[str, uuid.UUID]:
+        """Recorded partitions whose name is not the one nico gives (taken over from another manager)."""
+        return {name: p.lp for name, p in self.partitions.items() if lp_of_name(name) != p.lp}
+
     def desire(self, mode: Mode = "domain") -> DomainDesire:
         homes = home_names((g.gpu_uid, g.chassis_serial, g.slot_id) for g in self.gpus.values())
         gpus = {g.gpu_uid: g.wants for g in self.gpus.values()}
         return DomainDesire(
-            self.domain, gpus, self.owned_names(), mode, homes, multicast_limits=self.multicast_limits
+            self.domain,
+            gpus,
+            self.owned_names(),
+            mode,
+            homes,
+            multicast_limits=self.multicast_limits,
+            adopted=self.adopted(),
         )
 
     def pending_operations(self) -> list[OpenIntent]:

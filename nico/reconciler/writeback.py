@@ -101,7 +101,7 @@ async def write_back(
     (in the order of the locks: docs/architecture.md, "Locks")."""
     report = WriteBackReport()
     created = {o.op.name for o in outcome.outcomes if isinstance(o.op, CreatePartition)}
-    seen = classify(outcome.observed, state.owned_names() | created)
+    seen = classify(outcome.observed, state.owned_names() | created, state.adopted())
     pp_ids = await _align_partitions(session, state, seen, outcome.before, report)
     desire = state.desire(mode)
     writes = queries.PassWrites()

@@ -250,3 +250,17 @@ def test_a_recorded_intent_adopts_the_partition_it_created() -> None:
     a = LPS[0]
     made = FabricPartition(4, "4", partition_name(a), frozenset({1, 2}))
     assert not plan(DomainDesire(DOMAIN, {1: a, 2: a}, frozenset({partition_name(a)})), [made])
+
+
+def test_a_partition_taken_over_from_another_manager_keeps_its_name_and_grows_in_place() -> None:
+    a = LPS[0]
+    default = FabricPartition(DEFAULT_PARTITION_ID, "32766", "Default", frozenset({3}))
+    theirs = FabricPartition(7, "7", f"{a}1234567890", frozenset({1, 2}))  # NICo's name for it
+    desire = DomainDesire(DOMAIN, {1: a, 2: a, 3: a}, frozenset(), adopted={theirs.name: a})
+    assert plan(desire, [default, theirs]).operations == [
+        RemoveGpus(default, frozenset({3}), "default", None),
+        AddGpus(theirs, frozenset({3}), "owned", a),
+    ]
+    # Without the record, the same partition is someone else's: nico takes its GPUs out.
+    unrecorded = plan(replace(desire, adopted={}), [default, theirs]).operations
+    assert DeletePartition(theirs, "unknown", None) in unrecorded
