@@ -7,7 +7,8 @@ group does not slow down every other ``nico`` command.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -15,6 +16,7 @@ import typer
 from rich.console import Console
 
 if TYPE_CHECKING:
+    from nico.sim.control import Endpoints
     from nico.sim.fabric import SimFabric
 
 app = typer.Typer(
@@ -42,6 +44,14 @@ MaxPartitions = Annotated[
     ),
 ]
 Latency = Annotated[float, typer.Option(min=0.0, help="Seconds added to every answer.")]
+ControlPort = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        max=65535,
+        help="Serve the control API (faults, tray swaps; docs/runbook.md) on 127.0.0.1 at this port.",
+    ),
+]
 Host = Annotated[str, typer.Option(help="Address to listen on (0.0.0.0 in a container reached by others).")]
 ErrorRate = Annotated[
     float, typer.Option(min=0.0, max=1.0, help="Fraction of calls answered with NMX_ST_NOT_READY.")
@@ -117,6 +127,19 @@ def _site(
     return fabric
 
 
+@contextlib.asynccontextmanager
+async def _control(fabric: SimFabric, endpoints: Endpoints, port: int | None) -> AsyncIterator[None]:
+    """The control API on ``port`` while the simulator serves (nothing when ``port`` is None)."""
+    from nico.sim.control import ControlServer
+
+    if port is None:
+        yield
+        return
+    async with ControlServer(fabric, endpoints, port) as control:
+        print(f"control -> {control.url}/control", flush=True)
+        yield
+
+
 def _run_serving(serve: Callable[[], Coroutine[None, None, None]]) -> None:
     """Run a simulator until stopped; a port it cannot listen on is one line, exit 1."""
     try:
@@ -150,12 +173,14 @@ def nmxc(
     gpu_health: GpuHealth = None,
     node_health: NodeHealth = None,
     switch_health: SwitchHealth = None,
+    control_port: ControlPort = None,
 ) -> None:
     """Serve each domain's NMX-C on its own port (a real NMX-C is one domain per endpoint) and print
     one line per chassis serial and domain: SERIAL -> URL (a minipod's serial has one line per
     domain). Health knobs set what GetGpuInfoList, GetComputeNodeInfoList and GetSwitchNodeInfoList
     report (and what partitions derive from it)."""
     from nico.serving import stop_requested
+    from nico.sim.control import Endpoints
     from nico.sim.nmxc_server import NmxcSimulator, ServerTls
 
     fabric = _site(
@@ -190,8 +215,10 @@ def nmxc(
                 for domain, url in sim.domain_endpoints.items():
                     for serial in fabric.domain(domain).chassis_serials:
                         print(f"{serial} -> {url}  (domain {domain})", flush=True)
-                err.print(f"NMX-C simulator: {len(fabric.domains)} domain(s); Ctrl-C stops")
-                await stop.wait()
+                endpoints = Endpoints("nmxc", stop=sim.stop_domain, start=sim.start_domain)
+                async with _control(fabric, endpoints, control_port):
+                    err.print(f"NMX-C simulator: {len(fabric.domains)} domain(s); Ctrl-C stops")
+                    await stop.wait()
 
     _run_serving(serve)
 
@@ -214,9 +241,11 @@ def nmxm(
         float, typer.Option(min=0.0, help="Seconds before a create/update/delete operation completes.")
     ] = 0.0,
     host: Host = "127.0.0.1",
+    control_port: ControlPort = None,
 ) -> None:
     """Serve the whole site's NMX-M REST API and print its base URL."""
     from nico.serving import stop_requested
+    from nico.sim.control import Endpoints
     from nico.sim.nmxm_app import NmxmSimulator
 
     fabric = _site(
@@ -241,7 +270,7 @@ def nmxm(
             host=host,
         )
         with stop_requested() as stop:
-            async with sim:
+            async with sim, _control(fabric, Endpoints("nmxm"), control_port):
                 print(sim.url, flush=True)
                 err.print(f"NMX-M simulator: {len(fabric.domains)} domain(s), basic auth; Ctrl-C stops")
                 await stop.wait()

@@ -48,10 +48,16 @@ Fault knobs (:class:`Faults`) are set at run time per domain (by domain uuid or 
 serials) with :meth:`SimFabric.set_faults`, and for the site-wide NMX-M endpoint with
 :meth:`SimFabric.set_site_faults`.
 
+Hardware changes: :meth:`SimFabric.replace_tray` swaps a compute tray, as a technician would: its
+GPUs get new GUIDs (the new ones come from the seed, the tray and how many times it was swapped) and
+appear where a controller puts GPUs it has just discovered (the default partition when there is one,
+else no partition); the old GUIDs leave every partition.
+
 Snapshots: :meth:`SimFabric.to_json` records the site's shape and every domain's partitions (ids,
-names, members, attributes, NMX-M entity ids, times) and GPU health; :meth:`SimFabric.from_json`
-builds the same site again, so a restarted simulator (``nico demo``) finds the fabric as it left
-it. Fault and health knobs (other than GPU health) are run-time settings and are not recorded.
+names, members, attributes, NMX-M entity ids, times), the trays swapped and GPU health;
+:meth:`SimFabric.from_json` builds the same site again, so a restarted simulator (``nico demo``)
+finds the fabric as it left it. Fault and health knobs (other than GPU health) are run-time
+settings and are not recorded.
 """
 
 from __future__ import annotations
@@ -335,6 +341,7 @@ class SimFabric:
         self._entity_rng = random.Random(f"nico-sim:{seed}:entities")
         self._fault_rng = random.Random(f"nico-sim:{seed}:faults")
         self.site_gate = FaultGate(self._fault_rng)
+        self.replacements: dict[tuple[str, int], int] = {}  # (chassis serial, tray index) -> swaps
         chassis = 0
         for _ in range(racks):
             chassis += 1
@@ -527,6 +534,54 @@ class SimFabric:
         if before != health:
             self._emit(domain, ("health", None))
 
+    # -------------------------------------------------------------------------------------- hardware
+
+    def replace_tray(self, serial: str, tray_index: int) -> tuple[list[int], list[int]]:
+        """Swap the compute tray at (chassis ``serial``, ``tray_index``): its GPUs (same locations)
+        get new GUIDs and NMX-M ids, the old ones leave every partition and the site, the new ones
+        join the domain's default partition when it exists (else no partition). Subscribers get a
+        topology change and the partitions' changes. Returns (old GUIDs, new GUIDs) by device."""
+        domain, old = self._tray(serial, tray_index)
+        swaps = self.replacements.get((serial, tray_index), 0) + 1
+        rng = random.Random(f"nico-sim:{self.seed}:{serial}:{tray_index}:swap{swaps}")
+        touched: set[int] = set()
+        new: list[SimGpu] = []
+        for gpu in old:
+            holder = domain.owner.pop(gpu.gpu_uid, None)
+            if holder is not None:
+                domain.partitions[holder].gpu_uids.discard(gpu.gpu_uid)
+                touched.add(holder)
+            del domain.gpus[gpu.gpu_uid]
+            domain.unhealthy_gpus.discard(gpu.gpu_uid)
+            del self._gpu_by_entity[gpu.entity_id]
+            uid = self._fresh_uid(rng, domain.domain_uuid)  # the old GUID stays taken: never reused
+            fresh = dataclasses.replace(
+                gpu, gpu_uid=uid, entity_id=f"{rng.getrandbits(96):024x}", health="HEALTHY"
+            )
+            domain.set_gpu(fresh)
+            self._gpu_by_entity[fresh.entity_id] = fresh
+            new.append(fresh)
+        default = domain.partitions.get(DEFAULT_PARTITION_ID)
+        if default is not None:
+            for gpu in new:
+                default.gpu_uids.add(gpu.gpu_uid)
+                domain.owner[gpu.gpu_uid] = DEFAULT_PARTITION_ID
+            touched.add(DEFAULT_PARTITION_ID)
+        self.replacements[(serial, tray_index)] = swaps
+        self._emit(domain, ("topology", None))
+        for partition_id in sorted(touched):
+            self._touch(domain, domain.partitions[partition_id])
+        return [g.gpu_uid for g in old], [g.gpu_uid for g in new]
+
+    def _tray(self, serial: str, tray_index: int) -> tuple[SimDomain, list[SimGpu]]:
+        """The domain holding a compute tray and the tray's GPUs by device; KeyError when none."""
+        for key in self.domains_of(serial):
+            domain = self.domains[key]
+            gpus = domain.compute_nodes().get((serial, tray_index))
+            if gpus:
+                return domain, sorted(gpus, key=lambda g: g.device_id)
+        raise KeyError(f"no compute tray {tray_index} in chassis {serial}")
+
     def reinitialize(self, key: uuid.UUID | str) -> None:
         """The controller re-initialised the fabric: subscribers get a topology change and init-done."""
         domain = self.domain(key)
@@ -547,6 +602,9 @@ class SimFabric:
                 "gpu": self.gpu_model,
                 "seed": self.seed,
                 "max_partitions": self.max_partitions,
+                "replacements": [
+                    [serial, tray, n] for (serial, tray), n in sorted(self.replacements.items())
+                ],
                 "domains": {
                     str(domain.domain_uuid): {
                         "partitions": [
@@ -588,6 +646,9 @@ class SimFabric:
                 seed=int(data["seed"]),
                 max_partitions=int(data["max_partitions"]),
             )
+            for serial, tray, swaps in data.get("replacements", []):
+                for _ in range(int(swaps)):
+                    fabric.replace_tray(str(serial), int(tray))
         except (KeyError, TypeError) as exc:
             raise ValueError(f"not a fabric snapshot: missing or bad {exc}") from None
         fabric.restore(data)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import secrets
-import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -23,7 +22,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-import uvicorn
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBasic, HTTPBasicCredentials
@@ -31,7 +29,6 @@ from fastapi.security import HTTPBasic, HTTPBasicCredentials
 from nico.fabric.backend import PartitionNotFound
 from nico.fabric.nmxc import nmx_c_pb2 as pb
 from nico.fabric.return_codes import code_name, return_code_error
-from nico.serving import EmbeddedServer
 from nico.sim.fabric import (
     MAX_NAME_LENGTH,
     EndpointDown,
@@ -41,6 +38,7 @@ from nico.sim.fabric import (
     SimGpu,
     SimPartition,
 )
+from nico.sim.http_server import Listening, listen
 from nico.sim.nmxc_server import LOOPBACK
 
 _BASIC = HTTPBasic(auto_error=False)
@@ -486,8 +484,7 @@ class NmxmSimulator:
         )
         self.state: NmxmState = self.app.state.nmxm
         self.port = port
-        self._server: EmbeddedServer | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._listening: Listening | None = None
 
     @property
     def url(self) -> str:
@@ -497,39 +494,20 @@ class NmxmSimulator:
 
     async def start(self) -> NmxmSimulator:
         """Listen (again, on the same port after a :meth:`stop`)."""
-        if self._task is not None:
+        if self._listening is not None:
             return self
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # uvicorn writes a response's head and body separately; without this, Nagle holds the body
-        # until the client's delayed ACK, and every request costs ~40 ms.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            sock.bind((self.host, self.port))
-        except OSError as exc:
-            sock.close()
-            raise OSError(exc.errno, f"cannot listen on {self.host}:{self.port} ({exc.strerror})") from exc
-        self.port = sock.getsockname()[1]
         self.state.closing.clear()
-        config = uvicorn.Config(self.app, lifespan="off", log_level="warning", access_log=False)
-        server = EmbeddedServer(config)
-        task = asyncio.create_task(server.serve(sockets=[sock]))
-        while not server.started:
-            if task.done():
-                task.result()
-                raise RuntimeError("the NMX-M simulator stopped while starting")
-            await asyncio.sleep(0.005)
-        self._server, self._task = server, task
+        self._listening = await listen(self.app, self.host, self.port)
+        self.port = self._listening.port
         return self
 
     async def stop(self) -> None:
         """Stop listening; the port then refuses connections until :meth:`start`."""
-        if self._server is None or self._task is None:
+        if self._listening is None:
             return
         self.state.closing.set()
-        self._server.should_exit = True
-        await self._task
-        self._server = self._task = None
+        listening, self._listening = self._listening, None
+        await listening.stop()
 
     async def __aenter__(self) -> NmxmSimulator:
         return await self.start()

@@ -252,6 +252,24 @@ async def test_a_stopped_chassis_refuses_then_comes_back(nmxc: NmxcBackend, nmxc
     await wait_for(lambda: _succeeds(nmxc.list_partitions(target)), what="the restarted chassis answering")
 
 
+async def test_a_long_outage_does_not_delay_the_first_call_after_it(
+    nmxc: NmxcBackend, nmxc_sim: NmxcSimulator
+) -> None:
+    """gRPC's reconnect backoff grows 1.6x per failed attempt (1 s, 1.6 s, 2.6 s, 4.1 s, ... up to
+    120 s by default): a client that kept calling through an outage would wait out the current step
+    after the controller is back, 11-17 s after a minute's outage. The client caps the backoff."""
+    target = nmxc_sim.target("SIM-0001")
+    assert await nmxc.list_partitions(target)
+    await nmxc_sim.stop_domain("SIM-0001")
+    loop = asyncio.get_running_loop()
+    outage_ends = loop.time() + 7.0  # long enough for the default backoff to pass 4 s
+    while loop.time() < outage_ends:
+        assert not await _succeeds(nmxc.list_partitions(target))
+        await asyncio.sleep(0.2)
+    await nmxc_sim.start_domain("SIM-0001")
+    await wait_for(lambda: _succeeds(nmxc.list_partitions(target)), within=2.0, what="the first call after")
+
+
 async def _succeeds(call: Awaitable[object]) -> bool:
     try:
         await call

@@ -7,14 +7,16 @@ import signal
 import sys
 import uuid
 
+import httpx
 import pytest
 
 from nico.config import NvLinkConfig
-from nico.fabric.backend import DomainTarget
+from nico.fabric.backend import DomainTarget, FabricUnavailable
 from nico.fabric.nmxc.client import NmxcBackend
 from nico.fabric.nmxm.client import NmxmBackend
 from nico.sim.fabric import SimFabric
 from tests.support.net import free_port_run
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e  # starts `nico sim` processes
 
@@ -116,6 +118,44 @@ async def test_nmxm_serves_the_site_at_one_base_url() -> None:
             domain = next(iter(SimFabric(2).domains))
             listed = await client.list_partitions(DomainTarget(domain_uuid=domain))
             assert [p.nmx_partition_id for p in listed] == [32766]
+        finally:
+            await client.close()
+    finally:
+        stderr = await _interrupt(proc)
+    assert "Traceback" not in stderr
+
+
+async def test_an_outage_rehearsed_from_outside_through_the_control_port() -> None:
+    control_port = free_port_run(1)
+    proc, (line, printed) = await _start("nmxc", "--port", "0", "--control-port", str(control_port), lines=2)
+    try:
+        control = f"http://127.0.0.1:{control_port}/control"
+        assert printed == f"control -> {control}"
+        serial, _, url, *_ = line.split()
+        target = DomainTarget(domain_uuid=next(iter(SimFabric(1).domains)), endpoint=url)
+        client = NmxcBackend(NvLinkConfig())
+        try:
+            async with httpx.AsyncClient() as http:
+                await http.post(f"{control}/fault", json={"chassisSerial": serial, "kind": "down"})
+                with pytest.raises(FabricUnavailable):
+                    await client.list_partitions(target)
+                await http.delete(f"{control}/fault", params={"chassisSerial": serial})
+                swapped = (
+                    await http.post(f"{control}/replace-tray", json={"chassisSerial": serial, "trayIndex": 0})
+                ).json()
+            gpus: set[int] = set()
+
+            async def listed() -> bool:
+                try:
+                    gpus.update(g.gpu_uid for g in await client.list_gpus(target))
+                except FabricUnavailable:
+                    return False
+                return True
+
+            await wait_for(listed, what="the endpoint answering after the outage")
+            assert {int(g) for g in swapped["newGuids"]} <= gpus and not {
+                int(g) for g in swapped["oldGuids"]
+            } & gpus
         finally:
             await client.close()
     finally:
