@@ -8,8 +8,8 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Coroutine, Iterator
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -47,18 +47,26 @@ def serve_workers(settings: Settings, url: str, workers: int, *, reconciler: boo
     """uvicorn's process manager with ``workers`` API processes; the reconciler, when on, runs once,
     in this process (a thread with its own event loop and /metrics on ``metrics_port``)."""
     os.environ[DATABASE_URL_VARIABLE] = url
-    if reconciler:
-        threading.Thread(
-            target=_reconcile, args=(settings, url, metrics_port), name="reconciler", daemon=True
-        ).start()
-    uvicorn.run(
-        "nico.serving:app_factory",
-        factory=True,
-        host=settings.api.host,
-        port=settings.api.port,
-        workers=workers,
-        log_level=settings.log_level.lower(),
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=_reconcile, args=(settings, url, metrics_port, stop), name="reconciler", daemon=True
     )
+    if reconciler:
+        thread.start()
+    try:
+        uvicorn.run(
+            "nico.serving:app_factory",
+            factory=True,
+            host=settings.api.host,
+            port=settings.api.port,
+            workers=workers,
+            log_level=settings.log_level.lower(),
+        )
+    finally:
+        # uvicorn took SIGTERM / Ctrl-C and stopped the workers: the reconciler stops as it would alone.
+        stop.set()
+        if reconciler:
+            thread.join(timeout=10.0)
 
 
 async def reconcile_forever(settings: Settings, url: str, registry: CollectorRegistry) -> None:
@@ -73,13 +81,61 @@ async def reconcile_forever(settings: Settings, url: str, registry: CollectorReg
         await engine.dispose()
 
 
-def _reconcile(settings: Settings, url: str, metrics_port: int) -> None:
+def _reconcile(settings: Settings, url: str, metrics_port: int, stop: threading.Event) -> None:
     from prometheus_client import CollectorRegistry, start_http_server
 
     registry = CollectorRegistry()
     if metrics_port:
         start_http_server(metrics_port, addr=settings.api.host, registry=registry)
-    asyncio.run(reconcile_forever(settings, url, registry))
+
+    async def until_stopped() -> None:
+        loop, stopped = asyncio.get_running_loop(), asyncio.Event()
+
+        def relay() -> None:  # the thread's Event, seen by this loop (a daemon: never holds the exit)
+            stop.wait()
+            with contextlib.suppress(RuntimeError):  # the loop ended first (the reconciler failed)
+                loop.call_soon_threadsafe(stopped.set)
+
+        threading.Thread(target=relay, name="reconciler-stop", daemon=True).start()
+        await run_until(reconcile_forever(settings, url, registry), stopped)
+
+    asyncio.run(until_stopped())
+
+
+async def run_until(
+    work: Coroutine[Any, Any, None], stop: asyncio.Event, on_stop: Callable[[], None] | None = None
+) -> None:
+    """Run ``work`` until it ends or ``stop`` is set; then ask it to end (``on_stop``, else by
+    cancelling it) and wait for it to wind down (the reconciler lets its passes in flight finish)."""
+    task = asyncio.ensure_future(work)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not task.done():
+            if on_stop is not None and stop.is_set():
+                on_stop()
+            else:
+                task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def stop_like_ctrl_c() -> None:
+    """SIGTERM (how Kubernetes and systemd stop a process) raises KeyboardInterrupt, as Ctrl-C does,
+    until an event loop takes both over (:func:`stop_requested`): a stop during start-up ends
+    cleanly instead of killing the process where it stands."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
+async def serve_until_stopped(config: uvicorn.Config) -> None:
+    """uvicorn until Ctrl-C or SIGTERM, then its graceful shutdown (the app's lifespan stops the
+    reconciler, which lets its pass in flight finish). Unlike ``uvicorn.run``, the signal is not
+    raised again afterwards, so a stop requested this way exits 0."""
+    server = EmbeddedServer(config)
+    with stop_requested() as stop:
+        await run_until(server.serve(), stop, on_stop=lambda: setattr(server, "should_exit", True))
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
 from typing import Annotated
 
@@ -65,7 +66,9 @@ def serve(
     from nico.api.app import Background, build_context, create_app
     from nico.api.context import AppContext
     from nico.reconciler.runtime import run_reconciler
+    from nico.serving import serve_until_stopped, stop_like_ctrl_c
 
+    stop_like_ctrl_c()
     settings = settings_or_exit()
     if host is not None:
         settings.api.host = host
@@ -78,7 +81,8 @@ def serve(
         from nico.serving import serve_workers
 
         reconciling = settings.nvlink_config.enabled and not no_reconciler
-        serve_workers(settings, url, workers, reconciler=reconciling, metrics_port=metrics_port)
+        with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises the stop signal again once done
+            serve_workers(settings, url, workers, reconciler=reconciling, metrics_port=metrics_port)
         return
     context = build_context(settings, url)
     background: list[Background] = []
@@ -89,7 +93,11 @@ def serve(
 
         background.append(reconciler)
     api = create_app(settings, context=context, background=background, owns_context=True)
-    uvicorn.run(api, host=settings.api.host, port=settings.api.port, log_level=settings.log_level.lower())
+    config = uvicorn.Config(
+        api, host=settings.api.host, port=settings.api.port, log_level=settings.log_level.lower()
+    )
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C before the event loop took it over
+        asyncio.run(serve_until_stopped(config))
 
 
 @app.command()
@@ -155,8 +163,9 @@ def reconcile(
     """Run the NVLink reconciler alone (run several to share the domains)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from nico.serving import reconcile_forever
+    from nico.serving import reconcile_forever, run_until, stop_like_ctrl_c, stop_requested
 
+    stop_like_ctrl_c()
     settings = settings_or_exit()
     setup_logging(settings, verbose=verbose)
     url = database_url_or_exit(settings)
@@ -169,8 +178,13 @@ def reconcile(
             raise fail(f"cannot listen on {metrics_host}:{metrics_port} ({exc.strerror})") from None
         console.print(f"metrics at http://{metrics_host}:{metrics_port}/metrics")
 
+    async def until_stopped() -> None:
+        # SIGTERM (Kubernetes stopping the pod) as well as Ctrl-C: passes in flight finish, exit 0.
+        with stop_requested() as stop:
+            await run_until(reconcile_forever(settings, url, registry), stop)
+
     try:
-        asyncio.run(reconcile_forever(settings, url, registry))
+        asyncio.run(until_stopped())
     except KeyboardInterrupt:
         pass
     except ConfigError as exc:

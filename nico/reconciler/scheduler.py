@@ -23,6 +23,7 @@ import math
 import time
 import uuid
 from collections.abc import Iterable
+from typing import Any
 
 import psycopg
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -44,6 +45,9 @@ from nico.services.nvlink_events import CHANNEL, parse_payload
 
 log = logging.getLogger(__name__)
 CLOSE_WAIT = 5.0  # seconds close() waits for cancelled passes and subscriptions to end
+# Seconds a stopping reconciler lets its passes in flight finish (a pass cut short leaves intents a
+# later pass has to resolve); within Kubernetes' and a shell's patience with SIGTERM.
+STOP_GRACE = 3.0
 
 BUSY_RETRY_SECONDS = 1.0
 WAITING_RETRY_SECONDS = 0.25
@@ -89,6 +93,7 @@ class Reconciler:
         self.echoes = Echoes()
         # Health reads the loop's passes left due, made beside the next passes.
         self._health_tasks: set[asyncio.Task[None]] = set()
+        self._full: asyncio.Task[FullPassReport] | None = None  # the loop's full pass under way
 
     # ---- wake-ups -------------------------------------------------------------------------------
 
@@ -120,10 +125,15 @@ class Reconciler:
             self.due.pop(result.domain, None)
 
     async def run(self) -> None:
-        """Reconcile until cancelled."""
+        """Reconcile until cancelled. Cancelled (a stop), it starts no pass and lets those in flight
+        finish for up to :data:`STOP_GRACE` seconds before cancelling them, so a rolling restart
+        leaves no half-made change behind."""
         listener = asyncio.create_task(self._listen(), name="nvlink-listen")
         try:
             await self._loop()
+        except asyncio.CancelledError:
+            await self._drain()
+            raise
         finally:
             listener.cancel()
             # psycopg's LISTEN connection can be slow to give up a cancelled wait; never hang on it.
@@ -132,9 +142,27 @@ class Reconciler:
                 log.warning("the NOTIFY listener did not stop within %.0f s of its cancellation", CLOSE_WAIT)
             await self.close()
 
+    async def _drain(self) -> None:
+        """Wait for the passes in flight (the loop's and a full pass's) to end, up to STOP_GRACE."""
+        passes = [
+            task for task in (*self._running.values(), self._full) if task is not None and not task.done()
+        ]
+        if passes:
+            _, left = await asyncio.wait(passes, timeout=STOP_GRACE)
+            if left:
+                log.warning(
+                    "stopping: %d pass(es) still running after %.0f s are cancelled", len(left), STOP_GRACE
+                )
+
     async def close(self) -> None:
         """Stop watching partition events (the backend is closed by its owner)."""
-        tasks = self.observer.stop() + self.figures.stop() + list(self._running.values())
+        tasks: list[asyncio.Task[Any]] = [
+            *self.observer.stop(),
+            *self.figures.stop(),
+            *self._running.values(),
+        ]
+        if self._full is not None and not self._full.done():
+            tasks.append(self._full)
         tasks += [task for task in self._health_tasks if not task.done()]
         self._health_tasks.clear()
         self._running.clear()
@@ -154,8 +182,12 @@ class Reconciler:
         while True:
             now = time.monotonic()
             if now >= next_full:
+                # Its own task, shielded: a stop lets it finish its domains' passes (see _drain).
+                self._full = asyncio.create_task(self.full_pass(), name="nvlink-full-pass")
                 try:
-                    await self.full_pass()
+                    await asyncio.shield(self._full)
+                except asyncio.CancelledError:
+                    raise
                 except Exception:
                     log.exception("full reconcile pass failed")
                 next_full = time.monotonic() + interval

@@ -378,3 +378,31 @@ async def test_quick_full_passes_skip_quiet_domains_and_still_catch_drift(
     assert not repaired.deep and set(repaired.results) == {d0}
     assert gpu in partition_named(site, d0, partition_name(lp.id))  # type: ignore[operator]
     assert (await reconciler.full_pass()).results == {}
+
+
+async def test_a_stop_during_a_pass_lets_it_finish_and_leaves_no_open_intent(
+    session: AsyncSession, site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
+) -> None:
+    """A rolling restart stops the reconciler (SIGTERM -> cancellation) while a pass is between two
+    fabric calls: the pass finishes within the grace, so no intent is left for a later pass."""
+    d0 = site.domains[0]
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    inst = await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp))
+    reconciler = make_reconciler(backend)
+    running = asyncio.create_task(reconciler.run())
+    calls: list[Operation] = []
+
+    async def stop_after_the_first_call(op: Operation) -> None:
+        calls.append(op)
+        if len(calls) == 1:
+            running.cancel()  # what `nico reconcile` does on SIGTERM
+
+    reconciler.after_call = stop_after_the_first_call
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.wait_for(running, timeout=30.0)
+    assert len(calls) == 2  # out of the default partition, then the create
+    assert partition_named(site, d0, partition_name(lp.id)) == uids(site.machines[d0][0], site)
+    states = sorted(await session.scalars(select(FabricIntent.state)))
+    assert states == ["completed", "completed"]
+    instance = await fresh(session, Instance, inst.id)
+    assert isinstance(instance, Instance) and instance.status == InstanceStatus.READY
