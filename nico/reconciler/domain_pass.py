@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
@@ -26,6 +26,7 @@ from nico.reconciler.executor import AfterCall, Outcome, execute
 from nico.reconciler.last_reads import HealthReads, ReadBacks
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.operations import CreatePartition
+from nico.reconciler.outages import Outages
 from nico.reconciler.planner import Plan, plan
 from nico.reconciler.writeback import (
     PassOutcome,
@@ -85,6 +86,7 @@ class PassContext:
     read_backs: ReadBacks
     health_reads: HealthReads
     after_call: AfterCall | None = None
+    outages: Outages = field(default_factory=Outages)
 
     @property
     def call_timeout(self) -> float:
@@ -303,7 +305,7 @@ async def failed(
 ) -> DomainResult:
     """Record a fabric failure on the domain."""
     message = error_label(exc, ctx.backend.capabilities.manager)
-    log.warning("domain %s: %s", domain, message)
+    ctx.outages.fabric_failed(domain, message)
     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
         await record_domain_error(session, domain, message)
         await session.commit()

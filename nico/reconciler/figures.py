@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nico.db.engine import reading
 from nico.db.queries import reconciler as queries
 from nico.reconciler.metrics import DomainFigures, ReconcilerMetrics
+from nico.reconciler.outages import Outages
 
 log = logging.getLogger(__name__)
 
@@ -26,9 +27,12 @@ PARTITION_COUNT_EVERY = 0.25
 class Figures:
     """Reads the gauge figures into ``metrics``."""
 
-    def __init__(self, engine: AsyncEngine, metrics: ReconcilerMetrics) -> None:
+    def __init__(
+        self, engine: AsyncEngine, metrics: ReconcilerMetrics, outages: Outages | None = None
+    ) -> None:
         self.engine = engine
         self.metrics = metrics
+        self.outages = outages or Outages()
         # Domains whose passes ended and whose figures are still to read (one task reads them).
         self._due: set[uuid.UUID] = set()
         self._task: asyncio.Task[None] | None = None
@@ -56,7 +60,8 @@ class Figures:
             async with reading(self.engine) as conn:
                 rows = await queries.domain_figures(conn, domains)
         except Exception as exc:
-            log.warning("gauge figures of %d domains not refreshed: %s", len(domains), exc)
+            if not self.outages.database_failed(exc):
+                log.warning("gauge figures of %d domains not refreshed: %s", len(domains), exc)
         else:
             self.metrics.domain_figures(_figures(rows), asked=set(domains))
         await self._count_soon()
@@ -88,7 +93,8 @@ class Figures:
             async with reading(self.engine) as conn:
                 count = await queries.logical_partition_count(conn)
         except Exception as exc:
-            log.warning("logical partitions not counted: %s", exc)
+            if not self.outages.database_failed(exc):
+                log.warning("logical partitions not counted: %s", exc)
             return
         self.metrics.snapshot.logical_partitions = count
 

@@ -25,12 +25,9 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-import psycopg
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nico.config import NvLinkConfig
-from nico.db.engine import libpq_url, reading
-from nico.db.queries import reconciler as queries
 from nico.fabric.backend import FabricBackend, PartitionEvent
 from nico.fabric.observation import FabricObserver
 from nico.reconciler import domain_pass, scans
@@ -39,9 +36,10 @@ from nico.reconciler.echoes import Echoes
 from nico.reconciler.executor import AfterCall
 from nico.reconciler.figures import Figures
 from nico.reconciler.last_reads import HealthReads, ReadBacks
+from nico.reconciler.listening import listen
 from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.outages import Outages
 from nico.reconciler.scans import FullPassReport
-from nico.services.nvlink_events import CHANNEL, parse_payload
 
 log = logging.getLogger(__name__)
 CLOSE_WAIT = 5.0  # seconds close() waits for cancelled passes and subscriptions to end
@@ -80,7 +78,8 @@ class Reconciler:
             backend, config.nmxc_endpoints, on_event=self._on_event, on_end=self._stream_ended
         )
         self.full_passes = 0
-        self.figures = Figures(engine, metrics)
+        self.outages = Outages()
+        self.figures = Figures(engine, metrics, self.outages)
         self.read_backs = ReadBacks()
         self.health_reads = HealthReads()
         # Domains with a pass under way (run by _loop, each its own task within ``limit``): a request
@@ -128,7 +127,7 @@ class Reconciler:
         """Reconcile until cancelled. Cancelled (a stop), it starts no pass and lets those in flight
         finish for up to :data:`STOP_GRACE` seconds before cancelling them, so a rolling restart
         leaves no half-made change behind."""
-        listener = asyncio.create_task(self._listen(), name="nvlink-listen")
+        listener = asyncio.create_task(listen(self.engine, self.request, self.outages), name="nvlink-listen")
         try:
             await self._loop()
         except asyncio.CancelledError:
@@ -188,8 +187,9 @@ class Reconciler:
                     await asyncio.shield(self._full)
                 except asyncio.CancelledError:
                     raise
-                except Exception:
-                    log.exception("full reconcile pass failed")
+                except Exception as exc:
+                    if not self.outages.database_failed(exc):
+                        log.exception("full reconcile pass failed")
                 next_full = time.monotonic() + interval
                 continue
             ready = [d for d, at in self.due.items() if at <= now and d not in self._running]
@@ -253,33 +253,6 @@ class Reconciler:
             self.read_backs.forget(domain)
             self.request([domain], self.config.notify_debounce.total_seconds())
 
-    async def _listen(self) -> None:
-        """LISTEN for commits that changed desired NVLink state; reconnect if the connection drops."""
-        url = libpq_url(self.engine.url.render_as_string(hide_password=False))
-        backoff = 0.5
-        while True:
-            try:
-                conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
-                async with conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
-                    backoff = 0.5
-                    # Anything committed while we were not listening is found by this pass.
-                    self.request(await self._all_domains())
-                    async for note in conn.notifies():
-                        domains = parse_payload(note.payload)
-                        if domains:
-                            self.request(domains)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.warning("NOTIFY listener lost its connection (%s); reconnecting", exc)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
-
-    async def _all_domains(self) -> list[uuid.UUID]:
-        async with reading(self.engine) as conn:
-            return await queries.all_domain_uuids(conn)
-
     # ---- passes ---------------------------------------------------------------------------------
 
     async def reconcile(
@@ -325,16 +298,22 @@ class Reconciler:
         try:
             await domain_pass.read_health(self.context(), domain, due)
         except Exception as exc:  # a database failure: the next pass reads again
-            log.warning("health of domain %s not recorded: %s", domain, exc)
+            if not self.outages.database_failed(exc, domain):
+                log.warning("health of domain %s not recorded: %s", domain, exc)
             self.health_reads.forget(domain)
 
     async def _guarded(self, domain: uuid.UUID) -> DomainResult:
         async with self.limit:
             try:
-                return await self.reconcile_domain(domain)
-            except Exception as exc:  # a bug or a database failure: report, retry later
-                log.exception("reconciling domain %s failed", domain)
+                result = await self.reconcile_domain(domain)
+            except Exception as exc:  # a database outage or a bug: report, retry later
+                if not self.outages.database_failed(exc, domain):
+                    log.exception("reconciling domain %s failed", domain)
                 return DomainResult(domain, "error", error=f"{type(exc).__name__}: {exc}")
+        self.outages.database_ok()
+        if result.status == "ok":
+            self.outages.fabric_ok(domain)
+        return result
 
     async def reconcile_domain(self, domain: uuid.UUID) -> DomainResult:
         """One locked pass over one domain (:mod:`nico.reconciler.domain_pass`)."""
@@ -351,6 +330,7 @@ class Reconciler:
             self.read_backs,
             self.health_reads,
             self.after_call,
+            self.outages,
         )
 
     # ---- fabric events ----------------------------------------------------------------------------
