@@ -18,7 +18,7 @@ from nico.cli.api_access import DEFAULT_URL, ApiToken, ApiUrl, tenant_base, toke
 from nico.cli.bootstrap import settings_or_exit, setup_logging
 from nico.cli.export import CliqueLabel, SseReader, clique_label_or_default, err, watch
 from nico.label_sync.kube import KubeApi, KubeConfig, KubeError
-from nico.label_sync.sync import CursorStore, LabelSync
+from nico.label_sync.sync import CursorStore, ExportError, LabelSync
 from nico.services.feed_export import DEFAULT_NODE_NAME
 
 DEFAULT_CONFIGMAP = "nico-label-sync"
@@ -33,13 +33,16 @@ async def run(
     resync_seconds: float | None,
     once: bool = False,
 ) -> None:
-    """Sync now, then follow the event stream from the stored cursor (``once``: sync and return)."""
+    """Sync now, then follow the event stream from the stored cursor (``once``: one pass, whose
+    failure is the caller's, and no cursor)."""
+    if once:
+        await sync.sync_once()
+        return
     reader = SseReader(last_event_id=await sync.store.load() if sync.store is not None else None)
     sync.saved = reader.last_event_id
     sync.cursor = lambda: reader.last_event_id
     await sync.publish()
-    if not once:
-        await watch(api, base, scope_params, sync.publish, reader, resync_seconds)
+    await watch(api, base, scope_params, sync.publish, reader, resync_seconds)
 
 
 def label_sync(
@@ -95,6 +98,6 @@ def label_sync(
         asyncio.run(main())
     except KeyboardInterrupt:
         pass
-    except KubeError as exc:
+    except (KubeError, ExportError) as exc:
         err.print(f"[bold red]error:[/] {exc}")
         raise typer.Exit(1) from None
