@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from nico.label_sync.kube import KubeApi, KubeConfig
 from nico.label_sync.plan import OWNED_ANNOTATION
 from nico.label_sync.sync import CursorStore, LabelSync
 from nico.reconciler.lifecycle import finish_instance_termination
-from tests.api.conftest import BASE, make_instances
+from tests.api.conftest import BASE, ORG, make_instances
 from tests.support import factories as f
 from tests.support.fake_kube import MERGE_PATCH, TOKEN, FakeKube, node, replay, serve
 from tests.support.placement import realise
@@ -276,3 +278,37 @@ async def test_the_cursor_store_needs_its_configmap(tmp_path: Path, missing: boo
             assert await store.load() == "12-3"
             await store.save("13-4")
             assert fake.configmaps[(NAMESPACE, CONFIGMAP)]["data"] == {"lastEventId": "13-4"}
+
+
+async def test_the_command_labels_nodes_once_through_kubectl_proxy(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    session: AsyncSession,
+    settings: Settings,
+    database_url: str,
+) -> None:
+    partition = await f.logical_partition(session, world.tenant, world.site)
+    await session.commit()
+    (instance,) = await make_instances(client, headers, world, partition.id, 1)
+    clique = await realise(session, instance, partition.id, 6)
+    await session.commit()
+    fake = cluster()
+    fake.token = None  # kubectl proxy holds the credentials
+    async with replica(settings, database_url) as url, serve(fake):
+        env = os.environ | {
+            "NICO_URL": url,
+            "NICO_TOKEN": headers["Authorization"].removeprefix("Bearer "),
+            "NICO_EXPORT__CLIQUE_LABEL": NICO_CLIQUE,  # the setting's environment twin
+        }
+        args = ["label-sync", "--org", ORG, "--kube-url", fake.url, "--once"]
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "nico.cli", *args, env=env, stderr=asyncio.subprocess.PIPE
+        )
+        async with asyncio.timeout(DEADLINE):
+            _, stderr = await process.communicate()
+        assert process.returncode == 0, stderr.decode()
+    assert fake.labels("node-0")[NICO_CLIQUE] == clique
+    assert fake.labels("node-0")[GFD_CLIQUE] == GFD_VALUE
+    assert [r.authorization for r in fake.requests] == [None] * len(fake.requests)
+    assert fake.invalid == []

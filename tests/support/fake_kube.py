@@ -110,6 +110,8 @@ class FakeKube:
     configmaps: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)  # why a request was refused as malformed
+    # The bearer token every request must carry; None: none (``kubectl proxy`` adds the credentials).
+    token: str | None = TOKEN
     # Called with the Node's name as a PATCH arrives, before it is checked: another writer's turn.
     before_patch: Callable[[str], None] | None = None
     url: str = ""
@@ -166,7 +168,7 @@ class FakeKube:
 
     async def list_nodes(self, request: Request) -> Response:
         recorded = await self._record(request)
-        if recorded.authorization != f"Bearer {TOKEN}":
+        if self.token is not None and recorded.authorization != f"Bearer {self.token}":
             return self._refuse(401, "Unauthorized", "Unauthorized")
         names = sorted(self.nodes)
         limit = int(request.query_params.get("limit", "0") or 0) or len(names) or 1
@@ -180,7 +182,7 @@ class FakeKube:
 
     async def one_node(self, request: Request) -> Response:
         recorded = await self._record(request)
-        if recorded.authorization != f"Bearer {TOKEN}":
+        if self.token is not None and recorded.authorization != f"Bearer {self.token}":
             return self._refuse(401, "Unauthorized", "Unauthorized")
         name = request.path_params["name"]
         if name not in self.nodes:
@@ -217,7 +219,7 @@ class FakeKube:
 
     async def configmap(self, request: Request) -> Response:
         recorded = await self._record(request)
-        if recorded.authorization != f"Bearer {TOKEN}":
+        if self.token is not None and recorded.authorization != f"Bearer {self.token}":
             return self._refuse(401, "Unauthorized", "Unauthorized")
         key = (request.path_params["namespace"], request.path_params["name"])
         if key not in self.configmaps:
