@@ -20,22 +20,11 @@ from nico.config import Settings
 from tests.api.conftest import BASE, ORG, error, instance_body
 from tests.support import factories as f
 from tests.support.auth import bearer
+from tests.support.fake_kube import valid_label
 from tests.support.placement import realise
 
 EXPORT = f"{BASE}/nvlink-topology/export"
 KUEUE_SCHEMA = Path(__file__).resolve().parents[1] / "support" / "schemas" / "kueue_topology_v1alpha1.json"
-# Kubernetes label syntax (apimachinery validation): optional DNS-subdomain prefix, 63-char name.
-_NAME = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)"
-_PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-
-
-def valid_label(key: str, value: str) -> bool:
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not re.fullmatch(_PREFIX, prefix)):
-        return False
-    if not (0 < len(name) <= 63 and re.fullmatch(_NAME, name)):
-        return False
-    return value == "" or (len(value) <= 63 and re.fullmatch(_NAME, value) is not None)
 
 
 def items(partition: uuid.UUID, *indexes: int) -> list[dict[str, Any]]:
