@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.cli.label_sync import run
 from nico.config import Settings
+from nico.label_sync import kube as kube_module
 from nico.label_sync.kube import KubeApi, KubeConfig
 from nico.label_sync.plan import OWNED_ANNOTATION
 from nico.label_sync.sync import CursorStore, LabelSync
@@ -312,3 +313,36 @@ async def test_the_command_labels_nodes_once_through_kubectl_proxy(
     assert fake.labels("node-0")[GFD_CLIQUE] == GFD_VALUE
     assert [r.authorization for r in fake.requests] == [None] * len(fake.requests)
     assert fake.invalid == []
+
+
+async def test_in_cluster_config_and_a_rotated_token(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text(TOKEN)
+    (account / "namespace").write_text("gpu-ops\n")
+    (account / "ca.crt").write_text("")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00::1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    config = KubeConfig.in_cluster(account)
+    assert (config.url, config.namespace) == ("https://[fd00::1]:443", "gpu-ops")
+    assert config.token_path == account / "token" and config.ca_path == account / "ca.crt"
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST")
+    with pytest.raises(Exception, match="--kube-url"):
+        KubeConfig.in_cluster(account)
+
+    fake = cluster()
+    async with serve(fake):
+        local = KubeConfig(fake.url, token_path=account / "token")
+        async with local.client() as http:
+            kube_api = KubeApi(local, http)
+            monkeypatch.setattr(kube_module, "LIST_PAGE", 2)  # two pages: limit, then continue
+            assert [n["metadata"]["name"] for n in await kube_api.list_nodes()] == [
+                "cpu-0",
+                "node-0",
+                "node-1",
+            ]
+            # kubelet rotates the bound token in place: the next request carries the new one
+            (account / "token").write_text("rotated")
+            fake.token = "rotated"
+            assert (await kube_api.get_node("node-0")) is not None
+    assert [r.authorization for r in fake.requests] == [f"Bearer {TOKEN}"] * 2 + ["Bearer rotated"]
