@@ -33,9 +33,7 @@ from nico.services.node_labels import (
     GFD_CLIQUE_LABEL,
     GpuPlace,
     gpu_places,
-    node_clique,
     node_labels,
-    node_partition,
     removable,
 )
 
@@ -92,17 +90,8 @@ class Node:
 
     @property
     def gpus(self) -> list[GpuPlace]:
+        """Where each GPU the node exposes is (node_labels: the clique rule reads these)."""
         return gpu_places(self.interfaces, self.tray_devices)
-
-    @property
-    def clique_id(self) -> str | None:
-        """The node's clique: every GPU it exposes Ready in that one clique, else None (a tray with
-        GPUs in several cliques, or not all realised, has no one clique to advertise)."""
-        return node_clique(self.gpus)
-
-    @property
-    def logical_partition_id(self) -> str | None:
-        return node_partition(self.gpus)
 
     def name(self, template: str) -> str:
         return template.format(
