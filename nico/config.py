@@ -151,6 +151,16 @@ class ApiConfig(BaseModel):
     emit_deprecated_partition_key: bool = True
 
 
+class ExportConfig(BaseModel):
+    """The scheduler feed's Kubernetes labels (``nico export``, ``nico label-sync``, the export API)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    # Which key carries a node's clique: GPU Feature Discovery and the NVIDIA DRA driver write
+    # nvidia.com/gpu.clique themselves, so beside either nico keeps to its own key (docs/schedulers.md).
+    clique_label: Literal["nvidia.com/gpu.clique", "nvlink.nico.io/clique"] = "nvidia.com/gpu.clique"
+
+
 def _default_algorithms() -> list[Literal["HS256", "RS256", "ES256"]]:
     return ["HS256"]
 
@@ -191,6 +201,7 @@ class Settings(BaseSettings):
     api: ApiConfig = Field(default_factory=ApiConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     nvlink_config: NvLinkConfig = Field(default_factory=NvLinkConfig)
+    export: ExportConfig = Field(default_factory=ExportConfig)
 
     @field_validator("database_url")
     @classmethod

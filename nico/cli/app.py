@@ -14,6 +14,7 @@ from nico.cli.admin import app as admin_app
 from nico.cli.bootstrap import database_url_or_exit, migrate_or_exit, settings_or_exit, setup_logging
 from nico.cli.demo import app as demo_app
 from nico.cli.export import export
+from nico.cli.label_sync import label_sync
 from nico.cli.output import console, fail
 from nico.cli.sim import app as sim_app
 from nico.cli.tenant import wait_ready
@@ -194,3 +195,4 @@ def reconcile(
 app.add_typer(admin_app, name="admin")
 app.command("wait-ready")(wait_ready)
 app.command("export")(export)
+app.command("label-sync")(label_sync)

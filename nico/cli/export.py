@@ -14,7 +14,7 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -24,9 +24,29 @@ import typer
 from rich.console import Console
 
 from nico.cli.api_access import DEFAULT_URL, ApiToken, ApiUrl, tenant_base, token_or_exit
+from nico.cli.bootstrap import settings_or_exit
 from nico.services.feed_export import DEFAULT_NODE_NAME, FORMATS
+from nico.services.node_labels import CLIQUE_LABELS
 
 err = Console(stderr=True)
+CliqueLabel = Annotated[
+    str | None,
+    typer.Option(
+        help=f"Label key of a node's clique: {' or '.join(CLIQUE_LABELS)} "
+        "(default: the setting export.clique_label)."
+    ),
+]
+
+
+def clique_label_or_default(value: str | None) -> str:
+    """``--clique-label``, else this process's ``[export] clique_label`` setting."""
+    if value is None:
+        return settings_or_exit().export.clique_label
+    if value not in CLIQUE_LABELS:
+        raise typer.BadParameter(f"--clique-label must be one of {', '.join(CLIQUE_LABELS)}")
+    return value
+
+
 DEBOUNCE_SECONDS = 0.1
 RECONNECT_SECONDS = 1.0
 
@@ -113,9 +133,17 @@ class Exporter:
         self.previous = text
 
 
-async def watch(exporter: Exporter, scope_params: dict[str, str]) -> None:
-    """Re-export on every burst of placement events; reconnect (resuming) when the stream drops."""
-    reader = SseReader()
+async def watch(
+    client: httpx.AsyncClient,
+    base: str,
+    scope_params: dict[str, str],
+    publish: Callable[[], Awaitable[None]],
+    reader: SseReader | None = None,
+    resync_seconds: float | None = None,
+) -> None:
+    """Call ``publish`` on every burst of placement events (and, with ``resync_seconds``, after that
+    long without any); reconnect (resuming from ``reader``'s cursor) when the stream drops."""
+    reader = reader or SseReader()
     wake: asyncio.Queue[str] = asyncio.Queue()
 
     async def follow() -> None:
@@ -124,9 +152,9 @@ async def watch(exporter: Exporter, scope_params: dict[str, str]) -> None:
             if reader.last_event_id is not None:
                 headers["Last-Event-ID"] = reader.last_event_id
             try:
-                async with exporter.client.stream(
+                async with client.stream(
                     "GET",
-                    f"{exporter.base}/nvlink-topology/events",
+                    f"{base}/nvlink-topology/events",
                     params=scope_params,
                     headers=headers,
                     timeout=httpx.Timeout(10.0, read=None),
@@ -144,12 +172,15 @@ async def watch(exporter: Exporter, scope_params: dict[str, str]) -> None:
     follower = asyncio.create_task(follow())
     try:
         while True:
-            await wake.get()  # hello (start), reset (resume too old: re-read everything) or placement
+            # hello (start), reset (resume too old: re-read everything), placement, or a resync's time
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(resync_seconds):
+                    await wake.get()
             with contextlib.suppress(TimeoutError):
                 while True:  # asyncio.timeout: wait_for on 3.11 can lose a Ctrl-C's cancellation
                     async with asyncio.timeout(DEBOUNCE_SECONDS):
                         await wake.get()
-            await exporter.publish()
+            await publish()
     finally:
         follower.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -170,13 +201,18 @@ def export(
     watch_changes: Annotated[
         bool, typer.Option("--watch", help="Follow placement events and re-export on every change.")
     ] = False,
+    clique_label: CliqueLabel = None,
 ) -> None:
     """Export NVLink placement for Slurm, Kubernetes or Kueue (from a running API)."""
     if format not in FORMATS:
         raise typer.BadParameter(f"--format must be one of {', '.join(FORMATS)}")
     token = token_or_exit(token, org, ["PROVIDER_VIEWER"] if scope == "provider" else ["TENANT_ADMIN"])
     scope_params = {"scope": scope} | ({"siteId": site_id} if site_id else {})
-    params = scope_params | {"format": format, "nodeName": node_name}
+    params = scope_params | {
+        "format": format,
+        "nodeName": node_name,
+        "cliqueLabel": clique_label_or_default(clique_label),
+    }
     base = tenant_base(url, org)
 
     async def main() -> None:
@@ -184,7 +220,7 @@ def export(
         async with httpx.AsyncClient(headers=headers, timeout=30.0) as client:
             exporter = Exporter(client, base, params, output)
             if watch_changes:
-                await watch(exporter, scope_params)
+                await watch(client, base, scope_params, exporter.publish)
             else:
                 await exporter.publish()
 

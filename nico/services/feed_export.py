@@ -4,7 +4,7 @@ Kubernetes node labels and a Kueue ``Topology`` (nico extension, ``GET /nvlink-t
 Each instance is one scheduler node. Its NVLink domain is one Slurm leaf switch (``topology/tree``) or
 block (``topology/block``); its clique id is what the GPU driver will report as
 ``nvidia.com/gpu.clique`` once its NVLink interfaces are Ready. nico writes these from what it
-decided, before any node agent has seen the partition.
+decided, before any node agent has seen the partition; node_labels says which labels a node gets.
 """
 
 from __future__ import annotations
@@ -21,13 +21,21 @@ import yaml
 from psycopg.rows import dict_row
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.enums import NvLinkInterfaceStatus
 from nico.db.models import Site
 from nico.db.queries import feed as q
 from nico.db.raw import driver_connection
 from nico.services import orgs
 from nico.services.access import tenant_uses_site
 from nico.services.errors import bad_request, forbidden, not_found
+from nico.services.node_labels import (
+    CLIQUE_LABELS,
+    DOMAIN_LABEL,
+    GFD_CLIQUE_LABEL,
+    GpuPlace,
+    gpu_places,
+    node_labels,
+    removable,
+)
 
 FORMATS = (
     "slurm-topology-conf",
@@ -46,14 +54,7 @@ MEDIA_TYPES = {
 DEFAULT_NODE_NAME = "{instance}"
 NODE_NAME_FIELDS = frozenset({"instance", "instance_id", "machine", "hostname", "site"})
 
-CLIQUE_LABEL = "nvidia.com/gpu.clique"
-DOMAIN_LABEL = "nvlink.nico.io/domain"
-PARTITION_LABEL = "nvlink.nico.io/partition"
-SITE_LABEL = "nvlink.nico.io/site"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
-MANAGED_LABELS = (CLIQUE_LABEL, DOMAIN_LABEL, PARTITION_LABEL, SITE_LABEL)
-# Coarsest first: the NVLink domain, the partition (clique) inside it, the node.
-KUEUE_LEVELS = (DOMAIN_LABEL, CLIQUE_LABEL, HOSTNAME_LABEL)
 KUEUE_TOPOLOGY_NAME = "nico-nvlink"
 ROOT_SWITCH = "nvlink-root"
 
@@ -83,20 +84,14 @@ class Node:
     hostname: str | None
     domain_uuid: uuid.UUID
     interfaces: tuple[dict[str, Any], ...]
+    # deviceInstance of every GPU of the instance's machine (the GPUs its node exposes); empty when
+    # the machine's GPUs are not known
+    tray_devices: tuple[int, ...] = ()
 
     @property
-    def clique_id(self) -> str | None:
-        """The instance's clique: all its NVLink interfaces Ready and in one clique, else None (a node
-        whose GPUs are in several cliques, or not all realised, has no one clique to advertise)."""
-        if not self.interfaces or any(i["status"] != NvLinkInterfaceStatus.READY for i in self.interfaces):
-            return None
-        cliques = {i["clique_id"] for i in self.interfaces}
-        return cliques.pop() if len(cliques) == 1 else None
-
-    @property
-    def logical_partition_id(self) -> str | None:
-        partitions = {str(i["logical_partition_id"]) for i in self.interfaces}
-        return partitions.pop() if len(partitions) == 1 else None
+    def gpus(self) -> list[GpuPlace]:
+        """Where each GPU the node exposes is (node_labels: the clique rule reads these)."""
+        return gpu_places(self.interfaces, self.tray_devices)
 
     def name(self, template: str) -> str:
         return template.format(
@@ -143,30 +138,47 @@ async def placement(session: AsyncSession, scope: Scope) -> list[Node]:
             hostname=row["hostname"],
             domain_uuid=row["domain_uuid"],
             interfaces=tuple(row["interfaces"]),
+            tray_devices=tuple(row["tray_devices"]),
         )
         for row in rows
         if row["domain_uuid"] is not None
     ]
 
 
-async def export(session: AsyncSession, scope: Scope, fmt: str, node_name: str = DEFAULT_NODE_NAME) -> str:
-    """The placement of ``scope`` rendered as ``fmt`` (one of :data:`FORMATS`)."""
+def check_clique_label(value: str) -> str:
+    if value not in CLIQUE_LABELS:
+        raise bad_request(f"Invalid cliqueLabel value: {value} in query (one of {', '.join(CLIQUE_LABELS)})")
+    return value
+
+
+async def export(
+    session: AsyncSession,
+    scope: Scope,
+    fmt: str,
+    node_name: str = DEFAULT_NODE_NAME,
+    clique_label: str = GFD_CLIQUE_LABEL,
+) -> str:
+    """The placement of ``scope`` rendered as ``fmt`` (one of :data:`FORMATS`); ``clique_label`` is
+    the key a node's clique goes under (Kubernetes and Kueue formats)."""
     check_format(fmt)
     check_node_name(node_name)
-    return render(await placement(session, scope), fmt, node_name)
+    check_clique_label(clique_label)
+    return render(await placement(session, scope), fmt, node_name, clique_label)
 
 
-def render(nodes: Sequence[Node], fmt: str, node_name: str = DEFAULT_NODE_NAME) -> str:
+def render(
+    nodes: Sequence[Node], fmt: str, node_name: str = DEFAULT_NODE_NAME, clique_label: str = GFD_CLIQUE_LABEL
+) -> str:
     if fmt == "slurm-topology-conf":
         return slurm_topology_conf(nodes, node_name)
     if fmt == "slurm-topology-yaml":
         return slurm_topology_yaml(nodes, node_name)
     if fmt == "kubernetes-labels":
-        return json.dumps(kubernetes_nodes(nodes, node_name), indent=2) + "\n"
+        return json.dumps(kubernetes_nodes(nodes, node_name, clique_label), indent=2) + "\n"
     if fmt == "kubectl-labels":
-        return "".join(line + "\n" for line in kubectl_lines(nodes, node_name))
+        return "".join(line + "\n" for line in kubectl_lines(nodes, node_name, clique_label))
     if fmt == "kueue-topology":
-        return json.dumps(kueue_topology(), indent=2) + "\n"
+        return json.dumps(kueue_topology(clique_label), indent=2) + "\n"
     raise bad_request(f"Invalid format value: {fmt} in query")
 
 
@@ -211,17 +223,16 @@ def kubernetes_name(value: str) -> str:
     return _K8S_BAD.sub("-", value.lower()).strip("-.")[:253] or "node"
 
 
-def labels_of(node: Node) -> dict[str, str]:
-    """nico's labels for a node: every value is a valid label value (UUIDs, ``<uuid>.<int>``)."""
-    labels = {DOMAIN_LABEL: str(node.domain_uuid), SITE_LABEL: str(node.site_id)}
-    if (partition := node.logical_partition_id) is not None:
-        labels[PARTITION_LABEL] = partition
-    if (clique := node.clique_id) is not None:
-        labels[CLIQUE_LABEL] = clique
-    return dict(sorted(labels.items()))
+def labels_of(node: Node, clique_label: str = GFD_CLIQUE_LABEL) -> dict[str, str]:
+    """nico's labels for a node (node_labels): every value is a valid label value."""
+    return node_labels(
+        node.gpus, domain=str(node.domain_uuid), site=str(node.site_id), clique_label=clique_label
+    )
 
 
-def kubernetes_nodes(nodes: Sequence[Node], node_name: str = DEFAULT_NODE_NAME) -> dict[str, Any]:
+def kubernetes_nodes(
+    nodes: Sequence[Node], node_name: str = DEFAULT_NODE_NAME, clique_label: str = GFD_CLIQUE_LABEL
+) -> dict[str, Any]:
     """A ``v1`` ``List`` of partial ``Node`` objects carrying only nico's labels (merge-patchable)."""
     return {
         "apiVersion": "v1",
@@ -230,32 +241,40 @@ def kubernetes_nodes(nodes: Sequence[Node], node_name: str = DEFAULT_NODE_NAME) 
             {
                 "apiVersion": "v1",
                 "kind": "Node",
-                "metadata": {"name": kubernetes_name(node.name(node_name)), "labels": labels_of(node)},
+                "metadata": {
+                    "name": kubernetes_name(node.name(node_name)),
+                    "labels": labels_of(node, clique_label),
+                },
             }
             for node in nodes
         ],
     }
 
 
-def kubectl_lines(nodes: Sequence[Node], node_name: str = DEFAULT_NODE_NAME) -> list[str]:
-    """One ``kubectl label`` per node: set nico's labels, remove those that no longer apply."""
+def kubectl_lines(
+    nodes: Sequence[Node], node_name: str = DEFAULT_NODE_NAME, clique_label: str = GFD_CLIQUE_LABEL
+) -> list[str]:
+    """One ``kubectl label`` per node: set nico's labels, remove those of nico's that no longer apply
+    (never the clique key nico was not given)."""
     lines = []
     for node in nodes:
-        labels = labels_of(node)
-        args = [f"{k}={v}" for k, v in labels.items()] + [f"{k}-" for k in MANAGED_LABELS if k not in labels]
+        labels = labels_of(node, clique_label)
+        args = [f"{k}={v}" for k, v in labels.items()]
+        args += [f"{k}-" for k in removable(node.gpus, clique_label, labels)]
         lines.append(
             f"kubectl label node {kubernetes_name(node.name(node_name))} --overwrite {' '.join(args)}"
         )
     return lines
 
 
-def kueue_topology() -> dict[str, Any]:
-    """A Kueue ``Topology`` whose levels are nico's labels, coarsest first, the node last."""
+def kueue_topology(clique_label: str = GFD_CLIQUE_LABEL) -> dict[str, Any]:
+    """A Kueue ``Topology`` whose levels are nico's labels, coarsest first (the NVLink domain, the
+    clique inside it), the node last."""
     return {
         "apiVersion": "kueue.x-k8s.io/v1alpha1",
         "kind": "Topology",
         "metadata": {"name": KUEUE_TOPOLOGY_NAME},
-        "spec": {"levels": [{"nodeLabel": label} for label in KUEUE_LEVELS]},
+        "spec": {"levels": [{"nodeLabel": label} for label in (DOMAIN_LABEL, clique_label, HOSTNAME_LABEL)]},
     }
 
 

@@ -20,22 +20,11 @@ from nico.config import Settings
 from tests.api.conftest import BASE, ORG, error, instance_body
 from tests.support import factories as f
 from tests.support.auth import bearer
+from tests.support.fake_kube import valid_label
 from tests.support.placement import realise
 
 EXPORT = f"{BASE}/nvlink-topology/export"
 KUEUE_SCHEMA = Path(__file__).resolve().parents[1] / "support" / "schemas" / "kueue_topology_v1alpha1.json"
-# Kubernetes label syntax (apimachinery validation): optional DNS-subdomain prefix, 63-char name.
-_NAME = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)"
-_PREFIX = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-
-
-def valid_label(key: str, value: str) -> bool:
-    prefix, _, name = key.rpartition("/")
-    if prefix and (len(prefix) > 253 or not re.fullmatch(_PREFIX, prefix)):
-        return False
-    if not (0 < len(name) <= 63 and re.fullmatch(_NAME, name)):
-        return False
-    return value == "" or (len(value) <= 63 and re.fullmatch(_NAME, value) is not None)
 
 
 def items(partition: uuid.UUID, *indexes: int) -> list[dict[str, Any]]:
@@ -138,7 +127,7 @@ async def test_kubernetes_exports_validate(
         for line in lines
     )
     assert any(
-        line.startswith("kubectl label node node-1 ") and line.endswith("nvidia.com/gpu.clique-")
+        line.startswith("kubectl label node node-1 ") and "nvidia.com/gpu.clique-" in line.split()
         for line in lines
     )
 
@@ -193,3 +182,94 @@ async def test_empty_site_exports(
 ) -> None:
     response = await get(client, headers, fmt)
     assert "node-" not in response.text
+
+
+async def test_a_tray_with_gpus_in_two_partitions_gets_no_clique_label(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    # 2 of the tray's 4 GPUs in the partition, the other 2 in the default partition: the node exposes
+    # all 4, so no clique holds for it; nico's per-GPU labels say where each one is.
+    partition = await f.logical_partition(session, world.tenant, world.site)
+    await session.commit()
+    body = instance_body(world, name="half", nvLinkInterfaces=items(partition.id, 0, 1))
+    created = await client.post(f"{BASE}/instance", json=body, headers=headers)
+    assert created.status_code == 201, created.text
+    clique = await realise(session, uuid.UUID(created.json()["id"]), partition.id, 5)
+    await session.commit()
+    instance = (await client.get(f"{BASE}/instance/{created.json()['id']}", headers=headers)).json()
+    assert {i["nvLinkCliqueId"] for i in instance["nvLinkInterfaces"]} == {clique}  # both Ready
+
+    (node,) = json.loads((await get(client, headers, "kubernetes-labels")).text)["items"]
+    kubernetes_validate.validate(node, "1.37.0", strict=True)
+    labels = node["metadata"]["labels"]
+    assert all(valid_label(k, v) for k, v in labels.items()), labels
+    assert "nvidia.com/gpu.clique" not in labels and "nvlink.nico.io/partition" not in labels
+    assert {k: v for k, v in labels.items() if k.startswith("nvlink.nico.io/gpu-")} == {
+        "nvlink.nico.io/gpu-0.partition": str(partition.id),
+        "nvlink.nico.io/gpu-0.clique": clique,
+        "nvlink.nico.io/gpu-1.partition": str(partition.id),
+        "nvlink.nico.io/gpu-1.clique": clique,
+        "nvlink.nico.io/gpu-2.partition": "none",
+        "nvlink.nico.io/gpu-3.partition": "none",
+    }
+    (line,) = (await get(client, headers, "kubectl-labels")).text.splitlines()
+    removed = {arg for arg in line.split() if arg.endswith("-")}
+    assert removed == {
+        "nvidia.com/gpu.clique-",
+        "nvlink.nico.io/partition-",
+        "nvlink.nico.io/gpu-2.clique-",
+        "nvlink.nico.io/gpu-3.clique-",
+    }
+
+
+async def test_a_whole_tray_gets_the_clique_only_once_every_gpu_is_ready(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    partition, (first, *_) = await placed(client, headers, world, session)
+    nodes = json.loads((await get(client, headers, "kubernetes-labels")).text)["items"]
+    pending = next(n for n in nodes if n["metadata"]["name"] == "node-0")["metadata"]["labels"]
+    assert "nvidia.com/gpu.clique" not in pending  # bound, not realised
+    assert pending["nvlink.nico.io/partition"] == str(partition)
+    assert not any(k.endswith(".clique") for k in pending)
+    clique = await realise(session, uuid.UUID(first["id"]), partition, 9)
+    await session.commit()
+    nodes = json.loads((await get(client, headers, "kubernetes-labels")).text)["items"]
+    ready = next(n for n in nodes if n["metadata"]["name"] == "node-0")["metadata"]["labels"]
+    assert ready["nvidia.com/gpu.clique"] == clique
+    assert {ready[f"nvlink.nico.io/gpu-{d}.clique"] for d in range(4)} == {clique}
+
+
+async def test_the_clique_key_is_a_setting_and_a_query_parameter(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    session: AsyncSession,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    partition, (first, *_) = await placed(client, headers, world, session)
+    clique = await realise(session, uuid.UUID(first["id"]), partition, 4)
+    await session.commit()
+    own = {"cliqueLabel": "nvlink.nico.io/clique"}
+    nodes = json.loads((await get(client, headers, "kubernetes-labels", **own)).text)["items"]
+    labels = next(n for n in nodes if n["metadata"]["name"] == "node-0")["metadata"]["labels"]
+    assert labels["nvlink.nico.io/clique"] == clique and "nvidia.com/gpu.clique" not in labels
+    # Beside GPU Feature Discovery nico never removes the key it was not given.
+    lines = (await get(client, headers, "kubectl-labels", **own)).text
+    assert "nvidia.com/gpu.clique" not in lines and "nvlink.nico.io/clique-" in lines
+    kueue = json.loads((await get(client, headers, "kueue-topology", **own)).text)
+    assert [level["nodeLabel"] for level in kueue["spec"]["levels"]][1] == "nvlink.nico.io/clique"
+
+    monkeypatch.setattr(settings.export, "clique_label", "nvlink.nico.io/clique")
+    nodes = json.loads((await get(client, headers, "kubernetes-labels")).text)["items"]
+    labels = next(n for n in nodes if n["metadata"]["name"] == "node-0")["metadata"]["labels"]
+    assert labels["nvlink.nico.io/clique"] == clique and "nvidia.com/gpu.clique" not in labels
+    gfd = {"cliqueLabel": "nvidia.com/gpu.clique"}
+    nodes = json.loads((await get(client, headers, "kubernetes-labels", **gfd)).text)["items"]
+    labels = next(n for n in nodes if n["metadata"]["name"] == "node-0")["metadata"]["labels"]
+    assert labels["nvidia.com/gpu.clique"] == clique and "nvlink.nico.io/clique" not in labels
+
+    bad = await client.get(
+        EXPORT, params={"format": "kubernetes-labels", "cliqueLabel": "example.com/x"}, headers=headers
+    )
+    assert error(bad)[0] == 400 and "cliqueLabel" in bad.json()["message"]

@@ -13,8 +13,10 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
+import typer
 import yaml
 
+from nico.cli import app as cli
 from nico.config import load_settings
 from tests.deploy.test_compose import parse, setting_exists
 
@@ -87,6 +89,7 @@ def test_every_nico_command_parses_and_the_ports_agree() -> None:
         "nico-nmxm-credentials": "admin credential add-nmx-m",
         "nico-api": "serve",
         "nico-reconciler": "reconcile",
+        "nico-label-sync": "label-sync",
     }
     api, reconciler = container(DEPLOYMENTS["nico-api"]), container(DEPLOYMENTS["nico-reconciler"])
     serve = commands["nico-api"][1]
@@ -107,7 +110,7 @@ def test_every_nico_command_parses_and_the_ports_agree() -> None:
 
 
 def test_services_service_monitor_and_budgets_select_real_pods_and_ports() -> None:
-    ports_of = {name: {p["name"] for p in container(d)["ports"]} for name, d in DEPLOYMENTS.items()}
+    ports_of = {name: {p["name"] for p in container(d).get("ports", [])} for name, d in DEPLOYMENTS.items()}
     labels_of = {name: d["spec"]["template"]["metadata"]["labels"] for name, d in DEPLOYMENTS.items()}
 
     def selected(selector: dict[str, str]) -> set[str]:
@@ -141,12 +144,21 @@ def test_pods_run_non_root_read_only_with_requests_and_limits() -> None:
         assert env["NICO_DATA_DIR"]["value"] in writable and "/tmp" in writable, name
 
 
+def option_envvars(args: list[str]) -> set[str]:
+    """The environment variables the command's own options read (``NICO_URL``, ``NICO_TOKEN``)."""
+    command: Any = typer.main.get_command(cli)
+    for name in parse(args)[0].split():
+        command = command.commands[name]
+    return {p.envvar for p in command.params if isinstance(p.envvar, str)}
+
+
 def test_environment_names_are_settings_or_used_by_the_command_and_secrets_exist() -> None:
     for name, workload in WORKLOADS.items():
         c = container(workload)
         for variable in c["env"]:
             if variable["name"].startswith("NICO_"):
-                assert setting_exists(variable["name"]), f"{name}: {variable['name']} is not a setting"
+                known = setting_exists(variable["name"]) or variable["name"] in option_envvars(argv(c))
+                assert known, f"{name}: {variable['name']} is neither a setting nor an option's variable"
             else:
                 assert f"$({variable['name']})" in c.get("args", []), f"{name}: {variable['name']} unused"
             ref = variable.get("valueFrom", {}).get("secretKeyRef")
@@ -193,3 +205,34 @@ def test_the_configmap_is_nico_configuration_and_names_files_the_secrets_mount(
 def test_the_prometheus_rule_carries_deploy_alerts() -> None:
     rule = next(iter(of_kind("PrometheusRule").values()))
     assert rule["spec"] == yaml.safe_load((ROOT / "deploy" / "alerts.yml").read_text())
+
+
+def test_the_label_sync_may_patch_nodes_and_its_cursor_and_nothing_else() -> None:
+    deployment = DEPLOYMENTS["nico-label-sync"]
+    pod = deployment["spec"]["template"]["spec"]
+    account = pod["serviceAccountName"]
+    assert pod["automountServiceAccountToken"] is True and account in of_kind("ServiceAccount")
+    assert deployment["spec"]["replicas"] == 1
+    (cluster_role,) = of_kind("ClusterRole").values()
+    assert cluster_role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "patch"]}
+    ]
+    command, params = parse(argv(container(deployment)))
+    assert command == "label-sync" and params["kube_url"] is None  # in-cluster
+    (role,) = of_kind("Role").values()
+    assert role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [params["state_configmap"]],
+            "verbs": ["get", "patch"],
+        }
+    ]
+    assert params["state_configmap"] in of_kind("ConfigMap")  # the Role cannot create it
+    bindings = [*of_kind("ClusterRoleBinding").values(), *of_kind("RoleBinding").values()]
+    assert {(b["roleRef"]["kind"], b["roleRef"]["name"]) for b in bindings} == {
+        ("ClusterRole", cluster_role["metadata"]["name"]),
+        ("Role", role["metadata"]["name"]),
+    }
+    for binding in bindings:
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "nico"}]

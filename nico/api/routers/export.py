@@ -15,6 +15,7 @@ from nico.api.auth import Principal
 from nico.api.deps import CtxDep, PrincipalDep, ReadSessionDep
 from nico.services import feed_export, feed_stream
 from nico.services.errors import ServiceError
+from nico.services.node_labels import CLIQUE_LABELS
 
 router = APIRouter(tags=["nvlink-topology"])
 
@@ -52,6 +53,7 @@ async def export_topology(
     org: str,
     principal: PrincipalDep,
     session: ReadSessionDep,
+    ctx: CtxDep,
     format: Annotated[
         str,
         Query(
@@ -65,13 +67,22 @@ async def export_topology(
         str,
         Query(alias="nodeName", description="Node name template: {instance}, {instance_id}, {machine}, ..."),
     ] = feed_export.DEFAULT_NODE_NAME,
+    clique_label: Annotated[
+        str | None,
+        Query(
+            alias="cliqueLabel",
+            description="Label key of a node's clique; default: the server's [export] clique_label",
+        ),
+        WithJsonSchema({"type": "string", "enum": list(CLIQUE_LABELS)}),
+    ] = None,
 ) -> Response:
     provider_side = authorize(principal, org, scope)
     fmt = feed_export.check_format(format)
+    key = feed_export.check_clique_label(clique_label or ctx.settings.export.clique_label)
     where = await feed_export.resolve_scope(
         session, org, provider_side=provider_side, site_id=feed_export.parse_site_id(site_id)
     )
-    text = await feed_export.export(session, where, fmt, node_name)
+    text = await feed_export.export(session, where, fmt, node_name, key)
     return Response(text, media_type=feed_export.MEDIA_TYPES[fmt])
 
 

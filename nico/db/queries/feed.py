@@ -24,7 +24,8 @@ CLIQUES_BY_INTERFACE = f"""
 SELECT n.id, {CLIQUE_OF_INTERFACE} AS clique_id FROM nvlink_interface n WHERE n.id = ANY(:ids)
 """
 
-# Every instance with an NVLink domain (its machine's, else its realised interfaces'), in scope.
+# Every instance with an NVLink domain (its machine's, else its realised interfaces'), in scope, with
+# its interfaces and the deviceInstance of every GPU of its machine (the GPUs its node exposes).
 # Scope: a tenant (``tenant``), or a provider's sites (``provider``), optionally one site (``site``).
 PLACEMENT = f"""
 SELECT i.id AS instance_id, i.name AS instance_name, i.site_id, s.name AS site_name, m.id AS machine_id,
@@ -36,7 +37,8 @@ SELECT i.id AS instance_id, i.name AS instance_name, i.site_id, s.name AS site_n
                'id', n.id, 'device_instance', n.device_instance, 'status', n.status,
                'logical_partition_id', n.logical_partition_id, 'clique_id', {CLIQUE_OF_INTERFACE})
            ORDER BY n.device_instance, n.id), '[]')
-        FROM nvlink_interface n WHERE n.instance_id = i.id AND n.status <> 'Deleting') AS interfaces
+        FROM nvlink_interface n WHERE n.instance_id = i.id AND n.status <> 'Deleting') AS interfaces,
+       ARRAY(SELECT g.device_id - 1 FROM gpu g WHERE g.machine_id = m.id ORDER BY g.device_id) AS tray_devices
 FROM instance i
 JOIN site s ON s.id = i.site_id
 LEFT JOIN machine m ON m.instance_id = i.id
