@@ -10,6 +10,7 @@ from types import ModuleType
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -65,7 +66,17 @@ async def schema_problem(conn: AsyncConnection) -> str | None:
     if exists is None:
         return "database schema is not initialised; run `nico migrate`"
     current = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
-    head = head_revision()
-    if current != head:
-        return f"database schema is at revision {current}, expected {head}; run `nico migrate`"
-    return None
+    script = ScriptDirectory(str(migrations_dir()))
+    head = script.get_current_head()
+    if current == head:
+        return None
+    if current is not None and not _known(script, current):
+        return f"database schema is at revision {current}, newer than this nico's {head}; upgrade nico"
+    return f"database schema is at revision {current}, expected {head}; run `nico migrate`"
+
+
+def _known(script: ScriptDirectory, revision: str) -> bool:
+    try:
+        return script.get_revision(revision) is not None
+    except CommandError:  # alembic's "Can't locate revision": a later nico wrote it
+        return False
