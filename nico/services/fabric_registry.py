@@ -64,9 +64,7 @@ async def delete_nmxm_credentials(session: AsyncSession, username: str | None = 
     if username is not None:
         row = await session.get(FabricCredential, NMXM_CREDENTIAL)
         if row is not None and row.username != username:
-            raise ServiceError(
-                409, f"the stored NMX-M credentials are user {row.username}'s, not {username}'s"
-            )
+            raise ServiceError(409, f"the stored NMX-M credentials are {row.username}'s, not {username}'s")
     return bool(await queries.delete_credential(session, NMXM_CREDENTIAL))
 
 
