@@ -198,16 +198,16 @@ def instance_update_nvlink_config(
     instance_id = _uuid("--instance", instance)
     if instance_id is None:
         raise fail("--instance must not be empty", 2)
+    given = ctx.find_object(AdminOptions)
+    user = cloud_unsafe_op or (given.cloud_unsafe_op if given is not None else None)
+    if not user or not user.strip():
+        raise fail("--cloud-unsafe-op needs your user name", 2)
     try:
         bindings = admin_nvlink.parse_nvlink_config(json.loads(config))
     except json.JSONDecodeError as exc:
         raise fail(f"--config is not JSON: {exc}", 2) from None
     except ServiceError as exc:
         raise fail(exc.message, 2) from None
-    given = ctx.find_object(AdminOptions)
-    user = cloud_unsafe_op or (given.cloud_unsafe_op if given is not None else None)
-    if not user or not user.strip():
-        raise fail("--cloud-unsafe-op needs your user name", 2)
     console.print(f"{user}: replacing the NVLink config of instance {instance_id}", highlight=False)
     rows = with_session(lambda s: admin_nvlink.update_instance_nvlink_config(s, instance_id, bindings))
     columns = list(rows[0]) if rows else ["id"]
