@@ -10,17 +10,11 @@ from pathlib import Path
 
 import yaml
 from sqlalchemy.ext.asyncio import AsyncSession
-from typer.testing import CliRunner
 
-from nico.cli import app
 from nico.sim.fabric import SimFabric
 from tests.support import factories as f
+from tests.support.cli import run
 from tests.support.sim_site import place, seed
-
-
-async def run(*args: str) -> tuple[int, str]:
-    result = await asyncio.to_thread(CliRunner().invoke, app, list(args))
-    return result.exit_code, result.stdout if result.exit_code == 0 else result.output
 
 
 async def same_in_json_and_yaml(*args: str) -> object:
@@ -74,7 +68,7 @@ async def test_registry_domains_and_nvlink_info_in_every_format(
     assert code == 0 and "CHASSIS SERIAL" in output and "in-process.invalid" in output
 
     domains = await same_in_json_and_yaml("admin", "nvlink-domains")
-    assert [d["uuid"] for d in domains] == [str(site.domains[0])]  # type: ignore[union-attr]
+    assert isinstance(domains, list) and [d["uuid"] for d in domains] == [str(site.domains[0])]
     code, output = await run("admin", "nvlink-domains")
     assert json.loads(output) == domains  # JSON unless asked otherwise, as before
     code, output = await run("admin", "nvlink-domains", "--format", "table")

@@ -5,25 +5,18 @@ ORG`` (no site: the org's one NVLink site), ``lp show [ID] -n NAME``, ``lp delet
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import yaml
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
-from typer.testing import CliRunner
 
-from nico.cli import app
 from nico.db.enums import NvLinkInterfaceStatus
-from nico.db.models import FabricCredential, LogicalPartition, NvlinkInterface, PhysicalPartition
+from nico.db.models import FabricCredential, LogicalPartition, NvlinkInterface
 from nico.sim.fabric import SimFabric
 from tests.support import factories as f
+from tests.support.cli import run
 from tests.support.sim_site import place, seed
-
-
-async def run(*args: str) -> tuple[int, str]:
-    result = await asyncio.to_thread(CliRunner().invoke, app, list(args))
-    return result.exit_code, result.stdout if result.exit_code == 0 else result.output
 
 
 async def test_lp_create_show_delete_as_the_reference_types_them(
@@ -98,24 +91,14 @@ async def test_nvp_show_by_tenant_org_and_name(cli_env: dict[str, str], session:
     mine = await f.logical_partition(session, site.nv.tenant, site.nv.site, name="lp-mine")
     other = await f.tenant(session, "other-org")
     theirs = await f.logical_partition(session, other, site.nv.site, name="lp-theirs")
-    rows = [
-        PhysicalPartition(
-            logical_partition_id=lp.id,
-            domain_uuid=domain,
-            nmx_partition_id=n + 1,
-            fabric_ref=str(n + 1),
-            name=name,
-        )
-        for n, (lp, domain, name) in enumerate(
-            [
-                (mine, site.domains[0], "nico-a"),
-                (mine, site.domains[1], "nico-b"),
-                (theirs, site.domains[0], "nico-c"),
-            ]
-        )
-    ]
-    session.add_all(rows)
-    await session.commit()
+    rows = await f.physical_partitions(
+        session,
+        [
+            (mine, site.domains[0], "nico-a"),
+            (mine, site.domains[1], "nico-b"),
+            (theirs, site.domains[0], "nico-c"),
+        ],
+    )
 
     code, output = await run("admin", "nvp", "show", "-t", "tenant-org", "--format", "json")
     assert code == 0, output
