@@ -13,6 +13,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.engine import make_engine, make_session_factory, transaction
+from nico.db.revisions import schema_problem
 
 T = TypeVar("T")
 
@@ -37,8 +38,6 @@ async def in_transaction(url: str, work: Work[T], *, check_schema: bool = False)
     try:
         async with transaction(make_session_factory(engine)) as session:
             if check_schema:
-                from nico.db.migrate import schema_problem  # alembic: only for the commands that check
-
                 problem = await schema_problem(await session.connection())
                 if problem is not None:
                     raise SchemaNotReady(problem)

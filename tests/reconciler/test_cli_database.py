@@ -12,11 +12,13 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from alembic.script import ScriptDirectory
 from typer.testing import CliRunner
 
 from nico.cli import app
 from nico.db.engine import libpq_url
 from nico.db.migrate import head_revision
+from nico.db.revisions import migrations_dir, revisions
 from tests.support import db as testdb
 
 MACHINE = "SIM-0001-t00"
@@ -129,3 +131,28 @@ def test_a_database_without_the_schema_says_run_migrate(args: list[str], unmigra
         f"{head}; upgrade nico\n",
     )
     assert tables(unmigrated) == {"alembic_version"}
+
+
+def test_the_revisions_read_without_alembic_are_alembics() -> None:
+    script = ScriptDirectory(str(migrations_dir()))
+    found = revisions()
+    assert found.heads == set(script.get_heads())
+    assert found.known == {r.revision for r in script.walk_revisions()}
+
+
+def test_checking_the_schema_does_not_load_alembic(cli_env: dict[str, str]) -> None:
+    """The check costs two small reads, not Alembic's import (a few hundred milliseconds a command)."""
+    code = (
+        "import sys; from typer.testing import CliRunner; from nico.cli import app; "
+        "r = CliRunner().invoke(app, ['admin', 'nvlink-domains']); "
+        "print(r.exit_code, r.stdout.strip(), sorted(m for m in sys.modules if m.split('.')[0] == 'alembic'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=os.environ | cli_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout.split() == ["0", "[]", "[]"], done.stderr
