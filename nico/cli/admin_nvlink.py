@@ -69,7 +69,7 @@ def nvl_partition_show(
     partition_id: Annotated[str | None, typer.Argument(help="One physical partition (default: all).")] = None,
     tenant_org: Annotated[
         str | None,
-        typer.Option("--tenant-org-id", "-t", "--org", help="Only the partitions of this tenant org's."),
+        typer.Option("--org", "-t", "--tenant-org-id", help="Only this tenant org's partitions."),
     ] = None,
     name: Annotated[
         str | None, typer.Option("--name", "-n", help="Only the partitions of this name.")
