@@ -13,8 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from nico.api.auth import TokenVerifier
 from nico.config import Settings
 from nico.db.engine import reading
-from nico.db.migrate import schema_problem
 from nico.db.raw import RawPool
+from nico.db.revisions import schema_problem
 from nico.services.feed_stream import FeedListener
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
+from nico.cli.admin_nvlink import AdminOptions
 from nico.cli.admin_nvlink import register as register_nvlink_commands
-from nico.cli.bootstrap import database_url_or_exit, settings_or_exit, with_session
-from nico.cli.output import console, fail
+from nico.cli.bootstrap import (
+    existing_database_url_or_exit,
+    run_in_transaction,
+    settings_or_exit,
+    with_session,
+)
+from nico.cli.output import Format, FormatOption, console, emit, fail
 from nico.config import ConfigError
 from nico.services.errors import ServiceError
 
@@ -47,6 +53,23 @@ nvlink_info_app = typer.Typer(
 )
 machine_app.add_typer(nvlink_info_app, name="nvlink-info")
 register_nvlink_commands(app)
+
+
+@app.callback()
+def admin(
+    ctx: typer.Context,
+    cloud_unsafe_op: Annotated[
+        str | None,
+        typer.Option(
+            "--cloud-unsafe-op",
+            help="Your user name, for the commands that change a tenant's objects (the reference's "
+            "global option; the commands take it too).",
+        ),
+    ] = None,
+) -> None:
+    """Operator commands that act on the database directly."""
+    ctx.obj = AdminOptions(cloud_unsafe_op=cloud_unsafe_op)
+
 
 out = Console()
 SHOWN_IDS = 20
@@ -107,11 +130,10 @@ def parse_body(body: dict[str, Any]) -> Any:
         raise fail(f"invalid body: {exc.errors()[0]['msg']}", 2) from None
 
 
-async def run_registration(url: str, site: uuid.UUID, itype: uuid.UUID | None, records: list[Any]) -> Any:
-    from nico.db.oneshot import in_transaction
+def run_registration(url: str, site: uuid.UUID, itype: uuid.UUID | None, records: list[Any]) -> Any:
     from nico.inventory.registration import register_machines
 
-    return await in_transaction(
+    return run_in_transaction(
         url,
         lambda session: register_machines(session, site_id=site, machines=records, instance_type_id=itype),
     )
@@ -140,6 +162,7 @@ def register(
     instance_type_id: Annotated[
         str | None, typer.Option("--instance-type-id", help="Associate the machines with this instance type.")
     ] = None,
+    output: FormatOption = Format.table,
 ) -> None:
     """Create or update machines at a site, all or nothing (the registration API's rules)."""
     site = _uuid_option("--site-id", site_id)
@@ -150,13 +173,34 @@ def register(
     except ServiceError as exc:
         raise fail(_describe(exc), 2) from None
     settings = settings_or_exit()
-    url = database_url_or_exit(settings)
+    url = existing_database_url_or_exit(settings)
     try:
         with console.status(f"registering {len(records)} machines"):
-            result = asyncio.run(run_registration(url, site, itype, records))
+            result = run_registration(url, site, itype, records)
     except ServiceError as exc:
         raise fail(_describe(exc)) from None
-    out.print(summary(result))
+    if output is Format.table:
+        out.print(summary(result))
+    else:
+        emit({name: getattr(result, name) for name in ("created", "updated", "unchanged")}, output)
+
+
+MACHINE_COLUMNS = (
+    "id", "status", "site_id", "instance_id", "domain_uuid", "chassis_serial", "tray_index", "gpus"
+)  # fmt: skip
+
+
+@machine_app.command("list")
+def machine_list(
+    site_id: Annotated[str | None, typer.Option("--site-id", help="Only this site's machines.")] = None,
+    output: FormatOption = Format.table,
+) -> None:
+    """List machines: where each is, what it holds, its NVLink domain and tray (JSON and YAML: every
+    field, the instance type and hostname too)."""
+    from nico.services import admin_reads
+
+    site = _uuid_option("--site-id", site_id) if site_id is not None else None
+    emit(with_session(lambda s: admin_reads.machines(s, site)), output, MACHINE_COLUMNS)
 
 
 def _uuid_option(name: str, value: str) -> uuid.UUID:
@@ -174,30 +218,26 @@ def _describe(exc: Any) -> str:
 @endpoints_app.command("show")
 def endpoints_show(
     chassis_serial: Annotated[str | None, typer.Option(help="Show only this chassis serial.")] = None,
-    output: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    output: FormatOption = Format.table,
 ) -> None:
     """List chassis serial → endpoint mappings."""
     from nico.services import fabric_registry
 
     rows = with_session(lambda s: fabric_registry.list_endpoints(s, chassis_serial))
-    if output == "json":
-        print(
-            json.dumps([{"chassis_serial": r.chassis_serial, "endpoint": r.endpoint} for r in rows], indent=2)
-        )
-        return
-    table = Table("chassis_serial", "endpoint")
-    for row in rows:
-        table.add_row(row.chassis_serial, row.endpoint)
-    out.print(table)
+    found = [{"chassis_serial": r.chassis_serial, "endpoint": r.endpoint} for r in rows]
+    emit(found, output, ("chassis_serial", "endpoint"))
+
+
+DOMAIN_COLUMNS = ("uuid", "consecutive_failures", "gpus_without_home", "last_error_at", "last_error")
 
 
 @app.command("nvlink-domains")
-def nvlink_domains() -> None:
+def nvlink_domains(output: FormatOption = Format.json) -> None:
     """NVLink domains with the reconciler's last error in full (endpoint addresses included: tenants
     see it only in their own terms)."""
     from nico.services import admin_reads
 
-    print(json.dumps(with_session(admin_reads.nvlink_domains), indent=2))
+    emit(with_session(admin_reads.nvlink_domains), output, DOMAIN_COLUMNS)
 
 
 @endpoints_app.command("create")
@@ -249,20 +289,26 @@ def credential_add_nmxm(
 
 
 @credential_app.command("delete-nmx-m")
-def credential_delete_nmxm() -> None:
+def credential_delete_nmxm(
+    username: Annotated[
+        str | None, typer.Option(help="Only when they are this user's (the reference's shape).")
+    ] = None,
+) -> None:
     """Forget the stored NMX-M credentials."""
     from nico.services import fabric_registry
 
-    removed = with_session(fabric_registry.delete_nmxm_credentials)
+    removed = with_session(lambda s: fabric_registry.delete_nmxm_credentials(s, username))
     print("deleted NMX-M credentials" if removed else "no NMX-M credentials were stored")
 
 
 @nvlink_info_app.command("show")
-def nvlink_info_show(machine_id: Annotated[str, typer.Argument(help="Machine id.")]) -> None:
-    """Print the NVLink info nico has recorded for a machine."""
+def nvlink_info_show(
+    machine_id: Annotated[str, typer.Argument(help="Machine id.")], output: FormatOption = Format.json
+) -> None:
+    """Print the NVLink info nico has recorded for a machine (JSON, as the reference prints it)."""
     from nico.services import admin_reads
 
-    print(json.dumps(with_session(lambda s: admin_reads.machine_nvlink_info(s, machine_id)), indent=2))
+    emit(with_session(lambda s: admin_reads.machine_nvlink_info(s, machine_id)), output)
 
 
 @nvlink_info_app.command("populate")
@@ -277,6 +323,7 @@ def nvlink_info_populate(
     tray_index: Annotated[
         int | None, typer.Option(help="Compute tray index (default: the recorded one).")
     ] = None,
+    output: FormatOption = Format.json,
 ) -> None:
     """Read a machine's GPUs (device ids, GUIDs, slots) and domain from the fabric."""
     from nico.inventory import location
@@ -289,12 +336,14 @@ def nvlink_info_populate(
         )
     )
     found = _read_from_fabric(settings, address)
+    # The reference's line before its JSON; with another format on stderr, so stdout parses.
+    say = print if output is Format.json else console.print
     if update_db:
         with_session(lambda s: location.replace_nvlink_info(s, machine_id, found.nvlink_info()))
-        print("Updated nvlink_info in db with the following nvlink-info:")
+        say("Updated nvlink_info in db with the following nvlink-info:")
     else:
-        print("\nUse --update-db option to apply the following nvlink-info:")
-    print(json.dumps(found.as_json(), indent=2))
+        say("\nUse --update-db option to apply the following nvlink-info:")
+    emit(found.as_json(), output)
 
 
 def _read_from_fabric(settings: Settings, address: FabricAddress) -> DiscoveredMachine:
@@ -305,7 +354,8 @@ def _read_from_fabric(settings: Settings, address: FabricAddress) -> DiscoveredM
     from nico.reconciler.runtime import open_backend
 
     async def read() -> DiscoveredMachine | None:
-        engine = make_engine(database_url_or_exit(settings), pool_size=2)  # NMX-M's stored credentials
+        # NMX-M's stored credentials are in the database
+        engine = make_engine(existing_database_url_or_exit(settings), pool_size=2)
         try:
             backend = await open_backend(settings, engine)
             try:

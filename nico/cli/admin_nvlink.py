@@ -11,11 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from nico.cli.bootstrap import settings_or_exit, with_session
+from nico.cli.options import org_option
 from nico.cli.output import Format, FormatOption, console, emit, fail
 
 if TYPE_CHECKING:
@@ -41,12 +43,20 @@ def register(app: typer.Typer) -> None:
 
 
 def _uuid(name: str, value: str | None) -> uuid.UUID | None:
-    if value is None:
+    """``value`` as a UUID; None or "" (the reference's default ID: all) is None."""
+    if not value:
         return None
     try:
         return uuid.UUID(value)
     except ValueError:
-        raise fail(f"{name} must be a UUID, not {value!r}", 2) from None
+        raise fail(f"{name} must be a UUID, not {value!r} (UUID Conversion failed.)", 2) from None
+
+
+@dataclass(frozen=True)
+class AdminOptions:
+    """The ``admin`` group's own options, as the reference takes them before the command."""
+
+    cloud_unsafe_op: str | None = None
 
 
 # ------------------------------------------------------------------------------------- nvl-partition
@@ -57,6 +67,13 @@ PP_COLUMNS = ("id", "name", "logical_partition_id", "nmx_c_partition_id", "domai
 @nvl_partition_app.command("show")
 def nvl_partition_show(
     partition_id: Annotated[str | None, typer.Argument(help="One physical partition (default: all).")] = None,
+    tenant_org: Annotated[
+        str | None,
+        typer.Option("--org", "-t", "--tenant-org-id", help="Only this tenant org's partitions."),
+    ] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", "-n", help="Only the partitions of this name.")
+    ] = None,
     logical_partition_id: Annotated[str | None, typer.Option(help="Only this logical partition's.")] = None,
     domain_uuid: Annotated[str | None, typer.Option(help="Only this NVLink domain's.")] = None,
     output: FormatOption = Format.table,
@@ -69,7 +86,7 @@ def nvl_partition_show(
     domain = _uuid("--domain-uuid", domain_uuid)
     rows = with_session(
         lambda s: admin_nvlink.physical_partitions(
-            s, partition_id=pid, logical_partition_id=lp, domain_uuid=domain
+            s, partition_id=pid, logical_partition_id=lp, domain_uuid=domain, org=tenant_org, name=name
         )
     )
     emit(rows[0] if pid is not None and output is not Format.table else rows, output, PP_COLUMNS)
@@ -83,6 +100,9 @@ LP_COLUMNS = ("id", "name", "org", "site_id", "status", "physical_partitions")
 @logical_partition_app.command("show")
 def logical_partition_show(
     partition_id: Annotated[str | None, typer.Argument(help="One logical partition (default: all).")] = None,
+    name: Annotated[
+        str | None, typer.Option("--name", "-n", help="Only the partitions of this name.")
+    ] = None,
     org: Annotated[str | None, typer.Option(help="Only this tenant org's.")] = None,
     site_id: Annotated[str | None, typer.Option(help="Only this site's.")] = None,
     output: FormatOption = Format.table,
@@ -92,7 +112,9 @@ def logical_partition_show(
 
     pid = _uuid("PARTITION_ID", partition_id)
     site = _uuid("--site-id", site_id)
-    rows = with_session(lambda s: admin_nvlink.logical_partitions(s, partition_id=pid, org=org, site_id=site))
+    rows = with_session(
+        lambda s: admin_nvlink.logical_partitions(s, partition_id=pid, org=org, site_id=site, name=name)
+    )
     if pid is not None and output is not Format.table:
         emit(rows[0], output)
         return
@@ -101,9 +123,12 @@ def logical_partition_show(
 
 @logical_partition_app.command("create")
 def logical_partition_create(
-    org: Annotated[str, typer.Option(help="Tenant org that owns it.")],
-    name: Annotated[str, typer.Option(help="Name, unique per tenant.")],
-    site_id: Annotated[str, typer.Option(help="Site (NVLink partitioning enabled).")],
+    org: Annotated[str, org_option("Tenant org that owns it.", "-t", "--tenant-organization-id")],
+    name: Annotated[str, typer.Option("--name", "-n", help="Name, unique per tenant.")],
+    site_id: Annotated[
+        str | None,
+        typer.Option(help="Site (NVLink partitioning enabled); default: the one such site the org uses."),
+    ] = None,
     description: Annotated[str | None, typer.Option(help="Free text.")] = None,
     output: FormatOption = Format.table,
 ) -> None:
@@ -111,7 +136,6 @@ def logical_partition_create(
     from nico.services import admin_nvlink
 
     site = _uuid("--site-id", site_id)
-    assert site is not None
     row = with_session(
         lambda s: admin_nvlink.create_logical_partition(
             s, org=org, name=name, site_id=site, description=description
@@ -122,14 +146,25 @@ def logical_partition_create(
 
 @logical_partition_app.command("delete")
 def logical_partition_delete(
-    partition_id: Annotated[str, typer.Argument(help="Logical partition id.")],
+    partition_id: Annotated[str | None, typer.Argument(help="Logical partition id.")] = None,
+    by_option: Annotated[
+        str | None,
+        typer.Option(
+            "--name",
+            "-n",
+            help="The logical partition's id (the reference's flag: despite its name, a UUID).",
+        ),
+    ] = None,
 ) -> None:
     """Delete a logical partition (refused while a VPC or instance uses it; on the fabric it is first
     marked Deleting and removed by the reconciler)."""
     from nico.services import admin_nvlink
 
-    pid = _uuid("PARTITION_ID", partition_id)
-    assert pid is not None
+    if (partition_id is None) == (by_option is None):
+        raise fail("give the logical partition's id once: as PARTITION_ID or with -n/--name", 2)
+    pid = _uuid("PARTITION_ID" if partition_id is not None else "-n/--name", partition_id or by_option)
+    if pid is None:
+        raise fail("the logical partition's id must not be empty", 2)
     outcome = with_session(lambda s: admin_nvlink.delete_logical_partition(s, pid))
     print(f"deleted {pid}" if outcome == "deleted" else f"{pid} is {outcome}: the reconciler removes it")
 
@@ -138,19 +173,22 @@ def logical_partition_delete(
 
 
 @instance_app.command("update-nvlink-config")
+@instance_app.command("update-nv-link-config", hidden=True)
 def instance_update_nvlink_config(
+    ctx: typer.Context,
     instance: Annotated[str, typer.Option("--instance", help="Instance id.")],
     config: Annotated[
         str,
         typer.Option(help='JSON: {"gpu_configs":[{"device_instance":0,"logical_partition_id":"<uuid>"}]}'),
     ],
     cloud_unsafe_op: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--cloud-unsafe-op",
-            help="Your user name: this changes a tenant's instance (as the reference asks).",
+            help="Your user name: this changes a tenant's instance (as the reference asks; also accepted "
+            "before the command: nico admin --cloud-unsafe-op NAME instance ...).",
         ),
-    ],
+    ] = None,
     output: FormatOption = Format.table,
 ) -> None:
     """Replace an instance's NVLink config (GPU -> logical partition bindings)."""
@@ -158,18 +196,19 @@ def instance_update_nvlink_config(
     from nico.services.errors import ServiceError
 
     instance_id = _uuid("--instance", instance)
-    assert instance_id is not None
+    if instance_id is None:
+        raise fail("--instance must not be empty", 2)
+    given = ctx.find_object(AdminOptions)
+    user = cloud_unsafe_op or (given.cloud_unsafe_op if given is not None else None)
+    if not user or not user.strip():
+        raise fail("--cloud-unsafe-op needs your user name", 2)
     try:
         bindings = admin_nvlink.parse_nvlink_config(json.loads(config))
     except json.JSONDecodeError as exc:
         raise fail(f"--config is not JSON: {exc}", 2) from None
     except ServiceError as exc:
         raise fail(exc.message, 2) from None
-    if not cloud_unsafe_op.strip():
-        raise fail("--cloud-unsafe-op needs your user name", 2)
-    console.print(
-        f"{cloud_unsafe_op}: replacing the NVLink config of instance {instance_id}", highlight=False
-    )
+    console.print(f"{user}: replacing the NVLink config of instance {instance_id}", highlight=False)
     rows = with_session(lambda s: admin_nvlink.update_instance_nvlink_config(s, instance_id, bindings))
     columns = list(rows[0]) if rows else ["id"]
     emit(rows, output, columns)

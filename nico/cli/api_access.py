@@ -1,21 +1,28 @@
 """What the commands that talk to a running API share (``wait-ready``, ``export``): its URL, the
-bearer token, and a development token for the org when none is given."""
+bearer token, a development token for the org when none is given, and how a failed request is told:
+one line naming the URL that could not be reached, or the server's own message for a refusal."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import contextlib
 
+import httpx
 import typer
 
 from nico.cli.bootstrap import settings_or_exit
-from nico.cli.output import console
+from nico.cli.options import DEFAULT_URL, ApiToken, ApiUrl
+from nico.cli.output import console, fail
 
-ApiUrl = Annotated[str, typer.Option(envvar="NICO_URL", help="API base URL.")]
-ApiToken = Annotated[
-    str | None,
-    typer.Option(envvar="NICO_TOKEN", help="Bearer token (default: a development token for the org)."),
+__all__ = [
+    "DEFAULT_URL",
+    "ApiToken",
+    "ApiUrl",
+    "refusal",
+    "server_message",
+    "tenant_base",
+    "token_or_exit",
+    "unreachable",
 ]
-DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 def token_or_exit(token: str | None, org: str, roles: list[str]) -> str:
@@ -35,3 +42,28 @@ def token_or_exit(token: str | None, org: str, roles: list[str]) -> str:
 def tenant_base(url: str, org: str) -> str:
     """The org's NICo API root under ``url``."""
     return f"{url.rstrip('/')}/v2/org/{org}/nico"
+
+
+def server_message(response: httpx.Response) -> str:
+    """What the server said when it refused: its error envelope's message, else the body's start."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:300] or response.reason_phrase
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message) if message else response.text.strip()[:300]
+
+
+def refusal(response: httpx.Response) -> typer.Exit:
+    """A refused request (403, 404, 5xx, ...) as one line, exit 1: the request, the status and the
+    server's message. Raise what this returns."""
+    request = response.request
+    return fail(f"{request.method} {request.url}: {response.status_code} {server_message(response)}")
+
+
+def unreachable(exc: httpx.HTTPError, url: str) -> typer.Exit:
+    """A request that got no answer as one line naming the URL, exit 1 (``url`` when the exception
+    carries no request). Raise what this returns."""
+    with contextlib.suppress(RuntimeError):  # httpx raises when the exception was made without one
+        url = str(exc.request.url)
+    return fail(f"cannot reach {url}: {str(exc) or type(exc).__name__}")

@@ -15,6 +15,7 @@ from nico.cli.bootstrap import database_url_or_exit, migrate_or_exit, settings_o
 from nico.cli.demo import app as demo_app
 from nico.cli.export import export
 from nico.cli.label_sync import label_sync
+from nico.cli.options import org_option
 from nico.cli.output import console, fail
 from nico.cli.sim import app as sim_app
 from nico.cli.tenant import wait_ready
@@ -27,6 +28,26 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        import nico
+
+        print(f"nico {nico.__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """nico: a control plane for NVLink partitions on rack-scale GPU systems."""
+
+
 app.add_typer(sim_app, name="sim")
 app.add_typer(demo_app, name="demo")
 Verbose = Annotated[
@@ -103,7 +124,7 @@ def serve(
 
 @app.command()
 def token(
-    org: Annotated[str, typer.Option(help="Organisation the token is for.")],
+    org: Annotated[str, org_option("Organisation the token is for.")],
     role: Annotated[
         list[str] | None,
         typer.Option(help="Role (repeatable): TENANT_ADMIN, PROVIDER_ADMIN, PROVIDER_VIEWER."),

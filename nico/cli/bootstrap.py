@@ -41,12 +41,33 @@ def setup_logging(settings: Settings, *, verbose: bool = False) -> None:
 
 
 def database_url_or_exit(settings: Settings) -> str:
-    """The database URL; the embedded server started (or joined) when none is configured."""
+    """The database URL; the embedded server started (or joined, or made) when none is configured.
+    Only the commands that make the schema (``migrate``, ``serve``, ``reconcile``, ``demo``) call this:
+    the others use :func:`existing_database_url_or_exit`."""
     from nico.db.engine import resolve_database_url
     from nico.db.oneshot import one_line
 
     try:
         return resolve_database_url(settings)
+    except Exception as exc:
+        raise fail(one_line(exc), 1, "database error") from None
+
+
+def existing_database_url_or_exit(settings: Settings) -> str:
+    """The database a command reads or changes: ``NICO_DATABASE_URL``, else the embedded server the
+    data directory already holds. None there is one line, exit 1, and nothing is created (a mistyped
+    ``NICO_DATA_DIR`` must not leave a new server behind)."""
+    from nico.db.engine import NoDatabase, resolve_database_url
+    from nico.db.oneshot import one_line
+
+    try:
+        return resolve_database_url(settings, create=False)
+    except NoDatabase as exc:
+        raise fail(
+            f"{exc} (NICO_DATA_DIR); `nico migrate` makes one there, or set NICO_DATABASE_URL",
+            1,
+            "database error",
+        ) from None
     except Exception as exc:
         raise fail(one_line(exc), 1, "database error") from None
 
@@ -62,16 +83,31 @@ def migrate_or_exit(url: str) -> None:
         raise fail(one_line(exc), 1, "database error") from None
 
 
+_SCHEMA_AT_HEAD: set[str] = set()  # databases whose schema this process has checked: once is enough
+
+
+def run_in_transaction(url: str, work: Work[T]) -> T:
+    """Run ``work`` in one transaction on ``url``, the schema checked first (once per process); a schema
+    not at head or an unreachable database is one line, exit 1. A service's refusal propagates."""
+    from nico.db.oneshot import SchemaNotReady, Unreachable, in_transaction, one_line
+
+    try:
+        result = asyncio.run(in_transaction(url, work, check_schema=url not in _SCHEMA_AT_HEAD))
+    except SchemaNotReady as exc:
+        raise fail(str(exc), 1, "database error") from None
+    except Unreachable as exc:
+        raise fail(one_line(exc), 1, "database error") from None
+    _SCHEMA_AT_HEAD.add(url)
+    return result
+
+
 def with_session(work: Work[T]) -> T:
-    """Run ``work`` in one transaction on the configured database; a refused request prints its
-    message and an unreachable database one line, both exit 1."""
-    from nico.db.oneshot import Unreachable, in_transaction, one_line
+    """Run ``work`` in one transaction on the configured database (which must exist, its schema at
+    head); a refused request prints its message, exit 1."""
     from nico.services.errors import ServiceError
 
-    url = database_url_or_exit(settings_or_exit())
+    url = existing_database_url_or_exit(settings_or_exit())
     try:
-        return asyncio.run(in_transaction(url, work))
+        return run_in_transaction(url, work)
     except ServiceError as exc:
         raise fail(exc.message) from None
-    except Unreachable as exc:
-        raise fail(one_line(exc)) from None

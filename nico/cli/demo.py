@@ -12,6 +12,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
+from nico.cli.options import org_option
+
 if TYPE_CHECKING:
     from nico.config import Settings
     from nico.demo.seeding import SeededSite
@@ -67,7 +69,7 @@ def demo(
     backend: Annotated[
         FabricKind, typer.Option(help="Fabric manager to simulate: nmxc (per rack, gRPC) or nmxm (REST).")
     ] = FabricKind.nmxc,
-    org: Annotated[str, typer.Option(help="Tenant org that gets the site's free machines.")] = "demo",
+    org: Annotated[str, org_option("Tenant org that gets the site's free machines.")] = "demo",
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="Log everything, the embedded PostgreSQL's lines too.")
     ] = False,
@@ -107,7 +109,7 @@ def demo(
 
 @app.command()
 def seed(
-    org: Annotated[str, typer.Option(help="Tenant org that gets the site's free machines.")] = "demo",
+    org: Annotated[str, org_option("Tenant org that gets the site's free machines.")] = "demo",
     nmxc_endpoint: Annotated[
         list[str] | None,
         typer.Option(help="NMX-C endpoint URL to discover (repeat for each; with backend nmxc)."),

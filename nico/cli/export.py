@@ -23,8 +23,9 @@ import httpx
 import typer
 from rich.console import Console
 
-from nico.cli.api_access import DEFAULT_URL, ApiToken, ApiUrl, tenant_base, token_or_exit
+from nico.cli.api_access import refusal, server_message, tenant_base, token_or_exit, unreachable
 from nico.cli.bootstrap import settings_or_exit
+from nico.cli.options import DEFAULT_URL, ApiToken, ApiUrl, org_option
 from nico.services.feed_export import DEFAULT_NODE_NAME, FORMATS
 from nico.services.node_labels import CLIQUE_LABELS
 
@@ -112,7 +113,7 @@ class Exporter:
     async def fetch(self) -> str:
         response = await self.client.get(f"{self.base}/nvlink-topology/export", params=self.params)
         if response.status_code != 200:
-            raise typer.BadParameter(f"export failed: {response.status_code} {response.text[:300]}")
+            raise refusal(response)
         return response.text
 
     async def publish(self) -> None:
@@ -133,6 +134,9 @@ class Exporter:
         self.previous = text
 
 
+FATAL_STATUSES = frozenset({400, 401, 403, 404})  # reconnecting cannot change these answers
+
+
 async def watch(
     client: httpx.AsyncClient,
     base: str,
@@ -142,9 +146,10 @@ async def watch(
     resync_seconds: float | None = None,
 ) -> None:
     """Call ``publish`` on every burst of placement events (and, with ``resync_seconds``, after that
-    long without any); reconnect (resuming from ``reader``'s cursor) when the stream drops."""
+    long without any); reconnect (resuming from ``reader``'s cursor) when the stream drops; stop
+    (exit 1, the server's message) when the server refuses the stream."""
     reader = reader or SseReader()
-    wake: asyncio.Queue[str] = asyncio.Queue()
+    wake: asyncio.Queue[str | typer.Exit] = asyncio.Queue()
 
     async def follow() -> None:
         while True:
@@ -159,14 +164,18 @@ async def watch(
                     headers=headers,
                     timeout=httpx.Timeout(10.0, read=None),
                 ) as response:
+                    if response.status_code in FATAL_STATUSES:
+                        await response.aread()
+                        await wake.put(refusal(response))
+                        return
                     if response.status_code != 200:
-                        body = (await response.aread()).decode(errors="replace")[:300]
-                        err.print(f"[yellow]events: {response.status_code} {body}")
+                        await response.aread()
+                        err.print(f"[yellow]events: {response.status_code} {server_message(response)}")
                     else:
                         async for event in reader.events(response):
                             await wake.put(event.event)
             except httpx.HTTPError as exc:
-                err.print(f"[yellow]events: {exc}; reconnecting")
+                err.print(f"[yellow]events from {base}: {exc}; reconnecting", highlight=False)
             await asyncio.sleep(reader.retry_seconds)
 
     follower = asyncio.create_task(follow())
@@ -175,11 +184,11 @@ async def watch(
             # hello (start), reset (resume too old: re-read everything), placement, or a resync's time
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(resync_seconds):
-                    await wake.get()
+                    stop(await wake.get())
             with contextlib.suppress(TimeoutError):
                 while True:  # asyncio.timeout: wait_for on 3.11 can lose a Ctrl-C's cancellation
                     async with asyncio.timeout(DEBOUNCE_SECONDS):
-                        await wake.get()
+                        stop(await wake.get())
             await publish()
     finally:
         follower.cancel()
@@ -187,8 +196,14 @@ async def watch(
             await follower
 
 
+def stop(woken_by: str | typer.Exit) -> None:
+    """Raise the refusal the event follower handed over (an event's name is no reason to stop)."""
+    if isinstance(woken_by, typer.Exit):
+        raise woken_by
+
+
 def export(
-    org: Annotated[str, typer.Option(help="Org (tenant, or provider with --scope provider).")],
+    org: Annotated[str, org_option("Org (tenant, or provider with --scope provider).")],
     format: Annotated[str, typer.Option("--format", "-f", help=f"One of: {', '.join(FORMATS)}.")],
     url: ApiUrl = DEFAULT_URL,
     token: ApiToken = None,
@@ -229,5 +244,4 @@ def export(
     except KeyboardInterrupt:
         pass
     except httpx.HTTPError as exc:
-        err.print(f"[bold red]error:[/] {exc}")
-        raise typer.Exit(1) from None
+        raise unreachable(exc, base) from None

@@ -14,7 +14,8 @@ from typing import Annotated
 import httpx
 import typer
 
-from nico.cli.api_access import DEFAULT_URL, ApiToken, ApiUrl, tenant_base, token_or_exit
+from nico.cli.api_access import tenant_base, token_or_exit
+from nico.cli.options import DEFAULT_URL, ApiToken, ApiUrl, org_option
 from nico.cli.bootstrap import settings_or_exit, setup_logging
 from nico.cli.export import CliqueLabel, SseReader, clique_label_or_default, err, watch
 from nico.label_sync.kube import KubeApi, KubeConfig, KubeError
@@ -46,7 +47,7 @@ async def run(
 
 
 def label_sync(
-    org: Annotated[str, typer.Option(help="Org (tenant, or provider with --scope provider).")],
+    org: Annotated[str, org_option("Org (tenant, or provider with --scope provider).")],
     url: ApiUrl = DEFAULT_URL,
     token: ApiToken = None,
     scope: Annotated[str, typer.Option(help="tenant, or provider (every instance at its sites).")] = "tenant",

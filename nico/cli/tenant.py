@@ -21,7 +21,8 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from nico.cli.api_access import DEFAULT_URL, ApiToken, ApiUrl, tenant_base, token_or_exit
+from nico.cli.api_access import server_message, tenant_base, token_or_exit
+from nico.cli.options import DEFAULT_URL, ApiToken, ApiUrl, org_option
 
 PAGE_SIZE = 100
 POLL_SECONDS = 0.5
@@ -72,10 +73,7 @@ def census(client: httpx.Client, base: str, vpc_id: str | None) -> Census:
             params["vpcId"] = vpc_id
         response = client.get(f"{base}/instance", params=params)
         if response.status_code != 200:
-            try:
-                message = response.json().get("message")
-            except ValueError:
-                message = response.text[:200]
+            message = server_message(response)
             raise ApiError(f"GET {base}/instance: {response.status_code} {message}", response.status_code)
         items = response.json()
         statuses.update(item["status"] for item in items if item["status"] != TERMINATING)
@@ -86,7 +84,7 @@ def census(client: httpx.Client, base: str, vpc_id: str | None) -> Census:
 
 
 def wait_ready(
-    org: Annotated[str, typer.Option(help="Tenant org.")],
+    org: Annotated[str, org_option("Tenant org.")],
     url: ApiUrl = DEFAULT_URL,
     token: ApiToken = None,
     vpc_id: Annotated[str | None, typer.Option(help="Only the instances of this VPC.")] = None,

@@ -17,6 +17,12 @@ log = logging.getLogger(__name__)
 DATABASE_NAME = "nico"
 
 
+def has_embedded_postgres(data_dir: Path) -> bool:
+    """Whether ``data_dir`` holds an embedded server's cluster (made by ``nico migrate``, ``serve``,
+    ``reconcile`` or ``demo``): looked up without starting or creating anything."""
+    return (data_dir / "postgres" / "PG_VERSION").is_file()
+
+
 def start_embedded_postgres(
     data_dir: Path,
     database: str = DATABASE_NAME,

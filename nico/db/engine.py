@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import (
 )
 
 from nico.config import Settings
-from nico.db.embedded import start_embedded_postgres
+from nico.db.embedded import has_embedded_postgres, start_embedded_postgres
 
 
 def normalize_url(url: str) -> str:
@@ -35,10 +35,17 @@ def libpq_url(url: str) -> str:
     return normalize_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
 
 
-def resolve_database_url(settings: Settings) -> str:
-    """``NICO_DATABASE_URL`` if set, else the embedded server in the data directory."""
+class NoDatabase(LookupError):
+    """No database is configured and the data directory holds no embedded server."""
+
+
+def resolve_database_url(settings: Settings, *, create: bool = True) -> str:
+    """``NICO_DATABASE_URL`` if set, else the embedded server in the data directory; made there first
+    only with ``create`` (else :class:`NoDatabase` when there is none)."""
     if settings.database_url:
         return normalize_url(settings.database_url)
+    if not create and not has_embedded_postgres(settings.data_dir):
+        raise NoDatabase(f"no nico database in {settings.data_dir}")
     return start_embedded_postgres(settings.data_dir, supervise=True)
 
 

@@ -1,31 +1,18 @@
-"""Alembic wiring: upgrade to head, and the revision check behind ``/readyz``."""
+"""Alembic wiring: upgrade and downgrade, the head as Alembic sees it. (Whether a database is at head is
+:mod:`nico.db.revisions`' question, answered without importing Alembic.)"""
 
 from __future__ import annotations
 
 import importlib.util
-import os
 from pathlib import Path
 from types import ModuleType
 
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from nico.db.engine import normalize_url
-
-PACKAGED = Path(__file__).resolve().parents[1] / "_migrations"  # in a wheel: see setup.py
-CHECKOUT = Path(__file__).resolve().parents[2] / "migrations"  # a source checkout (editable install)
-
-
-def migrations_dir() -> Path:
-    """``NICO_MIGRATIONS_DIR`` if set, else the migrations shipped in the package (an installed wheel),
-    else ``migrations/`` at the top of the source checkout."""
-    env = os.environ.get("NICO_MIGRATIONS_DIR")
-    if env:
-        return Path(env)
-    return PACKAGED if (PACKAGED / "env.py").is_file() else CHECKOUT
+from nico.db.revisions import migrations_dir
 
 
 def sibling_revision(beside: str, prefix: str) -> ModuleType:
@@ -57,15 +44,3 @@ def downgrade(url: str, revision: str = "base") -> None:
 def head_revision() -> str | None:
     script = ScriptDirectory(str(migrations_dir()))
     return script.get_current_head()
-
-
-async def schema_problem(conn: AsyncConnection) -> str | None:
-    """None when the schema is at head, else a one-line reason."""
-    exists = (await conn.execute(text("SELECT to_regclass('alembic_version')"))).scalar()
-    if exists is None:
-        return "database schema is not initialised; run `nico migrate`"
-    current = (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
-    head = head_revision()
-    if current != head:
-        return f"database schema is at revision {current}, expected {head}; run `nico migrate`"
-    return None

@@ -13,6 +13,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.engine import make_engine, make_session_factory, transaction
+from nico.db.revisions import schema_problem
 
 T = TypeVar("T")
 
@@ -25,11 +26,21 @@ Unreachable = OperationalError
 """The database cannot be reached (or dropped the connection)."""
 
 
-async def in_transaction(url: str, work: Work[T]) -> T:
-    """Run ``work`` in one transaction on its own small engine (commands are short-lived)."""
+class SchemaNotReady(Exception):
+    """The database's schema is not the one this nico was built for; the message says what to do."""
+
+
+async def in_transaction(url: str, work: Work[T], *, check_schema: bool = False) -> T:
+    """Run ``work`` in one transaction on its own small engine (commands are short-lived); with
+    ``check_schema``, first make sure the schema is at this nico's head (two small reads on the same
+    connection), else raise :class:`SchemaNotReady` before ``work`` meets a missing table."""
     engine = make_engine(url, pool_size=2)
     try:
         async with transaction(make_session_factory(engine)) as session:
+            if check_schema:
+                problem = await schema_problem(await session.connection())
+                if problem is not None:
+                    raise SchemaNotReady(problem)
             return await work(session)
     finally:
         await engine.dispose()

@@ -25,9 +25,16 @@ async def physical_partitions(
     partition_id: uuid.UUID | None = None,
     logical_partition_id: uuid.UUID | None = None,
     domain_uuid: uuid.UUID | None = None,
+    org: str | None = None,
+    name: str | None = None,
 ) -> list[dict[str, Any]]:
     rows = await queries.physical_partitions(
-        session, partition_id=partition_id, logical_partition_id=logical_partition_id, domain_uuid=domain_uuid
+        session,
+        partition_id=partition_id,
+        logical_partition_id=logical_partition_id,
+        domain_uuid=domain_uuid,
+        org=org,
+        name=name,
     )
     if partition_id is not None and not rows:
         raise ServiceError(404, f"no physical partition {partition_id}")
@@ -40,23 +47,44 @@ async def logical_partitions(
     partition_id: uuid.UUID | None = None,
     org: str | None = None,
     site_id: uuid.UUID | None = None,
+    name: str | None = None,
 ) -> list[dict[str, Any]]:
-    rows = await queries.logical_partitions(session, partition_id=partition_id, org=org, site_id=site_id)
+    rows = await queries.logical_partitions(
+        session, partition_id=partition_id, org=org, site_id=site_id, name=name
+    )
     if partition_id is not None and not rows:
         raise ServiceError(404, f"no logical partition {partition_id}")
     return rows
 
 
 async def create_logical_partition(
-    session: AsyncSession, *, org: str, name: str, site_id: uuid.UUID, description: str | None
+    session: AsyncSession, *, org: str, name: str, site_id: uuid.UUID | None, description: str | None
 ) -> dict[str, Any]:
-    """Create a logical partition for ``org`` with the tenant API's checks."""
+    """Create a logical partition for ``org`` with the tenant API's checks; without ``site_id``, at the
+    one site with NVLink partitioning the tenant uses (the reference's CLI names no site: it serves one)."""
+    if site_id is None:
+        site_id = await only_nvlink_site(session, org)
     conn = await driver_connection(session)
     view = await partition.create(
         conn, org, name=name, description=description, site_id=site_id, created_by="admin-cli"
     )
     (row,) = await queries.logical_partitions(session, partition_id=view.id)
     return row
+
+
+async def only_nvlink_site(session: AsyncSession, org: str) -> uuid.UUID:
+    """The org's one site with NVLink partitioning; none or several is a 400 saying what to give."""
+    sites = await queries.nvlink_sites_of_org(session, org)
+    if len(sites) == 1:
+        return sites[0]
+    if not sites:
+        raise ServiceError(400, f"org {org} uses no site with NVLink partitioning enabled")
+    raise ServiceError(
+        400,
+        f"org {org} uses {len(sites)} sites with NVLink partitioning: pass --site-id (one of "
+        + ", ".join(str(site) for site in sites)
+        + ")",
+    )
 
 
 async def delete_logical_partition(session: AsyncSession, partition_id: uuid.UUID) -> str:

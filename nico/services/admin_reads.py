@@ -1,8 +1,9 @@
 """What operator commands read across the site: NVLink domains with the reconciler's last error in
-full, a machine's recorded NVLink info and where on the fabric to look for it."""
+full, the machines, a machine's recorded NVLink info and where on the fabric to look for it."""
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -26,6 +27,25 @@ async def nvlink_domains(session: AsyncSession) -> list[dict[str, object]]:
             "last_error_at": d.last_error_at.isoformat() if d.last_error_at else None,
         }
         for d in await queries.nvlink_domains(session)
+    ]
+
+
+async def machines(session: AsyncSession, site_id: uuid.UUID | None = None) -> list[dict[str, object]]:
+    """Every machine (or one site's): where it is, what it holds and its NVLink place."""
+    return [
+        {
+            "id": m.id,
+            "site_id": str(m.site_id),
+            "status": m.status,
+            "instance_type_id": str(m.instance_type_id) if m.instance_type_id else None,
+            "instance_id": str(m.instance_id) if m.instance_id else None,
+            "hostname": m.hostname,
+            "domain_uuid": str(m.domain_uuid) if m.domain_uuid else None,
+            "chassis_serial": m.chassis_serial,
+            "tray_index": m.tray_index,
+            "gpus": gpus,
+        }
+        for m, gpus in await queries.machines(session, site_id)
     ]
 
 

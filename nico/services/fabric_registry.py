@@ -58,7 +58,13 @@ async def set_nmxm_credentials(session: AsyncSession, username: str, password: s
     await queries.upsert_credential(session, NMXM_CREDENTIAL, username, password)
 
 
-async def delete_nmxm_credentials(session: AsyncSession) -> bool:
+async def delete_nmxm_credentials(session: AsyncSession, username: str | None = None) -> bool:
+    """Forget the NMX-M credentials; with ``username`` (the reference's ``--username``), only that
+    user's: another user's are a 409, kept."""
+    if username is not None:
+        row = await session.get(FabricCredential, NMXM_CREDENTIAL)
+        if row is not None and row.username != username:
+            raise ServiceError(409, f"the stored NMX-M credentials are {row.username}'s, not {username}'s")
     return bool(await queries.delete_credential(session, NMXM_CREDENTIAL))
 
 

@@ -25,7 +25,7 @@ def nico(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 def test_an_unreachable_database_is_one_line_and_exit_1(tmp_path: Path) -> None:
     url = f"postgresql://nico:nico@127.0.0.1:{free_port()}/nico"
-    for command in (["migrate"], ["serve", "--port", str(free_port())]):
+    for command in (["migrate"], ["serve", "--port", str(free_port())], ["admin", "nvlink-domains"]):
         ran = nico(*command, NICO_DATABASE_URL=url, NICO_DATA_DIR=str(tmp_path))
         assert ran.returncode == 1, ran.stderr
         assert ran.stderr.startswith("database error: ") and "Connection refused" in ran.stderr, ran.stderr

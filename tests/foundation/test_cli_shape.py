@@ -118,3 +118,43 @@ def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
         "nico/cli/admin.py:7 nico.db.queries.inventory",
         "nico/cli/admin.py:7 nico.db.queries.inventory.machine",
     ]
+
+
+# Only these commands may make a database (start an embedded server in a new data directory): every
+# other one takes the database that exists (bootstrap.existing_database_url_or_exit, with_session),
+# so a mistyped NICO_DATA_DIR is one line instead of a new server and a traceback.
+MAKES_THE_DATABASE = {"nico/cli/app.py": {"migrate", "serve", "reconcile"}, "nico/cli/demo.py": {"seed"}}
+MAKER = "database_url_or_exit"
+
+
+def callers_of(root: Path, name: str) -> dict[str, set[str]]:
+    """Module path -> the top-level functions of ``nico/cli`` that call ``name`` (a module-level call
+    counts as ``<module>``)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((root / "nico" / "cli").rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for top in tree.body:
+            owner = top.name if isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef) else "<module>"
+            for node in ast.walk(top):
+                if isinstance(node, ast.Call) and ast.unparse(node.func).split(".")[-1] == name:
+                    found.setdefault(str(path.relative_to(root)), set()).add(owner)
+    return found
+
+
+def test_only_migrate_serve_reconcile_and_demo_make_a_database() -> None:
+    found = callers_of(ROOT, MAKER)
+    found.pop("nico/cli/bootstrap.py", None)  # where it is defined (and nothing there calls it)
+    assert found == MAKES_THE_DATABASE
+
+
+def test_the_maker_check_finds_a_new_caller(tmp_path: Path) -> None:
+    cli = tmp_path / "nico" / "cli"
+    cli.mkdir(parents=True)
+    (cli / "adopt.py").write_text(
+        "from nico.cli import bootstrap\n"
+        "def adopt():\n"
+        "    url = bootstrap.database_url_or_exit(settings)\n"
+        "def show():\n"
+        "    url = existing_database_url_or_exit(settings)\n"
+    )
+    assert callers_of(tmp_path, MAKER) == {"nico/cli/adopt.py": {"adopt"}}

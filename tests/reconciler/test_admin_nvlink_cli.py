@@ -3,28 +3,19 @@ update-nvlink-config and nmxc browse, each honouring ``--format table|json|yaml`
 
 from __future__ import annotations
 
-import asyncio
 import json
 
 import yaml
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
-from typer.testing import CliRunner
 
-from nico.cli import app
 from nico.db.enums import NvLinkInterfaceStatus
-from nico.db.models import LogicalPartition, NvlinkInterface, PhysicalPartition
+from nico.db.models import LogicalPartition, NvlinkInterface
 from nico.sim.fabric import SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
 from tests.support import factories as f
+from tests.support.cli import run
 from tests.support.sim_site import place, seed
-
-
-async def run(*args: str) -> tuple[int, str]:
-    """The CLI in a thread: its own event loop must not block the test's (simulator, session)."""
-    result = await asyncio.to_thread(CliRunner().invoke, app, list(args))
-    # What a command prints is on stdout; its notes and errors on stderr (shown when it fails).
-    return result.exit_code, result.stdout if result.exit_code == 0 else result.output
 
 
 async def test_nmxc_browse_shows_nodes_gpus_switches_and_partitions_in_every_format(
@@ -105,18 +96,7 @@ async def test_nvl_partition_show(cli_env: dict[str, str], session: AsyncSession
     fabric = SimFabric(racks=2, seed=33)
     site = await seed(session, fabric)
     lp = await f.logical_partition(session, site.nv.tenant, site.nv.site, name="lp-pp")
-    rows = [
-        PhysicalPartition(
-            logical_partition_id=lp.id,
-            domain_uuid=domain,
-            nmx_partition_id=n + 1,
-            fabric_ref=str(n + 1),
-            name=f"nico-{n}",
-        )
-        for n, domain in enumerate(site.domains)
-    ]
-    session.add_all(rows)
-    await session.commit()
+    rows = await f.physical_partitions(session, [(lp, d, f"nico-{n}") for n, d in enumerate(site.domains)])
 
     code, output = await run("admin", "nvl-partition", "show", "--format", "json")
     assert code == 0, output

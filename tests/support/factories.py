@@ -29,6 +29,7 @@ from nico.db.models import (
     Machine,
     MachineCapability,
     NvlinkDomain,
+    PhysicalPartition,
     Site,
     Subnet,
     Tenant,
@@ -194,6 +195,22 @@ async def logical_partition(
     session.add(row)
     await session.flush()
     return row
+
+
+async def physical_partitions(
+    session: AsyncSession, made: list[tuple[LogicalPartition, uuid.UUID, str]]
+) -> list[PhysicalPartition]:
+    """A physical partition per (logical partition, domain, name), NMX partition ids 1, 2, ... in
+    order, committed."""
+    rows = [
+        PhysicalPartition(
+            logical_partition_id=lp.id, domain_uuid=domain, nmx_partition_id=n, fabric_ref=str(n), name=name
+        )
+        for n, (lp, domain, name) in enumerate(made, start=1)
+    ]
+    session.add_all(rows)
+    await session.commit()
+    return rows
 
 
 async def vpc(

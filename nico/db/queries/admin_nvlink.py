@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.models import LogicalPartition, PhysicalPartition, Tenant
+from nico.db.models import LogicalPartition, PhysicalPartition, Site, Tenant, TenantSite
 
 
 async def physical_partitions(
@@ -17,9 +17,20 @@ async def physical_partitions(
     partition_id: uuid.UUID | None = None,
     logical_partition_id: uuid.UUID | None = None,
     domain_uuid: uuid.UUID | None = None,
+    org: str | None = None,
+    name: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Physical partitions (id, name, logical partition, fabric partition id, domain), by name."""
+    """Physical partitions (id, name, logical partition, fabric partition id, domain), by name; ``org``:
+    those of the tenant's logical partitions."""
     stmt = select(PhysicalPartition).order_by(PhysicalPartition.domain_uuid, PhysicalPartition.name)
+    if org is not None:
+        stmt = (
+            stmt.join(LogicalPartition, LogicalPartition.id == PhysicalPartition.logical_partition_id)
+            .join(Tenant, Tenant.id == LogicalPartition.tenant_id)
+            .where(Tenant.org == org)
+        )
+    if name is not None:
+        stmt = stmt.where(PhysicalPartition.name == name)
     if partition_id is not None:
         stmt = stmt.where(PhysicalPartition.id == partition_id)
     if logical_partition_id is not None:
@@ -44,8 +55,10 @@ async def logical_partitions(
     partition_id: uuid.UUID | None = None,
     org: str | None = None,
     site_id: uuid.UUID | None = None,
+    name: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Logical partitions of every tenant (or one org / site) with their physical partition count."""
+    """Logical partitions of every tenant (or one org / site / name) with their physical partition
+    count."""
     physical = (
         select(func.count(PhysicalPartition.id))
         .where(PhysicalPartition.logical_partition_id == LogicalPartition.id)
@@ -62,6 +75,8 @@ async def logical_partitions(
         stmt = stmt.where(Tenant.org == org)
     if site_id is not None:
         stmt = stmt.where(LogicalPartition.site_id == site_id)
+    if name is not None:
+        stmt = stmt.where(LogicalPartition.name == name)
     return [
         {
             "id": str(lp.id),
@@ -89,4 +104,17 @@ async def org_of_instance(session: AsyncSession, instance_id: uuid.UUID) -> str 
 
     return await session.scalar(
         select(Tenant.org).join(Instance, Instance.tenant_id == Tenant.id).where(Instance.id == instance_id)
+    )
+
+
+async def nvlink_sites_of_org(session: AsyncSession, org: str) -> list[uuid.UUID]:
+    """The sites with NVLink partitioning that the org's tenant is associated with, by id."""
+    return list(
+        await session.scalars(
+            select(Site.id)
+            .join(TenantSite, TenantSite.site_id == Site.id)
+            .join(Tenant, Tenant.id == TenantSite.tenant_id)
+            .where(Tenant.org == org, Site.nvlink_partition.is_(True))
+            .order_by(Site.id)
+        )
     )
