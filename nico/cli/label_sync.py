@@ -15,9 +15,9 @@ import httpx
 import typer
 
 from nico.cli.api_access import tenant_base, token_or_exit
-from nico.cli.options import DEFAULT_URL, ApiToken, ApiUrl, org_option
 from nico.cli.bootstrap import settings_or_exit, setup_logging
 from nico.cli.export import CliqueLabel, SseReader, clique_label_or_default, err, watch
+from nico.cli.options import DEFAULT_URL, ApiToken, ApiUrl, org_option
 from nico.label_sync.kube import KubeApi, KubeConfig, KubeError
 from nico.label_sync.sync import CursorStore, ExportError, LabelSync
 from nico.services.feed_export import DEFAULT_NODE_NAME
