@@ -43,6 +43,24 @@ class CreatePartition:
 
 
 Operation = RemoveGpus | DeletePartition | AddGpus | CreatePartition
+CHANGE_KINDS = ("create", "delete", "add", "remove")  # what `nico admin nvlink-plan` and the gauge say
+
+
+def change_kind(op: Operation) -> str:
+    """The kind of fabric change ``op`` is: create, delete (a partition), add or remove (GPUs)."""
+    if isinstance(op, CreatePartition):
+        return "create"
+    if isinstance(op, DeletePartition):
+        return "delete"
+    return "add" if isinstance(op, AddGpus) else "remove"
+
+
+def change_counts(ops: list[Operation]) -> dict[str, int]:
+    """How many operations of each kind ``ops`` holds (every kind, zeros included)."""
+    counts = dict.fromkeys(CHANGE_KINDS, 0)
+    for op in ops:
+        counts[change_kind(op)] += 1
+    return counts
 
 
 def metric_operation(op: Operation) -> str:
