@@ -44,7 +44,9 @@ GROUP BY 1, 2, 3
 def upgrade() -> None:
     op.add_column("machine", sa.Column("foreign_gpus", sa.SmallInteger(), server_default="0", nullable=False))
     op.create_check_constraint(op.f("ck_machine_foreign_gpus"), "machine", "foreign_gpus >= 0")
-    op.add_column("nvlink_domain", sa.Column("foreign_gpus", sa.Integer(), server_default="0", nullable=False))
+    op.add_column(
+        "nvlink_domain", sa.Column("foreign_gpus", sa.Integer(), server_default="0", nullable=False)
+    )
     for name, digest in APPLIED.items():
         rules.apply(op, name, digest)
 
