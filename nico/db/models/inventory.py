@@ -49,7 +49,7 @@ class NvlinkDomain(Base):
     # GPUs in neither their tenant partition nor their home after the last pass (#6644).
     gpus_without_home: Mapped[int] = mapped_column(default=0, server_default="0")
     # GPUs the fabric showed in partitions nico did not make, at the last pass (foreign partitions).
-    foreign_gpus: Mapped[int] = mapped_column(default=0, server_default="0")
+    foreign_gpus: Mapped[int] = mapped_column(server_default="0")  # server side: added by 0019
     # The domain's multicast budget (NMX-C GetDomainProperties max_multicast_groups), once read.
     max_multicast_groups: Mapped[int | None]
     created: Mapped[datetime] = created_at()
@@ -148,7 +148,7 @@ class Machine(Base):
     tray_index: Mapped[int | None]
     # Its GPUs the fabric showed in a partition nico did not make, at the domain's last pass: such a
     # machine is held (never free for placement, never counted free) while any remains.
-    foreign_gpus: Mapped[int] = mapped_column(SmallInteger, default=0, server_default="0")
+    foreign_gpus: Mapped[int] = mapped_column(SmallInteger, server_default="0")  # added by 0019
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()
 
