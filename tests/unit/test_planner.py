@@ -333,3 +333,27 @@ def test_a_tenant_gpu_in_a_kept_partition_waits_while_its_partition_is_made_of_t
         CreatePartition(partition_name(a), a, frozenset({3, 4})),
     ]
     assert result.held == {1: "bcm-job-17", 2: "bcm-job-17"} and not result.blocked
+
+
+def test_tray_conversion_counts_a_gpu_in_a_kept_partition_as_housed() -> None:
+    """Tray mode deletes the domain default once every GPU in it has a tray home; a GPU of unknown
+    slot held by another manager's partition is housed there and does not keep the default alive."""
+    default = FabricPartition(DEFAULT_PARTITION_ID, "32766", "Default", frozenset({1, 2}))
+    theirs = FabricPartition(9, "9", "bcm-job-17", frozenset({3}))
+    homes = {1: "tray_partition_1", 2: "tray_partition_1"}  # GPU 3's slot is unknown
+    desire = DomainDesire(DOMAIN, dict.fromkeys((1, 2, 3)), frozenset(), "tray", homes, foreign="keep")
+    ops = plan(desire, [default, theirs]).operations
+    assert ops == [
+        DeletePartition(default, "default", None),
+        CreatePartition("tray_partition_1", None, frozenset({1, 2})),
+    ]
+
+
+def test_a_kept_partition_with_nicos_name_blocks_its_logical_partition_and_says_why() -> None:
+    a = LPS[0]
+    default = FabricPartition(DEFAULT_PARTITION_ID, "32766", "Default", frozenset({2}))
+    other_nico = FabricPartition(4, "4", partition_name(a), frozenset({1}))  # another deployment's
+    result = plan(DomainDesire(DOMAIN, {1: None, 2: a}, frozenset(), foreign="keep"), [default, other_nico])
+    assert all(getattr(op, "partition", None) != other_nico for op in result.operations)
+    assert result.held == {1: partition_name(a)}
+    assert "nico did not make" in result.blocked[a] and "foreign_partitions = keep" in result.blocked[a]
