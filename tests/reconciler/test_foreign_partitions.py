@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 import pytest_asyncio
+from prometheus_client import CollectorRegistry
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -167,7 +168,8 @@ async def test_observe_mode_plans_and_reports_but_sends_nothing(
 ) -> None:
     scene = await a_tenant_on_a_live_site(session, live)
     before = live.fabric()
-    reconciler = make_reconciler(live.backend, mode="observe", **live.settings)
+    registry = CollectorRegistry()
+    reconciler = make_reconciler(live.backend, registry=registry, mode="observe", **live.settings)
 
     for _ in range(2):  # every pass plans again, and still sends nothing
         result = (await reconciler.reconcile([live.domain]))[live.domain]
@@ -180,6 +182,10 @@ async def test_observe_mode_plans_and_reports_but_sends_nothing(
     planned = reconciler.metrics.snapshot.planned[live.domain]
     assert planned == {"create": 1, "delete": 0, "add": 0, "remove": 1}
     assert reconciler.metrics.snapshot.foreign[live.domain] == 6
+    gauge = "nico_nvlink_planned_changes"
+    scraped = {kind: registry.get_sample_value(gauge, {"kind": kind}) for kind in planned}
+    assert scraped == {"create": 1.0, "delete": 0.0, "add": 0.0, "remove": 1.0}
+    assert registry.get_sample_value("nico_nvlink_foreign_gpus", {"domain": str(live.domain)}) == 6.0
     for instance_id in (scene.free, scene.held):
         assert (await fresh_instance(session, instance_id)).status == InstanceStatus.PENDING
     assert "another fabric manager" in (await waiting_note(session, scene.held) or "")
