@@ -1,6 +1,6 @@
 """What operators and tenants are shown of a live site: ``nico admin nvlink-plan`` (every format, in
-observe mode, sending nothing), ``nico admin nvlink-domains`` and the topology view, after another
-manager made a partition through NMX-C gRPC."""
+observe mode, sending nothing), ``nico admin nvlink-domains``, the topology view and the allocation
+figures, after another manager made a partition through NMX-C gRPC."""
 
 from __future__ import annotations
 
@@ -119,6 +119,17 @@ async def test_nvlink_plan_domains_and_topology_show_a_live_site(
     assert states[tray0] == {"mine"} and states[tray2] == {"mine"}
     assert states[tray1] == {"held"}, "a tray half in another manager's partition is not free"
     assert all(states[t] == {"free"} for t in states if t not in (tray0, tray1, tray2))
+
+    # The provider's capacity figures leave the held tray out: 18 machines, 2 with instances, 1 held.
+    provider = site.nv.provider.org
+    types = await client.get(
+        f"/v2/org/{provider}/nico/instance/type",
+        headers=bearer(settings, provider, "PROVIDER_ADMIN"),
+        params={"includeAllocationStats": "true"},
+    )
+    assert types.status_code == 200, types.text
+    (stats,) = [t["allocationStats"] for t in types.json()]
+    assert stats["unused"] == 16 and stats["unusedUsable"] == 15
 
 
 def trays_by_state(domain: dict[str, Any]) -> dict[int, set[str]]:
