@@ -312,7 +312,7 @@ def _observations(
         if any(lp in blocked for lp in instance.bindings.values()):
             continue
         if waiting := sorted(device for device, g in gpus.items() if g.gpu_uid in kept):
-            report.waiting_on_foreign[instance.id] = waiting_message(waiting)
+            report.waiting_on_foreign[instance.id] = _waiting_message(waiting)
             continue
         if not all(
             satisfied(g.gpu_uid, instance.bindings.get(device), seen, desire) for device, g in gpus.items()
@@ -323,14 +323,15 @@ def _observations(
     return finishing, observations
 
 
-def waiting_message(devices: list[int]) -> str:
+def _waiting_message(devices: list[int]) -> str:
     """Why an instance is not Ready while GPUs of its (``devices``: their device instances) sit in a
     partition nico did not make and keeps (said without that partition's name: it is another
     manager's, maybe another tenant's)."""
     which = ", ".join(str(d) for d in devices)
+    gpus = f"GPU {which} (deviceInstance) is" if len(devices) == 1 else f"GPUs {which} (deviceInstance) are"
     return (
-        f"NVLink: GPU {which} of this instance is in a partition another fabric manager made; nico keeps "
-        "that partition whole, and the instance waits until the GPU is released from it"
+        f"NVLink: {gpus} in a partition another fabric manager made; nico keeps that partition whole, "
+        "and the instance waits until it releases them"
     )
 
 
