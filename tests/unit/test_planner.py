@@ -18,6 +18,7 @@ from nico.reconciler.operations import (
     Operation,
     RemoveGpus,
     op_gpus,
+    reason,
 )
 from nico.reconciler.planner import (
     DomainDesire,
@@ -225,6 +226,8 @@ def test_paired_order_within_capacity_and_no_needless_operations(
     assert not any(isinstance(op, DeletePartition) and op.partition.is_default for op in ops)
     lps = [op.lp for op in ops if isinstance(op, CreatePartition)]
     assert len(lps) == len(set(lps))
+    # Every operation comes with the planner's reason (what `nico admin nvlink-plan` prints).
+    assert all(reason(op) for op in ops)
 
 
 def test_a_move_between_partitions_happens_in_one_pass() -> None:
