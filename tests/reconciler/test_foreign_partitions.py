@@ -208,6 +208,15 @@ async def test_observe_mode_plans_and_reports_but_sends_nothing(
     assert {h.instance_id for h in found.held if h.wanted_by == scene.lp} == {scene.held}
     assert found.foreign_gpus == 6
 
+    # Restarted in active mode: the first pass sends what was planned, and nothing else.
+    active = make_reconciler(live.backend, **live.settings)
+    assert (await active.reconcile([live.domain]))[live.domain].status == "ok"
+    assert changes_sent(active) == len(found.changes)
+    now = live.fabric()
+    theirs = {k: v for k, v in before.items() if k[1] == FOREIGN}
+    assert {k: v for k, v in now.items() if k[1] == FOREIGN} == theirs
+    assert now[next(k for k in now if k[1] == partition_name(scene.lp))] == frozenset(live.gpus(2))
+
 
 async def test_active_mode_keeps_a_foreign_partition_whole_and_its_trays_held(
     session: AsyncSession, live: LiveSite, make_reconciler: MakeReconciler
