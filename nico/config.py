@@ -122,6 +122,14 @@ class NvLinkConfig(BaseModel):
     # list covers racks of several domains (minipods: one endpoint per domain behind one chassis
     # serial). Endpoints registered per chassis serial are asked too and used first for their domain.
     nmxc_endpoints: list[str] = Field(default_factory=list)
+    # "observe": every pass reads the fabric, plans and reports, but sends no fabric change and
+    # records no intent (a live site's first days, `nico admin nvlink-plan` shows what "active" would
+    # do); "active": passes change the fabric. Read at start: switching takes a restart.
+    mode: Literal["active", "observe"] = "active"
+    # Partitions nico did not make (NICo, Base Command Manager, an operator): "keep" never deletes
+    # them nor takes their GPUs out, and their GPUs are held (never placed, never sent home);
+    # "evict" takes the GPUs nico manages out of them, deleting those left with none.
+    foreign_partitions: Literal["keep", "evict"] = "keep"
 
     @field_validator("nmx_m_endpoint")
     @classmethod

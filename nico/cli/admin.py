@@ -21,6 +21,7 @@ from rich.table import Table
 
 from nico.cli.admin_nvlink import AdminOptions
 from nico.cli.admin_nvlink import register as register_nvlink_commands
+from nico.cli.admin_plan import register as register_plan_command
 from nico.cli.bootstrap import (
     existing_database_url_or_exit,
     run_in_transaction,
@@ -53,6 +54,7 @@ nvlink_info_app = typer.Typer(
 )
 machine_app.add_typer(nvlink_info_app, name="nvlink-info")
 register_nvlink_commands(app)
+register_plan_command(app)
 
 
 @app.callback()

@@ -150,7 +150,9 @@ async def _targeted_machine(
     machine = await queries.locked_machine(session, machine_id)
     if machine is None or machine.site_id != site_id:
         raise bad_request("Could not find Machine with ID specified in request data")
-    if machine.instance_id is not None or machine.status != MachineStatus.READY or machine.is_missing_on_site:
+    taken = machine.instance_id is not None or machine.status != MachineStatus.READY
+    # foreign_gpus: GPUs in a partition nico did not make, which it keeps: the machine is held.
+    if taken or machine.is_missing_on_site or machine.foreign_gpus > 0:
         raise bad_request("Machine specified in request data is not available for Instance creation")
     return machine
 

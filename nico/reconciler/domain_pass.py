@@ -2,8 +2,10 @@
 write back.
 
 The pass runs under the domain's PostgreSQL advisory lock, held on the connection that also writes
-the domain's intents and results. It is handed everything it uses (:class:`PassContext`) and knows
-nothing of who runs it (:mod:`nico.reconciler.scheduler` decides when a domain gets a pass).
+the domain's intents and results. In observe mode (``nvlink_config.mode``) it stops after the plan:
+no intent, no fabric call; the write-back tells the truth about the fabric as it is. It is handed
+everything it uses (:class:`PassContext`) and knows nothing of who runs it
+(:mod:`nico.reconciler.scheduler` decides when a domain gets a pass).
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ from nico.reconciler import state as statemod
 from nico.reconciler.executor import AfterCall, Outcome, execute
 from nico.reconciler.last_reads import HealthReads, ReadBacks
 from nico.reconciler.metrics import ReconcilerMetrics
-from nico.reconciler.operations import CreatePartition
+from nico.reconciler.operations import CreatePartition, change_counts
 from nico.reconciler.outages import Outages
-from nico.reconciler.planner import Plan, plan
+from nico.reconciler.planner import DomainDesire, Plan, plan
 from nico.reconciler.writeback import (
     PassOutcome,
     WriteBackReport,
@@ -143,15 +145,16 @@ async def locked_pass(
         return DomainResult(domain, "gone")
     reads = ctx.read_backs
     mode = ctx.config.default_partition_mode
+    observing = ctx.config.mode == "observe"
     # The load's transaction (read-only so far) stays open until the plan is known: the intents of a
     # pass that changes something are written in it (one transaction fewer).
     try:
         seen = await _observe(ctx, state)
-        result = plan(state.desire(mode), seen.partitions)
-        if seen.cached and not result.operations:
+        result = plan(_desire(ctx, state), seen.partitions)
+        if seen.cached and (observing or not result.operations):
             # Nothing to change by the last read-back: only a listing now may say what is Ready.
             seen = replace(seen, partitions=await _list(ctx, seen.target), cached=False)
-            result = plan(state.desire(mode), seen.partitions)
+            result = plan(_desire(ctx, state), seen.partitions)
     except FabricError as exc:
         await conn.rollback()
         reads.forget(domain)
@@ -159,7 +162,7 @@ async def locked_pass(
     outcomes: list[Outcome] = []
     intent_ids: dict[int, uuid.UUID] = {}
     observed = seen.partitions
-    if not result.operations or seen.still_running:
+    if not result.operations or seen.still_running or observing:
         await conn.commit()
     else:
         intent_ids, outcomes = await _apply(conn, ctx, domain, seen.target, result)
@@ -172,7 +175,7 @@ async def locked_pass(
             # The calls are made and their intents recorded: the next pass adopts what they did.
             return await failed(conn, ctx, domain, exc, operations=len(outcomes))
     unfinished = [o for o in outcomes if o.status != "completed"]
-    desire = state.desire(mode)
+    desire = _desire(ctx, state)
     desire = replace(desire, owned_names=desire.owned_names | _created(outcomes))
     again = plan(desire, observed)
     outcome = PassOutcome(
@@ -185,9 +188,10 @@ async def locked_pass(
         settled=not again.operations and not again.blocked and not unfinished and not seen.still_running,
     )
     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
-        report = await write_back(session, state, outcome, mode)
+        report = await write_back(session, state, outcome, mode, ctx.config.foreign_partitions)
         await session.commit()  # committed by write_back already: nothing is sent
     ctx.metrics.gpus_without_home(domain, report.gpus_without_home)
+    ctx.metrics.planned(domain, change_counts(again.operations), foreign_gpus=report.foreign_gpus)
     due = None
     if not ctx.health_reads.fresh(domain):
         ctx.health_reads.store(domain)  # taken: one read at a time; forgotten if it fails
@@ -229,6 +233,11 @@ async def _observe(ctx: PassContext, state: statemod.DomainState) -> _Observed:
         return _Observed(target, resolved, still_running, cached, cached=True)
     partitions = await _list(ctx, target)
     return _Observed(target, resolved, still_running, partitions)
+
+
+def _desire(ctx: PassContext, state: statemod.DomainState) -> DomainDesire:
+    """What nico wants of the domain, by the configured homes and foreign partition policy."""
+    return state.desire(ctx.config.default_partition_mode, ctx.config.foreign_partitions)
 
 
 def _operation_ids(state: statemod.DomainState) -> list[str]:
@@ -297,7 +306,9 @@ def _result(
         return DomainResult(
             domain, "error", operations, len(unfinished), retryable, unfinished[0].error, True, report
         )
-    return DomainResult(domain, "ok", operations, follow_up=bool(again.operations), report=report)
+    # Observing, what is left to do stays left: the next pass is the periodic one (or a change's).
+    follow_up = bool(again.operations) and ctx.config.mode == "active"
+    return DomainResult(domain, "ok", operations, follow_up=follow_up, report=report)
 
 
 async def failed(

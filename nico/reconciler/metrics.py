@@ -19,6 +19,7 @@ import uuid
 from collections import Counter as Tally
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -26,6 +27,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from nico.reconciler.health_metrics import HealthMetrics
+from nico.reconciler.operations import CHANGE_KINDS
 
 PREFIX = "nico_nvlink_partition_monitor_"
 BUCKETS = (0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000)
@@ -66,6 +68,8 @@ class Snapshot:
     failures: dict[uuid.UUID, int] = field(default_factory=dict)
     blocked: dict[uuid.UUID, int] = field(default_factory=dict)
     without_home: dict[uuid.UUID, int] = field(default_factory=dict)
+    planned: dict[uuid.UUID, dict[str, int]] = field(default_factory=dict)  # kind -> operations left
+    foreign: dict[uuid.UUID, int] = field(default_factory=dict)  # GPUs in foreign partitions
     figures: dict[uuid.UUID, DomainFigures] = field(default_factory=dict)
 
     def set_figures(self, domain: uuid.UUID, figures: DomainFigures | None) -> None:
@@ -146,6 +150,12 @@ class ReconcilerMetrics(Collector):
         """GPUs of ``domain`` in neither a tenant partition nor their home, after its latest pass."""
         self.snapshot.without_home[domain] = count
 
+    def planned(self, domain: uuid.UUID, counts: dict[str, int], *, foreign_gpus: int) -> None:
+        """What the next pass over ``domain`` would send (operations by kind), and its GPUs in
+        partitions nico did not make, after its latest pass."""
+        self.snapshot.planned[domain] = counts
+        self.snapshot.foreign[domain] = foreign_gpus
+
     def domain_figures(
         self,
         figures: dict[uuid.UUID, DomainFigures],
@@ -171,7 +181,16 @@ class ReconcilerMetrics(Collector):
         """Drop figures of domains that no longer exist."""
         self.health.forget_domains(keep)
         snap = self.snapshot
-        tables = (snap.partitions, snap.gpus, snap.errors, snap.failures, snap.blocked, snap.without_home)
+        tables: tuple[dict[uuid.UUID, Any], ...] = (
+            snap.partitions,
+            snap.gpus,
+            snap.errors,
+            snap.failures,
+            snap.blocked,
+            snap.without_home,
+            snap.planned,
+            snap.foreign,
+        )
         for table in tables:
             for domain in [d for d in table if d not in keep]:
                 del table[domain]
@@ -268,6 +287,28 @@ def _domain_gauges(snap: Snapshot) -> Iterator[GaugeMetricFamily]:
     for domain, count in sorted(snap.without_home.items()):
         homeless.add_metric([str(domain)], count)
     yield homeless
+    yield from _live_site_gauges(snap)
+
+
+def _live_site_gauges(snap: Snapshot) -> Iterator[GaugeMetricFamily]:
+    """What the next passes would change, and the GPUs partitions nico did not make hold."""
+    planned = GaugeMetricFamily(
+        "nico_nvlink_planned_changes",
+        "Fabric operations the next pass would send, after each domain's latest pass (in observe mode: "
+        "what active mode would do)",
+        labels=["kind"],
+    )
+    for kind in CHANGE_KINDS:
+        planned.add_metric([kind], sum(counts.get(kind, 0) for counts in snap.planned.values()))
+    yield planned
+    foreign = GaugeMetricFamily(
+        "nico_nvlink_foreign_gpus",
+        "GPUs in partitions nico did not make (kept whole unless foreign_partitions = evict)",
+        labels=["domain"],
+    )
+    for domain, count in sorted(snap.foreign.items()):
+        foreign.add_metric([str(domain)], count)
+    yield foreign
 
 
 def _capacity_gauges(snap: Snapshot) -> Iterator[GaugeMetricFamily]:

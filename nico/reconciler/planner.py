@@ -10,8 +10,12 @@ Pure: plain data in, plain data out, no I/O. The rules:
   nico recorded before a create whose outcome it never learned (crash, late NMX-M completion): that
   partition is adopted, not rebuilt. A partition nico took over from another manager keeps the name
   it was made with (``adopted``: its name -> the logical partition it now stands for). Anything else
-  is unknown: only the managed GPUs are taken out of it; GPUs of machines nico does not know are
-  never touched.
+  is foreign (made by NICo, Base Command Manager or an operator). What becomes of a foreign partition
+  is ``foreign``'s choice: ``keep`` (the reconciler's default) never deletes it nor takes a GPU out of
+  it, and the managed GPUs in it are held (:attr:`Plan.held`): never sent to a tenant partition nor
+  home, counted as housed; ``evict`` takes the managed GPUs out of it (deleting it when none is left).
+  GPUs of machines nico does not know are never touched. An empty partition carrying nico's name with
+  no record (what an interrupted create leaves) is not foreign: it is deleted in both.
 * Removals and additions are merged per partition: a GPU moves between partitions in one pass.
 * Home partitions (:mod:`nico.reconciler.homes`): a GPU in no tenant partition lives in its home —
   the domain default in ``domain`` mode, its tray's ``tray_partition_<slot>`` in ``tray`` mode (created
@@ -41,6 +45,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from nico.fabric.backend import FabricPartition
 from nico.reconciler.homes import DEFAULT_HOME, Mode, home_target, is_tray_partition_name
@@ -48,6 +53,7 @@ from nico.reconciler.operations import AddGpus, CreatePartition, DeletePartition
 from nico.reconciler.ordering import paired
 
 PARTITION_NAME_PREFIX = "nico-"
+Foreign = Literal["keep", "evict"]  # what becomes of partitions nico did not make
 
 
 def partition_name(lp: uuid.UUID) -> str:
@@ -74,6 +80,8 @@ class DomainDesire:
     open create intents. ``mode`` is the default partition mode; ``homes`` maps a GPU to its tray
     partition's name (GPUs of unknown slot have none). ``adopted`` maps the names of recorded
     partitions nico did not name (taken over from another manager) to their logical partition.
+    ``foreign``: keep or evict the partitions nico did not make (module docstring; the reconciler
+    passes ``foreign_partitions``, "keep" unless configured otherwise).
     """
 
     domain: uuid.UUID
@@ -83,6 +91,7 @@ class DomainDesire:
     homes: Mapping[int, str] = field(default_factory=dict)
     multicast_limits: Mapping[uuid.UUID, int] = field(default_factory=dict)  # lp -> multicast groups
     adopted: Mapping[str, uuid.UUID] = field(default_factory=dict)
+    foreign: Foreign = "evict"
 
 
 @dataclass(frozen=True)
@@ -133,10 +142,12 @@ def _owner(name: str, owned_names: frozenset[str], adopted: Mapping[str, uuid.UU
 @dataclass(frozen=True)
 class Plan:
     """Ordered operations, and the logical partitions that cannot be placed in this domain now
-    (with why), so the reconciler can say so instead of leaving instances silently Pending."""
+    (with why), so the reconciler can say so instead of leaving instances silently Pending.
+    ``held``: managed GPUs left in foreign partitions (keep mode), to the name of the partition."""
 
     operations: list[Operation]
     blocked: dict[uuid.UUID, str] = field(default_factory=dict)
+    held: dict[int, str] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(self.operations)
@@ -169,24 +180,35 @@ def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[i
     """:func:`plan`, once; ``stranded`` receives the GPUs the paired order leaves out of every
     partition across a re-made partition's delete and create (no home to wait in)."""
     seen = classify(observed, desire.owned_names, desire.adopted)
+    kept = held(desire, seen)
     wanted: dict[uuid.UUID, set[int]] = {}
     home_of: dict[int, str | None] = {}  # GPUs in no tenant partition -> their home
     for gpu, lp in desire.gpus.items():
+        if gpu in kept:
+            continue  # held by a foreign partition: it stays there
         if lp is None:
             home_of[gpu] = home_target(gpu, desire.mode, desire.homes, seen.default is not None)
         else:
             wanted.setdefault(lp, set()).add(gpu)
     removals: list[Operation] = []
     recreate, evicted = _from_owned(desire, seen, wanted, removals)
-    default, to_default = _from_default(desire, seen, home_of, evicted, removals)
+    default, to_default = _from_default(desire, seen, home_of, evicted, kept, removals)
     _from_homes(desire, seen, home_of, removals)
-    names_in_use = _from_unknown(desire, seen, removals)
+    names_in_use = _from_foreign(desire, seen, removals)
     additions, blocked = _tenant_additions(desire, seen, wanted, recreate, names_in_use)
     if default is not None and (missing := frozenset(to_default - default.gpu_uids)):
         additions.append(AddGpus(default, missing, "default", None))
     additions += _home_additions(seen, home_of)
     parking = _parking(desire, seen, default, removals)
-    return Plan(paired(removals, additions, parking, stranded), blocked)
+    held_in = {gpu: partition.name for gpu, partition in kept.items()}
+    return Plan(paired(removals, additions, parking, stranded), blocked, held_in)
+
+
+def held(desire: DomainDesire, seen: Classified) -> dict[int, FabricPartition]:
+    """Managed GPUs in foreign partitions that stay there (keep mode), to the partition holding each."""
+    if desire.foreign != "keep":
+        return {}
+    return {gpu: p for p in seen.unknown for gpu in p.gpu_uids if gpu in desire.gpus}
 
 
 def _from_owned(
@@ -214,17 +236,18 @@ def _from_default(
     seen: Classified,
     home_of: dict[int, str | None],
     evicted: set[int],
+    kept: Mapping[int, FabricPartition],
     removals: list[Operation],
 ) -> tuple[FabricPartition | None, set[int]]:
     """Removals from the domain default; the default as it stays (None: none, or deleted) and the GPUs
-    that belong in it."""
+    that belong in it. GPUs held by foreign partitions count as housed."""
     default = seen.default
     if default is None:
         return None, set()
     managed = desire.gpus
     to_default = {g for g, home in home_of.items() if home == DEFAULT_HOME} | evicted
     leaving = frozenset(g for g in default.gpu_uids if g in managed and g not in to_default)
-    everyone_housed = all(g in desire.homes for g in managed)
+    everyone_housed = all(g in desire.homes or g in kept for g in managed)
     if desire.mode == "tray" and everyone_housed and not to_default and leaving == default.gpu_uids:
         # Every GPU of the default is nico's, and every GPU nico manages has a tray home: the
         # domain default goes.
@@ -249,19 +272,28 @@ def _from_homes(
             removals.append(RemoveGpus(partition, leaving, "home", None))
 
 
-def _from_unknown(desire: DomainDesire, seen: Classified, removals: list[Operation]) -> set[str]:
-    """Managed GPUs taken out of partitions nico did not make; the names those partitions keep."""
-    names_in_use: set[str] = set()
+def _from_foreign(desire: DomainDesire, seen: Classified, removals: list[Operation]) -> dict[str, str]:
+    """Empty ghosts named by nico deleted; in evict mode, managed GPUs taken out of partitions nico did
+    not make. The names those partitions keep, with why a logical partition cannot have one."""
+    names_in_use: dict[str, str] = {}
     for partition in seen.unknown:
         leaving = frozenset(g for g in partition.gpu_uids if g in desire.gpus)
-        if partition.gpu_uids and leaving == partition.gpu_uids:
-            removals.append(DeletePartition(partition, "unknown", None))
-        elif not partition.gpu_uids and lp_of_name(partition.name) is not None:
+        if not partition.gpu_uids and lp_of_name(partition.name) is not None:
             removals.append(DeletePartition(partition, "unknown", None))  # an empty ghost named by nico
+        elif desire.foreign == "keep":
+            names_in_use[partition.name] = (
+                f"partition name {partition.name} is held by a partition nico did not make, which it keeps "
+                "(foreign_partitions = keep)"
+            )
+        elif partition.gpu_uids and leaving == partition.gpu_uids:
+            removals.append(DeletePartition(partition, "unknown", None))
         else:
             if leaving:
                 removals.append(RemoveGpus(partition, leaving, "unknown", None))
-            names_in_use.add(partition.name)
+            names_in_use[partition.name] = (
+                f"partition name {partition.name} is held by a partition nico did not record, which holds "
+                "GPUs of machines nico does not manage"
+            )
     return names_in_use
 
 
@@ -270,7 +302,7 @@ def _tenant_additions(
     seen: Classified,
     wanted: dict[uuid.UUID, set[int]],
     recreate: set[uuid.UUID],
-    names_in_use: set[str],
+    names_in_use: Mapping[str, str],
 ) -> tuple[list[Operation], dict[uuid.UUID, str]]:
     """The creates and additions of tenant partitions, and the logical partitions blocked (with why)."""
     additions: list[Operation] = []
@@ -281,10 +313,7 @@ def _tenant_additions(
         if existing is None or lp in recreate:
             name = partition_name(lp)
             if name in names_in_use:
-                blocked[lp] = (
-                    f"partition name {name} is held by a partition nico did not record, which holds GPUs "
-                    "of machines nico does not manage"
-                )
+                blocked[lp] = names_in_use[name]
                 continue
             additions.append(CreatePartition(name, lp, gpus, desire.multicast_limits.get(lp)))
         elif missing := gpus - existing.gpu_uids:
@@ -346,11 +375,16 @@ def satisfied(gpu: int, lp: uuid.UUID | None, seen: Classified, desire: DomainDe
 
 def without_home(desire: DomainDesire, seen: Classified) -> frozenset[int]:
     """Managed GPUs in neither a tenant partition of nico's nor their home partition: the invariant
-    "every GPU always has a home" (#6644) counts these (spec/nmx-c-2026.md)."""
+    "every GPU always has a home" (#6644) counts these (spec/nmx-c-2026.md). A GPU a foreign partition
+    holds (keep mode) is housed."""
     tenant = {id(p) for p in seen.owned.values()}
+    kept = held(desire, seen)
     return frozenset(
         gpu
         for gpu in desire.gpus
-        if (holder := seen.location.get(gpu)) is None
-        or (id(holder) not in tenant and not satisfied(gpu, None, seen, desire))
+        if gpu not in kept
+        and (
+            (holder := seen.location.get(gpu)) is None
+            or (id(holder) not in tenant and not satisfied(gpu, None, seen, desire))
+        )
     )

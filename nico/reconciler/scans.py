@@ -21,7 +21,7 @@ from nico.reconciler import state as statemod
 from nico.reconciler.domain_pass import DomainResult, PassContext, error_label, refresh_registry
 from nico.reconciler.fingerprint import fabric_digest
 from nico.reconciler.homes import Mode
-from nico.reconciler.planner import plan
+from nico.reconciler.planner import Foreign, plan
 from nico.reconciler.writeback import finish_deleted_partitions
 
 Listing = tuple[list[FabricPartition] | None, list[FabricGpu] | None, str | None]
@@ -87,7 +87,7 @@ async def _deep_scan(ctx: PassContext, limit: asyncio.Semaphore, report: FullPas
         if gpus is not None:
             ctx.metrics.snapshot.gpus[s.domain] = len(gpus)
             mismatches += _mismatches(s, gpus)
-        if _has_work(s, partitions, ctx.config.default_partition_mode):
+        if _has_work(s, partitions, ctx.config.default_partition_mode, ctx.config.foreign_partitions):
             needs_work.append(s.domain)
     ctx.metrics.snapshot.info_mismatches = mismatches
     ctx.metrics.forget_domains(set(states))
@@ -120,12 +120,14 @@ async def finish_deleted(ctx: PassContext) -> None:
         await session.commit()
 
 
-def _has_work(s: statemod.DomainState, partitions: list[FabricPartition], mode: Mode = "domain") -> bool:
+def _has_work(
+    s: statemod.DomainState, partitions: list[FabricPartition], mode: Mode, foreign: Foreign
+) -> bool:
     """Whether a domain needs a locked pass: operations to do, instances to settle, intents to close,
     records or observations that no longer match the fabric."""
     if s.unsettled or s.intents:
         return True
-    if plan(s.desire(mode), partitions).operations:
+    if plan(s.desire(mode, foreign), partitions).operations:
         return True
     by_name = {p.name: p for p in partitions}
     for name, record in s.partitions.items():

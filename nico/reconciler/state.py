@@ -20,7 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from nico.db.enums import InstanceStatus
 from nico.db.queries import reconciler as queries
 from nico.reconciler.homes import Mode, home_names
-from nico.reconciler.planner import DomainDesire, lp_of_name
+from nico.reconciler.planner import DomainDesire, Foreign, lp_of_name
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,9 @@ class DomainState:
         """Recorded partitions whose name is not the one nico gives (taken over from another manager)."""
         return {name: p.lp for name, p in self.partitions.items() if lp_of_name(name) != p.lp}
 
-    def desire(self, mode: Mode = "domain") -> DomainDesire:
+    def desire(self, mode: Mode = "domain", foreign: Foreign = "keep") -> DomainDesire:
+        """What nico wants of the domain, with the homes of ``mode`` and ``foreign``'s way with the
+        partitions nico did not make (both as configured: ``nvlink_config``)."""
         homes = home_names((g.gpu_uid, g.chassis_serial, g.slot_id) for g in self.gpus.values())
         gpus = {g.gpu_uid: g.wants for g in self.gpus.values()}
         return DomainDesire(
@@ -99,6 +101,7 @@ class DomainState:
             homes,
             multicast_limits=self.multicast_limits,
             adopted=self.adopted(),
+            foreign=foreign,
         )
 
     def pending_operations(self) -> list[OpenIntent]:

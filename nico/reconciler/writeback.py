@@ -6,7 +6,9 @@ are gone are dropped); each GPU's observed partition is stored; intents are clos
 becomes Ready — through :mod:`nico.reconciler.lifecycle` — only when the read-back holds exactly the
 desired membership of its current NVLink config version; terminating instances finish once their
 GPUs are out of every tenant partition; logical partitions being deleted vanish once their physical
-partitions are gone.
+partitions are gone. GPUs in partitions nico did not make are counted per machine (a held machine is
+not free) and per domain, and an instance waiting for a GPU such a partition keeps says so in its
+status history.
 """
 
 from __future__ import annotations
@@ -25,7 +27,16 @@ from nico.reconciler.executor import Outcome
 from nico.reconciler.fingerprint import fabric_digest
 from nico.reconciler.homes import Mode
 from nico.reconciler.operations import CreatePartition, Operation, metric_operation, op_gpus
-from nico.reconciler.planner import Classified, DomainDesire, classify, lp_of_name, satisfied, without_home
+from nico.reconciler.planner import (
+    Classified,
+    DomainDesire,
+    Foreign,
+    classify,
+    held,
+    lp_of_name,
+    satisfied,
+    without_home,
+)
 from nico.reconciler.state import DomainState
 
 
@@ -39,6 +50,8 @@ class WriteBackReport:
     unsatisfiable: dict[uuid.UUID, str] = field(default_factory=dict)
     partitions_removed: int = 0
     gpus_without_home: int = 0
+    foreign_gpus: int = 0  # GPUs of the domain in partitions nico did not make, after the pass
+    waiting_on_foreign: dict[uuid.UUID, str] = field(default_factory=dict)  # instance -> why it waits
 
 
 async def record_intents(
@@ -89,10 +102,15 @@ class PassOutcome:
 
 
 async def write_back(
-    session: AsyncSession, state: DomainState, outcome: PassOutcome, mode: Mode = "domain"
+    session: AsyncSession,
+    state: DomainState,
+    outcome: PassOutcome,
+    mode: Mode = "domain",
+    foreign: Foreign = "keep",
 ) -> WriteBackReport:
     """Record the read-back of ``outcome`` for ``state.domain`` (module docstring) and commit it;
-    ``mode`` is the default partition mode (where a GPU in no tenant partition belongs).
+    ``mode`` is the default partition mode (where a GPU in no tenant partition belongs), ``foreign``
+    what becomes of partitions nico did not make.
 
     Two round trips in the usual pass (the statements go out together, :class:`queries.PassWrites`):
     intents, GPU observations and the lock of the instances to settle; then the instances settled,
@@ -103,10 +121,10 @@ async def write_back(
     created = {o.op.name for o in outcome.outcomes if isinstance(o.op, CreatePartition)}
     seen = classify(outcome.observed, state.owned_names() | created, state.adopted())
     pp_ids = await _align_partitions(session, state, seen, outcome.before, report)
-    desire = state.desire(mode)
+    desire = state.desire(mode, foreign)
     writes = queries.PassWrites()
     writes.close_intents(_intent_updates(state, seen, outcome))
-    _record_gpu_observations(writes, state, seen, pp_ids, report)
+    moved = _record_gpu_observations(writes, state, seen, pp_ids, report)
     # Instances: Ready only on an exact match for the version loaded at the start of the pass.
     finishing, observations = _observations(state, seen, outcome.blocked, report, desire)
     if observations and not finishing:
@@ -128,11 +146,15 @@ async def write_back(
     _ready(report, state, settled.applied)
     # Every GPU always has a home (#6644): checked on every pass, repaired by the next plan.
     report.gpus_without_home = len(without_home(desire, seen))
+    report.foreign_gpus = sum(len(p.gpu_uids) for p in seen.unknown)
+    writes.held_machines(_held_machines(state, seen, moved))
+    writes.note_waiting(report.waiting_on_foreign)
     writes.record_domain_pass(
         state.domain,
         fabric_digest(outcome.observed, mode),
         outcome.settled and not report.unsatisfiable,
         report.gpus_without_home,
+        report.foreign_gpus,
     )
     await writes.send(session, commit=True)
     return report
@@ -184,8 +206,9 @@ def _record_gpu_observations(
     seen: Classified,
     pp_ids: dict[str, uuid.UUID],
     report: WriteBackReport,
-) -> None:
-    """Each GPU's observed partition (only the GPUs whose observation changed)."""
+) -> set[str]:
+    """Each GPU's observed partition (only the GPUs whose observation changed); the machines of those
+    GPUs."""
     uids: list[str] = []
     pps: list[str | None] = []
     pids: list[int | None] = []
@@ -201,6 +224,18 @@ def _record_gpu_observations(
             machines.add(gpu.machine_id)
     writes.gpu_observations(uids, pps, pids)
     report.machines_updated = len(machines)
+    return machines
+
+
+def _held_machines(state: DomainState, seen: Classified, moved: set[str]) -> dict[str, int]:
+    """Each machine's GPUs in foreign partitions, for the machines that have some now and those whose
+    GPUs moved (which may have had some): the rows whose count may have changed."""
+    foreign = {id(p) for p in seen.unknown}
+    counts = dict.fromkeys(moved, 0)
+    for gpu in state.gpus.values():
+        if id(seen.location.get(gpu.gpu_uid)) in foreign:
+            counts[gpu.machine_id] = counts.get(gpu.machine_id, 0) + 1
+    return counts
 
 
 async def finish_deleted_partitions(session: AsyncSession) -> int:
@@ -261,6 +296,7 @@ def _observations(
     observation of each other instance the read-back shows realised (to settle, all at once: one
     lock, one write). Instances bound to GPUs their machine lacks go to ``report.unsatisfiable``."""
     owned = {id(p) for p in seen.owned.values()}
+    kept = held(desire, seen)
     finishing: list[uuid.UUID] = []
     observations: list[lifecycle.Observation] = []
     for instance in state.unsettled.values():
@@ -275,6 +311,9 @@ def _observations(
             continue
         if any(lp in blocked for lp in instance.bindings.values()):
             continue
+        if waiting := sorted(device for device, g in gpus.items() if g.gpu_uid in kept):
+            report.waiting_on_foreign[instance.id] = _waiting_message(waiting)
+            continue
         if not all(
             satisfied(g.gpu_uid, instance.bindings.get(device), seen, desire) for device, g in gpus.items()
         ):
@@ -282,6 +321,18 @@ def _observations(
         observation = {device: (state.domain, g.gpu_uid) for device, g in gpus.items()}
         observations.append(lifecycle.Observation(instance.id, instance.version, observation))
     return finishing, observations
+
+
+def _waiting_message(devices: list[int]) -> str:
+    """Why an instance is not Ready while GPUs of its (``devices``: their device instances) sit in a
+    partition nico did not make and keeps (said without that partition's name: it is another
+    manager's, maybe another tenant's)."""
+    which = ", ".join(str(d) for d in devices)
+    gpus = f"GPU {which} (deviceInstance) is" if len(devices) == 1 else f"GPUs {which} (deviceInstance) are"
+    return (
+        f"NVLink: {gpus} in a partition another fabric manager made; nico keeps that partition whole, "
+        "and the instance waits until it releases them"
+    )
 
 
 def _ready(report: WriteBackReport, state: DomainState, applied: list[uuid.UUID]) -> None:

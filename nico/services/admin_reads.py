@@ -16,13 +16,15 @@ from nico.services.errors import ServiceError
 
 
 async def nvlink_domains(session: AsyncSession) -> list[dict[str, object]]:
-    """Every domain with its failure count, homeless GPUs and last error (endpoint addresses included:
-    tenants see the error only in their own terms)."""
+    """Every domain with its failure count, homeless GPUs, GPUs in partitions nico did not make
+    (foreign) and last error (endpoint addresses included: tenants see the error only in their own
+    terms)."""
     return [
         {
             "uuid": str(d.uuid),
             "consecutive_failures": d.consecutive_failures,
             "gpus_without_home": d.gpus_without_home,
+            "foreign_gpus": d.foreign_gpus,
             "last_error": d.last_error,
             "last_error_at": d.last_error_at.isoformat() if d.last_error_at else None,
         }

@@ -2,9 +2,11 @@
 at the sites where it holds an allocation, each as its chassis, trays and GPUs.
 
 Every GPU is free, the tenant's own (its instance, and when bound its logical partition, binding
-status and whether the fabric was seen holding it there), or in use by another tenant, with nothing
-about that tenant. Domain errors are the reconciler's, with every uuid but the shown domains' and the
-tenant's partitions' blanked out, because an error may name another tenant's partition.
+status and whether the fabric was seen holding it there), in use by another tenant, with nothing
+about that tenant, or held: its tray has GPUs in a partition another fabric manager made, which nico
+keeps (the tray is not placed). Domain errors are the reconciler's, with every uuid but the shown
+domains' and the tenant's partitions' blanked out, because an error may name another tenant's
+partition.
 
 Two queries: the domains, then every GPU of them with its machine, instance and binding.
 """
@@ -26,7 +28,7 @@ from nico.db.queries import topology as queries
 from nico.services.fabric_errors import tenant_error_message
 from nico.services.orgs import require_tenant
 
-GpuState = Literal["free", "mine", "other"]
+GpuState = Literal["free", "mine", "other", "held"]
 UUID_TEXT = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 REDACTED = "…"
 
@@ -66,6 +68,7 @@ class DomainView:
     consecutive_failures: int
     chassis: list[ChassisView] = field(default_factory=list)
     gpus_without_home: int = 0  # in neither a tenant partition nor their home after the last pass
+    foreign_gpus: int = 0  # in partitions nico did not make, after the last pass
 
     @property
     def pending(self) -> int:
@@ -134,8 +137,12 @@ def _gpu_views(rows: list[queries.TopologyGpuRow]) -> tuple[_Gpus, dict[uuid.UUI
         if index in tray_gpus:
             continue  # a Deleting binding behind the live one
         if row.instance_id is None:
-            held = row.holder is not None
-            gpu = GpuView(index, "other" if held else "free", health=None if held else row.health)
+            if row.holder is not None:
+                gpu = GpuView(index, "other")
+            elif row.foreign_gpus:
+                gpu = GpuView(index, "held")
+            else:
+                gpu = GpuView(index, "free", health=row.health)
         else:
             gpu = GpuView(
                 index,
@@ -172,6 +179,7 @@ def _domain_view(
         domain.last_error_at if domain.last_error else None,
         domain.consecutive_failures,
         gpus_without_home=domain.gpus_without_home,
+        foreign_gpus=domain.foreign_gpus,
     )
     for serial, trays in chassis.items():
         view.chassis.append(

@@ -2,9 +2,10 @@
 
 A model fabric (the hardware rules of a real controller: a GPU in at most one partition, names unique,
 the default partition deletable) is driven through random sequences of tenant changes, passes cut
-short by a crash, mode switches and partitions lost behind nico's back; each complete pass must leave
-every managed GPU in its tenant partition or its home, and no pass may leave a GPU outside every
-partition for longer than the removal that feeds its next addition."""
+short by a crash, mode switches, partitions lost behind nico's back and partitions another manager
+makes; each complete pass must leave every managed GPU in its tenant partition or its home (or, kept,
+in the other manager's partition), and no pass may leave a GPU outside every partition for longer than
+the removal that feeds its next addition. With foreign partitions kept, no operation touches one."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from nico.reconciler.planner import (
     Classified,
     DomainDesire,
     classify,
+    held,
     partition_name,
     plan,
     satisfied,
@@ -59,11 +61,12 @@ Step = tuple[str, object]
 
 
 @st.composite
-def sequences(draw: st.DrawFn) -> tuple[int, int, int, str, list[Step]]:
+def sequences(draw: st.DrawFn) -> tuple[int, int, int, str, str, list[Step]]:
     trays = draw(st.integers(1, 5))
     slotless = draw(st.sampled_from([0, 0, 0, 1, 4]))
     serials = draw(st.integers(1, 2))
     mode = draw(st.sampled_from(["domain", "tray"]))
+    foreign = draw(st.sampled_from(["keep", "evict"]))
     n = trays * GPUS_PER_TRAY
     step = st.one_of(
         st.tuples(
@@ -73,8 +76,10 @@ def sequences(draw: st.DrawFn) -> tuple[int, int, int, str, list[Step]]:
         st.tuples(st.just("switch"), st.sampled_from(["domain", "tray"])),
         st.tuples(st.just("crash"), st.integers(0, 40)),
         st.tuples(st.just("lose"), st.integers(0, 10)),
+        # Another manager (NICo, BCM, an operator) takes GPUs into a partition of its own.
+        st.tuples(st.just("foreign"), st.sets(st.integers(0, n - 1), min_size=1, max_size=6)),
     )
-    return trays, slotless, serials, mode, draw(st.lists(step, min_size=1, max_size=12))
+    return trays, slotless, serials, mode, foreign, draw(st.lists(step, min_size=1, max_size=12))
 
 
 PASSES = {"count": 0, "sequences": 0}
@@ -82,8 +87,8 @@ PASSES = {"count": 0, "sequences": 0}
 
 @settings(max_examples=300, deadline=None)
 @given(sequences())
-def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, list[Step]]) -> None:
-    trays, slotless, serials, mode, steps = case
+def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, str, list[Step]]) -> None:
+    trays, slotless, serials, mode, foreign, steps = case
     PASSES["sequences"] += 1
     gpus, homes, fabric = site(trays, slotless, serials)
     wants: dict[int, uuid.UUID | None] = dict.fromkeys(gpus)
@@ -91,12 +96,19 @@ def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, list[Step]]
     mode_now = mode
 
     def desire() -> DomainDesire:
-        return DomainDesire(DOMAIN, dict(wants), frozenset(owned), mode_now, homes)  # type: ignore[arg-type]
+        return DomainDesire(DOMAIN, dict(wants), frozenset(owned), mode_now, homes, foreign=foreign)  # type: ignore[arg-type]
+
+    def theirs() -> dict[int, frozenset[int]]:
+        """The other manager's partitions as they stand: id -> members."""
+        return {p.nmx_partition_id: p.gpu_uids for p in fabric if p.name.startswith("bcm-job-")}
 
     def full_pass(limit: int | None = None, strict: bool = False) -> None:
         nonlocal fabric
         result = plan(desire(), fabric)
         ops = result.operations
+        if foreign == "keep":
+            kept = theirs()
+            assert not [op for op in ops if _partition_id(op) in kept], ("touched a foreign partition", ops)
         default_present = any(p.is_default for p in fabric)
         nowhere = {g for g in gpus if home_target(g, mode_now, homes, default_present) is None}  # type: ignore[arg-type]
         # Intents are recorded before any call: a crash still leaves the created names known.
@@ -119,9 +131,12 @@ def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, list[Step]]
         d = desire()
         assert not plan(d, fabric).operations
         assert without_home(d, seen) == frozenset() or _no_home_possible(d, seen), (fabric, d)
+        kept = held(d, seen)
         for gpu, lp in d.gpus.items():
-            if lp is None:
+            if lp is None and gpu not in kept:
                 assert satisfied(gpu, None, seen, d)
+        if foreign == "evict":
+            assert not held(replace(d, foreign="keep"), seen), "evict mode leaves no managed GPU in theirs"
 
     full_pass()
     for kind, arg in steps:
@@ -150,7 +165,24 @@ def test_every_gpu_always_has_a_home(case: tuple[int, int, int, str, list[Step]]
             if fabric:
                 gone = sorted(fabric, key=lambda p: p.nmx_partition_id)[arg % len(fabric)]
                 fabric = [p for p in fabric if p is not gone]
+        elif kind == "foreign":
+            assert isinstance(arg, set)
+            fabric = _taken_by_another_manager(fabric, frozenset(gpus[i] for i in arg))
+        before = theirs()
         settle()
+        if foreign == "keep":
+            assert theirs() == before, "a foreign partition changed"
+
+
+def _partition_id(op: Operation) -> int | None:
+    return None if isinstance(op, CreatePartition) else op.partition.nmx_partition_id
+
+
+def _taken_by_another_manager(fabric: list[FabricPartition], gpus: frozenset[int]) -> list[FabricPartition]:
+    """``fabric`` after another manager moved ``gpus`` into a new partition of its own."""
+    left = [replace(p, gpu_uids=p.gpu_uids - gpus) for p in fabric]
+    new_id = max([p.nmx_partition_id for p in fabric if not p.is_default] + [500]) + 1
+    return [*left, FabricPartition(new_id, str(new_id), f"bcm-job-{new_id}", gpus)]
 
 
 def _no_home_possible(desire: DomainDesire, seen: Classified) -> bool:

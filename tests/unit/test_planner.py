@@ -1,5 +1,6 @@
 """Planner properties: applying the plan to the observed fabric (under the hardware rules) yields the
-desired state, never touches GPUs nico does not manage, and planning again yields nothing."""
+desired state, never touches GPUs nico does not manage, and planning again yields nothing; with
+foreign partitions kept, no operation touches a partition nico did not make."""
 
 from __future__ import annotations
 
@@ -17,8 +18,17 @@ from nico.reconciler.operations import (
     Operation,
     RemoveGpus,
     op_gpus,
+    reason,
 )
-from nico.reconciler.planner import DomainDesire, classify, partition_name, plan, satisfied
+from nico.reconciler.planner import (
+    DomainDesire,
+    classify,
+    lp_of_name,
+    partition_name,
+    plan,
+    satisfied,
+    without_home,
+)
 from tests.support.model_fabric import apply
 from tests.unit.test_homes import _check_pairing
 
@@ -55,7 +65,8 @@ def scenarios(draw: st.DrawFn) -> tuple[DomainDesire, list[FabricPartition]]:
     # nico knows some of its partitions (records or intents), and maybe names with no partition.
     known = draw(st.sets(st.sampled_from([partition_name(lp) for lp in LPS])))
     desire = {gpu: draw(st.one_of(st.none(), st.sampled_from(LPS))) for gpu in sorted(managed)}
-    return DomainDesire(DOMAIN, desire, frozenset(known)), partitions
+    foreign = draw(st.sampled_from(["keep", "evict"]))
+    return DomainDesire(DOMAIN, desire, frozenset(known), foreign=foreign), partitions
 
 
 def owned_after(desire: DomainDesire, ops: list[Operation]) -> frozenset[str]:
@@ -71,15 +82,48 @@ def test_applying_the_plan_yields_the_desired_state(case: tuple[DomainDesire, li
     ops = result.operations
     after, _ = apply(observed, ops, default_deletable=False)
     seen = classify(after, owned_after(desire, ops))
+    was = {g: p.nmx_partition_id for p in observed for g in p.gpu_uids}
     for gpu, lp in desire.gpus.items():
-        if lp in result.blocked:
+        if gpu in result.held:
+            assert seen.location[gpu].nmx_partition_id == was[gpu], "a held GPU moved"
+        elif lp in result.blocked:
             assert gpu not in seen.location, "a GPU of a blocked partition must wait outside every partition"
         else:
             assert satisfied(gpu, lp, seen), (gpu, lp, ops)
     # A blocked LP is blocked only by a partition that holds GPUs nico does not manage.
     for lp in result.blocked:
         holder = next(p for p in after if p.name == partition_name(lp))
-        assert holder.gpu_uids - set(desire.gpus)
+        assert holder.gpu_uids - set(desire.gpus) or desire.foreign == "keep"
+
+
+def foreign_partitions(desire: DomainDesire, observed: list[FabricPartition]) -> dict[int, frozenset[int]]:
+    """Partitions nico did not make (an empty one carrying nico's name is a ghost, not foreign): id ->
+    members."""
+    seen = classify(observed, desire.owned_names, desire.adopted)
+    return {p.nmx_partition_id: p.gpu_uids for p in seen.unknown if p.gpu_uids or lp_of_name(p.name) is None}
+
+
+@settings(max_examples=400, deadline=None)
+@given(scenarios())
+def test_kept_foreign_partitions_are_never_touched_and_their_gpus_are_housed(
+    case: tuple[DomainDesire, list[FabricPartition]],
+) -> None:
+    """foreign_partitions = keep: no operation names a partition nico did not make, so each keeps its
+    members; the managed GPUs in them are held (reported, never placed elsewhere) and count as
+    housed."""
+    desire, observed = case
+    desire = replace(desire, foreign="keep")
+    result = plan(desire, observed)
+    theirs = foreign_partitions(desire, observed)
+    for op in result.operations:
+        if not isinstance(op, CreatePartition):
+            assert op.partition.nmx_partition_id not in theirs, op
+    after, _ = apply(observed, result.operations, default_deletable=False)
+    assert {p.nmx_partition_id: p.gpu_uids for p in after if p.nmx_partition_id in theirs} == theirs
+    managed_inside = {g for members in theirs.values() for g in members if g in desire.gpus}
+    assert set(result.held) == managed_inside
+    seen = classify(after, owned_after(desire, result.operations))
+    assert not without_home(desire, seen) & managed_inside
 
 
 @settings(max_examples=400, deadline=None)
@@ -182,6 +226,8 @@ def test_paired_order_within_capacity_and_no_needless_operations(
     assert not any(isinstance(op, DeletePartition) and op.partition.is_default for op in ops)
     lps = [op.lp for op in ops if isinstance(op, CreatePartition)]
     assert len(lps) == len(set(lps))
+    # Every operation comes with the planner's reason (what `nico admin nvlink-plan` prints).
+    assert all(reason(op) for op in ops)
 
 
 def test_a_move_between_partitions_happens_in_one_pass() -> None:
@@ -220,7 +266,7 @@ def test_released_gpus_go_back_to_default_and_an_emptied_partition_is_deleted() 
 def test_an_unrecorded_nico_partition_is_not_adopted_but_emptied_of_managed_gpus() -> None:
     a = LPS[0]
     ghost = FabricPartition(4, "4", partition_name(a), frozenset({1, 2}))
-    result = plan(DomainDesire(DOMAIN, {1: a, 2: None}, frozenset()), [ghost])
+    result = plan(DomainDesire(DOMAIN, {1: a, 2: None}, frozenset(), foreign="evict"), [ghost])
     assert result.operations == [
         DeletePartition(ghost, "unknown", None),
         CreatePartition(partition_name(a), a, frozenset({1})),
@@ -230,7 +276,7 @@ def test_an_unrecorded_nico_partition_is_not_adopted_but_emptied_of_managed_gpus
 def test_a_ghost_holding_foreign_gpus_blocks_its_name_and_says_so() -> None:
     a = LPS[0]
     ghost = FabricPartition(4, "4", partition_name(a), frozenset({1, 50}))  # 50 is not nico's
-    result = plan(DomainDesire(DOMAIN, {1: a}, frozenset()), [ghost])
+    result = plan(DomainDesire(DOMAIN, {1: a}, frozenset(), foreign="evict"), [ghost])
     assert result.operations == [RemoveGpus(ghost, frozenset({1}), "unknown", None)]
     assert a in result.blocked and "does not manage" in result.blocked[a]
 
@@ -262,5 +308,55 @@ def test_a_partition_taken_over_from_another_manager_keeps_its_name_and_grows_in
         AddGpus(theirs, frozenset({3}), "owned", a),
     ]
     # Without the record, the same partition is someone else's: nico takes its GPUs out.
-    unrecorded = plan(replace(desire, adopted={}), [default, theirs]).operations
+    unrecorded = plan(replace(desire, adopted={}, foreign="evict"), [default, theirs]).operations
     assert DeletePartition(theirs, "unknown", None) in unrecorded
+    # Kept (the reconciler's default), it stays whole and its GPUs are held.
+    kept = plan(replace(desire, adopted={}, foreign="keep"), [default, theirs])
+    assert all(getattr(op, "partition", None) != theirs for op in kept.operations)
+    assert kept.held == {1: theirs.name, 2: theirs.name}
+
+
+def test_a_machine_half_in_a_foreign_partition_keeps_that_half_and_its_other_gpus_stay_home() -> None:
+    default = FabricPartition(DEFAULT_PARTITION_ID, "32766", "Default", frozenset({3, 4}))
+    theirs = FabricPartition(9, "9", "bcm-job-17", frozenset({1, 2}))
+    desire = DomainDesire(DOMAIN, {1: None, 2: None, 3: None, 4: None}, frozenset(), foreign="keep")
+    result = plan(desire, [default, theirs])
+    assert result.operations == [] and result.held == {1: "bcm-job-17", 2: "bcm-job-17"}
+    assert not without_home(desire, classify([default, theirs], frozenset()))
+
+
+def test_a_tenant_gpu_in_a_kept_partition_waits_while_its_partition_is_made_of_the_others() -> None:
+    a = LPS[0]
+    default = FabricPartition(DEFAULT_PARTITION_ID, "32766", "Default", frozenset({3, 4}))
+    theirs = FabricPartition(9, "9", "bcm-job-17", frozenset({1, 2}))
+    desire = DomainDesire(DOMAIN, {1: a, 2: None, 3: a, 4: a}, frozenset(), foreign="keep")
+    result = plan(desire, [default, theirs])
+    assert result.operations == [
+        RemoveGpus(default, frozenset({3, 4}), "default", None),
+        CreatePartition(partition_name(a), a, frozenset({3, 4})),
+    ]
+    assert result.held == {1: "bcm-job-17", 2: "bcm-job-17"} and not result.blocked
+
+
+def test_tray_conversion_counts_a_gpu_in_a_kept_partition_as_housed() -> None:
+    """Tray mode deletes the domain default once every GPU in it has a tray home; a GPU of unknown
+    slot held by another manager's partition is housed there and does not keep the default alive."""
+    default = FabricPartition(DEFAULT_PARTITION_ID, "32766", "Default", frozenset({1, 2}))
+    theirs = FabricPartition(9, "9", "bcm-job-17", frozenset({3}))
+    homes = {1: "tray_partition_1", 2: "tray_partition_1"}  # GPU 3's slot is unknown
+    desire = DomainDesire(DOMAIN, dict.fromkeys((1, 2, 3)), frozenset(), "tray", homes, foreign="keep")
+    ops = plan(desire, [default, theirs]).operations
+    assert ops == [
+        DeletePartition(default, "default", None),
+        CreatePartition("tray_partition_1", None, frozenset({1, 2})),
+    ]
+
+
+def test_a_kept_partition_with_nicos_name_blocks_its_logical_partition_and_says_why() -> None:
+    a = LPS[0]
+    default = FabricPartition(DEFAULT_PARTITION_ID, "32766", "Default", frozenset({2}))
+    other_nico = FabricPartition(4, "4", partition_name(a), frozenset({1}))  # another deployment's
+    result = plan(DomainDesire(DOMAIN, {1: None, 2: a}, frozenset(), foreign="keep"), [default, other_nico])
+    assert all(getattr(op, "partition", None) != other_nico for op in result.operations)
+    assert result.held == {1: partition_name(a)}
+    assert "nico did not make" in result.blocked[a] and "foreign_partitions = keep" in result.blocked[a]

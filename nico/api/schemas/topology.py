@@ -13,7 +13,10 @@ from nico.services.topology import DomainView, GpuState, GpuView, PartitionLegen
 
 class TopologyGpu(ResponseModel):
     device_instance: int = Field(description="GPU index on the tray (device id - 1)")
-    state: GpuState = Field(description="free, mine (the caller's instance) or other (another tenant's)")
+    state: GpuState = Field(
+        description="free, mine (the caller's instance), other (another tenant's) or held (its tray has "
+        "GPUs in a partition another fabric manager made, which nico keeps: not available)"
+    )
     instance_id: uuid.UUID | None = None
     instance_name: str | None = None
     nv_link_logical_partition_id: uuid.UUID | None = None
@@ -64,6 +67,11 @@ class TopologyDomain(ResponseModel):
         description="GPUs of the domain in neither a tenant partition nor their home partition after "
         "the reconciler's last pass (it puts them back)",
     )
+    foreign_gpus: int = Field(
+        default=0,
+        description="GPUs of the domain in partitions nico did not make (another fabric manager's), "
+        "after the reconciler's last pass; nico keeps those partitions whole and does not place their trays",
+    )
     chassis: list[TopologyChassis]
 
     @classmethod
@@ -77,6 +85,7 @@ class TopologyDomain(ResponseModel):
             consecutive_failures=domain.consecutive_failures if domain.error else 0,
             pending=domain.pending,
             gpus_without_home=domain.gpus_without_home,
+            foreign_gpus=domain.foreign_gpus,
             chassis=[
                 TopologyChassis(
                     chassis_serial=c.serial,

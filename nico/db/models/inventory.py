@@ -13,6 +13,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    SmallInteger,
     String,
     Text,
     UniqueConstraint,
@@ -47,6 +48,8 @@ class NvlinkDomain(Base):
     consecutive_failures: Mapped[int] = mapped_column(default=0, server_default="0")
     # GPUs in neither their tenant partition nor their home after the last pass (#6644).
     gpus_without_home: Mapped[int] = mapped_column(default=0, server_default="0")
+    # GPUs the fabric showed in partitions nico did not make, at the last pass (foreign partitions).
+    foreign_gpus: Mapped[int] = mapped_column(server_default="0")  # server side: added by 0016
     # The domain's multicast budget (NMX-C GetDomainProperties max_multicast_groups), once read.
     max_multicast_groups: Mapped[int | None]
     created: Mapped[datetime] = created_at()
@@ -114,6 +117,7 @@ class Machine(Base):
         CheckConstraint(check_in("status", MachineStatus), name="status"),
         CheckConstraint("(domain_uuid IS NULL) = (chassis_serial IS NULL)", name="nvlink_info_whole"),
         CheckConstraint("tray_index IS NULL OR tray_index >= 0", name="tray_index"),
+        CheckConstraint("foreign_gpus >= 0", name="foreign_gpus"),
         CheckConstraint("length(id) BETWEEN 1 AND 256", name="id_length"),
         UniqueConstraint("chassis_serial", "tray_index"),
         Index("ix_machine_placement", "site_id", "instance_type_id", "domain_uuid"),
@@ -142,6 +146,9 @@ class Machine(Base):
     )
     chassis_serial: Mapped[str | None] = mapped_column(String(256))
     tray_index: Mapped[int | None]
+    # Its GPUs the fabric showed in a partition nico did not make, at the domain's last pass: such a
+    # machine is held (never free for placement, never counted free) while any remains.
+    foreign_gpus: Mapped[int] = mapped_column(SmallInteger, server_default="0")  # added by 0016
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()
 

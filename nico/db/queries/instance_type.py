@@ -182,13 +182,15 @@ async def instance_count(
 
 
 async def free_machine_count(session: AsyncSession, type_id: uuid.UUID) -> int:
-    """Ready machines of this type that hold no instance."""
+    """Ready machines of this type that hold no instance, none of whose GPUs is in a partition nico did
+    not make (a held machine cannot be given to an instance)."""
     return int(
         await session.scalar(
             select(func.count()).where(
                 Machine.instance_type_id == type_id,
                 Machine.status == MachineStatus.READY,
                 Machine.instance_id.is_(None),
+                Machine.foreign_gpus == 0,
             )
         )
         or 0

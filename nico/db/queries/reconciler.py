@@ -331,7 +331,22 @@ _DELETING_WITH_NOTHING_LEFT = (
 _RECORD_DOMAIN_PASS = (
     "UPDATE nvlink_domain SET last_pass_at = now(), last_error = NULL, consecutive_failures = 0, "
     "fabric_digest = %(digest)s, settled = %(settled)s, gpus_without_home = %(homeless)s, "
-    "updated = now() WHERE uuid = %(d)s"
+    "foreign_gpus = %(foreign)s, updated = now() WHERE uuid = %(d)s"
+)
+# Only the rows that change: the capacity triggers move a machine between free and held.
+_HELD_MACHINES = (
+    "UPDATE machine m SET foreign_gpus = v.n, updated = now() "
+    "FROM unnest(CAST(%(ids)s AS varchar[]), CAST(%(counts)s AS smallint[])) AS v(id, n) "
+    "WHERE m.id = v.id AND m.foreign_gpus <> v.n"
+)
+# A note in an instance's status history, unless its latest entry says the same already.
+_WAITING_NOTES = (
+    "INSERT INTO status_detail (instance_id, status, message) "
+    "SELECT i.id, i.status, v.message "
+    "FROM unnest(CAST(%(ids)s AS uuid[]), CAST(%(messages)s AS text[])) AS v(id, message) "
+    "JOIN instance i ON i.id = v.id "
+    "WHERE (SELECT s.message FROM status_detail s WHERE s.instance_id = v.id "
+    "ORDER BY s.created DESC, s.id DESC LIMIT 1) IS DISTINCT FROM v.message"
 )
 
 
@@ -404,13 +419,24 @@ class PassWrites:
         }
         self._statements.append(Statement(_SETTLE, params))
 
-    def record_domain_pass(self, domain: uuid.UUID, digest: str, settled: bool, without_home: int) -> None:
-        self._statements.append(
-            Statement(
-                _RECORD_DOMAIN_PASS,
-                {"d": domain, "digest": digest, "settled": settled, "homeless": without_home},
-            )
-        )
+    def record_domain_pass(
+        self, domain: uuid.UUID, digest: str, settled: bool, without_home: int, foreign: int = 0
+    ) -> None:
+        params = {"d": domain, "digest": digest, "settled": settled, "homeless": without_home}
+        self._statements.append(Statement(_RECORD_DOMAIN_PASS, {**params, "foreign": foreign}))
+
+    def held_machines(self, counts: Mapping[str, int]) -> None:
+        """Set each machine's count of GPUs in foreign partitions (machine id -> count); only the rows
+        whose count changes are written."""
+        if counts:
+            params = {"ids": list(counts), "counts": list(counts.values())}
+            self._statements.append(Statement(_HELD_MACHINES, params))
+
+    def note_waiting(self, messages: Mapping[uuid.UUID, str]) -> None:
+        """Say in each instance's status history why it waits (instance id -> message), once."""
+        if messages:
+            params = {"ids": list(messages), "messages": list(messages.values())}
+            self._statements.append(Statement(_WAITING_NOTES, params))
 
     async def send(self, session: AsyncSession, *, commit: bool = False) -> PassRows:
         """Run the queued statements in the session's transaction (then commit it, with ``commit``)
@@ -480,7 +506,8 @@ async def record_domain_error(session: AsyncSession, domain: uuid.UUID, error: s
 async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
     """Per domain of ``domains`` (all when None): (domain, physical partitions recorded, instances
     pending on the fabric (not terminating, applied version behind the desired one), Ready machines
-    without an instance, machines with an instance or not Ready). Each figure is read through the
+    without an instance nor GPUs in a foreign partition, machines with an instance, not Ready or
+    held by a foreign partition). Each figure is read through the
     domain's indexes (``machine.domain_uuid``, ``physical_partition (domain_uuid, ...)``), so a
     domain costs the same on a site of any size; a domain that no longer exists has no row."""
     rows = await conn.execute(
@@ -492,9 +519,9 @@ async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | N
                      WHERE m.domain_uuid = d.uuid AND i.status <> 'Terminating'
                        AND i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version),
                    (SELECT count(*) FROM machine m WHERE m.domain_uuid = d.uuid
-                     AND m.instance_id IS NULL AND m.status = 'Ready'),
+                     AND m.instance_id IS NULL AND m.status = 'Ready' AND m.foreign_gpus = 0),
                    (SELECT count(*) FROM machine m WHERE m.domain_uuid = d.uuid
-                     AND (m.instance_id IS NOT NULL OR m.status <> 'Ready'))
+                     AND (m.instance_id IS NOT NULL OR m.status <> 'Ready' OR m.foreign_gpus > 0))
             FROM nvlink_domain d WHERE true
             """
             + _domain_filter("d.uuid", domains)

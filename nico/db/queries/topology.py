@@ -51,6 +51,7 @@ class TopologyGpuRow(NamedTuple):
     partition_status: str | None
     observed_partition_id: uuid.UUID | None  # the logical partition the fabric holds the GPU in
     health: str | None = None  # the GPU's health as the fabric last reported it
+    foreign_gpus: int = 0  # GPUs of its machine in partitions nico did not make (the machine is held)
 
 
 async def topology_gpus(
@@ -74,6 +75,7 @@ async def topology_gpus(
             LogicalPartition.status,
             PhysicalPartition.logical_partition_id,
             Gpu.health,
+            Machine.foreign_gpus,
         )
         .join(Gpu, Gpu.machine_id == Machine.id)
         .outerjoin(Instance, mine)

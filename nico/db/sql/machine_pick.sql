@@ -16,7 +16,8 @@
 --
 -- Called by: nico/instance/queries.py (lock_free_machines, lock_first_free), when a create
 -- claims the machines placement chose.
--- Made by migrations 0013 and 0014; last changed by migration 0015 (its text moved here).
+-- Made by migrations 0013 and 0014; last changed by migration 0016 (machines with GPUs in a
+-- partition nico did not make are skipped).
 
 CREATE OR REPLACE FUNCTION nico_lock_free_machines(p_site uuid, p_type uuid, p_domains uuid[], p_counts integer[])
 RETURNS TABLE (machine_id varchar, machine_domain uuid, short_got integer)
@@ -39,6 +40,7 @@ BEGIN
                 FROM (SELECT m.id, m.domain_uuid, m.chassis_serial, m.tray_index FROM machine m
                       WHERE m.site_id = p_site AND m.instance_type_id = p_type AND m.domain_uuid IS NULL
                         AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
+                        AND m.foreign_gpus = 0  -- held by a foreign partition: never placed
                       ORDER BY m.chassis_serial, m.tray_index, m.id
                       LIMIT p_counts[i]
                       FOR UPDATE SKIP LOCKED) s;
@@ -49,6 +51,7 @@ BEGIN
                 FROM (SELECT m.id, m.domain_uuid, m.chassis_serial, m.tray_index FROM machine m
                       WHERE m.site_id = p_site AND m.instance_type_id = p_type AND m.domain_uuid = p_domains[i]
                         AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
+                        AND m.foreign_gpus = 0  -- held by a foreign partition: never placed
                       ORDER BY m.chassis_serial, m.tray_index, m.id
                       LIMIT p_counts[i]
                       FOR UPDATE SKIP LOCKED) s;
@@ -90,6 +93,7 @@ BEGIN
             FROM (SELECT m.id, m.domain_uuid, m.chassis_serial, m.tray_index FROM machine m
                   WHERE m.site_id = p_site AND m.instance_type_id = p_type AND m.domain_uuid = p_domains[i]
                     AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
+                    AND m.foreign_gpus = 0  -- held by a foreign partition: never placed
                   ORDER BY m.chassis_serial, m.tray_index, m.id
                   LIMIT p_count
                   FOR UPDATE SKIP LOCKED) s;

@@ -46,6 +46,7 @@ function gpuTitle(serial, tray, gpu) {
   const where = `${serial} tray ${tray.trayIndex} GPU ${gpu.deviceInstance}${sick}`;
   if (gpu.state === "free") return `${where}: free`;
   if (gpu.state === "other") return `${where}: in use by another tenant`;
+  if (gpu.state === "held") return `${where}: held (its tray has GPUs in a partition another fabric manager made)`;
   const parts = [where, `instance ${gpu.instanceName}`];
   if (gpu.nvLinkLogicalPartitionId) {
     parts.push(`partition ${gpu.nvLinkLogicalPartitionName}`, gpu.status);
@@ -82,6 +83,7 @@ function drawDomain(domain, palette) {
     "data-error": String(Boolean(domain.error)),
     "data-pending": String(domain.pending),
     "data-without-home": String(domain.gpusWithoutHome || 0),
+    "data-foreign": String(domain.foreignGpus || 0),
   },
   el("h2", {}, "NVLink domain ", el("small", { text: domain.id })),
   facts);
@@ -92,6 +94,10 @@ function drawDomain(domain, palette) {
   if (domain.gpusWithoutHome) {
     section.append(el("p", { class: "problem", role: "alert",
       text: `${domain.gpusWithoutHome} GPU(s) in neither a tenant partition nor their home partition; the reconciler is putting them back` }));
+  }
+  if (domain.foreignGpus) {
+    section.append(el("p", { class: "facts",
+      text: `${domain.foreignGpus} GPU(s) in partitions another fabric manager made; nico keeps them whole and does not place their trays` }));
   }
   const row = el("div", { class: "chassis-row" });
   for (const chassis of domain.chassis) {
