@@ -22,6 +22,7 @@ from rich.table import Table
 from nico.cli.admin_nvlink import register as register_nvlink_commands
 from nico.cli.bootstrap import database_url_or_exit, settings_or_exit, with_session
 from nico.cli.output import console, fail
+from nico.cli.takeover import register as register_takeover_commands
 from nico.config import ConfigError
 from nico.services.errors import ServiceError
 
@@ -47,6 +48,7 @@ nvlink_info_app = typer.Typer(
 )
 machine_app.add_typer(nvlink_info_app, name="nvlink-info")
 register_nvlink_commands(app)
+register_takeover_commands(app)
 
 out = Console()
 SHOWN_IDS = 20
