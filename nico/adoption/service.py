@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -65,14 +64,6 @@ async def _done_before(
     )
 
 
-@dataclass(frozen=True)
-class _Held:
-    """A machine of the partition and the device instances of its GPUs in it."""
-
-    machine: Machine
-    devices: tuple[int, ...]
-
-
 async def _checked_machines(
     session: AsyncSession,
     tenant: Tenant,
@@ -80,7 +71,7 @@ async def _checked_machines(
     site: uuid.UUID,
     listing: DomainListing,
     seen: SeenPartition,
-) -> list[_Held]:
+) -> list[tuple[Machine, tuple[int, ...]]]:
     """The partition's machines, each checked: every GPU known, in no other partition and bound to
     nothing, each machine in the domain, free or the org's, of a type the org's allocations cover."""
     number, domain = seen.nmx_partition_id, listing.domain_uuid
@@ -113,7 +104,7 @@ async def _checked_machines(
         creation.check_allocation(machine, allocated, org)
         devices[machine.id].append(gpu.device_id - 1)
     machines = {g.machine.id: g.machine for g in known.values()}
-    return [_Held(machines[m], tuple(sorted(d))) for m, d in sorted(devices.items())]
+    return [(machines[m], tuple(sorted(d))) for m, d in sorted(devices.items())]
 
 
 async def _logical_partition(
@@ -140,15 +131,18 @@ async def _logical_partition(
 
 
 async def _bind_machines(
-    session: AsyncSession, tenant: Tenant, request: AdoptRequest, lp: uuid.UUID, held: list[_Held]
+    session: AsyncSession,
+    tenant: Tenant,
+    request: AdoptRequest,
+    lp: uuid.UUID,
+    held: list[tuple[Machine, tuple[int, ...]]],
 ) -> list[AdoptedInstance]:
     """Bindings for exactly the partition's GPUs: on the org's instance already on a machine, else on
     a new instance of the machine's type in ``request.vpc_id`` (or the org's VPC at the site)."""
     done: list[AdoptedInstance] = []
     vpc: Vpc | None = None
     types: set[uuid.UUID | None] = set()
-    for h in held:
-        machine = h.machine
+    for machine, devices in held:
         created = machine.instance_id is None
         if created:
             vpc = vpc or await _vpc(session, tenant, request, machine.site_id, lp)
@@ -163,9 +157,9 @@ async def _bind_machines(
             types.add(machine.instance_type_id)
         instance_id = machine.instance_id
         assert instance_id is not None
-        bindings = [creation.NewBinding(lp, d) for d in h.devices]
+        bindings = [creation.NewBinding(lp, d) for d in devices]
         await creation.bind(session, instance_id, machine, bindings)
-        done.append(AdoptedInstance(instance_id, machine.id, h.devices, created))
+        done.append(AdoptedInstance(instance_id, machine.id, devices, created))
     await creation.check_quota(session, tenant, types, request.org)
     return done
 

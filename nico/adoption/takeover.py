@@ -1,5 +1,9 @@
-"""``nico admin import``: a NICo site's objects of one org taken over, each in its own transaction.
+"""The runs of ``nico admin logical-partition adopt`` and ``nico admin import``: the database, the
+fabric read and the transactions around the services (:mod:`nico.adoption.service`,
+:mod:`nico.adoption.importing`).
 
+Adoption is one transaction. An import takes a NICo site's objects of one org over, each in its own
+transaction.
 Logical partitions first (with nico's record of their partitions on the fabric), then VPCs (whose
 default partition is then here), then instances. An object here under its id already is ``present``,
 so a second run, or a run after one that failed half-way, goes on where the first stopped; an object
@@ -14,13 +18,40 @@ from functools import partial
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from nico.adoption import importing
+from nico.adoption import importing, listing, service
 from nico.adoption.source import NicoSource
-from nico.adoption.views import DomainListing, Imported
-from nico.db.engine import make_session_factory, transaction
+from nico.adoption.views import Adoption, AdoptRequest, DomainListing, Imported
+from nico.config import Settings
+from nico.db.engine import make_engine, make_session_factory, transaction
 from nico.services.errors import ServiceError
 
 Progress = Callable[[Imported], None]
+
+
+async def adopt_partition(settings: Settings, url: str, request: AdoptRequest) -> Adoption:
+    """Read the request's domain from its fabric manager and adopt the partition, in one transaction
+    on the database at ``url``."""
+    engine = make_engine(url, pool_size=2)
+    try:
+        listed = await listing.list_domains(settings, engine, [request.domain_uuid])
+        async with transaction(make_session_factory(engine)) as session:
+            return await service.adopt(session, request, listed[request.domain_uuid])
+    finally:
+        await engine.dispose()
+
+
+async def import_org(
+    settings: Settings, url: str, source: NicoSource, org: str, progress: Progress | None = None
+) -> list[Imported]:
+    """Every domain's partitions read, then the org's objects imported from ``source``
+    (:func:`run_import`) into the database at ``url``; the source is closed after."""
+    engine = make_engine(url, pool_size=2)
+    try:
+        listed = await listing.list_domains(settings, engine)
+        return await run_import(engine, source, org, listed, progress)
+    finally:
+        await source.close()
+        await engine.dispose()
 
 
 async def run_import(

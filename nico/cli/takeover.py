@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -17,9 +17,8 @@ from nico.cli.bootstrap import database_url_or_exit, settings_or_exit
 from nico.cli.output import Format, FormatOption, console, emit, fail
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine
-
     from nico.adoption.views import Adoption, Imported
+    from nico.config import Settings
 
 T = TypeVar("T")
 
@@ -37,26 +36,18 @@ def _uuid(name: str, value: str) -> uuid.UUID:
         raise fail(f"{name} must be a UUID, not {value!r}", 2) from None
 
 
-def _run(work: Callable[[AsyncEngine], Awaitable[T]]) -> T:
-    """``work`` on an engine of the configured database; a refusal, a fabric or source failure and an
+def _run(work: Callable[[Settings, str], Coroutine[Any, Any, T]]) -> T:
+    """``work`` with the settings and the database URL; a refusal, a fabric or source failure and an
     unreachable database are each one line, exit 1."""
     from nico.adoption.source import SourceError
-    from nico.db.engine import make_engine
     from nico.db.oneshot import DatabaseError, one_line
     from nico.fabric.backend import FabricError
     from nico.services.errors import ServiceError
 
-    url = database_url_or_exit(settings_or_exit())
-
-    async def run() -> T:
-        engine = make_engine(url, pool_size=2)
-        try:
-            return await work(engine)
-        finally:
-            await engine.dispose()
-
+    settings = settings_or_exit()
+    url = database_url_or_exit(settings)
     try:
-        return asyncio.run(run())
+        return asyncio.run(work(settings, url))
     except ServiceError as exc:
         raise fail(exc.message) from None
     except FabricError as exc:
@@ -86,9 +77,8 @@ def adopt(
 ) -> None:
     """Make a partition nico did not make a tenant's logical partition, with an instance on each
     machine whose GPUs it holds, without changing the fabric."""
-    from nico.adoption import listing, service
+    from nico.adoption import takeover
     from nico.adoption.views import AdoptRequest
-    from nico.db.engine import make_session_factory, transaction
 
     domain = _uuid("--domain-uuid", domain_uuid)
     request = AdoptRequest(
@@ -99,14 +89,7 @@ def adopt(
         _uuid("--logical-partition-id", logical_partition_id) if logical_partition_id else None,
         _uuid("--vpc-id", vpc_id) if vpc_id else None,
     )
-    settings = settings_or_exit()
-
-    async def work(engine: AsyncEngine) -> Adoption:
-        listed = await listing.list_domains(settings, engine, [domain])
-        async with transaction(make_session_factory(engine)) as session:
-            return await service.adopt(session, request, listed[domain])
-
-    done = _run(work)
+    done = _run(lambda settings, url: takeover.adopt_partition(settings, url, request))
     _print_adoption(done, output)
 
 
@@ -155,24 +138,17 @@ def import_site(
     again: what is here already is left as it is."""
     from rich.progress import Progress, SpinnerColumn, TextColumn
 
-    from nico.adoption import listing, takeover
+    from nico.adoption import takeover
     from nico.adoption.source import NicoSource
 
-    settings = settings_or_exit()
+    async def work(settings: Settings, url: str) -> list[Imported]:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), console=console) as bar:
+            task = bar.add_task("importing", total=None)
 
-    async def work(engine: AsyncEngine) -> list[Imported]:
-        listed = await listing.list_domains(settings, engine)
-        source = NicoSource(source_url, token, org)
-        try:
-            with Progress(SpinnerColumn(), TextColumn("{task.description}"), console=console) as bar:
-                task = bar.add_task("importing", total=None)
+            def seen(result: Imported) -> None:
+                bar.update(task, description=f"{result.outcome} {result.kind} {result.name}")
 
-                def seen(result: Imported) -> None:
-                    bar.update(task, description=f"{result.outcome} {result.kind} {result.name}")
-
-                return await takeover.run_import(engine, source, org, listed, seen)
-        finally:
-            await source.close()
+            return await takeover.import_org(settings, url, NicoSource(source_url, token, org), org, seen)
 
     results = _run(work)
     rows = [
