@@ -2,8 +2,9 @@
 
 nico names its partitions ``nico-<LP>`` (:func:`nico.reconciler.planner.partition_name`); NVIDIA Infra
 Controller names its NMX-C partitions ``<LP><first GPU's guid in decimal>`` (the LP's uuid, then the
-GUID, nothing between). Any other name (Base Command Manager's, an operator's) names no logical
-partition: adopting it needs the id from the operator or a new one.
+GUID, nothing between; the name it gives NMX may list every GUID, ``<LP><guid,guid,...>``). Any other
+name (Base Command Manager's, an operator's) names no logical partition: adopting it needs the id from
+the operator or a new one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ def lp_of_fabric_name(name: str) -> uuid.UUID | None:
     if name.startswith(NICO_PREFIX):
         return _uuid(name[len(NICO_PREFIX) :])
     head, tail = name[:_UUID_TEXT], name[_UUID_TEXT:]
-    if not tail.isdigit() or not tail.isascii():
+    if not tail or not all(guid.isascii() and guid.isdigit() for guid in tail.split(",")):
         return None
     return _uuid(head)
 

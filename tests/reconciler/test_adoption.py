@@ -260,7 +260,9 @@ def test_nico_and_nicos_names_give_the_lp() -> None:
 
     lp = uuid.uuid4()
     assert lp_of_fabric_name(nico_partition_name(lp, frozenset({30, 12345678901234}))) == lp
+    assert lp_of_fabric_name(f"{lp}30,12345678901234") == lp  # every GUID, as NICo may name it to NMX
     assert lp_of_fabric_name(f"nico-{lp}") == lp
+    assert lp_of_fabric_name(f"{lp}30,") is None
     assert lp_of_fabric_name(f"{lp}") is None
     assert lp_of_fabric_name(f"{lp}12a") is None
     assert lp_of_fabric_name("bcm-job-17") is None
