@@ -94,12 +94,7 @@ def adopt(
 
 
 def _print_adoption(done: Adoption, output: Format) -> None:
-    where = f"partition {done.nmx_partition_id} ({done.fabric_name}) of domain {done.domain_uuid}"
-    lp = f"logical partition {done.logical_partition_id} ({done.logical_partition_name})"
-    if done.done_before:
-        console.print(f"{where} is already {lp}: nothing to do", highlight=False)
-    else:
-        console.print(f"adopted {where} as {lp}", highlight=False)
+    """The outcome: a line and a table of the instances, or the whole of it as JSON or YAML."""
     rows = [
         {
             "instance": str(i.id),
@@ -109,12 +104,8 @@ def _print_adoption(done: Adoption, output: Format) -> None:
         }
         for i in done.instances
     ]
-    if output is Format.table:
-        if rows:
-            emit(rows, output, list(rows[0]))
-        return
-    emit(
-        {
+    if output is not Format.table:
+        whole = {
             "logical_partition_id": str(done.logical_partition_id),
             "logical_partition_name": done.logical_partition_name,
             "domain_uuid": str(done.domain_uuid),
@@ -122,9 +113,14 @@ def _print_adoption(done: Adoption, output: Format) -> None:
             "fabric_name": done.fabric_name,
             "done_before": done.done_before,
             "instances": rows,
-        },
-        output,
-    )
+        }
+        emit(whole, output)
+        return
+    where = f"partition {done.nmx_partition_id} ({done.fabric_name}) of domain {done.domain_uuid}"
+    lp = f"logical partition {done.logical_partition_id} ({done.logical_partition_name})"
+    print(f"{where} is already {lp}: nothing to do" if done.done_before else f"adopted {where} as {lp}")
+    if rows:
+        emit(rows, output, list(rows[0]))
 
 
 def import_site(

@@ -138,6 +138,11 @@ async def test_a_nico_named_partition_is_adopted_under_its_lp_and_the_passes_cha
         "--nmx-partition-id", str(made.nmx_partition_id),
     )  # fmt: skip
     assert code == 0, out
+    assert (
+        f"partition {made.nmx_partition_id} ({made.name}) of domain {d0} is already logical partition {lp}"
+        in out
+    )
+    assert "nothing to do" in out
     assert await session.scalar(select(func.count()).select_from(Instance)) == 2
 
 
@@ -155,6 +160,16 @@ async def test_the_adopted_partition_grows_in_place_when_the_tenant_adds_a_machi
             "--nmx-partition-id", str(made.nmx_partition_id), "--name", "job-17",
         )  # fmt: skip
         assert code == 0, out
+        assert "adopted partition" in out and "(job-17)" in out and "MACHINE" in out
+        for number, why in (
+            (9999, "has no partition 9999 on the fabric"),
+            (32766, "default or tray partition"),
+        ):
+            code, out = await run(
+                "admin", "lp", "adopt", "--org", ORG, "--domain-uuid", str(d0),
+                "--nmx-partition-id", str(number),
+            )  # fmt: skip
+            assert code == 1 and why in out and len(out.strip().splitlines()) == 1, out
         lp = await session.scalar(select(LogicalPartition).where(LogicalPartition.name == "job-17"))
         assert lp is not None
         await place(session, site, site.machines[d0][5], dict.fromkeys(range(4), lp))
