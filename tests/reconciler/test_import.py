@@ -129,7 +129,7 @@ async def first_pass_changes_nothing(
     assert {d: fabric_state(site.fabric, d) for d in site.domains} == before
 
 
-async def test_nico_to_nico_keeps_every_id_and_the_first_pass_sends_nothing(
+async def test_nico_to_nico_keeps_every_id_resumes_after_a_failure_and_the_first_pass_sends_nothing(
     sim: tuple[SimFabric, NmxcSimulator],
     source: Source,
     session: AsyncSession,
@@ -152,18 +152,40 @@ async def test_nico_to_nico_keeps_every_id_and_the_first_pass_sends_nothing(
     assert len(wanted) == 14 and set(wanted.values()) == {"Ready"}
 
     here = await seed(session, fabric, nmxc.endpoints)
+    args = (
+        "admin",
+        "import",
+        "--from",
+        url_of := "",
+        "--token",
+        source.token(),
+        "--org",
+        ORG,
+        "--format",
+        "json",
+    )
     async with replica(source.settings, source.url) as url:
-        code, out = await run(
-            "admin", "import", "--from", url, "--token", source.token(), "--org", ORG, "--format", "json"
-        )
+        args = tuple(url if a == url_of else a for a in args)
+        # The source fails half-way: its instance list answers an error after the partitions and
+        # VPCs were read and imported (each committed on its own).
+        async with source.engine.begin() as conn:
+            await conn.execute(text("ALTER TABLE instance_interface RENAME TO instance_interface_away"))
+        code, out = await run(*args)
+        assert code == 1 and "source:" in out and "/instance answered 5" in out, out
+        assert set((await session.scalars(select(LogicalPartition.id))).all()) == {ids["a"], ids["b"]}
+        assert set((await session.scalars(select(Instance.id))).all()) == set()
+        async with source.engine.begin() as conn:
+            await conn.execute(text("ALTER TABLE instance_interface_away RENAME TO instance_interface"))
+
+        code, out = await run(*args)  # resumed: what the first run committed is present
         assert code == 0, out
         done = json.loads(out)
         # The seeded VPC of the same name here is the one thing not taken: named for why.
-        skipped = [(r["name"], r["why"]) for r in done if r["outcome"] != "imported"]
+        skipped = [(r["name"], r["why"]) for r in done if r["outcome"] == "skipped"]
         assert skipped == [("vpc-1", "A Vpc with specified name already exists for Tenant")], done
-        assert {r["kind"] for r in done} == {"logical-partition", "vpc", "instance"}
-        imported = {uuid.UUID(r["id"]) for r in done}
-        assert {ids["a"], ids["b"], ids["vpc"]} <= imported
+        outcomes = {(r["kind"], r["outcome"]) for r in done if r["name"] != "vpc-1"}
+        assert outcomes == {("logical-partition", "present"), ("vpc", "present"), ("instance", "imported")}
+        assert {ids["a"], ids["b"], ids["vpc"]} <= {uuid.UUID(r["id"]) for r in done}
 
         got = await interfaces(session)
         assert set(got) == set(wanted)  # every binding under its id
@@ -175,9 +197,7 @@ async def test_nico_to_nico_keeps_every_id_and_the_first_pass_sends_nothing(
         statuses = set((await session.scalars(select(Instance.status))).all())
         assert statuses == {"Ready"}
 
-        code, out = await run(
-            "admin", "import", "--from", url, "--token", source.token(), "--org", ORG, "--format", "json"
-        )
+        code, out = await run(*args)
         assert code == 0, out
         assert {r["outcome"] for r in json.loads(out) if r["name"] != "vpc-1"} == {"present"}
 
