@@ -32,9 +32,12 @@ from nico.db.models import (
 )
 from nico.fabric.backend import DEFAULT_PARTITION_ID, DomainTarget, FabricPartition
 from nico.fabric.nmxc.client import NmxcBackend
+from nico.fabric.nmxm.client import NmxmBackend
+from nico.services import fabric_registry
 from nico.services.errors import ServiceError
 from nico.sim.fabric import SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
+from nico.sim.nmxm_app import NmxmSimulator
 from tests.reconciler.conftest import MakeReconciler
 from tests.support import factories as f
 from tests.support.auth import bearer
@@ -281,3 +284,42 @@ def test_nico_and_nicos_names_give_the_lp() -> None:
     assert lp_of_fabric_name(f"{lp}") is None
     assert lp_of_fabric_name(f"{lp}12a") is None
     assert lp_of_fabric_name("bcm-job-17") is None
+
+
+async def test_adopted_over_nmxm_under_its_entity_id_and_the_pass_changes_nothing(
+    session: AsyncSession,
+    cli_env: dict[str, str],
+    make_reconciler: MakeReconciler,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NMX-M changes a partition through its entity id: the record keeps that handle, so the
+    adopted partition is the LP's under NMX-M too."""
+    fabric = SimFabric(racks=1, seed=44)
+    site = await seed(session, fabric)
+    await fabric_registry.set_nmxm_credentials(session, "nmx", "secret")
+    await session.commit()
+    d0 = site.domains[0]
+    gpus = sorted(fabric_gpus(site, site.machines[d0][:2]))
+    async with NmxmSimulator(fabric, username="nmx", password="secret", operation_delay=0.01) as sim:
+        monkeypatch.setenv("NICO_NVLINK_CONFIG__BACKEND", "nmxm")
+        monkeypatch.setenv("NICO_NVLINK_CONFIG__NMX_M_ENDPOINT", sim.url)
+        config = NvLinkConfig(backend="nmxm", nmx_m_endpoint=sim.url, fabric_call_timeout="2s")
+        backend = NmxmBackend.from_config(config, "nmx", "secret")
+        try:
+            made = await foreign_partition(backend, DomainTarget(d0), "operator-made", gpus)
+            code, out = await run(
+                "admin", "lp", "adopt", "--org", ORG, "--domain-uuid", str(d0),
+                "--nmx-partition-id", str(made.nmx_partition_id), "--format", "json",
+            )  # fmt: skip
+            assert code == 0, out
+            before = fabric_state(fabric, d0)
+            journal = OutJournal(fabric, backend, monkeypatch)
+            result = (await make_reconciler(backend, nmx_m_endpoint=sim.url).reconcile([d0]))[d0]
+        finally:
+            await backend.close()
+    record = await session.scalar(select(PhysicalPartition))
+    assert record is not None and record.fabric_ref == made.ref != str(made.nmx_partition_id)
+    assert (result.operations, result.error, journal.calls) == (0, None, 0)
+    assert fabric_state(fabric, d0) == before
+    statuses = (await session.scalars(select(NvlinkInterface.status))).all()
+    assert len(statuses) == 8 and set(statuses) == {"Ready"}
