@@ -305,6 +305,7 @@ async def measure(racks: int, share: float) -> None:
         async with serving(source_url) as url:
             started = time.monotonic()
             listings = await listing.list_with(backend, engine)
+            listed = time.monotonic() - started
             source = NicoSource(url, token, ORG)
             try:
                 results = await takeover.run_import(engine, source, ORG, listings)
@@ -314,7 +315,10 @@ async def measure(racks: int, share: float) -> None:
     finally:
         await engine.dispose()
     counts = takeover.summary(results)
-    print(f"import: {took:.2f}s for {len(results)} objects ({counts})")
+    print(
+        f"import: {took:.2f}s for {len(results)} objects ({counts}); of which reading every domain's "
+        f"partitions {listed:.2f}s, {(took - listed) / max(len(results), 1) * 1000:.1f} ms per object after"
+    )
     after = await full_pass(here_url, backend)
     ready, total = await ready_interfaces(here_url)
     print(
