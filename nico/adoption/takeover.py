@@ -23,7 +23,8 @@ from nico.adoption.source import NicoSource
 from nico.adoption.views import Adoption, AdoptRequest, DomainListing, Imported
 from nico.config import Settings
 from nico.db.engine import make_engine, make_session_factory, transaction
-from nico.services.errors import ServiceError
+from nico.services import orgs
+from nico.services.errors import ServiceError, bad_request
 
 Progress = Callable[[Imported], None]
 
@@ -64,6 +65,9 @@ async def run_import(
     """Import the org's objects from ``source`` (``listings``: every domain's partitions, as listed
     before the run); returns what became of each, in the order they were handled."""
     factory = make_session_factory(engine)
+    async with transaction(factory) as session:
+        if await orgs.tenant_of(session, org) is None:
+            raise bad_request(f"org {org} has no tenant here: create it and its allocations first")
     done: list[Imported] = []
 
     async def one(

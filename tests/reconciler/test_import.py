@@ -166,6 +166,8 @@ async def test_nico_to_nico_keeps_every_id_resumes_after_a_failure_and_the_first
     )
     async with replica(source.settings, source.url) as url:
         args = tuple(url if a == url_of else a for a in args)
+        code, out = await run(*[a if a != ORG else "nobody-here" for a in args])
+        assert code == 1 and "org nobody-here has no tenant here" in out, out
         # The source fails half-way: its instance list answers an error after the partitions and
         # VPCs were read and imported (each committed on its own).
         async with source.engine.begin() as conn:
