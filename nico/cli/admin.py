@@ -29,6 +29,7 @@ from nico.cli.bootstrap import (
     with_session,
 )
 from nico.cli.output import Format, FormatOption, console, emit, fail
+from nico.cli.takeover import register as register_takeover_commands
 from nico.config import ConfigError
 from nico.services.errors import ServiceError
 
@@ -55,6 +56,7 @@ nvlink_info_app = typer.Typer(
 machine_app.add_typer(nvlink_info_app, name="nvlink-info")
 register_nvlink_commands(app)
 register_plan_command(app)
+register_takeover_commands(app)
 
 
 @app.callback()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from nico.cli.bootstrap import existing_database_url_or_exit, run_in_transaction, settings_or_exit
+from nico.cli.bootstrap import existing_database_url_or_exit, schema_or_exit, settings_or_exit
 from nico.cli.output import Format, FormatOption, emit, fail
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def _read(settings: Settings, domain: uuid.UUID | None) -> list[DomainPlan]:
     from nico.reconciler.runtime import open_backend
 
     url = existing_database_url_or_exit(settings)
-    run_in_transaction(url, _schema_only)  # a database without nico's schema is one line, exit 1
+    schema_or_exit(url)
 
     async def read() -> list[DomainPlan]:
         engine = make_engine(url, pool_size=2)
@@ -73,10 +73,6 @@ def _read(settings: Settings, domain: uuid.UUID | None) -> list[DomainPlan]:
         return asyncio.run(read())
     except ConfigError as exc:
         raise fail(str(exc)) from None
-
-
-async def _schema_only(_: object) -> None:
-    """Nothing: :func:`run_in_transaction` checks the schema before it runs this."""
 
 
 def as_dict(found: DomainPlan, settings: Settings) -> dict[str, Any]:

@@ -101,6 +101,16 @@ def run_in_transaction(url: str, work: Work[T]) -> T:
     return result
 
 
+def schema_or_exit(url: str) -> None:
+    """One line, exit 1, unless the database at ``url`` holds nico's schema at head: for commands
+    that open their own engine (they read the fabric beside the database)."""
+    run_in_transaction(url, _nothing)
+
+
+async def _nothing(_: object) -> None:
+    """No work: :func:`run_in_transaction` checks the schema before it runs this."""
+
+
 def with_session(work: Work[T]) -> T:
     """Run ``work`` in one transaction on the configured database (which must exist, its schema at
     head); a refused request prints its message, exit 1."""

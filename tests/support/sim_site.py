@@ -44,9 +44,11 @@ async def seed(
     *,
     tenant_org: str = "tenant-org",
     machines_per_domain: int | None = None,
+    machine_id_prefix: str = "",
 ) -> SimSite:
     """Register ``fabric`` (``endpoints``: chassis serial -> NMX-C URL; in-process placeholders when
-    None). ``machines_per_domain`` registers only the first trays, leaving the rest unknown to nico."""
+    None). ``machines_per_domain`` registers only the first trays, leaving the rest unknown to nico;
+    ``machine_id_prefix`` starts every machine id (another site's ids for the same trays)."""
     owner = await f.provider(session)
     at = await f.site(session, owner)
     gpu_name = next(iter(fabric.domains.values())).gpu_description
@@ -62,7 +64,7 @@ async def seed(
         machines = []
         for (serial, tray), uids in sorted(trays.items())[:machines_per_domain]:
             machine = Machine(
-                id=f"{serial}-t{tray:02d}",
+                id=f"{machine_id_prefix}{serial}-t{tray:02d}",
                 site_id=at.id,
                 instance_type_id=itype.id,
                 domain_uuid=domain.domain_uuid,
