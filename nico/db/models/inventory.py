@@ -142,6 +142,10 @@ class Machine(Base):
     )
     chassis_serial: Mapped[str | None] = mapped_column(String(256))
     tray_index: Mapped[int | None]
+    # The logical partition whose reservation holds it: only that partition's instances take it.
+    reserved_lp_id: Mapped[UUID | None] = mapped_column(
+        ForeignKey("logical_partition.id", ondelete="SET NULL"), index=True
+    )
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()
 
