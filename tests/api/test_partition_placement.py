@@ -8,11 +8,14 @@ import uuid
 from typing import Any
 
 import httpx
+from prometheus_client import CollectorRegistry
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
 from nico.db.models import Instance, Machine
+from nico.reconciler.figures import Figures
+from nico.reconciler.metrics import ReconcilerMetrics
 from tests.api.conftest import BASE, batch_body, error, instance_body
 from tests.support import factories as f
 from tests.support.auth import bearer
@@ -403,3 +406,23 @@ async def test_a_bad_reservation_is_a_400(
     )
     assert response.status_code == 400
     assert "was not found at the NVLink Logical Partition's Site" in response.json()["message"]
+
+
+async def test_the_gauges_count_reserved_machines_as_their_own_class(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    registry = CollectorRegistry()
+    metrics = ReconcilerMetrics(registry, "nmxc", hold_seconds=3600)
+    figures = Figures(session.bind, metrics)  # type: ignore[arg-type]
+    reservation = {"instanceTypeId": str(world.instance_type.id), "count": 2}
+    await new_partition(client, headers, world, "room", reservation=reservation)
+    await figures.everything()
+
+    def gauge(name: str) -> float | None:
+        return registry.get_sample_value(name)
+
+    # 8 machines: 2 held in one rack, whose other 2 are stranded beside them; the other rack whole.
+    assert gauge("nico_nvlink_reserved_machines") == 2
+    assert gauge("nico_nvlink_free_machines") == 6
+    assert gauge("nico_nvlink_stranded_free_machines") == 2
+    assert gauge("nico_nvlink_fragmentation_ratio") == 2 / 6
