@@ -481,8 +481,8 @@ async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | N
     """Per domain of ``domains`` (all when None): (domain, physical partitions recorded, instances
     pending on the fabric (not terminating, applied version behind the desired one), Ready machines
     without an instance that no reservation holds, machines with an instance or not Ready, Ready
-    machines without an instance that a logical partition's reservation holds). Each figure is read through the
-    domain's indexes (``machine.domain_uuid``, ``physical_partition (domain_uuid, ...)``), so a
+    machines without an instance that a logical partition's reservation holds). Each figure is read
+    through the domain's indexes (``machine.domain_uuid``, ``physical_partition (domain_uuid, ...)``), so a
     domain costs the same on a site of any size; a domain that no longer exists has no row."""
     rows = await conn.execute(
         text(
