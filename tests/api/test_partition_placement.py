@@ -426,3 +426,22 @@ async def test_the_gauges_count_reserved_machines_as_their_own_class(
     assert gauge("nico_nvlink_free_machines") == 6
     assert gauge("nico_nvlink_stranded_free_machines") == 2
     assert gauge("nico_nvlink_fragmentation_ratio") == 2 / 6
+
+
+async def test_the_providers_stats_count_reserved_machines_as_their_own_class(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, settings: Settings
+) -> None:
+    provider = bearer(settings, "provider-org", "PROVIDER_ADMIN")
+    params = {"siteId": str(world.site.id)}
+    stats_path = "/v2/org/provider-org/nico/machine/instance-type/stats"
+    before = (await client.get(stats_path, params=params, headers=provider)).json()[0]
+    assert "reserved" not in before["assignedMachineStats"]  # the reference's shape without reservations
+    reservation = {"instanceTypeId": str(world.instance_type.id), "count": 3}
+    lp = await new_partition(client, headers, world, "room", reservation=reservation)
+    assert (await instance_in(client, headers, world, lp, "joins")).status_code == 201
+    item = (await client.get(stats_path, params=params, headers=provider)).json()[0]
+    assigned = item["assignedMachineStats"]
+    assert (assigned["total"], assigned["ready"], assigned["inUse"], assigned["reserved"]) == (8, 5, 1, 2)
+    [share] = item["tenants"]
+    assert (share["usedMachineStats"]["inUse"], share["usedMachineStats"]["reserved"]) == (1, 2)
+    assert share["usedMachineStats"]["total"] == 3
