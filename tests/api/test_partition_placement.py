@@ -445,3 +445,15 @@ async def test_the_providers_stats_count_reserved_machines_as_their_own_class(
     [share] = item["tenants"]
     assert (share["usedMachineStats"]["inUse"], share["usedMachineStats"]["reserved"]) == (1, 2)
     assert share["usedMachineStats"]["total"] == 3
+
+
+async def test_the_topology_marks_a_split_partition(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite
+) -> None:
+    split = await new_partition(client, headers, world, "grows")
+    for n in range(5):  # four trays per rack: the fifth spills into the second rack
+        assert (await instance_in(client, headers, world, split, f"n-{n}")).status_code == 201
+    body = (await client.get(f"{BASE}/nvlink-topology", headers=headers)).json()
+    [shown] = body["nvLinkLogicalPartitions"]
+    assert shown["split"] is True
+    assert sorted(shown["nvLinkDomainIds"]) == sorted(str(d) for d in world.domains)
