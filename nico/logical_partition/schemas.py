@@ -57,8 +57,8 @@ class ReservationRequest(RequestModel):
         return Reservation(instance_type_id, self.count)
 
 
-class PlacementFields(RequestModel):
-    """nico extensions create and update share: where the partition's GPUs may go."""
+class DomainFields(RequestModel):
+    """nico extensions create and update share: the NVLink domains the partition's GPUs may go to."""
 
     # true: an instance create, batch or update that would put its GPUs in a second NVLink domain is a 409
     single_nv_link_domain: bool | None = None
@@ -76,7 +76,7 @@ class PlacementFields(RequestModel):
         return NO_RESERVATION if self.given("reservation") else None
 
 
-class LogicalPartitionCreateRequest(PlacementFields):
+class LogicalPartitionCreateRequest(DomainFields):
     model_config = ConfigDict(json_schema_extra={"required": ["name", "siteId"]})
 
     name: Annotated[str | None, declared(NAME_SCHEMA)] = None
@@ -112,7 +112,7 @@ def multicast_limit_problem(value: int | None) -> str | None:
     return None
 
 
-class LogicalPartitionUpdateRequest(PlacementFields):
+class LogicalPartitionUpdateRequest(DomainFields):
     name: Annotated[str | None, declared(nullable(NAME_SCHEMA))] = None
     # "" is stored; null or absent leaves it as it is
     description: Annotated[str | None, declared({**DESCRIPTION_SCHEMA, "type": ["string", "null"]})] = None
