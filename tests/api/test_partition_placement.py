@@ -13,7 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
-from nico.db.models import Instance, Machine
+from nico.db.models import Instance, Machine, MachineCapability
 from nico.reconciler.figures import Figures
 from nico.reconciler.metrics import ReconcilerMetrics
 from tests.api.conftest import BASE, batch_body, error, instance_body
@@ -457,3 +457,36 @@ async def test_the_topology_marks_a_split_partition(
     [shown] = body["nvLinkLogicalPartitions"]
     assert shown["split"] is True
     assert sorted(shown["nvLinkDomainIds"]) == sorted(str(d) for d in world.domains)
+
+
+async def test_a_targeted_create_honours_reservations_and_single_domain_partitions(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    world.tenant.targeted_instance_creation = True
+    for machine in world.machines:
+        session.add(
+            MachineCapability(
+                machine_id=machine.id, type="GPU", name="NVIDIA GB200", count=4, device_type="NVLink"
+            )
+        )
+    await session.commit()
+    reservation = {"instanceTypeId": str(world.instance_type.id), "count": 1}
+    room = await new_partition(client, headers, world, "room", reservation=reservation)
+    [held] = await reserved_to(session, room["id"])
+    body = instance_body(world, name="aimed", instanceTypeId=None, machineId=held.id)
+    assert error(await client.post(f"{BASE}/instance", json=body, headers=headers)) == (
+        400,
+        "Machine specified in request data is not available for Instance creation",
+    )
+    body["nvLinkInterfaces"] = gpus_in(room)
+    response = await client.post(f"{BASE}/instance", json=body, headers=headers)
+    assert response.status_code == 201, response.text
+    single = await new_partition(client, headers, world, "one-rack", singleNvLinkDomain=True)
+    assert (await instance_in(client, headers, world, single, "member")).status_code == 201
+    [home] = await domains_of(client, headers, single)
+    elsewhere = next(m for m in world.machines if str(m.domain_uuid) != home and m.id != held.id)
+    body = instance_body(
+        world, name="aimed-2", instanceTypeId=None, machineId=elsewhere.id, nvLinkInterfaces=gpus_in(single)
+    )
+    status, message = error(await client.post(f"{BASE}/instance", json=body, headers=headers))
+    assert status == 409 and f"is in NVLink domain {home}" in message
