@@ -11,7 +11,6 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, NvLinkInterfaceStatus
 from nico.db.models import Instance, LogicalPartition, MachineCapability, NvlinkInterface, Tenant, Vpc
-from nico.db.raw import driver_connection
 from nico.instance import queries
 from nico.instance.checks import CreateTexts
 from nico.instance.confinement import refuse_outside_home
@@ -72,7 +71,6 @@ async def replace_bindings(session: AsyncSession, row: Instance, items: list[Bin
             "NVLink Interfaces already exist for the Instance"
         )
     joined = list(dict.fromkeys(i.partition_id for i in items))
-    await queries.lock_confined(await driver_connection(session), joined)  # before their FOR SHARE
     await check_partitions(session, items, tenant_id=row.tenant_id, site_id=row.site_id, texts=SINGLE)
     machine = await queries.machine_of_instance(session, row.id)
     capabilities: list[MachineCapability] = []

@@ -69,6 +69,9 @@ async def claim(
         per_kind=PER_KIND if seed is None else None,
     )
     fence = Fence(inputs.homes)
+    if fence.confined:  # decided one request after another: read again under the partitions' lock
+        confined = [home.id for home in fence.confined]
+        fence = Fence(await queries.locked_homes(conn, confined, wanted_lps))
     within = fence.allowed()
     reserving = fence.reserving(ask.instance_type_id)
     taken: list[Claimed] = []

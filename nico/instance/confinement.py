@@ -100,12 +100,15 @@ async def refuse_outside_home(
     session: AsyncSession, partition_ids: Collection[uuid.UUID], machine: Machine
 ) -> None:
     """A 409 when GPUs of ``machine`` would join a single-domain partition of ``partition_ids`` that
-    is in another domain. The caller holds the partitions' lock (``queries.LOCK_CONFINED``), so the
-    homes read here stay true to its commit."""
+    is in another domain; the homes are read under the partitions' lock (``queries.locked_homes``),
+    so the answer stays true to the commit."""
     if not partition_ids or machine.domain_uuid is None:
         return
     conn = await driver_connection(session)
     fence = Fence(await queries.partition_homes(conn, partition_ids))
+    if not fence.confined:
+        return
+    fence = Fence(await queries.locked_homes(conn, [home.id for home in fence.confined], partition_ids))
     homes = [home for home in fence.confined if machine.domain_uuid not in home.domains]
     elsewhere = {domain for home in homes for domain in home.domains}
     if not elsewhere:

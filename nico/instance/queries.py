@@ -102,9 +102,8 @@ async def creation_context(
     names: list[str],
     partition_ids: list[uuid.UUID],
 ) -> tuple[CreationContext | None, dict[uuid.UUID, LogicalPartition]]:
-    """What creation checks, in one statement, then the VPC locked FOR SHARE (``_LOCK_VPC``), the
-    single-domain partitions among ``partition_ids`` and the VPC's default one FOR NO KEY UPDATE
-    (``LOCK_CONFINED``), and the
+    """What creation checks, in one statement, then the VPC locked FOR SHARE (``_LOCK_VPC``), its
+    default logical partition FOR SHARE (``_LOCK_DEFAULT_PARTITION``), and the
     logical partitions of ``partition_ids`` that exist, locked FOR SHARE in id order (transient ORM
     objects, for reading), all in one round trip (a psycopg pipeline), the transaction's plans
     generic (``_GENERIC_PLANS``). The context is None when the org has no tenant."""
@@ -121,7 +120,6 @@ async def creation_context(
         await conn.execute(_GENERIC_PLANS)
         context = await conn.execute(_CREATION_CONTEXT, params, prepare=True)
         await conn.execute(_LOCK_VPC, {"vpc": vpc_id}, prepare=True)
-        await conn.execute(LOCK_CONFINED, {"ids": partition_ids, "vpc": vpc_id}, prepare=True)
         await conn.execute(_LOCK_DEFAULT_PARTITION, {"vpc": vpc_id}, prepare=True)
         partitions = await conn.execute(LOCK_PARTITIONS, {"ids": partition_ids}) if partition_ids else None
     row = await context.fetchone()
@@ -142,24 +140,10 @@ _GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 _LOCK_VPC = "SELECT 1 FROM vpc WHERE id = %(vpc)s FOR SHARE"
 
 # The VPC's default logical partition FOR SHARE, as the named ones (``LOCK_PARTITIONS``): a change of
-# the partition (singleNvLinkDomain set, a reservation moved) waits for the creates binding to it.
+# the partition (singleNvLinkDomain set, a reservation changed) waits for the creates binding to it.
 _LOCK_DEFAULT_PARTITION = """
 SELECT 1 FROM logical_partition
 WHERE id = (SELECT v.nvlink_logical_partition_id FROM vpc v WHERE v.id = %(vpc)s) FOR SHARE
-"""
-
-# Single-domain logical partitions (those named, and the VPC's default: a create without explicit
-# bindings binds to it), FOR NO KEY UPDATE in id order, before the FOR SHARE of them all:
-# creates and updates that bind GPUs to one take its domain one after another (each reads where the
-# partition is after the one before it committed), so two can never choose two domains for an empty
-# partition. NO KEY: the foreign keys of bindings and physical partitions (KEY SHARE) never wait.
-LOCK_CONFINED = """
-SELECT id FROM logical_partition
-WHERE (id = ANY(%(ids)s::uuid[])
-       OR id = (SELECT v.nvlink_logical_partition_id FROM vpc v WHERE v.id = %(vpc)s))
-  AND single_nvlink_domain
-ORDER BY id
-FOR NO KEY UPDATE
 """
 
 
@@ -259,6 +243,19 @@ WHERE lp.id = ANY(%(ids)s) AND (lp.single_nvlink_domain OR lp.reservation_instan
 ORDER BY lp.id
 """
 
+# Creates and binding updates that bind GPUs to a single-domain logical partition decide where they
+# go one after another: each takes the partition's transaction-level advisory lock (the two-key form,
+# a key space of its own: class HOME_LOCK_CLASS, the partition id's hash) once it has read that the
+# partition is single-domain, in id order, and reads the partition's home again under it, after the
+# one before it committed. An advisory lock, not the row's: the request already holds the row FOR
+# SHARE, and two requests upgrading their shares would deadlock. Taken after the row locks (docs/
+# architecture.md, "Locks"): its holder waits for no lock that a request waiting for it holds.
+HOME_LOCK_CLASS = 28
+_LOCK_HOMES = """
+SELECT pg_advisory_xact_lock(%(class)s, hashtext(s.id::text))
+FROM (SELECT id FROM unnest(%(ids)s::uuid[]) AS t(id) ORDER BY id) s
+"""
+
 # Free machines of the type the reservations of ``lps`` hold (in ``domains`` unless null), one domain's
 # first, contiguous trays first, skipping machines other transactions hold.
 _LOCK_RESERVED = """
@@ -314,10 +311,20 @@ async def partition_homes(conn: Connection, partition_ids: Collection[uuid.UUID]
     return _homes(await (await conn.execute(_HOMES, {"ids": list(partition_ids)})).fetchall())
 
 
-async def lock_confined(conn: Connection, partition_ids: Collection[uuid.UUID]) -> None:
-    """The single-domain partitions among ``partition_ids`` FOR NO KEY UPDATE (``LOCK_CONFINED``)."""
-    if partition_ids:
-        await conn.execute(LOCK_CONFINED, {"ids": list(partition_ids), "vpc": None})
+async def locked_homes(
+    conn: Connection, confined: Collection[uuid.UUID], partition_ids: Collection[uuid.UUID]
+) -> list[PartitionHome]:
+    """The homes of ``partition_ids`` read again after taking the lock of each single-domain partition
+    of ``confined`` (``_LOCK_HOMES``), in one round trip: what the request decides from them holds to
+    its commit."""
+    results = await pipelined(
+        conn,
+        [
+            Statement(_LOCK_HOMES, {"ids": sorted(confined), "class": HOME_LOCK_CLASS}),
+            Statement(_HOMES, {"ids": list(partition_ids)}),
+        ],
+    )
+    return _homes(results[1])
 
 
 async def lock_reserved_machines(
