@@ -220,6 +220,8 @@ async def update(
         await session.flush()
     conn = await driver_connection(session)
     if reservation is not None:
+        if reservation.count and row.status != LogicalPartitionStatus.READY:
+            raise bad_request("NVLink Logical Partition must be in Ready state to hold a reservation")
         await set_reservation(conn, Partition(row.id, row.name, row.tenant_id, row.site_id), reservation)
     if row.single_nvlink_domain:
         await _check_one_domain(conn, row)

@@ -490,3 +490,14 @@ async def test_a_targeted_create_honours_reservations_and_single_domain_partitio
     )
     status, message = error(await client.post(f"{BASE}/instance", json=body, headers=headers))
     assert status == 409 and f"is in NVLink domain {home}" in message
+
+
+async def test_a_partition_being_deleted_takes_no_reservation(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    going = await f.logical_partition(session, world.tenant, world.site, name="going", status="Deleting")
+    await session.commit()
+    reservation = {"instanceTypeId": str(world.instance_type.id), "count": 1}
+    response = await client.patch(f"{PATH}/{going.id}", json={"reservation": reservation}, headers=headers)
+    assert error(response) == (400, "NVLink Logical Partition must be in Ready state to hold a reservation")
+    assert await session.scalar(select(func.count()).where(Machine.reserved_lp_id.is_not(None))) == 0
