@@ -94,7 +94,7 @@ def nvl_partition_show(
 
 # --------------------------------------------------------------------------------- logical-partition
 
-LP_COLUMNS = ("id", "name", "org", "site_id", "status", "physical_partitions")
+LP_COLUMNS = ("id", "name", "org", "site_id", "status", "physical_partitions", "domains")
 
 
 @logical_partition_app.command("show")
@@ -107,7 +107,9 @@ def logical_partition_show(
     site_id: Annotated[str | None, typer.Option(help="Only this site's.")] = None,
     output: FormatOption = Format.table,
 ) -> None:
-    """List logical partitions of every tenant with how many physical partitions each has."""
+    """List logical partitions of every tenant with how many physical partitions each has and how many
+    NVLink domains its GPUs are in (a partition in several is marked split: its GPUs in different
+    domains cannot share memory)."""
     from nico.services import admin_nvlink
 
     pid = _uuid("PARTITION_ID", partition_id)

@@ -13,6 +13,7 @@ from nico.db.enums import InstanceStatus, NvLinkInterfaceStatus
 from nico.db.models import Instance, LogicalPartition, MachineCapability, NvlinkInterface, Tenant, Vpc
 from nico.instance import queries
 from nico.instance.checks import CreateTexts
+from nico.instance.confinement import refuse_outside_home
 from nico.services.errors import bad_request
 from nico.services.nvlink_events import desired_state_changed
 from nico.services.nvlink_interface import (
@@ -69,6 +70,7 @@ async def replace_bindings(session: AsyncSession, row: Instance, items: list[Bin
             "Cannot update NVLink Interfaces if VPC has default NVLink Logical Partition and "
             "NVLink Interfaces already exist for the Instance"
         )
+    joined = list(dict.fromkeys(i.partition_id for i in items))
     await check_partitions(session, items, tenant_id=row.tenant_id, site_id=row.site_id, texts=SINGLE)
     machine = await queries.machine_of_instance(session, row.id)
     capabilities: list[MachineCapability] = []
@@ -86,6 +88,8 @@ async def replace_bindings(session: AsyncSession, row: Instance, items: list[Bin
         raise bad_request(
             "Failed to validate NVLink interfaces specified in request", {"nvLinkInterfaces": problem}
         )
+    if machine is not None:
+        await refuse_outside_home(session, joined, machine)
     live = [b for b in existing if b.status != NvLinkInterfaceStatus.DELETING]
     unchanged = (
         bool(items)

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.raw import driver_connection
 from nico.instance import queries
+from nico.instance.confinement import Fence
 from nico.services.errors import conflict
 from nico.services.placement import Ask, NoCapacity, Plan, plan_choices, plan_counts
 
@@ -49,14 +50,12 @@ async def claim(
 ) -> list[Claimed]:
     """Lock ``ask.count`` machines for this transaction (the caller then sets their ``instance_id``).
 
-    Placement decides how many machines to take from which domain, from counts (``domain_capacity``,
-    kept by triggers; a random sample of each kind of domain when one fits); the database picks and
-    locks that many in each (contiguous trays first), skipping machines other requests hold. When the
-    request fits in one domain, the pick tries the domains that fit in placement's order, in one
-    statement, and takes the first that still has them all. When a domain yields fewer (another
-    request won the race for it), nothing of it stays locked; when every domain tried did, placement
-    decides again with what is really left: the next candidates, not a 409, so a request fails only
-    when capacity is really gone (:class:`NoCapacity`).
+    A request that binds GPUs to partitions holding machines of the type in reserve takes those
+    first; a single-domain partition keeps the rest in its domain (or, empty, in one domain: a 409
+    naming it otherwise, :mod:`nico.instance.confinement`). Placement decides how many machines to
+    take from which domain, from counts (``domain_capacity``, kept by triggers; a random sample of
+    each kind of domain when one fits); the database picks and locks that many in each (contiguous
+    trays first), skipping machines other requests hold (:func:`_claim_free`).
     """
     wanted_lps = set(partition_ids)
     conn = await driver_connection(session)
@@ -69,15 +68,58 @@ async def claim(
         budgets=ask.needs_nvlink,
         per_kind=PER_KIND if seed is None else None,
     )
-    ask = Ask(
+    fence = Fence(inputs.homes)
+    if fence.confined:  # decided one request after another: read again under the partitions' lock
+        confined = [home.id for home in fence.confined]
+        fence = Fence(await queries.locked_homes(conn, confined, wanted_lps))
+    within = fence.allowed()
+    reserving = fence.reserving(ask.instance_type_id)
+    taken: list[Claimed] = []
+    if reserving:
+        found = await queries.lock_reserved_machines(
+            conn, site_id, ask.instance_type_id, reserving, ask.count, within
+        )
+        taken = [Claimed(machine_id, domain) for machine_id, domain in found]
+        if len(taken) == ask.count:
+            return taken
+        if taken and (ask.topology_optimized or fence.confined):  # the rest beside them
+            within = frozenset({d for d in (taken[0].domain_uuid,) if d is not None})
+    rest = Ask(
         instance_type_id=ask.instance_type_id,
-        count=ask.count,
+        count=ask.count - len(taken),
         needs_nvlink=ask.needs_nvlink,
-        topology_optimized=ask.topology_optimized,
-        lp_domains=inputs.lp_domains,
+        topology_optimized=ask.topology_optimized or (bool(fence.confined) and within is None),
+        lp_domains=inputs.lp_domains | fence.reserved_domains,
     )
+    try:
+        return taken + await _claim_free(conn, site_id, rest, inputs, within, seed)
+    except NoCapacity as exc:
+        if fence.confined:
+            domain = next(iter(within)) if within else None
+            raise fence.refusal(domain, exc.best_domain + len(taken), ask.count) from None
+        raise NoCapacity(
+            ask.count, exc.available + len(taken), exc.best_domain + len(taken), exc.topology
+        ) from None
+
+
+async def _claim_free(
+    conn: queries.Connection,
+    site_id: uuid.UUID,
+    ask: Ask,
+    inputs: queries.Inputs,
+    within: frozenset[uuid.UUID] | None,
+    seed: int | None,
+) -> list[Claimed]:
+    """``ask.count`` free machines no reservation holds (only in ``within``'s domains unless None).
+
+    When the request fits in one domain, the pick tries the domains that fit in placement's order, in
+    one statement, and takes the first that still has them all. When a domain yields fewer (another
+    request won the race for it), nothing of it stays locked; when every domain tried did, placement
+    decides again with what is really left: the next candidates, not a 409, so a request fails only
+    when capacity is really gone (:class:`NoCapacity`)."""
     over = _over_budget(inputs.budgets, inputs.limits)
-    counts = await _counts(conn, site_id, ask, None if over else inputs.sample)
+    counts = await _counts(conn, site_id, ask, None if over or within is not None else inputs.sample)
+    counts.keep(within)
     rng = random.Random(seed)
     seen_short: dict[uuid.UUID | None, int] = {}
     while True:  # ends: every short pick lowers a free count, until placement gives up
@@ -130,6 +172,12 @@ class _Counts:
             else:
                 counts.free[domain], counts.used[domain] = available, assigned
         return counts
+
+    def keep(self, within: frozenset[uuid.UUID] | None) -> None:
+        """Only the domains of ``within`` (None: all, and machines without a domain)."""
+        if within is not None:
+            self.free = {d: n for d, n in self.free.items() if d in within}
+            self.loose = 0
 
     def apply(self, seen: dict[uuid.UUID | None, int]) -> None:
         """What a short pick showed: no more than it gave is free there now."""

@@ -29,6 +29,7 @@ from nico.instance.checks import (
     requested_partitions,
 )
 from nico.instance.claim import Claimed, claim
+from nico.instance.confinement import refuse_outside_home
 from nico.instance.views import InstanceSpec, InstanceView, Port
 from nico.services.errors import bad_request, conflict, forbidden
 from nico.services.nvlink_events import CHANNEL, payload
@@ -118,7 +119,8 @@ async def _create(
             raise conflict(texts.no_capacity(exc, len(names))) from None
     else:
         assert machine_id is not None
-        target = await _targeted_machine(session, tenant, vpc.site_id, machine_id)
+        wanted = requested_partitions(spec, vpc)
+        target = await _targeted_machine(session, tenant, vpc.site_id, machine_id, wanted)
         machines, capabilities = [Claimed(target.id, target.domain_uuid)], []
     if not capabilities and texts.machine_capabilities:
         capabilities = await nvlink_capabilities(session, machine_id=machines[0].id)
@@ -143,17 +145,22 @@ async def _create(
 
 
 async def _targeted_machine(
-    session: AsyncSession, tenant: Tenant, site_id: uuid.UUID, machine_id: str
+    session: AsyncSession, tenant: Tenant, site_id: uuid.UUID, machine_id: str, wanted: set[uuid.UUID]
 ) -> Machine:
+    """The machine of a targeted create, locked: free, and held by no reservation but those of the
+    partitions ``wanted`` (the request binds GPUs to), and in the domain of those that are
+    single-domain."""
     if not tenant.targeted_instance_creation:
         raise forbidden("Tenant does not have the capability to create Instances on a specific Machine")
     machine = await queries.locked_machine(session, machine_id)
     if machine is None or machine.site_id != site_id:
         raise bad_request("Could not find Machine with ID specified in request data")
     taken = machine.instance_id is not None or machine.status != MachineStatus.READY
+    held = machine.reserved_lp_id is not None and machine.reserved_lp_id not in wanted
     # foreign_gpus: GPUs in a partition nico did not make, which it keeps: the machine is held.
-    if taken or machine.is_missing_on_site or machine.foreign_gpus > 0:
+    if taken or held or machine.is_missing_on_site or machine.foreign_gpus > 0:
         raise bad_request("Machine specified in request data is not available for Instance creation")
+    await refuse_outside_home(session, wanted, machine)
     return machine
 
 

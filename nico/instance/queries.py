@@ -32,6 +32,7 @@ from nico.db.queries.common import columns, sites_of_provider, text_search
 from nico.db.queries.feed import CLIQUE_OF_INTERFACE
 from nico.db.queries.nvlink_interface import LOCK_PARTITIONS, locked_partitions
 from nico.db.raw import AtCommit, Statement, driver_connection, pipelined, send_at_commit
+from nico.logical_partition.queries import GPU_DOMAINS, RESERVED_DOMAINS
 
 # ---- creation -----------------------------------------------------------------------------------
 
@@ -101,7 +102,8 @@ async def creation_context(
     names: list[str],
     partition_ids: list[uuid.UUID],
 ) -> tuple[CreationContext | None, dict[uuid.UUID, LogicalPartition]]:
-    """What creation checks, in one statement, then the VPC locked FOR SHARE (``_LOCK_VPC``) and the
+    """What creation checks, in one statement, then the VPC locked FOR SHARE (``_LOCK_VPC``), its
+    default logical partition FOR SHARE (``_LOCK_DEFAULT_PARTITION``), and the
     logical partitions of ``partition_ids`` that exist, locked FOR SHARE in id order (transient ORM
     objects, for reading), all in one round trip (a psycopg pipeline), the transaction's plans
     generic (``_GENERIC_PLANS``). The context is None when the org has no tenant."""
@@ -118,6 +120,7 @@ async def creation_context(
         await conn.execute(_GENERIC_PLANS)
         context = await conn.execute(_CREATION_CONTEXT, params, prepare=True)
         await conn.execute(_LOCK_VPC, {"vpc": vpc_id}, prepare=True)
+        await conn.execute(_LOCK_DEFAULT_PARTITION, {"vpc": vpc_id}, prepare=True)
         partitions = await conn.execute(LOCK_PARTITIONS, {"ids": partition_ids}) if partition_ids else None
     row = await context.fetchone()
     found = locked_partitions(await partitions.fetchall() if partitions else ())
@@ -135,6 +138,13 @@ _GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 # The VPC FOR SHARE, after the context's read: a concurrent change of the VPC's default partition
 # waits for this transaction.
 _LOCK_VPC = "SELECT 1 FROM vpc WHERE id = %(vpc)s FOR SHARE"
+
+# The VPC's default logical partition FOR SHARE, as the named ones (``LOCK_PARTITIONS``): a change of
+# the partition (singleNvLinkDomain set, a reservation changed) waits for the creates binding to it.
+_LOCK_DEFAULT_PARTITION = """
+SELECT 1 FROM logical_partition
+WHERE id = (SELECT v.nvlink_logical_partition_id FROM vpc v WHERE v.id = %(vpc)s) FOR SHARE
+"""
 
 
 # ---- giving free machines to new instances (driver-level: on a 200-rack site this is the create
@@ -223,7 +233,131 @@ WHERE d.site_id = %(site)s AND d.max_multicast_groups IS NOT NULL
 GROUP BY d.uuid, d.max_multicast_groups
 """
 
+# The single-domain partitions among ``ids`` and those holding a reservation: where their GPUs are and
+# where their reserved machines are.
+_HOMES = f"""
+SELECT lp.id, lp.name, lp.single_nvlink_domain, lp.reservation_instance_type_id,
+       {GPU_DOMAINS.format(lp="lp.id")}, {RESERVED_DOMAINS.format(lp="lp.id")}
+FROM logical_partition lp
+WHERE lp.id = ANY(%(ids)s) AND (lp.single_nvlink_domain OR lp.reservation_instance_type_id IS NOT NULL)
+ORDER BY lp.id
+"""
+
+# Creates and binding updates that bind GPUs to a single-domain logical partition decide where they
+# go one after another: each takes the partition's transaction-level advisory lock (the two-key form,
+# a key space of its own: class HOME_LOCK_CLASS, the partition id's hash) once it has read that the
+# partition is single-domain, in id order, and reads the partition's home again under it, after the
+# one before it committed. An advisory lock, not the row's: the request already holds the row FOR
+# SHARE, and two requests upgrading their shares would deadlock. Taken after the row locks (docs/
+# architecture.md, "Locks"): its holder waits for no lock that a request waiting for it holds.
+HOME_LOCK_CLASS = 28
+_LOCK_HOMES = """
+SELECT pg_advisory_xact_lock(%(class)s, hashtext(s.id::text))
+FROM (SELECT id FROM unnest(%(ids)s::uuid[]) AS t(id) ORDER BY id) s
+"""
+
+# Free machines of the type the reservations of ``lps`` hold (in ``domains`` unless null), one domain's
+# first, contiguous trays first, skipping machines other transactions hold.
+_LOCK_RESERVED = """
+SELECT m.id, m.domain_uuid FROM machine m
+WHERE m.reserved_lp_id = ANY(%(lps)s) AND m.site_id = %(site)s AND m.instance_type_id = %(type)s
+  AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
+  AND (%(domains)s::uuid[] IS NULL OR m.domain_uuid = ANY(%(domains)s::uuid[]))
+ORDER BY m.domain_uuid, m.chassis_serial, m.tray_index, m.id
+LIMIT %(count)s
+FOR UPDATE SKIP LOCKED
+"""
+
+# Free machines of the type in one domain that a create binding GPUs to ``lps`` could take: those no
+# reservation holds, and those the reservations of ``lps`` hold.
+_FREE_THERE = """
+SELECT (SELECT coalesce(sum(c.free), 0) FROM domain_capacity c
+        WHERE c.site_id = %(site)s AND c.instance_type_id = %(type)s AND c.domain_uuid = %(domain)s)
+     + (SELECT count(*) FROM machine m
+        WHERE m.reserved_lp_id = ANY(%(lps)s) AND m.instance_type_id = %(type)s AND m.domain_uuid = %(domain)s
+          AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site)
+"""
+
 Connection = psycopg.AsyncConnection[Any]
+
+
+class PartitionHome(NamedTuple):
+    """Where a single-domain or reserving logical partition is: its GPUs' domains and its reserved
+    machines' domains (``_HOMES``)."""
+
+    id: uuid.UUID
+    name: str
+    single_domain: bool
+    reserved_type: uuid.UUID | None
+    gpu_domains: frozenset[uuid.UUID]
+    reserved_domains: frozenset[uuid.UUID]
+
+    @property
+    def domains(self) -> frozenset[uuid.UUID]:
+        return self.gpu_domains | self.reserved_domains
+
+
+def _homes(rows: Sequence[Any]) -> list[PartitionHome]:
+    return [
+        PartitionHome(lp, name, single, rtype, frozenset(gpus), frozenset(reserved))
+        for lp, name, single, rtype, gpus, reserved in rows
+    ]
+
+
+async def partition_homes(conn: Connection, partition_ids: Collection[uuid.UUID]) -> list[PartitionHome]:
+    """The single-domain and reserving partitions among ``partition_ids``, and where they are."""
+    if not partition_ids:
+        return []
+    return _homes(await (await conn.execute(_HOMES, {"ids": list(partition_ids)})).fetchall())
+
+
+async def locked_homes(
+    conn: Connection, confined: Collection[uuid.UUID], partition_ids: Collection[uuid.UUID]
+) -> list[PartitionHome]:
+    """The homes of ``partition_ids`` read again after taking the lock of each single-domain partition
+    of ``confined`` (``_LOCK_HOMES``), in one round trip: what the request decides from them holds to
+    its commit."""
+    results = await pipelined(
+        conn,
+        [
+            Statement(_LOCK_HOMES, {"ids": sorted(confined), "class": HOME_LOCK_CLASS}),
+            Statement(_HOMES, {"ids": list(partition_ids)}),
+        ],
+    )
+    return _homes(results[1])
+
+
+async def lock_reserved_machines(
+    conn: Connection,
+    site_id: uuid.UUID,
+    instance_type_id: uuid.UUID,
+    partition_ids: Collection[uuid.UUID],
+    count: int,
+    domains: Collection[uuid.UUID] | None,
+) -> list[tuple[str, uuid.UUID | None]]:
+    """Up to ``count`` free machines of the type the reservations of ``partition_ids`` hold (in
+    ``domains`` unless None), locked: (machine id, domain)."""
+    params = {
+        "lps": list(partition_ids),
+        "site": site_id,
+        "type": instance_type_id,
+        "domains": None if domains is None else list(domains),
+        "count": count,
+    }
+    return [(m, d) for m, d in await (await conn.execute(_LOCK_RESERVED, params)).fetchall()]
+
+
+async def free_there(
+    conn: Connection,
+    site_id: uuid.UUID,
+    instance_type_id: uuid.UUID,
+    domain: uuid.UUID,
+    partition_ids: Collection[uuid.UUID],
+) -> int:
+    """Free machines of the type in ``domain`` a create for ``partition_ids`` could take (``_FREE_THERE``)."""
+    params = {"site": site_id, "type": instance_type_id, "domain": domain, "lps": list(partition_ids)}
+    row = await (await conn.execute(_FREE_THERE, params)).fetchone()
+    return int(row[0]) if row else 0
 
 
 Budget = tuple[uuid.UUID, int, int, frozenset[uuid.UUID]]
@@ -236,6 +370,7 @@ class Inputs(NamedTuple):
     limits: dict[uuid.UUID, int]  # each logical partition's multicast groups limit
     budgets: list[Budget]  # (domain, budget, groups in use, partitions present); none if no limit
     sample: Sample | None  # a sample of each kind of domain (``_SAMPLE``), if asked
+    homes: list[PartitionHome] = []  # the single-domain and reserving partitions (``_HOMES``)
 
 
 async def placement_inputs(
@@ -248,8 +383,9 @@ async def placement_inputs(
     per_kind: int | None,
 ) -> Inputs:
     """In one round trip (a pipeline): where the logical partitions ``partition_ids`` are present
-    and their multicast groups limits (``_PARTITION_FACTS``); with ``budgets``, the site's multicast
-    budgets when one of them has a limit; with ``per_kind``, a sample of the domains (``_SAMPLE``: up
+    and their multicast groups limits (``_PARTITION_FACTS``); with ``budgets`` (a request that binds
+    GPUs), the site's multicast budgets when one of them has a limit and where the single-domain and
+    reserving ones among them are (``_HOMES``); with ``per_kind``, a sample of the domains (``_SAMPLE``: up
     to ``per_kind`` domains of each kind placement ranks by, machines without a domain if free, and
     the totals over every domain), ranked by the partitions' domains found in its own statement."""
     ids = list(partition_ids)
@@ -258,6 +394,7 @@ async def placement_inputs(
         statements.append(Statement(_PARTITION_FACTS, {"ids": ids}))
         if budgets:
             statements.append(Statement(_BUDGETS, {"site": site_id, "ids": ids}))
+            statements.append(Statement(_HOMES, {"ids": ids}))
     if per_kind is not None:
         params = {
             "site": site_id,
@@ -271,13 +408,16 @@ async def placement_inputs(
     lp_domains: frozenset[uuid.UUID] = frozenset()
     limits: dict[uuid.UUID, int] = {}
     found: list[Budget] = []
+    homes: list[PartitionHome] = []
     if ids:
         ((domains, raw_limits),) = results.pop(0)
         lp_domains = frozenset(d for d in domains if d is not None)
         limits = {uuid.UUID(k): int(v) for k, v in raw_limits.items()}
         if budgets:
             found = [(d, cap, int(used), frozenset(present)) for d, cap, used, present in results.pop(0)]
-    return Inputs(lp_domains, limits, found, _sample(results[0]) if per_kind is not None else None)
+            homes = _homes(results.pop(0))
+    sample = _sample(results[0]) if per_kind is not None else None
+    return Inputs(lp_domains, limits, found, sample, homes)
 
 
 async def machine_counts_by_domain(

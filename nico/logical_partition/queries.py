@@ -4,16 +4,28 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from sqlalchemy import Select, delete, distinct, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import LogicalPartition, NvlinkInterface, PhysicalPartition, Site, Vpc
+from nico.db.models.capacity import NO_DOMAIN
 from nico.db.queries.common import columns, text_search
 
 Connection = psycopg.AsyncConnection[Any]
+
+# The NVLink domains of a logical partition's GPUs (``{lp}``: the SQL of the partition's id): those of
+# the machines of the instances bound to it, settled or not. Placement's single-domain rule and the
+# responses' ``nvLinkDomainIds`` read the same words.
+GPU_DOMAINS = """ARRAY(
+    SELECT DISTINCT m.domain_uuid FROM nvlink_interface n JOIN machine m ON m.instance_id = n.instance_id
+    WHERE n.logical_partition_id = {lp} AND m.domain_uuid IS NOT NULL ORDER BY 1)"""
+# The NVLink domains of the machines a logical partition's reservation holds.
+RESERVED_DOMAINS = """ARRAY(
+    SELECT DISTINCT m.domain_uuid FROM machine m WHERE m.reserved_lp_id = {lp} AND m.domain_uuid IS NOT NULL
+    ORDER BY 1)"""
 
 # The hot write path runs on a raw connection (nico.db.raw): two statements, no session. The
 # checks read tenant, site and association at once; the insert writes the partition and both history
@@ -28,9 +40,9 @@ _CREATE_INSERT = """
 WITH lp AS (
     INSERT INTO logical_partition
         (id, tenant_id, site_id, name, description, status, created_by, created, updated,
-         multicast_groups_limit)
+         multicast_groups_limit, single_nvlink_domain)
     VALUES (gen_random_uuid(), %(tenant)s, %(site)s, %(name)s, %(description)s, 'Ready', %(by)s, now(), now(),
-            %(mc_limit)s)
+            %(mc_limit)s, %(single)s)
     ON CONFLICT (tenant_id, name) DO NOTHING
     RETURNING *
 ), history AS (
@@ -64,6 +76,7 @@ async def insert_ready_partition(
     description: str | None,
     created_by: str | None,
     multicast_groups_limit: int,
+    single_nvlink_domain: bool = False,
 ) -> Any:
     """Insert a Ready partition with its two history entries; the row (partition columns, then the
     history as text arrays), or None when the tenant has a partition of that name."""
@@ -74,6 +87,7 @@ async def insert_ready_partition(
         "description": description,
         "by": created_by,
         "mc_limit": multicast_groups_limit,
+        "single": single_nvlink_domain,
     }
     return await (await conn.execute(_CREATE_INSERT, params)).fetchone()
 
@@ -225,3 +239,120 @@ async def physical_partition_healths(
         )
     )
     return [(lp, health) for lp, health in rows.all() if health is not None]
+
+
+# ---- where a partition is, and its reservation ---------------------------------------------------
+
+_SPREAD = f"""
+SELECT lp.id, {GPU_DOMAINS.format(lp="lp.id")}, lp.reservation_instance_type_id,
+       (SELECT min(m.domain_uuid::text)::uuid FROM machine m WHERE m.reserved_lp_id = lp.id),
+       (SELECT count(*) FROM machine m WHERE m.reserved_lp_id = lp.id),
+       (SELECT count(*) FROM machine m WHERE m.reserved_lp_id = lp.id AND m.instance_id IS NULL
+          AND m.status = 'Ready' AND NOT m.is_missing_on_site)
+FROM logical_partition lp WHERE lp.id = ANY(%(ids)s)
+"""
+
+
+class Spread(NamedTuple):
+    """Where a partition is: the domains of its GPUs, and its reservation (type, the domain of its
+    machines, how many it holds, how many of them are free)."""
+
+    gpu_domains: tuple[uuid.UUID, ...]
+    reserved_type: uuid.UUID | None
+    reserved_domain: uuid.UUID | None
+    reserved: int
+    reserved_free: int
+
+
+async def spreads(conn: Connection, partition_ids: list[uuid.UUID]) -> dict[uuid.UUID, Spread]:
+    """Each partition's :class:`Spread`."""
+    rows = await (await conn.execute(_SPREAD, {"ids": partition_ids})).fetchall()
+    return {
+        lp: Spread(tuple(gpus), rtype, rdomain, held, free) for lp, gpus, rtype, rdomain, held, free in rows
+    }
+
+
+async def free_by_domain(
+    conn: Connection, site_id: uuid.UUID, instance_type_id: uuid.UUID
+) -> dict[uuid.UUID, int]:
+    """Free machines of the type no reservation holds, per domain that has some (``domain_capacity``)."""
+    rows = await (
+        await conn.execute(
+            "SELECT domain_uuid, free FROM domain_capacity "
+            "WHERE site_id = %s AND instance_type_id = %s AND free > 0 AND domain_uuid <> %s",
+            (site_id, instance_type_id, NO_DOMAIN),
+        )
+    ).fetchall()
+    return dict(rows)
+
+
+async def instance_type_site(conn: Connection, instance_type_id: uuid.UUID) -> uuid.UUID | None:
+    """The site of the instance type (None: no such type)."""
+    row = await (
+        await conn.execute("SELECT site_id FROM instance_type WHERE id = %s", (instance_type_id,))
+    ).fetchone()
+    return row[0] if row else None
+
+
+# Up to ``n`` free machines of the type in the domain that no reservation holds, marked for the
+# partition, contiguous trays first; machines other transactions hold are skipped (they may be a
+# create's).
+_RESERVE = """
+UPDATE machine SET reserved_lp_id = %(lp)s
+WHERE id IN (
+    SELECT m.id FROM machine m
+    WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s AND m.domain_uuid = %(domain)s
+      AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
+      AND m.reserved_lp_id IS NULL
+    ORDER BY m.chassis_serial, m.tray_index, m.id
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED)
+RETURNING id
+"""
+
+# ``n`` of the partition's reserved machines given back, free ones first (NULL: all of them).
+_RELEASE = """
+UPDATE machine SET reserved_lp_id = NULL
+WHERE id IN (
+    SELECT m.id FROM machine m WHERE m.reserved_lp_id = %(lp)s
+    ORDER BY m.instance_id IS NULL DESC, m.chassis_serial DESC, m.tray_index DESC, m.id DESC
+    LIMIT %(n)s
+    FOR UPDATE)
+"""
+
+
+async def reserve_machines(
+    conn: Connection,
+    *,
+    partition_id: uuid.UUID,
+    site_id: uuid.UUID,
+    instance_type_id: uuid.UUID,
+    domain: uuid.UUID,
+    count: int,
+) -> list[str]:
+    """Mark up to ``count`` free machines of the type in ``domain`` as the partition's (``_RESERVE``)."""
+    params = {"lp": partition_id, "site": site_id, "type": instance_type_id, "domain": domain, "n": count}
+    return [machine_id for (machine_id,) in await (await conn.execute(_RESERVE, params)).fetchall()]
+
+
+async def unreserve_machines(conn: Connection, machine_ids: list[str]) -> None:
+    await conn.execute("UPDATE machine SET reserved_lp_id = NULL WHERE id = ANY(%s)", (machine_ids,))
+
+
+async def release_reserved(conn: Connection, partition_id: uuid.UUID, count: int | None = None) -> None:
+    """Give back ``count`` of the partition's reserved machines, free ones first (None: all)."""
+    await conn.execute(_RELEASE, {"lp": partition_id, "n": count})
+
+
+async def set_reservation_type(
+    conn: Connection, partition_id: uuid.UUID, instance_type_id: uuid.UUID | None
+) -> None:
+    await conn.execute(
+        "UPDATE logical_partition SET reservation_instance_type_id = %s WHERE id = %s",
+        (instance_type_id, partition_id),
+    )
+
+
+async def check_quota(conn: Connection, tenant_id: uuid.UUID, instance_type_id: uuid.UUID) -> None:
+    """``nico_check_quota`` (nico/db/sql/quota.sql): raises its NC002 / NC003 as psycopg errors."""
+    await conn.execute("SELECT nico_check_quota(%s, %s)", (tenant_id, instance_type_id))

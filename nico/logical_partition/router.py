@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from contextlib import nullcontext
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
@@ -64,7 +65,12 @@ UpdateBody = Annotated[
 async def create_partition(org: str, principal: TenantAdmin, body: CreateBody, ctx: CtxDep) -> Response:
     site_id = parse_uuid(body.site_id)
     assert site_id is not None and body.name is not None
-    async with ctx.raw.connection() as conn:  # a hot path: two statements, no session
+    reservation = body.wanted_reservation()
+    # a hot path: two statements, no session (one transaction when a reservation comes with it)
+    async with (
+        ctx.raw.connection() as conn,
+        conn.transaction() if reservation and reservation.count else nullcontext(),
+    ):
         view = await partition.create(
             conn,
             org,
@@ -73,6 +79,8 @@ async def create_partition(org: str, principal: TenantAdmin, body: CreateBody, c
             site_id=site_id,
             created_by=principal.subject or None,
             multicast_groups_limit=body.multicast_groups_limit,
+            single_nvlink_domain=bool(body.single_nv_link_domain),
+            reservation=reservation,
         )
     return json_response(NVLinkLogicalPartition.of(view), 201)
 
@@ -129,12 +137,20 @@ async def get_partition(
     operation_id="update-nvlink-logical-partition",
     response_model=NVLinkLogicalPartition,
     openapi_extra=json_body(LogicalPartitionUpdateRequest),
-    summary="Rename or re-describe an NVLink logical partition",
+    summary="Rename or re-describe an NVLink logical partition, or change where its GPUs may go",
 )
 async def update_partition(
     org: str, _: TenantAdmin, partition_id: PartitionId, body: UpdateBody, session: SessionDep
 ) -> Response:
-    view = await partition.update(session, org, partition_id, name=body.name, description=body.description)
+    view = await partition.update(
+        session,
+        org,
+        partition_id,
+        name=body.name,
+        description=body.description,
+        single_nvlink_domain=body.single_nv_link_domain,
+        reservation=body.wanted_reservation(),
+    )
     return json_response(NVLinkLogicalPartition.of(view))
 
 

@@ -19,8 +19,16 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import LogicalPartitionStatus, SiteStatus
 from nico.db.models import LogicalPartition, NvlinkInterface, Site, Tenant, Vpc
+from nico.db.raw import driver_connection
 from nico.logical_partition import queries
-from nico.logical_partition.views import BindingSummaryView, PartitionStats, PartitionView, VpcSummaryView
+from nico.logical_partition.reservation import Partition, Reservation, set_reservation
+from nico.logical_partition.views import (
+    BindingSummaryView,
+    PartitionStats,
+    PartitionView,
+    ReservationView,
+    VpcSummaryView,
+)
 from nico.services import status
 from nico.services.access import tenant_uses_site
 from nico.services.errors import ServiceError, bad_request, conflict, forbidden, not_found
@@ -62,9 +70,12 @@ async def create(
     site_id: uuid.UUID,
     created_by: str | None,
     multicast_groups_limit: int | None = None,
+    single_nvlink_domain: bool = False,
+    reservation: Reservation | None = None,
 ) -> PartitionView:
     """Create a Ready logical partition (the reference's check order, spec §3.2); a multicast limit
-    no domain of the site could hold even empty is a 409 naming the budget."""
+    no domain of the site could hold even empty is a 409 naming the budget. With a ``reservation``
+    the caller runs this in one transaction: a reservation that cannot be met leaves nothing."""
     prefix = "Failed to create NVLink Logical Partition"
     found = await queries.creation_checks(conn, org, site_id)
     if found is None:
@@ -96,11 +107,16 @@ async def create(
         description=description,
         created_by=created_by,
         multicast_groups_limit=limit,
+        single_nvlink_domain=single_nvlink_domain,
     )
     if row is None:
         existing = await queries.partition_id_by_name(conn, tenant_id, name)
         raise conflict(NAME_TAKEN, {"id": str(existing) if existing else None})
     pid, tenant, site, lp_name, lp_description, lp_status, _, created, updated, mc_limit, entries = row
+    held = None
+    if reservation is not None and reservation.count:
+        await set_reservation(conn, Partition(pid, lp_name, tenant, site), reservation)
+        held = _reservation_view((await queries.spreads(conn, [pid]))[pid])
     history = tuple(
         status.StatusRecord(
             entry_status, message, datetime.fromisoformat(at), datetime.fromisoformat(changed)
@@ -118,6 +134,9 @@ async def create(
         created=created,
         updated=updated,
         history=history,
+        single_nvlink_domain=single_nvlink_domain,
+        domain_ids=(),
+        reservation=held,
     )
 
 
@@ -172,8 +191,12 @@ async def update(
     *,
     name: str | None,
     description: str | None,
+    single_nvlink_domain: bool | None = None,
+    reservation: Reservation | None = None,
 ) -> PartitionView:
-    """Rename or re-describe. No status gate; an unchanged body changes nothing."""
+    """Rename or re-describe; set or clear ``singleNvLinkDomain`` (set only while the partition is in
+    at most one NVLink domain, else 409) and its reservation (``reservation``: None leaves it, a count
+    of 0 clears it). No status gate; an unchanged body changes nothing."""
     tenant = await require_tenant(session, org, status=400)
     row = await _owned(
         session,
@@ -191,10 +214,32 @@ async def update(
         row.name = new_name
     if new_description is not None:
         row.description = new_description
-    if new_name is not None or new_description is not None:
+    if single_nvlink_domain is not None and single_nvlink_domain != row.single_nvlink_domain:
+        row.single_nvlink_domain = single_nvlink_domain
+    if new_name is not None or new_description is not None or session.is_modified(row):
         await session.flush()
+    conn = await driver_connection(session)
+    if reservation is not None:
+        if reservation.count and row.status != LogicalPartitionStatus.READY:
+            raise bad_request("NVLink Logical Partition must be in Ready state to hold a reservation")
+        await set_reservation(conn, Partition(row.id, row.name, row.tenant_id, row.site_id), reservation)
+    if row.single_nvlink_domain:
+        await _check_one_domain(conn, row)
     (view,) = await views(session, [row], Include(), tenant, history_limit=FULL_HISTORY)
     return view
+
+
+async def _check_one_domain(conn: psycopg.AsyncConnection[Any], row: LogicalPartition) -> None:
+    """A 409 when the single-domain partition's GPUs and reserved machines are in several domains
+    (its row is locked, and creates that bind to it lock it too: the answer holds to the commit)."""
+    spread = (await queries.spreads(conn, [row.id]))[row.id]
+    domains = set(spread.gpu_domains) | ({spread.reserved_domain} if spread.reserved_domain else set())
+    if len(domains) > 1:
+        raise conflict(
+            f"NVLink Logical Partition '{row.name}' ({row.id}) is in {len(domains)} NVLink domains "
+            f"({', '.join(str(d) for d in sorted(domains))}): singleNvLinkDomain can only be set on a "
+            "partition in at most one"
+        )
 
 
 async def delete_partition(session: AsyncSession, org: str, partition_id: uuid.UUID) -> None:
@@ -218,6 +263,7 @@ async def delete_partition(session: AsyncSession, org: str, partition_id: uuid.U
             f"{instances} active Instances are associated with this NVLink Logical Partition, "
             "unable to delete"
         )
+    await queries.release_reserved(await driver_connection(session), row.id)
     domains = await queries.partition_domains(session, row.id)
     if not domains:
         await queries.delete_partition(session, row.id)
@@ -261,6 +307,7 @@ async def views(
     healths: dict[uuid.UUID, list[str]] = defaultdict(list)
     for lp_id, health in await queries.physical_partition_healths(session, ids):
         healths[lp_id].append(health)
+    spreads = await queries.spreads(await driver_connection(session), ids)
     shown_tenant = tenant_record(tenant) if "Tenant" in include.relations else None
     return [
         PartitionView(
@@ -278,11 +325,22 @@ async def views(
             tenant=shown_tenant,
             vpcs=tuple(_vpc_summary(vpc) for vpc in vpcs[row.id]),
             interfaces=tuple(_binding_summary(b) for b in bindings[row.id]) if include.interfaces else (),
-            stats=_stats(bindings[row.id]) if include.stats else None,
+            stats=_stats(bindings[row.id], spreads[row.id]) if include.stats else None,
             health=worst_health(healths.get(row.id, [])),
+            single_nvlink_domain=row.single_nvlink_domain,
+            domain_ids=spreads[row.id].gpu_domains,
+            reservation=_reservation_view(spreads[row.id]),
         )
         for row in rows
     ]
+
+
+def _reservation_view(spread: queries.Spread) -> ReservationView | None:
+    if spread.reserved_type is None:
+        return None
+    return ReservationView(
+        spread.reserved_type, spread.reserved, spread.reserved_domain, spread.reserved_free
+    )
 
 
 def _vpc_summary(row: Vpc) -> VpcSummaryView:
@@ -295,8 +353,8 @@ def _binding_summary(row: NvlinkInterface) -> BindingSummaryView:
     )
 
 
-def _stats(bindings: Sequence[NvlinkInterface]) -> PartitionStats:
-    return PartitionStats(len(bindings), len({b.instance_id for b in bindings}))
+def _stats(bindings: Sequence[NvlinkInterface], spread: queries.Spread) -> PartitionStats:
+    return PartitionStats(len(bindings), len({b.instance_id for b in bindings}), spread.reserved_free)
 
 
 # Fabric health words, best first (NMX partition and GPU health); anything else ranks as UNKNOWN.

@@ -34,16 +34,29 @@ class BindingSummaryView:
 
 @dataclass(frozen=True)
 class PartitionStats:
-    """``includeStats``: GPUs bound to the partition and the instances they belong to."""
+    """``includeStats``: GPUs bound to the partition and the instances they belong to, and the machines
+    its reservation holds free."""
 
     total_gpus: int
     total_distinct_instances: int
+    total_reserved_machines: int = 0
+
+
+@dataclass(frozen=True)
+class ReservationView:
+    """The machines a partition holds for its future instances: ``count`` of the type in one domain,
+    ``available`` of them free (the others run its instances)."""
+
+    instance_type_id: uuid.UUID
+    count: int
+    domain_uuid: uuid.UUID | None
+    available: int
 
 
 @dataclass(frozen=True)
 class PartitionView:
     """A partition and what its response shows beside it (``health``: the worst fabric health of its
-    physical partitions, None when not observed)."""
+    physical partitions, None when not observed; ``domain_ids``: the NVLink domains its GPUs are in)."""
 
     id: uuid.UUID
     tenant_id: uuid.UUID
@@ -61,3 +74,6 @@ class PartitionView:
     interfaces: tuple[BindingSummaryView, ...] = ()
     stats: PartitionStats | None = None
     health: str | None = None
+    single_nvlink_domain: bool = False
+    domain_ids: tuple[uuid.UUID, ...] = ()
+    reservation: ReservationView | None = None

@@ -107,6 +107,7 @@ class Figures:
 def _figures(rows: Iterable[Any]) -> dict[uuid.UUID, DomainFigures]:
     """Gauge figures by domain from :func:`queries.domain_figures` rows."""
     found = {}
-    for domain, physical, pending, free, used in rows:
-        found[domain] = DomainFigures(physical, pending, free, free if used else 0)
+    for domain, physical, pending, free, used, reserved in rows:
+        # A domain with machines in use or held in reserve cannot host a whole-domain job.
+        found[domain] = DomainFigures(physical, pending, free, free if used or reserved else 0, reserved)
     return found

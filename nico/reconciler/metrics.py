@@ -45,6 +45,7 @@ class DomainFigures:
     pending_instances: int = 0
     free_machines: int = 0
     stranded_free_machines: int = 0  # its free machines when it also has used or unready ones, else 0
+    reserved_machines: int = 0  # free machines a logical partition's reservation holds (not free)
 
 
 @dataclass
@@ -62,6 +63,7 @@ class Snapshot:
     pending_instances: int = 0
     free_machines: int = 0
     stranded_free_machines: int = 0
+    reserved_machines: int = 0
     partitions: dict[uuid.UUID, int] = field(default_factory=dict)
     gpus: dict[uuid.UUID, int] = field(default_factory=dict)
     errors: dict[uuid.UUID, str] = field(default_factory=dict)
@@ -82,6 +84,7 @@ class Snapshot:
         self.pending_instances += new.pending_instances - old.pending_instances
         self.free_machines += new.free_machines - old.free_machines
         self.stranded_free_machines += new.stranded_free_machines - old.stranded_free_machines
+        self.reserved_machines += new.reserved_machines - old.reserved_machines
 
 
 class ReconcilerMetrics(Collector):
@@ -313,7 +316,11 @@ def _live_site_gauges(snap: Snapshot) -> Iterator[GaugeMetricFamily]:
 
 def _capacity_gauges(snap: Snapshot) -> Iterator[GaugeMetricFamily]:
     """Free and stranded capacity."""
-    yield _gauge("nico_nvlink_free_machines", "Ready NVLink machines without an instance", snap.free_machines)
+    yield _gauge(
+        "nico_nvlink_free_machines",
+        "Ready NVLink machines without an instance that no reservation holds",
+        snap.free_machines,
+    )
     yield _gauge(
         "nico_nvlink_stranded_free_machines",
         "Free NVLink machines in domains that are partly used (cannot host a whole-domain job)",
@@ -322,4 +329,10 @@ def _capacity_gauges(snap: Snapshot) -> Iterator[GaugeMetricFamily]:
     ratio = snap.stranded_free_machines / snap.free_machines if snap.free_machines else 0.0
     yield _gauge(
         "nico_nvlink_fragmentation_ratio", "Share of free NVLink machines that are stranded (0..1)", ratio
+    )
+    yield _gauge(
+        "nico_nvlink_reserved_machines",
+        "Ready NVLink machines without an instance that a logical partition's reservation holds "
+        "(counted neither free nor stranded)",
+        snap.reserved_machines,
     )

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.queries import admin_nvlink as queries
 from nico.db.raw import driver_connection
 from nico.instance.service import update_instance
+from nico.logical_partition import queries as partition_queries
 from nico.logical_partition import service as partition
 from nico.services.errors import ServiceError
 from nico.services.nvlink_interface import Binding
@@ -54,7 +55,23 @@ async def logical_partitions(
     )
     if partition_id is not None and not rows:
         raise ServiceError(404, f"no logical partition {partition_id}")
+    await _with_spread(session, rows)
     return rows
+
+
+async def _with_spread(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+    """Where each partition's GPUs are (``domains``: how many NVLink domains, marked ``split`` when
+    more than one: its GPUs cannot all share memory) and how many machines its reservation holds."""
+    spreads = await partition_queries.spreads(
+        await driver_connection(session), [uuid.UUID(row["id"]) for row in rows]
+    )
+    for row in rows:
+        spread = spreads[uuid.UUID(row["id"])]
+        found = len(spread.gpu_domains)
+        row["domains"] = f"{found} (split)" if found > 1 else str(found)
+        row["split"] = found > 1
+        row["nvlink_domain_ids"] = [str(d) for d in spread.gpu_domains]
+        row["reserved_machines"] = spread.reserved
 
 
 async def create_logical_partition(
@@ -68,8 +85,9 @@ async def create_logical_partition(
     view = await partition.create(
         conn, org, name=name, description=description, site_id=site_id, created_by="admin-cli"
     )
-    (row,) = await queries.logical_partitions(session, partition_id=view.id)
-    return row
+    rows = await queries.logical_partitions(session, partition_id=view.id)
+    await _with_spread(session, rows)
+    return rows[0]
 
 
 async def only_nvlink_site(session: AsyncSession, org: str) -> uuid.UUID:

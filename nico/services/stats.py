@@ -23,7 +23,7 @@ NO_PROVIDER = "Infrastructure Provider not found in org"
 NO_SITE_ID = "Site ID must be specified in query"
 SITE_MISSING = "Could not find Site specified in query"
 NOT_YOURS = "Site specified in query doesn't belong to org's Infrastructure provider"
-BUCKETS = ("initializing", "ready", "inUse", "error", "maintenance", "unknown")
+BUCKETS = ("initializing", "ready", "inUse", "error", "maintenance", "unknown", "reserved")
 CAPABILITY_ORDER_FIELDS = frozenset(q.CAPABILITY_ORDER)
 
 

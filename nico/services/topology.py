@@ -83,9 +83,17 @@ class DomainView:
 
 @dataclass(frozen=True)
 class PartitionLegend:
+    """A partition of the tenant's drawn here, and the NVLink domains its drawn GPUs are in (more
+    than one: split, its GPUs cannot all share memory)."""
+
     partition_id: uuid.UUID
     name: str
     status: str
+    domains: frozenset[uuid.UUID] = frozenset()
+
+    @property
+    def split(self) -> bool:
+        return len(self.domains) > 1
 
 
 @dataclass(frozen=True)
@@ -157,9 +165,12 @@ def _gpu_views(rows: list[queries.TopologyGpuRow]) -> tuple[_Gpus, dict[uuid.UUI
             )
             if row.partition_id is not None:
                 assert row.partition_name is not None and row.partition_status is not None  # joined
-                legend.setdefault(
+                known = legend.get(row.partition_id)
+                legend[row.partition_id] = PartitionLegend(
                     row.partition_id,
-                    PartitionLegend(row.partition_id, row.partition_name, row.partition_status),
+                    row.partition_name,
+                    row.partition_status,
+                    (known.domains if known else frozenset()) | {row.domain_uuid},
                 )
         tray_gpus[index] = gpu
     return gpus, legend

@@ -29,7 +29,8 @@ PROVIDER_BASE = "/v2/org/provider-org/nico"
 _RECOUNT = """
 SELECT m.site_id, m.instance_type_id,
        coalesce(m.domain_uuid, '00000000-0000-0000-0000-000000000000'::uuid),
-       count(*) FILTER (WHERE m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site),
+       count(*) FILTER (WHERE m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
+                          AND m.reserved_lp_id IS NULL),
        count(*) FILTER (WHERE m.instance_id IS NOT NULL)
 FROM machine m WHERE m.instance_type_id IS NOT NULL GROUP BY 1, 2, 3
 """

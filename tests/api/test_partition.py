@@ -53,6 +53,8 @@ async def test_create_is_ready_with_pending_then_ready_history(
         "tenantId",
         "nvLinkLogicalPartitionStats",
         "multicastGroupsLimit",  # nico extension (compatibility row 76)
+        "singleNvLinkDomain",  # nico extensions (compatibility row 91)
+        "nvLinkDomainIds",
         "status",
         "statusHistory",
         "created",

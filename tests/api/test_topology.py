@@ -131,8 +131,18 @@ async def test_a_tenant_sees_its_gpus_and_only_that_others_are_in_use(
             "observed": False,
         }
     assert sum(d["pending"] for d in body["domains"]) == 4
+    [alpha_domain] = {
+        d["id"] for d in body["domains"] for c in d["chassis"] for t in c["trays"] for g in t["gpus"]
+        if g["state"] == "mine"
+    }  # fmt: skip
     assert body["nvLinkLogicalPartitions"] == [
-        {"id": alpha_lp["id"], "name": alpha_lp["name"], "status": "Ready"}
+        {
+            "id": alpha_lp["id"],
+            "name": alpha_lp["name"],
+            "status": "Ready",
+            "nvLinkDomainIds": [alpha_domain],
+            "split": False,
+        }
     ]
 
     # The other tenant sees the mirror image.

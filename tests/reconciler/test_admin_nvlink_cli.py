@@ -159,3 +159,25 @@ async def test_instance_update_nvlink_config(cli_env: dict[str, str], session: A
 
     code, output = await run(*update, "--config", '{"gpus": []}')
     assert code == 2 and "gpu_configs" in output
+
+
+async def test_logical_partition_show_marks_a_split_partition(
+    cli_env: dict[str, str], session: AsyncSession
+) -> None:
+    fabric = SimFabric(racks=2, seed=33)
+    site = await seed(session, fabric)
+    d0, d1 = site.domains
+    split = await f.logical_partition(session, site.nv.tenant, site.nv.site, name="split")
+    whole = await f.logical_partition(session, site.nv.tenant, site.nv.site, name="whole")
+    await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), split))
+    await place(session, site, site.machines[d1][0], dict.fromkeys(range(4), split))
+    await place(session, site, site.machines[d0][1], dict.fromkeys(range(4), whole))
+
+    code, output = await run("admin", "lp", "show", "--format", "json")
+    assert code == 0, output
+    rows = {row["name"]: row for row in json.loads(output)}
+    assert (rows["split"]["domains"], rows["split"]["split"]) == ("2 (split)", True)
+    assert sorted(rows["split"]["nvlink_domain_ids"]) == sorted(str(d) for d in (d0, d1))
+    assert (rows["whole"]["domains"], rows["whole"]["split"]) == ("1", False)
+    code, output = await run("admin", "lp", "show")
+    assert code == 0 and "DOMAINS" in output and "2 (split)" in output

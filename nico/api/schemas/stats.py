@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import uuid
 
-from nico.api.schemas.common import ResponseModel
+from pydantic import Field
+
+from nico.api.schemas.common import ResponseModel, omit_if_empty
 from nico.services.stats import GpuStat, InstanceTypeStat, MachineCounts, TenantStat, TenantTypeStat
 
 
@@ -17,6 +19,8 @@ class MachineStatusStats(ResponseModel):
     error: int
     maintenance: int
     unknown: int
+    # nico extension: Ready machines without an instance that a reservation holds; absent when none
+    reserved: int = Field(default=0, exclude_if=omit_if_empty)
 
     @classmethod
     def of(cls, counts: MachineCounts) -> MachineStatusStats:
@@ -29,6 +33,7 @@ class MachineStatusStats(ResponseModel):
             error=c["error"],
             maintenance=c["maintenance"],
             unknown=c["unknown"],
+            reserved=c["reserved"],
         )
 
 

@@ -103,10 +103,20 @@ class TopologyPartition(ResponseModel):
     id: uuid.UUID
     name: str
     status: str
+    nv_link_domain_ids: list[uuid.UUID] = Field(description="the NVLink domains its GPUs drawn here are in")
+    split: bool = Field(
+        description="its GPUs are in more than one NVLink domain: they cannot all share memory"
+    )
 
     @classmethod
     def of(cls, partition: PartitionLegend) -> TopologyPartition:
-        return cls(id=partition.partition_id, name=partition.name, status=partition.status)
+        return cls(
+            id=partition.partition_id,
+            name=partition.name,
+            status=partition.status,
+            nv_link_domain_ids=sorted(partition.domains, key=str),
+            split=partition.split,
+        )
 
 
 class NVLinkTopology(ResponseModel):

@@ -149,6 +149,10 @@ class Machine(Base):
     # Its GPUs the fabric showed in a partition nico did not make, at the domain's last pass: such a
     # machine is held (never free for placement, never counted free) while any remains.
     foreign_gpus: Mapped[int] = mapped_column(SmallInteger, server_default="0")  # added by 0016
+    # The logical partition whose reservation holds it: only that partition's instances take it.
+    reserved_lp_id: Mapped[UUID | None] = mapped_column(
+        ForeignKey("logical_partition.id", ondelete="SET NULL"), index=True
+    )
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import BigInteger, CheckConstraint, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, CheckConstraint, ForeignKey, String, Text, UniqueConstraint, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from nico.db.base import Base, check_in, created_at, updated_at, uuid_pk
@@ -35,6 +35,12 @@ class LogicalPartition(Base):
     # Multicast groups each of its physical partitions asks the fabric for (NMX PartitionAttr), drawn
     # from the domain's budget (NvlinkDomain.max_multicast_groups).
     multicast_groups_limit: Mapped[int] = mapped_column(default=16, server_default="16")
+    # True: its GPUs never spread over a second NVLink domain (a create that would is a 409).
+    single_nvlink_domain: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # The instance type of the machines it holds in reserve (``Machine.reserved_lp_id``); None: none.
+    reservation_instance_type_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("instance_type.id", ondelete="SET NULL")
+    )
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()
 

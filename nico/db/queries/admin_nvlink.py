@@ -86,6 +86,7 @@ async def logical_partitions(
             "status": lp.status,
             "physical_partitions": int(count),
             "description": lp.description,
+            "single_nvlink_domain": lp.single_nvlink_domain,
         }
         for lp, tenant_org, count in (await session.execute(stmt)).all()
     ]

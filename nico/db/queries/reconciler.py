@@ -506,8 +506,9 @@ async def record_domain_error(session: AsyncSession, domain: uuid.UUID, error: s
 async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
     """Per domain of ``domains`` (all when None): (domain, physical partitions recorded, instances
     pending on the fabric (not terminating, applied version behind the desired one), Ready machines
-    without an instance nor GPUs in a foreign partition, machines with an instance, not Ready or
-    held by a foreign partition). Each figure is read through the
+    without an instance, held by no reservation nor a foreign partition, machines with an instance, not
+    Ready or held by a foreign partition, Ready machines without an instance that a logical partition's
+    reservation holds). Each figure is read through the
     domain's indexes (``machine.domain_uuid``, ``physical_partition (domain_uuid, ...)``), so a
     domain costs the same on a site of any size; a domain that no longer exists has no row."""
     rows = await conn.execute(
@@ -519,9 +520,13 @@ async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | N
                      WHERE m.domain_uuid = d.uuid AND i.status <> 'Terminating'
                        AND i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version),
                    (SELECT count(*) FROM machine m WHERE m.domain_uuid = d.uuid
-                     AND m.instance_id IS NULL AND m.status = 'Ready' AND m.foreign_gpus = 0),
+                     AND m.instance_id IS NULL AND m.status = 'Ready' AND m.foreign_gpus = 0
+                     AND m.reserved_lp_id IS NULL),
                    (SELECT count(*) FROM machine m WHERE m.domain_uuid = d.uuid
-                     AND (m.instance_id IS NOT NULL OR m.status <> 'Ready' OR m.foreign_gpus > 0))
+                     AND (m.instance_id IS NOT NULL OR m.status <> 'Ready' OR m.foreign_gpus > 0)),
+                   (SELECT count(*) FROM machine m WHERE m.domain_uuid = d.uuid
+                     AND m.instance_id IS NULL AND m.status = 'Ready' AND m.foreign_gpus = 0
+                     AND m.reserved_lp_id IS NOT NULL)
             FROM nvlink_domain d WHERE true
             """
             + _domain_filter("d.uuid", domains)

@@ -14,12 +14,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.models import Instance, InstanceInterface, Machine, MachineCapability, Site
 
 # The bucket of a machine in the reference's machine stats: a Ready machine holding an instance is
-# in use (nico keeps such machines Ready); Reset, Decommissioned and Unknown count as unknown.
+# in use (nico keeps such machines Ready); Reset, Decommissioned and Unknown count as unknown. A Ready
+# machine without an instance that a logical partition's reservation holds is reserved (nico's own
+# class: neither free for others nor in use).
 BUCKET = """
 CASE WHEN m.status = 'Initializing' THEN 'initializing'
      WHEN m.status = 'Error' THEN 'error'
      WHEN m.status = 'Maintenance' THEN 'maintenance'
      WHEN m.status = 'InUse' OR (m.status = 'Ready' AND m.instance_id IS NOT NULL) THEN 'inUse'
+     WHEN m.status = 'Ready' AND m.reserved_lp_id IS NOT NULL THEN 'reserved'
      WHEN m.status = 'Ready' THEN 'ready'
      ELSE 'unknown' END
 """
@@ -81,12 +84,18 @@ async def allocated_by_tenant_and_type(session: AsyncSession, site_id: uuid.UUID
 
 async def used_buckets_by_tenant_and_type(session: AsyncSession, site_id: uuid.UUID) -> Sequence[Any]:
     """(tenant id, org, org display name, instance type id, bucket, machines) of the machines the
-    site's instances hold."""
+    site's instances hold, and of those the tenants' reservations hold free (bucket ``reserved``)."""
     rows = await session.execute(
         text(
             f"SELECT t.id, t.org, t.org_display_name, m.instance_type_id, {BUCKET} AS bucket, count(*) "
             "FROM machine m JOIN instance i ON i.id = m.instance_id JOIN tenant t ON t.id = i.tenant_id "
-            "WHERE m.site_id = :site AND m.instance_type_id IS NOT NULL GROUP BY 1, 2, 3, 4, 5"
+            "WHERE m.site_id = :site AND m.instance_type_id IS NOT NULL GROUP BY 1, 2, 3, 4, 5 "
+            "UNION ALL "
+            "SELECT t.id, t.org, t.org_display_name, m.instance_type_id, 'reserved', count(*) "
+            "FROM machine m JOIN logical_partition lp ON lp.id = m.reserved_lp_id "
+            "JOIN tenant t ON t.id = lp.tenant_id "
+            "WHERE m.site_id = :site AND m.instance_type_id IS NOT NULL AND m.instance_id IS NULL "
+            "AND m.status = 'Ready' GROUP BY 1, 2, 3, 4"
         ),
         {"site": site_id},
     )

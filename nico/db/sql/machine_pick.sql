@@ -11,13 +11,17 @@
 --   short keeps none of its locks. When every domain comes up short, the rows say what each gave.
 -- Both answer (machine_id, machine_domain, null) per machine locked.
 --
+-- Machines a logical partition's reservation holds (reserved_lp_id) are never picked here: the
+-- partition's own creates take them first, by a plain FOR UPDATE SKIP LOCKED read
+-- (nico/instance/queries.py, lock_reserved_machines).
+--
 -- `=` / `IS NULL` rather than `IS NOT DISTINCT FROM`: only these reach the domain through
 -- ix_machine_placement, so a pick reads one domain's machines, not the site's.
 --
 -- Called by: nico/instance/queries.py (lock_free_machines, lock_first_free), when a create
 -- claims the machines placement chose.
--- Made by migrations 0013 and 0014; last changed by migration 0016 (machines with GPUs in a
--- partition nico did not make are skipped).
+-- Made by migrations 0013 and 0014; last changed by migration 0017 (reserved machines left out;
+-- 0016: machines with GPUs in a partition nico did not make are skipped).
 
 CREATE OR REPLACE FUNCTION nico_lock_free_machines(p_site uuid, p_type uuid, p_domains uuid[], p_counts integer[])
 RETURNS TABLE (machine_id varchar, machine_domain uuid, short_got integer)
@@ -41,6 +45,7 @@ BEGIN
                       WHERE m.site_id = p_site AND m.instance_type_id = p_type AND m.domain_uuid IS NULL
                         AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
                         AND m.foreign_gpus = 0  -- held by a foreign partition: never placed
+                        AND m.reserved_lp_id IS NULL
                       ORDER BY m.chassis_serial, m.tray_index, m.id
                       LIMIT p_counts[i]
                       FOR UPDATE SKIP LOCKED) s;
@@ -52,6 +57,7 @@ BEGIN
                       WHERE m.site_id = p_site AND m.instance_type_id = p_type AND m.domain_uuid = p_domains[i]
                         AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
                         AND m.foreign_gpus = 0  -- held by a foreign partition: never placed
+                        AND m.reserved_lp_id IS NULL
                       ORDER BY m.chassis_serial, m.tray_index, m.id
                       LIMIT p_counts[i]
                       FOR UPDATE SKIP LOCKED) s;
@@ -94,6 +100,7 @@ BEGIN
                   WHERE m.site_id = p_site AND m.instance_type_id = p_type AND m.domain_uuid = p_domains[i]
                     AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
                     AND m.foreign_gpus = 0  -- held by a foreign partition: never placed
+                    AND m.reserved_lp_id IS NULL
                   ORDER BY m.chassis_serial, m.tray_index, m.id
                   LIMIT p_count
                   FOR UPDATE SKIP LOCKED) s;

@@ -123,7 +123,9 @@ function draw(topology) {
   $("#partitions").replaceChildren(...topology.nvLinkLogicalPartitions.map((p) =>
     el("span", { class: "partition", "data-partition": p.id, title: p.id },
       el("i", { class: "swatch", style: `--color: ${palette.get(p.id)}` }),
-      `${p.name} (${counts.get(p.id) || 0} GPUs)`)));
+      `${p.name} (${counts.get(p.id) || 0} GPUs)`,
+      ...(p.split ? [el("strong", { class: "split", title: "its GPUs in different NVLink domains cannot share memory",
+        text: `split over ${p.nvLinkDomainIds.length} NVLink domains` })] : []))));
   const domains = topology.domains.map((d) => drawDomain(d, palette));
   $("#domains").replaceChildren(...(domains.length ? domains
     : [el("p", { class: "empty", text: "No NVLink domains at this org's sites (no allocation yet?)." })]));
