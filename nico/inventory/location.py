@@ -10,10 +10,11 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.base import utcnow
+from nico.db.enums import InstanceStatus
 from nico.db.models import Gpu, Machine
 from nico.inventory import queries
 from nico.inventory.records import Location, NvlinkInfo, check_location, check_unique, invalid
-from nico.services import nvlink_events
+from nico.services import nvlink_events, status
 from nico.services.errors import conflict, not_found
 
 
@@ -135,3 +136,40 @@ async def replace_nvlink_info(session: AsyncSession, machine_id: str, info: Nvli
     changed, touched = await apply_locations(session, {machine_id: machine}, planned)
     await nvlink_events.desired_state_changed(session, domains=touched)
     return bool(changed)
+
+
+TRAY_SWAPPED = "NVLink GPUs replaced (compute tray swapped): configuring the new GPUs"
+
+
+async def tray_replaced(
+    session: AsyncSession, machine_id: str, info: NvlinkInfo
+) -> tuple[bool, uuid.UUID | None]:
+    """The fabric reports new GPUs at a machine's tray (a swap): record them in place of the old ones
+    (held instance or not; the GPUs must still be nobody else's), and when the machine holds an
+    instance, set its live NVLink interfaces Pending and the instance Configuring, with a history
+    entry, so the reconciler puts the new GPUs where the instance wants them and reports Ready again.
+    Returns whether anything changed (another reconciler may have recorded the swap first) and the
+    instance reconfigured, if any."""
+    errors: dict[str, Any] = {}
+    location = check_location(info, "nvLinkInfo", errors)
+    if errors or location is None:
+        raise invalid(errors)
+    await queries.lock_inventory(session)
+    machine = await queries.machine_key_shared(session, machine_id)
+    if machine is None:
+        raise not_found("Could not find Machine with specified ID")
+    for uid, other_id in await queries.gpu_owners_outside(
+        session, [g[1] for g in location.gpus], [machine_id]
+    ):
+        raise conflict(f"GPU {uid} is already registered to Machine: {other_id}")
+    changed, touched = await apply_locations(session, {machine_id: machine}, {machine_id: location})
+    instance_id = machine.instance_id
+    if not changed:
+        return False, None
+    if instance_id is None:
+        await nvlink_events.desired_state_changed(session, domains=touched)
+        return True, None
+    if await queries.reconfigure_instance(session, instance_id):
+        await status.record(session, "instance_id", instance_id, InstanceStatus.CONFIGURING, TRAY_SWAPPED)
+    await nvlink_events.desired_state_changed(session, instance_ids=[instance_id], domains=touched)
+    return True, instance_id

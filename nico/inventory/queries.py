@@ -8,11 +8,11 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, case, delete, select, text, tuple_
+from sqlalchemy import ColumnElement, Select, and_, case, delete, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.enums import MachineStatus
+from nico.db.enums import InstanceStatus, MachineStatus, NvLinkInterfaceStatus
 from nico.db.models import (
     Gpu,
     Instance,
@@ -20,6 +20,7 @@ from nico.db.models import (
     Machine,
     MachineCapability,
     NvlinkDomain,
+    NvlinkInterface,
     Site,
     TenantSite,
 )
@@ -261,3 +262,24 @@ async def instance_type_capabilities(
             .order_by(MachineCapability.position, MachineCapability.id)
         )
     )
+
+
+async def reconfigure_instance(session: AsyncSession, instance_id: uuid.UUID) -> bool:
+    """An instance's Ready NVLink interfaces back to Pending and a Ready instance to Configuring (its
+    GPUs changed under it); whether the instance's status changed."""
+    await session.execute(
+        update(NvlinkInterface)
+        .where(
+            NvlinkInterface.instance_id == instance_id, NvlinkInterface.status == NvLinkInterfaceStatus.READY
+        )
+        .values(status=NvLinkInterfaceStatus.PENDING)
+        .execution_options(synchronize_session=False)
+    )
+    changed = await session.execute(
+        update(Instance)
+        .where(Instance.id == instance_id, Instance.status == InstanceStatus.READY)
+        .values(status=InstanceStatus.CONFIGURING)
+        .returning(Instance.id)
+        .execution_options(synchronize_session=False)
+    )
+    return changed.first() is not None

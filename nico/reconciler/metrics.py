@@ -124,6 +124,11 @@ class ReconcilerMetrics(Collector):
         for operation in OPERATIONS:
             for status in statuses:
                 self.changes.labels(operation, status)
+        self.tray_replacements = Counter(
+            "nico_nvlink_tray_replacements",
+            "Compute trays found swapped (new GPU GUIDs at a machine's place) and recorded",
+            registry=registry,
+        )
         registry.register(self)
         self.health = HealthMetrics(hold_seconds).register(registry)  # nico.reconciler.health_metrics
 

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.engine import reading
 from nico.fabric.backend import FabricError, FabricGpu, FabricPartition
 from nico.reconciler import state as statemod
+from nico.reconciler import trays
 from nico.reconciler.domain_pass import DomainResult, PassContext, error_label, refresh_registry
 from nico.reconciler.fingerprint import fabric_digest
 from nico.reconciler.homes import Mode
@@ -86,6 +87,10 @@ async def _deep_scan(ctx: PassContext, limit: asyncio.Semaphore, report: FullPas
         ctx.metrics.snapshot.partitions[s.domain] = len(partitions)
         if gpus is not None:
             ctx.metrics.snapshot.gpus[s.domain] = len(gpus)
+            if swapped := trays.swaps(s, gpus):
+                await trays.record(ctx, swapped)
+                needs_work.append(s.domain)
+                continue
             mismatches += _mismatches(s, gpus)
         if _has_work(s, partitions, ctx.config.default_partition_mode, ctx.config.foreign_partitions):
             needs_work.append(s.domain)

@@ -22,7 +22,7 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -30,7 +30,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nico.config import NvLinkConfig
 from nico.fabric.backend import FabricBackend, PartitionEvent
 from nico.fabric.observation import FabricObserver
-from nico.reconciler import domain_pass, scans
+from nico.reconciler import domain_pass, scans, trays
 from nico.reconciler.domain_pass import DomainResult, PassContext
 from nico.reconciler.echoes import Echoes
 from nico.reconciler.executor import AfterCall
@@ -269,9 +269,7 @@ class Reconciler:
         reads = [self._read_health(r.domain, r.health) for r in results if r.health is not None]
         if health_aside:
             for read in reads:
-                task = asyncio.create_task(read, name="nvlink-health")
-                self._health_tasks.add(task)
-                task.add_done_callback(self._health_tasks.discard)
+                self._aside(read, "nvlink-health")
         elif reads:
             await asyncio.gather(*reads)
         reports = [r.report for r in results if r.report is not None]
@@ -281,6 +279,12 @@ class Reconciler:
         if figures and wanted:
             await self.figures.domains(wanted)
         return {r.domain: r for r in results}
+
+    def _aside(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Run ``work`` beside the passes (cancelled by :meth:`close`)."""
+        task = asyncio.create_task(work, name=name)
+        self._health_tasks.add(task)
+        task.add_done_callback(self._health_tasks.discard)
 
     def _schedule_after(self, result: DomainResult) -> None:
         if result.status == "busy":
@@ -349,7 +353,13 @@ class Reconciler:
         self.read_backs.forget(domain)
         if event.kind != "partition":
             self.health_reads.forget(domain)
+        if event.kind == "topology":  # a tray swapped? its GPUs' GUIDs changed
+            self._aside(self._after_topology(domain), "nvlink-trays")
         self.request([domain], self.config.notify_debounce.total_seconds())
+
+    async def _after_topology(self, domain: uuid.UUID) -> None:
+        if await trays.after_topology_change(self.context(), domain):
+            self.request([domain])
 
     def _stream_ended(self, domain: uuid.UUID) -> None:
         self.echoes.deaf(domain)  # a new stream proves itself again
