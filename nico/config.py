@@ -122,6 +122,11 @@ class NvLinkConfig(BaseModel):
     # list covers racks of several domains (minipods: one endpoint per domain behind one chassis
     # serial). Endpoints registered per chassis serial are asked too and used first for their domain.
     nmxc_endpoints: list[str] = Field(default_factory=list)
+    # Passes of one domain that change its fabric: a bucket of ``changing_pass_burst`` refilled at
+    # ``changing_passes_per_second``. Requests that arrive while it is empty wait and coalesce into
+    # one pass, so a tenant flapping an instance cannot make a domain's fabric work unbounded.
+    changing_passes_per_second: float = Field(default=2.0, gt=0)
+    changing_pass_burst: int = Field(default=4, ge=1)
 
     @field_validator("nmx_m_endpoint")
     @classmethod
@@ -149,6 +154,50 @@ class ApiConfig(BaseModel):
     placement_event_retention_seconds: int = Field(default=86400, ge=60)
     placement_event_heartbeat_seconds: float = Field(default=15.0, gt=0, le=300)
     emit_deprecated_partition_key: bool = True
+
+
+class QuotaLimits(BaseModel):
+    """One org's limits at each site, where they differ from the ``[quotas]`` defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    logical_partitions: int | None = Field(default=None, ge=0)
+    nvlink_changes_in_flight: int | None = Field(default=None, ge=0)
+
+
+class QuotaConfig(BaseModel):
+    """``[quotas]``: what one tenant may hold and ask of the fabric at one site (docs/configuration.md).
+
+    ``logical_partitions``: 64 by default, what one NVL72 domain holds: its multicast budget (1024
+    groups) at the default 16 groups per partition, and NMX-C's ``max_num_partitions`` (64). The
+    partitions of one tenant that share its instances' domains cannot outnumber that.
+    ``nvlink_changes_in_flight``: instances of the tenant whose NVLink change the fabric has not yet
+    settled (created, changed or being deleted); 144 by default, what the reconciler works on at once
+    (``reconcile_concurrency`` 8 domains of 18 trays). ``fabric_requests_per_second`` and
+    ``fabric_request_burst``: the tenant's token bucket of fabric-changing requests, shared by every
+    API replica (kept in PostgreSQL)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    logical_partitions: int = Field(default=64, ge=0)
+    nvlink_changes_in_flight: int = Field(default=144, ge=0)
+    fabric_requests_per_second: float = Field(default=5.0, gt=0)
+    fabric_request_burst: int = Field(default=50, ge=1)
+    orgs: dict[str, QuotaLimits] = Field(default_factory=dict)
+
+    def partitions_for(self, org: str) -> int:
+        """The org's limit of logical partitions at each site."""
+        found = self.orgs.get(org)
+        if found is None or found.logical_partitions is None:
+            return self.logical_partitions
+        return found.logical_partitions
+
+    def changes_for(self, org: str) -> int:
+        """The org's limit of instances with an NVLink change in flight at each site."""
+        found = self.orgs.get(org)
+        if found is None or found.nvlink_changes_in_flight is None:
+            return self.nvlink_changes_in_flight
+        return found.nvlink_changes_in_flight
 
 
 def _default_algorithms() -> list[Literal["HS256", "RS256", "ES256"]]:
@@ -191,6 +240,7 @@ class Settings(BaseSettings):
     api: ApiConfig = Field(default_factory=ApiConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     nvlink_config: NvLinkConfig = Field(default_factory=NvLinkConfig)
+    quotas: QuotaConfig = Field(default_factory=QuotaConfig)
 
     @field_validator("database_url")
     @classmethod

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import LogicalPartition, NvlinkInterface, PhysicalPartition, Site, Vpc
 from nico.db.queries.common import columns, text_search
+from nico.db.queries.tenant_limits import PARTITION_QUOTA
 
 Connection = psycopg.AsyncConnection[Any]
 
@@ -64,9 +65,13 @@ async def insert_ready_partition(
     description: str | None,
     created_by: str | None,
     multicast_groups_limit: int,
+    quota: int,
 ) -> Any:
     """Insert a Ready partition with its two history entries; the row (partition columns, then the
-    history as text arrays), or None when the tenant has a partition of that name."""
+    history as text arrays), or None when the tenant has a partition of that name. The tenant's
+    partitions at the site are then counted under the lock of its ``tenant_site`` row, in the same
+    transaction and round trip (nico/db/sql/tenant_limits.sql): over ``quota`` raises the check's
+    psycopg error (SQLSTATE ``OVER_PARTITIONS``) and nothing is written."""
     params = {
         "tenant": tenant_id,
         "site": site_id,
@@ -75,7 +80,10 @@ async def insert_ready_partition(
         "by": created_by,
         "mc_limit": multicast_groups_limit,
     }
-    return await (await conn.execute(_CREATE_INSERT, params)).fetchone()
+    async with conn.transaction(), conn.pipeline():
+        inserted = await conn.execute(_CREATE_INSERT, params)
+        await conn.execute(PARTITION_QUOTA, {"tenant": tenant_id, "site": site_id, "limit": quota})
+    return await inserted.fetchone()
 
 
 async def largest_multicast_budget(conn: Connection, site_id: uuid.UUID) -> int | None:

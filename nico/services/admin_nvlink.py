@@ -48,12 +48,18 @@ async def logical_partitions(
 
 
 async def create_logical_partition(
-    session: AsyncSession, *, org: str, name: str, site_id: uuid.UUID, description: str | None
+    session: AsyncSession,
+    *,
+    org: str,
+    name: str,
+    site_id: uuid.UUID,
+    description: str | None,
+    quota: int,
 ) -> dict[str, Any]:
-    """Create a logical partition for ``org`` with the tenant API's checks."""
+    """Create a logical partition for ``org`` with the tenant API's checks (its quota included)."""
     conn = await driver_connection(session)
     view = await partition.create(
-        conn, org, name=name, description=description, site_id=site_id, created_by="admin-cli"
+        conn, org, name=name, description=description, site_id=site_id, created_by="admin-cli", quota=quota
     )
     (row,) = await queries.logical_partitions(session, partition_id=view.id)
     return row
@@ -97,5 +103,5 @@ async def update_instance_nvlink_config(
     org = await queries.org_of_instance(session, instance_id)
     if org is None:
         raise ServiceError(404, f"no instance {instance_id}")
-    view = await update_instance(session, org, instance_id, {}, bindings)
+    view = await update_instance(session, org, instance_id, {}, bindings, in_flight_limit=None)
     return [dict(binding) for binding in view.nvlink_interfaces]
