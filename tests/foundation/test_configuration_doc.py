@@ -10,10 +10,15 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nico.config import ApiConfig, AuthConfig, NvLinkConfig, Settings
+from nico.config import ApiConfig, AuthConfig, NvLinkConfig, QuotaConfig, Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
-SECTIONS: dict[str, type[BaseModel]] = {"api": ApiConfig, "auth": AuthConfig, "nvlink_config": NvLinkConfig}
+SECTIONS: dict[str, type[BaseModel]] = {
+    "api": ApiConfig,
+    "auth": AuthConfig,
+    "nvlink_config": NvLinkConfig,
+    "quotas": QuotaConfig,
+}
 ROW = re.compile(
     r"^\| `(?P<toml>[^`]+)` \| `(?P<env>NICO_[A-Z0-9_]+)` \| (?P<default>[^|]+?) \| (?P<meaning>.+) \|$"
 )
