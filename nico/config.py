@@ -122,11 +122,10 @@ class NvLinkConfig(BaseModel):
     # list covers racks of several domains (minipods: one endpoint per domain behind one chassis
     # serial). Endpoints registered per chassis serial are asked too and used first for their domain.
     nmxc_endpoints: list[str] = Field(default_factory=list)
-    # Passes of one domain that change its fabric: a bucket of ``changing_pass_burst`` refilled at
-    # ``changing_passes_per_second``. Requests that arrive while it is empty wait and coalesce into
-    # one pass, so a tenant flapping an instance cannot make a domain's fabric work unbounded.
-    changing_passes_per_second: float = Field(default=2.0, gt=0)
-    changing_pass_burst: int = Field(default=4, ge=1)
+    # An instance the fabric moved less than this ago is moved again no sooner than this after: its
+    # domain's next pass waits, and the changes asked for meanwhile coalesce into it (a tenant moving
+    # one instance back and forth cannot make its domain's fabric work unbounded).
+    instance_change_interval: PositiveDuration = timedelta(seconds=1)
 
     @field_validator("nmx_m_endpoint")
     @classmethod
