@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 
 from nico.cli.admin_nvlink import register as register_nvlink_commands
+from nico.cli.admin_quota import quota_app
 from nico.cli.bootstrap import database_url_or_exit, settings_or_exit, with_session
 from nico.cli.output import console, fail
 from nico.config import ConfigError
@@ -47,6 +48,7 @@ nvlink_info_app = typer.Typer(
 )
 machine_app.add_typer(nvlink_info_app, name="nvlink-info")
 register_nvlink_commands(app)
+app.add_typer(quota_app, name="quota")
 
 out = Console()
 SHOWN_IDS = 20
