@@ -2,11 +2,13 @@
 instance (a tenant moving it back and forth between partitions).
 
 Every pass that changes the fabric reports the instances whose NVLink change it carried out. When one
-of them had been moved by a pass of the domain less than ``interval`` before, the domain's next pass
-waits until ``interval`` after this one: the tenant's changes meanwhile coalesce into that pass (an
-instance moved A -> B -> A meanwhile costs nothing, the planner finding the fabric as wanted), so a
-flapping instance costs its domain at most one pass of changes per ``interval``, however fast the
-requests come. Instances moved once (creates, a single change) never make anyone wait.
+of them had been moved by a pass of the domain less than twice ``interval`` before, the domain's next
+pass waits until ``interval`` after this one. (Twice: the pass a hold lets through comes just over
+``interval`` after the move before it, and a flood must stay held from one pass to the next.) The
+tenant's changes meanwhile coalesce into that pass: an instance moved A -> B -> A meanwhile costs
+nothing, the planner finding the fabric as wanted. So a flapping instance costs its domain at most one
+pass of changes per ``interval``, however fast the requests come. Instances moved once (creates, a
+single change) never make anyone wait.
 """
 
 from __future__ import annotations
@@ -26,8 +28,8 @@ class Flapping:
     def after_pass(self, domain: uuid.UUID, moved: Iterable[uuid.UUID], now: float) -> None:
         """A pass of ``domain`` ending at ``now`` (monotonic) moved the instances ``moved``."""
         last = self._moved.setdefault(domain, {})
-        for instance, at in list(last.items()):  # only the last interval matters: forget the rest
-            if now - at >= self.interval:
+        for instance, at in list(last.items()):  # only the last two intervals matter: forget the rest
+            if now - at >= 2 * self.interval:
                 del last[instance]
         again = False
         for instance in moved:
