@@ -88,7 +88,7 @@ class Figures:
         try:
             async with reading(self.engine) as conn:
                 count = await queries.logical_partition_count(conn)
-                await self.metrics.quotas.refresh(conn)  # each tenant's usage beside its limits
+                await self.metrics.quotas.refresh(conn, unless_fresh=True)  # tenants' usage and limits
         except Exception as exc:
             log.warning("logical partitions not counted: %s", exc)
             return

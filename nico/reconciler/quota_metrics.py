@@ -17,6 +17,9 @@ from nico.config import QuotaConfig
 from nico.db.queries.tenant_limits import Usage, usage
 
 PREFIX = "nico_tenant_quota_"
+# After passes the usage is read at most this often (every tenant at every site: a figure that grows
+# with the tenants, not with the domain a pass touched); a full pass always reads it.
+REFRESH_EVERY = 5.0
 
 
 class QuotaGauges(Collector):
@@ -32,7 +35,10 @@ class QuotaGauges(Collector):
         registry.register(self)
         return self
 
-    async def refresh(self, conn: AsyncConnection) -> None:
+    async def refresh(self, conn: AsyncConnection, *, unless_fresh: bool = False) -> None:
+        """Read every tenant's usage (``unless_fresh``: not when read less than REFRESH_EVERY ago)."""
+        if unless_fresh and time.monotonic() - self.updated_at < REFRESH_EVERY:
+            return
         self.rows = await usage(conn)
         self.updated_at = time.monotonic()
 
