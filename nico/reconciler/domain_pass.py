@@ -63,9 +63,10 @@ class DomainResult:
     # When (monotonic) the pass began to load the domain's state: every commit the reconciler had
     # been told of (NOTIFY) before then is in what the pass acted on.
     loaded_at: float | None = None
-    # The instances the pass's fabric calls settled (none when it made no call): the scheduler spaces
-    # the passes of a domain whose passes keep moving one (``flapping``).
-    moved: frozenset[uuid.UUID] = frozenset()
+    # The instances (id, NVLink config version) whose change the pass carried out on the fabric (none
+    # when it made no call): the scheduler spaces the passes of a domain whose passes keep moving one
+    # to a new version (``flapping``).
+    moved: frozenset[tuple[uuid.UUID, int]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -194,8 +195,7 @@ async def locked_pass(
         ctx.health_reads.store(domain)  # taken: one read at a time; forgotten if it fails
         due = HealthDue(seen.target, observed)
     done = _result(ctx, state, outcome, result, again, report, still_running=seen.still_running)
-    # Settled by this pass's calls: an instance whose move takes two passes counts once.
-    moved = frozenset(report.instances_ready) if outcomes else frozenset()
+    moved = frozenset((i.id, i.version) for i in state.unsettled.values()) if outcomes else frozenset()
     return replace(
         done, changed=changed_partitions(outcomes, observed), health=due, loaded_at=loaded_at, moved=moved
     )
