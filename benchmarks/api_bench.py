@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench_support import SECRET, free_port, scratch_postgres, seed_site, server_env
+from bench_support import SECRET, UNLIMITED_QUOTAS, free_port, scratch_postgres, seed_site, server_env
 
 CLIENTS = 16
 ORG = "bench-org"
@@ -227,7 +227,7 @@ def main() -> None:
     port = free_port()
     # A pool as large as the concurrency: overflow connections are closed on return, so a
     # smaller pool would open (fork a backend, re-plan statements) and close them all the time.
-    env = server_env(url, data_dir, SECRET, NICO_DB_POOL_SIZE=str(CLIENTS))
+    env = server_env(url, data_dir, SECRET, NICO_DB_POOL_SIZE=str(CLIENTS), **UNLIMITED_QUOTAS)
     nico = str(Path(sys.executable).with_name("nico"))
     server = subprocess.Popen([nico, "serve", "--no-reconciler", "--port", str(port)], env=env)
     try:

@@ -68,6 +68,16 @@ def free_port() -> int:
         return port
 
 
+# Tenant limits out of the way of a throughput benchmark (one org making thousands of requests a
+# second, with no reconciler to settle its instances): the checks still run, they never refuse.
+UNLIMITED_QUOTAS = {
+    "NICO_QUOTAS__LOGICAL_PARTITIONS": "1000000000",
+    "NICO_QUOTAS__NVLINK_CHANGES_IN_FLIGHT": "1000000000",
+    "NICO_QUOTAS__FABRIC_REQUESTS_PER_SECOND": "1000000000",
+    "NICO_QUOTAS__FABRIC_REQUEST_BURST": "1000000000",
+}
+
+
 def server_env(database_url: str, data_dir: Path, secret: str, **extra: str) -> dict[str, str]:
     """This process's environment plus what a benchmarked ``nico serve`` needs (quiet logs)."""
     return {

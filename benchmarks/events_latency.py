@@ -23,7 +23,16 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from bench_support import SECRET, expect, free_port, headers_of, scratch_postgres, seed_site, server_env
+from bench_support import (
+    SECRET,
+    UNLIMITED_QUOTAS,
+    expect,
+    free_port,
+    headers_of,
+    scratch_postgres,
+    seed_site,
+    server_env,
+)
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -158,7 +167,12 @@ async def run(url: str, data_dir: Path, count: int) -> list[float]:
     port = free_port()
     nico = str(Path(sys.executable).with_name("nico"))
     server = await asyncio.create_subprocess_exec(
-        nico, "serve", "--no-reconciler", "--port", str(port), env=server_env(url, data_dir, SECRET)
+        nico,
+        "serve",
+        "--no-reconciler",
+        "--port",
+        str(port),
+        env=server_env(url, data_dir, SECRET, **UNLIMITED_QUOTAS),
     )
     engine = make_engine(url, pool_size=2)
     headers = headers_of(url, ORG, "TENANT_ADMIN")

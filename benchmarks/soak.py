@@ -38,6 +38,7 @@ import httpx
 import psutil
 from bench_support import (
     SECRET,
+    UNLIMITED_QUOTAS,
     expect,
     free_port,
     scratch_postgres,
@@ -278,7 +279,12 @@ async def start_server(
 ) -> tuple[int, asyncio.subprocess.Process]:
     """``nico serve`` on the fabric's backend: its port and process."""
     env = server_env(
-        database_url, data, SECRET, NICO_LOG_LEVEL="ERROR", NICO_NVLINK_CONFIG__MONITOR_RUN_INTERVAL="20s"
+        database_url,
+        data,
+        SECRET,
+        NICO_LOG_LEVEL="ERROR",
+        NICO_NVLINK_CONFIG__MONITOR_RUN_INTERVAL="20s",
+        **UNLIMITED_QUOTAS,  # the soak counts what the server does under load, not a tenant's rate
     )
     if nmxm is not None:
         engine = make_engine(database_url, pool_size=1)

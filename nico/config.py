@@ -130,6 +130,10 @@ class NvLinkConfig(BaseModel):
     # them nor takes their GPUs out, and their GPUs are held (never placed, never sent home);
     # "evict" takes the GPUs nico manages out of them, deleting those left with none.
     foreign_partitions: Literal["keep", "evict"] = "keep"
+    # An instance the fabric moved less than this ago is moved again no sooner than this after: its
+    # domain's next pass waits, and the changes asked for meanwhile coalesce into it (a tenant moving
+    # one instance back and forth cannot make its domain's fabric work unbounded).
+    instance_change_interval: PositiveDuration = timedelta(seconds=1)
 
     @field_validator("nmx_m_endpoint")
     @classmethod
@@ -167,6 +171,50 @@ class ExportConfig(BaseModel):
     # Which key carries a node's clique: GPU Feature Discovery and the NVIDIA DRA driver write
     # nvidia.com/gpu.clique themselves, so beside either nico keeps to its own key (docs/schedulers.md).
     clique_label: Literal["nvidia.com/gpu.clique", "nvlink.nico.io/clique"] = "nvidia.com/gpu.clique"
+
+
+class QuotaLimits(BaseModel):
+    """One org's limits at each site, where they differ from the ``[quotas]`` defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    logical_partitions: int | None = Field(default=None, ge=0)
+    nvlink_changes_in_flight: int | None = Field(default=None, ge=0)
+
+
+class QuotaConfig(BaseModel):
+    """``[quotas]``: what one tenant may hold and ask of the fabric at one site (docs/configuration.md).
+
+    ``logical_partitions``: 64 by default, what one NVL72 domain holds: its multicast budget (1024
+    groups) at the default 16 groups per partition, and NMX-C's ``max_num_partitions`` (64). The
+    partitions of one tenant that share its instances' domains cannot outnumber that.
+    ``nvlink_changes_in_flight``: instances of the tenant whose NVLink change the fabric has not yet
+    settled (created, changed or being deleted); 144 by default, what the reconciler works on at once
+    (``reconcile_concurrency`` 8 domains of 18 trays). ``fabric_requests_per_second`` and
+    ``fabric_request_burst``: the tenant's token bucket of fabric-changing requests, shared by every
+    API replica (kept in PostgreSQL)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    logical_partitions: int = Field(default=64, ge=0)
+    nvlink_changes_in_flight: int = Field(default=144, ge=0)
+    fabric_requests_per_second: float = Field(default=5.0, gt=0)
+    fabric_request_burst: int = Field(default=50, ge=1)
+    orgs: dict[str, QuotaLimits] = Field(default_factory=dict)
+
+    def partitions_for(self, org: str) -> int:
+        """The org's limit of logical partitions at each site."""
+        found = self.orgs.get(org)
+        if found is None or found.logical_partitions is None:
+            return self.logical_partitions
+        return found.logical_partitions
+
+    def changes_for(self, org: str) -> int:
+        """The org's limit of instances with an NVLink change in flight at each site."""
+        found = self.orgs.get(org)
+        if found is None or found.nvlink_changes_in_flight is None:
+            return self.nvlink_changes_in_flight
+        return found.nvlink_changes_in_flight
 
 
 def _default_algorithms() -> list[Literal["HS256", "RS256", "ES256"]]:
@@ -210,6 +258,7 @@ class Settings(BaseSettings):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     nvlink_config: NvLinkConfig = Field(default_factory=NvLinkConfig)
     export: ExportConfig = Field(default_factory=ExportConfig)
+    quotas: QuotaConfig = Field(default_factory=QuotaConfig)
 
     @field_validator("database_url")
     @classmethod

@@ -99,7 +99,10 @@ class _Handlers:
 
     async def service_error(self, _: Request, exc: Exception) -> Response:
         assert isinstance(exc, ServiceError)
-        return error_response(self.source, exc.status, exc.message, exc.data)
+        response = error_response(self.source, exc.status, exc.message, exc.data)
+        if exc.headers:
+            response.headers.update(exc.headers)
+        return response
 
     async def validation_error(self, _: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)

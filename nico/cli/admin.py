@@ -22,6 +22,7 @@ from rich.table import Table
 from nico.cli.admin_nvlink import AdminOptions
 from nico.cli.admin_nvlink import register as register_nvlink_commands
 from nico.cli.admin_plan import register as register_plan_command
+from nico.cli.admin_quota import quota_app
 from nico.cli.bootstrap import (
     existing_database_url_or_exit,
     run_in_transaction,
@@ -74,6 +75,8 @@ def admin(
     """Operator commands that act on the database directly."""
     ctx.obj = AdminOptions(cloud_unsafe_op=cloud_unsafe_op)
 
+
+app.add_typer(quota_app, name="quota")
 
 out = Console()
 SHOWN_IDS = 20

@@ -138,9 +138,10 @@ def logical_partition_create(
     from nico.services import admin_nvlink
 
     site = _uuid("--site-id", site_id)
+    quota = settings_or_exit().quotas.partitions_for(org)
     row = with_session(
         lambda s: admin_nvlink.create_logical_partition(
-            s, org=org, name=name, site_id=site, description=description
+            s, org=org, name=name, site_id=site, description=description, quota=quota
         )
     )
     emit(row if output is not Format.table else [row], output, LP_COLUMNS)

@@ -35,6 +35,7 @@ from nico.services.errors import bad_request, conflict, forbidden
 from nico.services.nvlink_events import CHANNEL, payload
 from nico.services.nvlink_interface import Binding, nvlink_capabilities
 from nico.services.placement import Ask, NoCapacity
+from nico.services.quotas import check_changes_in_flight
 
 
 async def create(
@@ -45,9 +46,11 @@ async def create(
     name: str,
     instance_type_id: uuid.UUID | None,
     machine_id: str | None,
+    in_flight_limit: int,
     seed: int | None = None,
 ) -> InstanceView:
-    """One instance on a machine placed by policy (or on ``machine_id`` for targeted creation)."""
+    """One instance on a machine placed by policy (or on ``machine_id`` for targeted creation);
+    ``in_flight_limit``: the tenant's quota of instances with NVLink changes in flight at the site."""
     (view,) = await _create(
         session,
         org,
@@ -56,6 +59,7 @@ async def create(
         names=[name],
         instance_type_id=instance_type_id,
         machine_id=machine_id,
+        in_flight_limit=in_flight_limit,
         seed=seed,
     )
     return view
@@ -70,6 +74,7 @@ async def create_batch(
     count: int,
     instance_type_id: uuid.UUID,
     topology_optimized: bool,
+    in_flight_limit: int,
     seed: int | None = None,
 ) -> list[InstanceView]:
     """``count`` instances (spec §6)."""
@@ -82,6 +87,7 @@ async def create_batch(
         names=[f"{name_prefix}-{suffix}-{n}" for n in range(1, count + 1)],
         instance_type_id=instance_type_id,
         topology_optimized=topology_optimized,
+        in_flight_limit=in_flight_limit,
         seed=seed,
     )
 
@@ -94,6 +100,7 @@ async def _create(
     *,
     names: list[str],
     instance_type_id: uuid.UUID | None,
+    in_flight_limit: int,
     machine_id: str | None = None,
     topology_optimized: bool = False,
     seed: int | None = None,
@@ -141,6 +148,8 @@ async def _create(
     )
     if itype is not None:
         _check_quota_at_commit(session, tenant.id, itype.id, len(names), texts)
+    if any(m.domain_uuid is not None for m in machines):  # instances the fabric must settle
+        check_changes_in_flight(session, tenant.id, vpc.site_id, in_flight_limit)
     return views
 
 

@@ -31,6 +31,7 @@ from nico.api.parsing import (
     single_param,
     uuid_params,
 )
+from nico.api.rate_limit import RATE_LIMITED, FabricRequest, spend_fabric_token
 from nico.api.rendering import (
     deletion_accepted,
     json_response,
@@ -116,9 +117,17 @@ def spec_of(body: InstanceFields, principal: Principal) -> InstanceSpec:
     response_model=list[Instance],
     status_code=201,
     openapi_extra=json_body(BatchInstanceCreateRequest),
+    responses=RATE_LIMITED,
     summary="Create instances on one NVLink domain",
 )
-async def create_batch(org: str, principal: TenantAdmin, body: BatchBody, session: SessionDep) -> Response:
+async def create_batch(
+    org: str,
+    principal: TenantAdmin,
+    body: BatchBody,
+    _rate: FabricRequest,
+    request: Request,
+    session: SessionDep,
+) -> Response:
     assert body.name_prefix is not None and body.count is not None
     views = await creation.create_batch(
         session,
@@ -128,6 +137,7 @@ async def create_batch(org: str, principal: TenantAdmin, body: BatchBody, sessio
         count=body.count,
         instance_type_id=checked_uuid(body.instance_type_id),
         topology_optimized=body.optimized,
+        in_flight_limit=context_of(request).settings.quotas.changes_for(org),
     )
     return list_response_when_sent(lambda: [Instance.of(v) for v in views], 201)
 
@@ -138,10 +148,16 @@ async def create_batch(org: str, principal: TenantAdmin, body: BatchBody, sessio
     response_model=Instance,
     status_code=201,
     openapi_extra=json_body(InstanceCreateRequest),
+    responses=RATE_LIMITED,
     summary="Create an instance",
 )
 async def create_instance(
-    org: str, principal: TenantAdmin, body: CreateBody, session: SessionDep
+    org: str,
+    principal: TenantAdmin,
+    body: CreateBody,
+    _rate: FabricRequest,
+    request: Request,
+    session: SessionDep,
 ) -> Response:
     assert body.name is not None
     view = await creation.create(
@@ -151,6 +167,7 @@ async def create_instance(
         name=body.name,
         instance_type_id=checked_uuid(body.instance_type_id) if body.instance_type_id else None,
         machine_id=body.machine_id,
+        in_flight_limit=context_of(request).settings.quotas.changes_for(org),
     )
     return json_response_when_sent(lambda: Instance.of(view), 201)
 
@@ -250,10 +267,11 @@ HOT_ROUTES: list[HotRoute] = [(PATH + "/{instanceId:canonical_uuid}", get_instan
     operation_id="update-instance",
     response_model=Instance,
     openapi_extra=json_body(InstanceUpdateRequest),
+    responses=RATE_LIMITED,
     summary="Update an instance (its NVLink interfaces above all)",
 )
 async def update_instance(
-    org: str, _: TenantAdmin, instance_id: InstanceId, body: UpdateBody, session: SessionDep
+    org: str, _: TenantAdmin, instance_id: InstanceId, body: UpdateBody, request: Request, session: SessionDep
 ) -> Response:
     changes: dict[str, Any] = {
         field: getattr(body, field) for field in UPDATABLE if getattr(body, field) is not None
@@ -261,15 +279,28 @@ async def update_instance(
     nvlink = (
         [item.binding() for item in body.nv_link_interfaces] if body.nv_link_interfaces is not None else None
     )
-    view = await service.update_instance(session, org, instance_id, changes, nvlink)
+    if nvlink is not None:  # a change of NVLink interfaces is a fabric change: the tenant's rate
+        await spend_fabric_token(request, org)
+    limit = context_of(request).settings.quotas.changes_for(org)
+    view = await service.update_instance(session, org, instance_id, changes, nvlink, limit)
     return json_response(Instance.of(view))
 
 
 @router.delete(
-    ITEM, operation_id="delete-instance", status_code=202, response_model=str, summary="Delete an instance"
+    ITEM,
+    operation_id="delete-instance",
+    status_code=202,
+    response_model=str,
+    responses=RATE_LIMITED,
+    summary="Delete an instance",
 )
 async def delete_instance(
-    org: str, _: TenantAdmin, instance_id: InstanceId, body: DeleteBody, session: SessionDep
+    org: str,
+    _: TenantAdmin,
+    instance_id: InstanceId,
+    body: DeleteBody,
+    _rate: FabricRequest,
+    session: SessionDep,
 ) -> Response:
     issue = body.machine_health_issue
     await service.delete_instance(

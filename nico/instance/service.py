@@ -46,6 +46,7 @@ from nico.services.listing import PageRequest, fetch_page
 from nico.services.nvlink_events import desired_state_changed
 from nico.services.nvlink_interface import Binding
 from nico.services.orgs import ProviderRecord, TenantRecord, require_tenant
+from nico.services.quotas import check_changes_in_flight
 from nico.services.records import copies_of, copy_of
 from nico.services.site import SiteRecord
 from nico.services.status import StatusRecord
@@ -170,9 +171,12 @@ async def update_instance(
     instance_id: uuid.UUID,
     changes: dict[str, Any],
     nvlink: list[Binding] | None,
+    in_flight_limit: int | None,
 ) -> InstanceView:
     """Apply ``changes`` (column -> value; ``name`` checked for clashes) and, when ``nvlink`` is given,
-    replace the NVLink bindings (spec §5.6)."""
+    replace the NVLink bindings (spec §5.6). ``in_flight_limit``: the tenant's quota of instances with
+    NVLink changes in flight at the site, checked with the commit when the bindings change (None: an
+    operator's change, not held to the tenant's quota)."""
     row, _ = await _locked_for_change(
         session,
         org,
@@ -190,6 +194,8 @@ async def update_instance(
                 "Another Instance with specified name already exists for Tenant", {"id": str(clash)}
             )
     reissued = await replace_bindings(session, row, nvlink) if nvlink is not None else None
+    if nvlink is not None and in_flight_limit is not None:
+        check_changes_in_flight(session, row.tenant_id, row.site_id, in_flight_limit)
     for column, value in changes.items():
         setattr(row, column, value)
     await status.record(

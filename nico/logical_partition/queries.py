@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.models import LogicalPartition, NvlinkInterface, PhysicalPartition, Site, Vpc
 from nico.db.models.capacity import NO_DOMAIN
 from nico.db.queries.common import columns, text_search
+from nico.db.queries.tenant_limits import PARTITION_QUOTA
 
 Connection = psycopg.AsyncConnection[Any]
 
@@ -76,10 +77,14 @@ async def insert_ready_partition(
     description: str | None,
     created_by: str | None,
     multicast_groups_limit: int,
+    quota: int,
     single_nvlink_domain: bool = False,
 ) -> Any:
     """Insert a Ready partition with its two history entries; the row (partition columns, then the
-    history as text arrays), or None when the tenant has a partition of that name."""
+    history as text arrays), or None when the tenant has a partition of that name. The tenant's
+    partitions at the site are then counted under the lock of its ``tenant_site`` row, in the same
+    transaction and round trip (nico/db/sql/tenant_limits.sql): over ``quota`` raises the check's
+    psycopg error (SQLSTATE ``OVER_PARTITIONS``) and nothing is written."""
     params = {
         "tenant": tenant_id,
         "site": site_id,
@@ -89,7 +94,11 @@ async def insert_ready_partition(
         "mc_limit": multicast_groups_limit,
         "single": single_nvlink_domain,
     }
-    return await (await conn.execute(_CREATE_INSERT, params)).fetchone()
+    # BEGIN, the insert, the check and COMMIT in one pipeline: one round trip, as the insert alone was.
+    async with conn.pipeline(), conn.transaction():
+        inserted = await conn.execute(_CREATE_INSERT, params)
+        await conn.execute(PARTITION_QUOTA, {"tenant": tenant_id, "site": site_id, "limit": quota})
+    return await inserted.fetchone()
 
 
 async def largest_multicast_budget(conn: Connection, site_id: uuid.UUID) -> int | None:

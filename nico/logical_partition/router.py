@@ -15,6 +15,7 @@ from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
 from nico.api.parsing import bool_param, checked_body, paging, parse_uuid, path_id, relations, single_param
+from nico.api.rate_limit import RATE_LIMITED, FabricRequest
 from nico.api.rendering import deletion_accepted, json_response
 from nico.logical_partition import service as partition
 from nico.logical_partition.schemas import (
@@ -60,9 +61,12 @@ UpdateBody = Annotated[
     response_model=NVLinkLogicalPartition,
     status_code=201,
     openapi_extra=json_body(LogicalPartitionCreateRequest),
+    responses=RATE_LIMITED,
     summary="Create an NVLink logical partition",
 )
-async def create_partition(org: str, principal: TenantAdmin, body: CreateBody, ctx: CtxDep) -> Response:
+async def create_partition(
+    org: str, principal: TenantAdmin, body: CreateBody, _rate: FabricRequest, ctx: CtxDep
+) -> Response:
     site_id = parse_uuid(body.site_id)
     assert site_id is not None and body.name is not None
     reservation = body.wanted_reservation()
@@ -81,6 +85,7 @@ async def create_partition(org: str, principal: TenantAdmin, body: CreateBody, c
             multicast_groups_limit=body.multicast_groups_limit,
             single_nvlink_domain=bool(body.single_nv_link_domain),
             reservation=reservation,
+            quota=ctx.settings.quotas.partitions_for(org),
         )
     return json_response(NVLinkLogicalPartition.of(view), 201)
 
@@ -159,10 +164,11 @@ async def update_partition(
     operation_id="delete-nvlink-logical-partition",
     status_code=202,
     response_model=str,
+    responses=RATE_LIMITED,
     summary="Delete an NVLink logical partition",
 )
 async def delete_partition(
-    org: str, _: TenantAdmin, partition_id: PartitionId, session: SessionDep
+    org: str, _: TenantAdmin, partition_id: PartitionId, _rate: FabricRequest, session: SessionDep
 ) -> Response:
     await partition.delete_partition(session, org, partition_id)
     return deletion_accepted()

@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import LogicalPartitionStatus, SiteStatus
 from nico.db.models import LogicalPartition, NvlinkInterface, Site, Tenant, Vpc
+from nico.db.queries.tenant_limits import OVER_PARTITIONS, over_limit
 from nico.db.raw import driver_connection
 from nico.logical_partition import queries
 from nico.logical_partition.reservation import Partition, Reservation, set_reservation
@@ -36,6 +37,15 @@ from nico.services.listing import PageRequest, fetch_page
 from nico.services.nvlink_events import desired_state_changed
 from nico.services.orgs import NO_TENANT, require_tenant, tenant_record
 from nico.services.site import site_record
+
+
+def partition_quota_reached(quota: int, site_id: uuid.UUID) -> str:
+    """The refusal of a create over the tenant's quota of partitions at the site (``quotas``)."""
+    return (
+        f"Failed to create NVLink Logical Partition, Tenant has reached its quota of {quota} NVLink "
+        f"Logical Partitions at Site: {site_id} (logical partition quota: quotas.logical_partitions)"
+    )
+
 
 ORDER_FIELDS = frozenset({"name", "status", "created", "updated"})
 NOT_OWNED = "NVLink Logical Partition is not owned by current org's Tenant"
@@ -70,12 +80,15 @@ async def create(
     site_id: uuid.UUID,
     created_by: str | None,
     multicast_groups_limit: int | None = None,
+    quota: int,
     single_nvlink_domain: bool = False,
     reservation: Reservation | None = None,
 ) -> PartitionView:
     """Create a Ready logical partition (the reference's check order, spec §3.2); a multicast limit
-    no domain of the site could hold even empty is a 409 naming the budget. With a ``reservation``
-    the caller runs this in one transaction: a reservation that cannot be met leaves nothing."""
+    no domain of the site could hold even empty is a 409 naming the budget; a tenant holding
+    ``quota`` partitions at the site already is refused with 403 naming the limit, nothing created.
+    With a ``reservation`` the caller runs this in one transaction: a reservation that cannot be met
+    leaves nothing."""
     prefix = "Failed to create NVLink Logical Partition"
     found = await queries.creation_checks(conn, org, site_id)
     if found is None:
@@ -99,16 +112,22 @@ async def create(
             f"{prefix}, multicastGroupsLimit {limit} exceeds the multicast budget of every NVLink domain "
             f"at Site (max_multicast_groups: {largest})"
         )
-    row = await queries.insert_ready_partition(
-        conn,
-        tenant_id=tenant_id,
-        site_id=site_id,
-        name=name,
-        description=description,
-        created_by=created_by,
-        multicast_groups_limit=limit,
-        single_nvlink_domain=single_nvlink_domain,
-    )
+    try:
+        row = await queries.insert_ready_partition(
+            conn,
+            tenant_id=tenant_id,
+            site_id=site_id,
+            name=name,
+            description=description,
+            created_by=created_by,
+            multicast_groups_limit=limit,
+            quota=quota,
+            single_nvlink_domain=single_nvlink_domain,
+        )
+    except psycopg.Error as exc:
+        if over_limit(exc, OVER_PARTITIONS) is None:
+            raise
+        raise forbidden(partition_quota_reached(quota, site_id)) from None
     if row is None:
         existing = await queries.partition_id_by_name(conn, tenant_id, name)
         raise conflict(NAME_TAKEN, {"id": str(existing) if existing else None})

@@ -66,6 +66,10 @@ class DomainResult:
     # When (monotonic) the pass began to load the domain's state: every commit the reconciler had
     # been told of (NOTIFY) before then is in what the pass acted on.
     loaded_at: float | None = None
+    # The instances (id, NVLink config version) whose change the pass carried out on the fabric (none
+    # when it made no call): the scheduler spaces the passes of a domain whose passes keep moving one
+    # to a new version (``flapping``).
+    moved: frozenset[tuple[uuid.UUID, int]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,10 @@ async def locked_pass(
         ctx.health_reads.store(domain)  # taken: one read at a time; forgotten if it fails
         due = HealthDue(seen.target, observed)
     done = _result(ctx, state, outcome, result, again, report, still_running=seen.still_running)
-    return replace(done, changed=changed_partitions(outcomes, observed), health=due, loaded_at=loaded_at)
+    moved = frozenset((i.id, i.version) for i in state.unsettled.values()) if outcomes else frozenset()
+    return replace(
+        done, changed=changed_partitions(outcomes, observed), health=due, loaded_at=loaded_at, moved=moved
+    )
 
 
 async def read_health(ctx: PassContext, domain: uuid.UUID, due: HealthDue) -> None:

@@ -71,6 +71,7 @@ class Figures:
         async with reading(self.engine) as conn:
             rows = await queries.domain_figures(conn, None)
             logical = await queries.logical_partition_count(conn)
+            await self.metrics.quotas.refresh(conn)  # each tenant's usage beside its limits
         self._count_asked, self._counted_at = False, time.monotonic()
         self.metrics.all_figures(_figures(rows), logical_partitions=logical)
 
@@ -92,6 +93,7 @@ class Figures:
         try:
             async with reading(self.engine) as conn:
                 count = await queries.logical_partition_count(conn)
+                await self.metrics.quotas.refresh(conn, unless_fresh=True)  # tenants' usage and limits
         except Exception as exc:
             if not self.outages.database_failed(exc):
                 log.warning("logical partitions not counted: %s", exc)

@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 
 from nico.reconciler.health_metrics import HealthMetrics
 from nico.reconciler.operations import CHANGE_KINDS
+from nico.reconciler.quota_metrics import QuotaGauges
 
 PREFIX = "nico_nvlink_partition_monitor_"
 BUCKETS = (0, 5, 10, 25, 50, 75, 100, 250, 500, 750, 1000, 2500, 5000, 7500, 10000)
@@ -131,6 +132,7 @@ class ReconcilerMetrics(Collector):
         )
         registry.register(self)
         self.health = HealthMetrics(hold_seconds).register(registry)  # nico.reconciler.health_metrics
+        self.quotas = QuotaGauges(hold_seconds).register(registry)  # nico.reconciler.quota_metrics
 
     def operation_done(self, operation: str, status: str, seconds: float) -> None:
         self.changes.labels(operation, status).inc()

@@ -41,7 +41,9 @@ async def open_backend(settings: Settings, engine: AsyncEngine) -> FabricBackend
 def reconciler_metrics(settings: Settings, registry: CollectorRegistry) -> ReconcilerMetrics:
     config = settings.nvlink_config
     hold = config.monitor_run_interval.total_seconds() + 60.0
-    return ReconcilerMetrics(registry, config.backend, hold)
+    metrics = ReconcilerMetrics(registry, config.backend, hold)
+    metrics.quotas.limits = settings.quotas
+    return metrics
 
 
 async def run_reconciler(settings: Settings, engine: AsyncEngine, registry: CollectorRegistry) -> None:

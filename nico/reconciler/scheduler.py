@@ -35,6 +35,7 @@ from nico.reconciler.domain_pass import DomainResult, PassContext
 from nico.reconciler.echoes import Echoes
 from nico.reconciler.executor import AfterCall
 from nico.reconciler.figures import Figures
+from nico.reconciler.flapping import Flapping
 from nico.reconciler.last_reads import HealthReads, ReadBacks
 from nico.reconciler.listening import listen
 from nico.reconciler.metrics import ReconcilerMetrics
@@ -93,6 +94,7 @@ class Reconciler:
         # Health reads the loop's passes left due, made beside the next passes.
         self._health_tasks: set[asyncio.Task[None]] = set()
         self._full: asyncio.Task[FullPassReport] | None = None  # the loop's full pass under way
+        self.flapping = Flapping(config.instance_change_interval.total_seconds())
 
     # ---- wake-ups -------------------------------------------------------------------------------
 
@@ -201,6 +203,10 @@ class Reconciler:
                     await asyncio.sleep(settle)
                 now = time.monotonic()
                 for domain in [d for d, at in self.due.items() if at <= now and d not in self._running]:
+                    held = self.flapping.held_until(domain, now)
+                    if held is not None:  # it keeps moving one instance: its changes coalesce meanwhile
+                        self.due[domain] = held
+                        continue
                     del self.due[domain]
                     # Each domain's pass is its own task: a slow domain holds up no other.
                     self._running[domain] = asyncio.create_task(
@@ -228,6 +234,7 @@ class Reconciler:
             result = (await self.reconcile([domain], figures=False, health_aside=True))[domain]
             # Only the loop's passes expect echoes: events during them wait for _after_events.
             self.echoes.expect(domain, result.changed)
+            self.flapping.after_pass(domain, result.moved, time.monotonic())
             self._covered(result)
         except Exception:
             log.exception("reconcile of domain %s failed", domain)

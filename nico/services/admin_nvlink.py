@@ -75,15 +75,22 @@ async def _with_spread(session: AsyncSession, rows: list[dict[str, Any]]) -> Non
 
 
 async def create_logical_partition(
-    session: AsyncSession, *, org: str, name: str, site_id: uuid.UUID | None, description: str | None
+    session: AsyncSession,
+    *,
+    org: str,
+    name: str,
+    site_id: uuid.UUID | None,
+    description: str | None,
+    quota: int,
 ) -> dict[str, Any]:
-    """Create a logical partition for ``org`` with the tenant API's checks; without ``site_id``, at the
-    one site with NVLink partitioning the tenant uses (the reference's CLI names no site: it serves one)."""
+    """Create a logical partition for ``org`` with the tenant API's checks (its quota included);
+    without ``site_id``, at the one site with NVLink partitioning the tenant uses (the reference's CLI
+    names no site: it serves one)."""
     if site_id is None:
         site_id = await only_nvlink_site(session, org)
     conn = await driver_connection(session)
     view = await partition.create(
-        conn, org, name=name, description=description, site_id=site_id, created_by="admin-cli"
+        conn, org, name=name, description=description, site_id=site_id, created_by="admin-cli", quota=quota
     )
     rows = await queries.logical_partitions(session, partition_id=view.id)
     await _with_spread(session, rows)
@@ -143,5 +150,5 @@ async def update_instance_nvlink_config(
     org = await queries.org_of_instance(session, instance_id)
     if org is None:
         raise ServiceError(404, f"no instance {instance_id}")
-    view = await update_instance(session, org, instance_id, {}, bindings)
+    view = await update_instance(session, org, instance_id, {}, bindings, in_flight_limit=None)
     return [dict(binding) for binding in view.nvlink_interfaces]

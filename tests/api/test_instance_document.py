@@ -315,6 +315,7 @@ async def test_the_rows_a_create_returns_are_the_rows_a_read_gives(
             count=3,
             instance_type_id=world.instance_type.id,
             topology_optimized=False,
+            in_flight_limit=app.state.ctx.settings.quotas.changes_for("tenant-org"),
         )
         await commit(creating)
     async with app.state.ctx.sessions() as reading:

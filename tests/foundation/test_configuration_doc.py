@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from nico.config import ApiConfig, AuthConfig, ExportConfig, NvLinkConfig, Settings
+from nico.config import ApiConfig, AuthConfig, ExportConfig, NvLinkConfig, QuotaConfig, Settings
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
 SECTIONS: dict[str, type[BaseModel]] = {
@@ -18,6 +18,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "auth": AuthConfig,
     "nvlink_config": NvLinkConfig,
     "export": ExportConfig,
+    "quotas": QuotaConfig,
 }
 ROW = re.compile(
     r"^\| `(?P<toml>[^`]+)` \| `(?P<env>NICO_[A-Z0-9_]+)` \| (?P<default>[^|]+?) \| (?P<meaning>.+) \|$"

@@ -6,6 +6,7 @@ from nico.db.models.fabric import FabricCredential, FabricIntent, NvlinkNmxcEndp
 from nico.db.models.feed import FeedEvent
 from nico.db.models.instance import Instance, InstanceInterface, NvlinkInterface
 from nico.db.models.inventory import Gpu, InstanceType, Machine, MachineCapability, NvlinkDomain
+from nico.db.models.limits import FabricRateBucket
 from nico.db.models.network import Subnet, Vpc
 from nico.db.models.org import InfrastructureProvider, Tenant, TenantSite
 from nico.db.models.partition import LogicalPartition, PhysicalPartition
@@ -19,6 +20,7 @@ __all__ = [
     "DomainCapacityDelta",
     "FabricCredential",
     "FabricIntent",
+    "FabricRateBucket",
     "FeedEvent",
     "Gpu",
     "InfrastructureProvider",
