@@ -89,29 +89,7 @@ async def create(
     ``quota`` partitions at the site already is refused with 403 naming the limit, nothing created.
     With a ``reservation`` the caller runs this in one transaction: a reservation that cannot be met
     leaves nothing."""
-    prefix = "Failed to create NVLink Logical Partition"
-    found = await queries.creation_checks(conn, org, site_id)
-    if found is None:
-        raise bad_request(NO_TENANT)
-    tenant_id, found_site, site_status, nvlink_on, allowed = found
-    if found_site is None:
-        raise not_found(f"{prefix}, Could not find Site with ID: {site_id} ")
-    if site_status != SiteStatus.REGISTERED:
-        raise bad_request(f"{prefix}, Site: {site_id} specified in request is not in Registered state")
-    if not allowed:
-        raise forbidden("Tenant is not associated with Site specified in query")
-    if not nvlink_on:
-        raise bad_request(
-            f"Site: {site_id} specified in request data must have NVLink Logical Partition enabled in "
-            "order to create NVLink Logical Partition"
-        )
-    limit = DEFAULT_MULTICAST_GROUPS_LIMIT if multicast_groups_limit is None else multicast_groups_limit
-    largest = await queries.largest_multicast_budget(conn, site_id)
-    if largest is not None and limit > largest:
-        raise conflict(
-            f"{prefix}, multicastGroupsLimit {limit} exceeds the multicast budget of every NVLink domain "
-            f"at Site (max_multicast_groups: {largest})"
-        )
+    tenant_id, limit = await _creation_checks(conn, org, site_id, multicast_groups_limit)
     try:
         row = await queries.insert_ready_partition(
             conn,
@@ -157,6 +135,37 @@ async def create(
         domain_ids=(),
         reservation=held,
     )
+
+
+async def _creation_checks(
+    conn: psycopg.AsyncConnection[Any], org: str, site_id: uuid.UUID, multicast_groups_limit: int | None
+) -> tuple[uuid.UUID, int]:
+    """The checks before a partition create, in the reference's order: the tenant and the partition's
+    multicast limit (the default when none is given)."""
+    prefix = "Failed to create NVLink Logical Partition"
+    found = await queries.creation_checks(conn, org, site_id)
+    if found is None:
+        raise bad_request(NO_TENANT)
+    tenant_id, found_site, site_status, nvlink_on, allowed = found
+    if found_site is None:
+        raise not_found(f"{prefix}, Could not find Site with ID: {site_id} ")
+    if site_status != SiteStatus.REGISTERED:
+        raise bad_request(f"{prefix}, Site: {site_id} specified in request is not in Registered state")
+    if not allowed:
+        raise forbidden("Tenant is not associated with Site specified in query")
+    if not nvlink_on:
+        raise bad_request(
+            f"Site: {site_id} specified in request data must have NVLink Logical Partition enabled in "
+            "order to create NVLink Logical Partition"
+        )
+    limit = DEFAULT_MULTICAST_GROUPS_LIMIT if multicast_groups_limit is None else multicast_groups_limit
+    largest = await queries.largest_multicast_budget(conn, site_id)
+    if largest is not None and limit > largest:
+        raise conflict(
+            f"{prefix}, multicastGroupsLimit {limit} exceeds the multicast budget of every NVLink domain "
+            f"at Site (max_multicast_groups: {largest})"
+        )
+    return tenant_id, limit
 
 
 async def _owned(

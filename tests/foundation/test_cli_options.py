@@ -35,6 +35,7 @@ FILTERS = {  # an org that narrows an operator's site-wide listing: no twin (an 
     ("nico admin lp show", "org"),
     ("nico admin nvl-partition show", "tenant_org"),
     ("nico admin nvp show", "tenant_org"),
+    ("nico admin quota show", "org"),
 }
 
 
