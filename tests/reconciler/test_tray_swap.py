@@ -71,7 +71,13 @@ async def test_a_swapped_tray_rejoins_its_instances_partition_at_the_next_deep_p
         await session.scalars(select(StatusDetail.message).where(StatusDetail.instance_id == inst.id))
     )
     assert TRAY_SWAPPED in history
-    kinds = list(await session.scalars(select(FeedEvent.kind).where(FeedEvent.instance_id == inst.id)))
+    kinds = list(
+        await session.scalars(
+            select(FeedEvent.kind)
+            .where(FeedEvent.instance_id == inst.id)
+            .order_by(FeedEvent.txid, FeedEvent.id)
+        )
+    )
     # One event per interface: the tenant's stream saw the four leave (Pending) and come back (Ready).
     assert kinds[-8:] == ["Pending"] * 4 + ["Ready"] * 4
     assert registry.get_sample_value("nico_nvlink_tray_replacements_total") == 2
