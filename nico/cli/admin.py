@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
+from nico.cli.admin_decommission import register as register_decommission
 from nico.cli.admin_nvlink import register as register_nvlink_commands
 from nico.cli.bootstrap import database_url_or_exit, settings_or_exit, with_session
 from nico.cli.output import console, fail
@@ -47,6 +48,7 @@ nvlink_info_app = typer.Typer(
 )
 machine_app.add_typer(nvlink_info_app, name="nvlink-info")
 register_nvlink_commands(app)
+register_decommission(machine_app)
 
 out = Console()
 SHOWN_IDS = 20
