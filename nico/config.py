@@ -122,6 +122,10 @@ class NvLinkConfig(BaseModel):
     # list covers racks of several domains (minipods: one endpoint per domain behind one chassis
     # serial). Endpoints registered per chassis serial are asked too and used first for their domain.
     nmxc_endpoints: list[str] = Field(default_factory=list)
+    # Whether placement may pick a machine whose GPUs report anything but HEALTHY (DEGRADED, NO_NVLINK,
+    # ...). Applied by the reconciler's health read (machine.held_unhealthy), which placement and the
+    # capacity counts both obey.
+    place_on_unhealthy: bool = False
 
     @field_validator("nmx_m_endpoint")
     @classmethod

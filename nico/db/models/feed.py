@@ -43,3 +43,5 @@ class FeedEvent(Base):
     domain_uuid: Mapped[uuid.UUID | None]
     logical_partition_id: Mapped[uuid.UUID]
     clique_id: Mapped[str | None] = mapped_column(String(64))
+    # The GPU's health, on events that report a change of it (rule feed_health); null on the others.
+    health: Mapped[str | None] = mapped_column(String(32))

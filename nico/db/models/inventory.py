@@ -142,6 +142,10 @@ class Machine(Base):
     )
     chassis_serial: Mapped[str | None] = mapped_column(String(256))
     tray_index: Mapped[int | None]
+    # A GPU of the machine reports anything but HEALTHY (and [nvlink_config] place_on_unhealthy is off):
+    # not free for placement (rules machine_pick and capacity); kept by the reconciler's health read.
+    # (The server's default only: inserts never name it, so they run against revisions before it too.)
+    held_unhealthy: Mapped[bool] = mapped_column(server_default="false")
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()
 

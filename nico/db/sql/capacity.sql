@@ -2,7 +2,8 @@
 -- domain_capacity, kept equal to a recount of the machine table by triggers, so that placement reads
 -- per-domain rows instead of counting a site's machines per request.
 --
--- A machine counts as free (Ready, unassigned, present) or used (assigned) under its (site, type,
+-- A machine counts as free (Ready, unassigned, present, not held for its GPUs' health: the machine
+-- pick's rule, machine_pick.sql) or used (assigned) under its (site, type,
 -- domain); machines without a type count nowhere; machines without a domain count under the zero
 -- uuid. The statement triggers domain_capacity_collect_{insert,update,delete} on machine sum a
 -- statement's changes per key into domain_capacity_delta (unlogged: its rows live only inside the
@@ -13,7 +14,8 @@
 --
 -- Called by: the triggers, on every write of the machine table (assign, free, register, remove,
 -- change). domain_capacity is read by nico/instance/queries.py (the capacity sample).
--- Made by migrations 0009 and 0010; last changed by migration 0015 (its text moved here).
+-- Made by migrations 0009 and 0010; its text moved here in 0015; last changed by migration 0020
+-- (machines held for their GPUs' health are not free).
 
 CREATE OR REPLACE FUNCTION domain_capacity_add(site uuid, itype uuid, domain uuid, free_delta int, used_delta int)
 RETURNS void LANGUAGE sql AS $$
@@ -31,7 +33,8 @@ BEGIN
         FROM (
             SELECT x.site_id, x.instance_type_id,
                    coalesce(x.domain_uuid, '00000000-0000-0000-0000-000000000000'::uuid) AS domain_uuid,
-                   (x.instance_id IS NULL AND x.status = 'Ready' AND NOT x.is_missing_on_site)::int AS free,
+                   (x.instance_id IS NULL AND x.status = 'Ready' AND NOT x.is_missing_on_site
+                      AND NOT x.held_unhealthy)::int AS free,
                    (x.instance_id IS NOT NULL)::int AS used
             FROM new_rows x WHERE x.instance_type_id IS NOT NULL) d
         GROUP BY d.site_id, d.instance_type_id, d.domain_uuid
@@ -43,13 +46,15 @@ BEGIN
         FROM (
             SELECT x.site_id, x.instance_type_id,
                    coalesce(x.domain_uuid, '00000000-0000-0000-0000-000000000000'::uuid) AS domain_uuid,
-                   - (x.instance_id IS NULL AND x.status = 'Ready' AND NOT x.is_missing_on_site)::int AS free,
+                   - (x.instance_id IS NULL AND x.status = 'Ready' AND NOT x.is_missing_on_site
+                      AND NOT x.held_unhealthy)::int AS free,
                    - (x.instance_id IS NOT NULL)::int AS used
             FROM old_rows x WHERE x.instance_type_id IS NOT NULL
             UNION ALL
             SELECT x.site_id, x.instance_type_id,
                    coalesce(x.domain_uuid, '00000000-0000-0000-0000-000000000000'::uuid) AS domain_uuid,
-                   (x.instance_id IS NULL AND x.status = 'Ready' AND NOT x.is_missing_on_site)::int AS free,
+                   (x.instance_id IS NULL AND x.status = 'Ready' AND NOT x.is_missing_on_site
+                      AND NOT x.held_unhealthy)::int AS free,
                    (x.instance_id IS NOT NULL)::int AS used
             FROM new_rows x WHERE x.instance_type_id IS NOT NULL) d
         GROUP BY d.site_id, d.instance_type_id, d.domain_uuid
@@ -61,7 +66,8 @@ BEGIN
         FROM (
             SELECT x.site_id, x.instance_type_id,
                    coalesce(x.domain_uuid, '00000000-0000-0000-0000-000000000000'::uuid) AS domain_uuid,
-                   - (x.instance_id IS NULL AND x.status = 'Ready' AND NOT x.is_missing_on_site)::int AS free,
+                   - (x.instance_id IS NULL AND x.status = 'Ready' AND NOT x.is_missing_on_site
+                      AND NOT x.held_unhealthy)::int AS free,
                    - (x.instance_id IS NOT NULL)::int AS used
             FROM old_rows x WHERE x.instance_type_id IS NOT NULL) d
         GROUP BY d.site_id, d.instance_type_id, d.domain_uuid

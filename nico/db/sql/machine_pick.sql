@@ -11,12 +11,17 @@
 --   short keeps none of its locks. When every domain comes up short, the rows say what each gave.
 -- Both answer (machine_id, machine_domain, null) per machine locked.
 --
+-- A free machine: unassigned, Ready (not in Maintenance, Error, ...), present on site and not held for
+-- its GPUs' health (machine.held_unhealthy, kept by the reconciler's health read); capacity.sql counts
+-- the same machines as free.
+--
 -- `=` / `IS NULL` rather than `IS NOT DISTINCT FROM`: only these reach the domain through
 -- ix_machine_placement, so a pick reads one domain's machines, not the site's.
 --
 -- Called by: nico/instance/queries.py (lock_free_machines, lock_first_free), when a create
 -- claims the machines placement chose.
--- Made by migrations 0013 and 0014; last changed by migration 0015 (its text moved here).
+-- Made by migrations 0013 and 0014; its text moved here in 0015; last changed by migration 0020
+-- (machines held for their GPUs' health are not free).
 
 CREATE OR REPLACE FUNCTION nico_lock_free_machines(p_site uuid, p_type uuid, p_domains uuid[], p_counts integer[])
 RETURNS TABLE (machine_id varchar, machine_domain uuid, short_got integer)
@@ -39,6 +44,7 @@ BEGIN
                 FROM (SELECT m.id, m.domain_uuid, m.chassis_serial, m.tray_index FROM machine m
                       WHERE m.site_id = p_site AND m.instance_type_id = p_type AND m.domain_uuid IS NULL
                         AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
+                        AND NOT m.held_unhealthy
                       ORDER BY m.chassis_serial, m.tray_index, m.id
                       LIMIT p_counts[i]
                       FOR UPDATE SKIP LOCKED) s;
@@ -49,6 +55,7 @@ BEGIN
                 FROM (SELECT m.id, m.domain_uuid, m.chassis_serial, m.tray_index FROM machine m
                       WHERE m.site_id = p_site AND m.instance_type_id = p_type AND m.domain_uuid = p_domains[i]
                         AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
+                        AND NOT m.held_unhealthy
                       ORDER BY m.chassis_serial, m.tray_index, m.id
                       LIMIT p_counts[i]
                       FOR UPDATE SKIP LOCKED) s;
@@ -90,6 +97,7 @@ BEGIN
             FROM (SELECT m.id, m.domain_uuid, m.chassis_serial, m.tray_index FROM machine m
                   WHERE m.site_id = p_site AND m.instance_type_id = p_type AND m.domain_uuid = p_domains[i]
                     AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
+                    AND NOT m.held_unhealthy
                   ORDER BY m.chassis_serial, m.tray_index, m.id
                   LIMIT p_count
                   FOR UPDATE SKIP LOCKED) s;

@@ -1,0 +1,56 @@
+"""health in placement: a machine whose GPUs report anything but healthy is not free, and the
+scheduler feed carries GPU health changes
+
+``machine.held_unhealthy``: the reconciler's health read sets it when a GPU of the machine reports
+anything but HEALTHY (unless ``[nvlink_config] place_on_unhealthy``) and clears it when all are
+healthy again. The machine pick (rule machine_pick) and the capacity counts (rule capacity) both
+leave such machines out of the free ones, so placement and the figures agree.
+``placement_event.health``: the GPU health an event reports; rule feed_health (new) logs one event
+per live NVLink interface whose GPU's health changes.
+
+Downgrade clears the holds first (the counts follow through the capacity triggers), then restores
+the rules as revision 0015 applied them.
+
+Revision ID: 0020
+Revises: 0015
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+from nico.db import sql as rules
+
+revision: str = "0020"
+down_revision: str | None = "0015"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+APPLIED = {
+    "capacity": "33c741c31c8a67ce",
+    "machine_pick": "a3b486aab098cf01",
+    "feed_health": "995cc0ff56fc69bd",
+}
+BEFORE = {"capacity": "9e19029d425af52f", "machine_pick": "7c81501b3dc9d49e"}
+
+
+def upgrade() -> None:
+    op.add_column(
+        "machine", sa.Column("held_unhealthy", sa.Boolean(), server_default="false", nullable=False)
+    )
+    op.add_column("placement_event", sa.Column("health", sa.String(length=32), nullable=True))
+    for name, digest in APPLIED.items():
+        rules.apply(op, name, digest)
+
+
+def downgrade() -> None:
+    op.execute("DROP TRIGGER IF EXISTS trg_placement_events_health ON gpu")
+    op.execute("DROP FUNCTION IF EXISTS nico_placement_events_of_health()")
+    op.execute("UPDATE machine SET held_unhealthy = false WHERE held_unhealthy")
+    for name, digest in BEFORE.items():
+        rules.apply(op, name, digest)
+    op.drop_column("placement_event", "health")
+    op.drop_column("machine", "held_unhealthy")
