@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, MachineStatus
 from nico.instance import queries as instances
+from nico.instance.service import start_termination
 from nico.inventory import queries as q
 from nico.services import status
 from nico.services.nvlink_events import desired_state_changed
@@ -68,14 +69,6 @@ async def force_delete_machine(session: AsyncSession, machine_id: str) -> Decomm
         machine.instance_type_id = None
         await status.record(session, "machine_id", machine.id, MachineStatus.DECOMMISSIONED, DECOMMISSIONED)
     if instance.status != InstanceStatus.TERMINATING:
-        instance.status = InstanceStatus.TERMINATING
-        await instances.mark_bindings_deleting(session, instance.id)
-        await status.record(
-            session,
-            "instance_id",
-            instance.id,
-            InstanceStatus.TERMINATING,
-            RELEASED.format(machine=machine.id),
-        )
+        await start_termination(session, instance, RELEASED.format(machine=machine.id))
     await desired_state_changed(session, instance_ids=[instance.id])
     return Decommission(machine_id, found=True, removed=False, instance_id=instance.id, waits_for_fabric=True)

@@ -24,7 +24,7 @@ from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler
 from tests.support import factories as f
 from tests.support.auth import bearer
-from tests.support.sim_site import SimSite
+from tests.support.sim_site import SimSite, instance_body
 
 BASE = "/v2/org/tenant-org/nico"
 RELEASED = "force-deleted by the provider: Instance released"
@@ -40,16 +40,8 @@ async def _create(
         headers=headers,
     )
     assert lp.status_code == 201, lp.text
-    body = {
-        "name": "doomed",
-        "instanceTypeId": str(site.nv.instance_type.id),
-        "vpcId": str(site.nv.vpc.id),
-        "ipxeScript": "#!ipxe",
-        "interfaces": [{"subnetId": str(site.nv.subnet.id)}],
-        "nvLinkInterfaces": [
-            {"nvLinkLogicalPartitionId": lp.json()["id"], "deviceInstance": n} for n in range(4)
-        ],
-    }
+    nvlink = [{"nvLinkLogicalPartitionId": lp.json()["id"], "deviceInstance": n} for n in range(4)]
+    body = instance_body(site, "doomed", nvlink)
     created = await client.post(f"{BASE}/instance", json=body, headers=headers)
     assert created.status_code == 201, created.text
     return lp.json()["id"], created.json()

@@ -20,20 +20,9 @@ from nico.reconciler.planner import partition_name
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler
 from tests.support.auth import bearer
-from tests.support.sim_site import SimSite
+from tests.support.sim_site import SimSite, instance_body
 
 BASE = "/v2/org/tenant-org/nico"
-
-
-def _body(site: SimSite, name: str, nvlink: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {
-        "name": name,
-        "instanceTypeId": str(site.nv.instance_type.id),
-        "vpcId": str(site.nv.vpc.id),
-        "ipxeScript": "#!ipxe",
-        "interfaces": [{"subnetId": str(site.nv.subnet.id)}],
-        "nvLinkInterfaces": nvlink or [],
-    }
 
 
 async def _uids(session: AsyncSession, machine_id: str) -> list[int]:
@@ -86,10 +75,10 @@ async def test_a_create_never_lands_on_an_unhealthy_tray_nor_one_in_maintenance(
     counted, recounted = await _free_counted_and_recounted(session, site)
     assert counted == recounted == 1
 
-    first = await client.post(f"{BASE}/instance", json=_body(site, "first"), headers=headers)
+    first = await client.post(f"{BASE}/instance", json=instance_body(site, "first"), headers=headers)
     assert first.status_code == 201, first.text
     assert first.json()["machineId"] == healthy.id
-    second = await client.post(f"{BASE}/instance", json=_body(site, "second"), headers=headers)
+    second = await client.post(f"{BASE}/instance", json=instance_body(site, "second"), headers=headers)
     assert second.status_code == 409, second.text
     assert await _free_counted_and_recounted(session, site) == (0, 0)
 
@@ -97,7 +86,7 @@ async def test_a_create_never_lands_on_an_unhealthy_tray_nor_one_in_maintenance(
     await make_reconciler(backend, place_on_unhealthy=True).reconcile(site.domains)
     counted, recounted = await _free_counted_and_recounted(session, site)
     assert counted == recounted == len(everyone) - 2
-    third = await client.post(f"{BASE}/instance", json=_body(site, "third"), headers=headers)
+    third = await client.post(f"{BASE}/instance", json=instance_body(site, "third"), headers=headers)
     assert third.status_code == 201, third.text
     assert third.json()["machineId"] not in {healthy.id, resting.id}
 
@@ -135,7 +124,8 @@ async def test_an_instance_whose_gpu_turns_unhealthy_keeps_its_partition_and_its
         headers=headers,
     )
     nvlink = [{"nvLinkLogicalPartitionId": lp.json()["id"], "deviceInstance": n} for n in range(4)]
-    created = await client.post(f"{BASE}/instance", json=_body(site, "sick-gpu", nvlink), headers=headers)
+    body = instance_body(site, "sick-gpu", nvlink)
+    created = await client.post(f"{BASE}/instance", json=body, headers=headers)
     assert created.status_code == 201, created.text
     instance_id, machine_id = created.json()["id"], created.json()["machineId"]
     domain = next(d for d, ms in site.machines.items() if any(m.id == machine_id for m in ms))
