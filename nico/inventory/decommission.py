@@ -12,33 +12,20 @@ reconciler as GPUs of a machine nico no longer manages. Asking again changes not
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass
-
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, MachineStatus
 from nico.instance import queries as instances
 from nico.instance.service import start_termination
 from nico.inventory import queries as q
+from nico.inventory.views import Decommission
 from nico.services import status
 from nico.services.nvlink_events import desired_state_changed
 
 RELEASED = "Machine {machine} was force-deleted by the provider: Instance released"
-DECOMMISSIONED = "Machine force-deleted: it leaves capacity once its GPUs are out of every partition"
-
-
-@dataclass(frozen=True)
-class Decommission:
-    """What a force-delete did: ``found`` (false: no such machine, nothing done), ``removed`` (the
-    machine row is gone already), the instance released (if any) and whether the fabric still has
-    work to do before the machine disappears."""
-
-    machine_id: str
-    found: bool
-    removed: bool
-    instance_id: uuid.UUID | None
-    waits_for_fabric: bool
+DECOMMISSIONED = (
+    "Machine force-deleted: out of capacity now, removed once its GPUs are out of their partitions"
+)
 
 
 async def force_delete_machine(session: AsyncSession, machine_id: str) -> Decommission:

@@ -133,6 +133,8 @@ async def test_force_delete_releases_the_instance_and_takes_its_gpus_out_of_the_
         await session.scalar(select(func.count()).select_from(Machine).where(Machine.id == machine_id)) == 0
     )
     assert await _capacity(session, site, domain) == (free, used - 1)
+    await reconciler.reconcile([domain])  # and the fabric stays so
+    assert {p.name: set(p.gpu_uids) for p in site.fabric.partitions(domain)} == members
     last = await asyncio.to_thread(_force_delete, machine_id, "--yes")
     assert last.exit_code == 0 and "nothing to do" in last.output
 

@@ -10,13 +10,15 @@ import uuid
 from typing import Any
 
 import httpx
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
 from nico.db.enums import MachineStatus
 from nico.db.models import DomainCapacity, Gpu, Machine
+from nico.db.queries import feed
 from nico.reconciler.planner import partition_name
+from nico.services.feed_stream import event_body
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler
 from tests.support.auth import bearer
@@ -97,16 +99,20 @@ async def _interfaces(client: httpx.AsyncClient, headers: dict[str, str], instan
     return {i["deviceInstance"]: i for i in listed.json()}
 
 
-async def _health_events(session: AsyncSession, instance_id: str) -> list[tuple[int, str, str]]:
-    rows = await session.execute(
-        text(
-            "SELECT device_instance, kind, health FROM placement_event "
-            "WHERE instance_id = :i AND health IS NOT NULL ORDER BY txid, id"
-        ),
-        {"i": uuid.UUID(instance_id)},
-    )
+async def _health_events(
+    session: AsyncSession, site: SimSite, instance_id: str
+) -> list[tuple[int, str, str]]:
+    """The tenant's stream's events about the instance's GPU health, as the stream sends them."""
+    params = {"after_txid": 0, "after_id": 0, "provider": None, "site": None, "limit": 1000}
+    conn = await session.connection()
+    rows = await conn.exec_driver_sql(feed.EVENTS_AFTER, params | {"tenant": site.nv.tenant.id})
+    bodies = [event_body(dict(row._mapping)) for row in rows.all()]
     await session.commit()
-    return [(int(r[0]), str(r[1]), str(r[2])) for r in rows.all()]
+    return [
+        (b["deviceInstance"], b["kind"], b["nvLinkHealth"])
+        for b in bodies
+        if b["instanceId"] == instance_id and "nvLinkHealth" in b
+    ]
 
 
 async def test_an_instance_whose_gpu_turns_unhealthy_keeps_its_partition_and_its_interface_says_why(
@@ -134,7 +140,7 @@ async def test_an_instance_whose_gpu_turns_unhealthy_keeps_its_partition_and_its
     shown = await _interfaces(client, headers, instance_id)
     assert {i["status"] for i in shown.values()} == {"Ready"}
     assert all("statusMessage" not in i for i in shown.values())
-    assert await _health_events(session, instance_id) == []  # first seen healthy: no news
+    assert await _health_events(session, site, instance_id) == []  # first seen healthy: no news
     uids = await _uids(session, machine_id)
     name = partition_name(uuid.UUID(lp.json()["id"]))
 
@@ -147,7 +153,7 @@ async def test_an_instance_whose_gpu_turns_unhealthy_keeps_its_partition_and_its
     assert all("statusMessage" not in shown[d] for d in (0, 2, 3))
     partition = next(p for p in site.fabric.partitions(domain) if p.name == name)
     assert set(partition.gpu_uids) == set(uids)  # the fabric decides about resiliency: nico keeps it
-    assert await _health_events(session, instance_id) == [(1, "Ready", "NO_NVLINK")]
+    assert await _health_events(session, site, instance_id) == [(1, "Ready", "NO_NVLINK")]
     held = await session.scalar(
         select(Machine.held_unhealthy)
         .where(Machine.id == machine_id)
@@ -160,4 +166,7 @@ async def test_an_instance_whose_gpu_turns_unhealthy_keeps_its_partition_and_its
 
     shown = await _interfaces(client, headers, instance_id)
     assert all("statusMessage" not in i for i in shown.values())
-    assert await _health_events(session, instance_id) == [(1, "Ready", "NO_NVLINK"), (1, "Ready", "HEALTHY")]
+    assert await _health_events(session, site, instance_id) == [
+        (1, "Ready", "NO_NVLINK"),
+        (1, "Ready", "HEALTHY"),
+    ]
