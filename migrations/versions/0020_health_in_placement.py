@@ -32,7 +32,7 @@ depends_on: str | Sequence[str] | None = None
 APPLIED = {
     "capacity": "33c741c31c8a67ce",
     "machine_pick": "a3b486aab098cf01",
-    "feed_health": "995cc0ff56fc69bd",
+    "feed_health": "d3e580fa9265cda8",
 }
 BEFORE = {"capacity": "9e19029d425af52f", "machine_pick": "7c81501b3dc9d49e"}
 
@@ -47,8 +47,8 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.execute("DROP TRIGGER IF EXISTS trg_placement_events_health ON gpu")
-    op.execute("DROP FUNCTION IF EXISTS nico_placement_events_of_health()")
+    op.execute("DROP TRIGGER IF EXISTS trg_placement_event_health ON gpu")
+    op.execute("DROP FUNCTION IF EXISTS nico_placement_event_health()")
     op.execute("UPDATE machine SET held_unhealthy = false WHERE held_unhealthy")
     for name, digest in BEFORE.items():
         rules.apply(op, name, digest)

@@ -6,22 +6,18 @@
 -- GPU (unknown -> HEALTHY) gives none. NOTIFYs nico_placement with the events' audience, as
 -- feed_triggers.sql does.
 --
--- nico_placement_events_of_health(), run once per statement on gpu by trg_placement_events_health
--- over the statement's transition tables.
+-- nico_placement_event_health(), run per row on gpu by trg_placement_event_health, only for a row
+-- whose health changed (its WHEN clause): the writes of GPU observations every pass makes never run
+-- it, health changes are rare.
 --
 -- Called by: the trigger. placement_event is read by nico/db/queries/feed.py.
 -- Made by migration 0020; last changed by migration 0020.
 
-CREATE OR REPLACE FUNCTION nico_placement_events_of_health() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION nico_placement_event_health() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     audience text;
 BEGIN
-    WITH changed AS (
-        SELECT n.machine_id, n.device_id, n.health
-        FROM new_rows n JOIN old_rows o ON o.machine_id = n.machine_id AND o.device_id = n.device_id
-        WHERE n.health IS DISTINCT FROM o.health AND n.health IS NOT NULL
-          AND NOT (o.health IS NULL AND n.health = 'HEALTHY')
-    ), logged AS (
+    WITH logged AS (
         INSERT INTO placement_event (txid, tenant_id, site_id, instance_id, instance_name, interface_id,
                                      device_instance, kind, domain_uuid, logical_partition_id, clique_id,
                                      health)
@@ -30,14 +26,13 @@ BEGIN
                CASE WHEN b.status = 'Ready' AND b.domain_uuid IS NOT NULL THEN (
                    SELECT b.domain_uuid::text || '.' || p.nmx_partition_id::text FROM physical_partition p
                    WHERE p.logical_partition_id = b.logical_partition_id AND p.domain_uuid = b.domain_uuid) END,
-               c.health
-        FROM changed c
-        JOIN machine m ON m.id = c.machine_id
-        JOIN nvlink_interface b ON b.instance_id = m.instance_id AND b.device_instance = c.device_id - 1
+               NEW.health
+        FROM machine m
+        JOIN nvlink_interface b ON b.instance_id = m.instance_id AND b.device_instance = NEW.device_id - 1
                                AND b.status <> 'Deleting'
         JOIN logical_partition lp ON lp.id = b.logical_partition_id
         LEFT JOIN instance i ON i.id = b.instance_id
-        ORDER BY m.id, c.device_id
+        WHERE m.id = NEW.machine_id
         RETURNING tenant_id, site_id)
     SELECT string_agg(DISTINCT coalesce(logged.tenant_id::text, '') || ':' || logged.site_id::text, ',')
     INTO audience FROM logged;
@@ -49,6 +44,9 @@ BEGIN
 END
 $$;
 
-DROP TRIGGER IF EXISTS trg_placement_events_health ON gpu;
-CREATE TRIGGER trg_placement_events_health AFTER UPDATE ON gpu
-REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION nico_placement_events_of_health();
+DROP TRIGGER IF EXISTS trg_placement_event_health ON gpu;
+CREATE TRIGGER trg_placement_event_health AFTER UPDATE OF health ON gpu
+FOR EACH ROW
+WHEN (NEW.health IS DISTINCT FROM OLD.health AND NEW.health IS NOT NULL
+      AND NOT (OLD.health IS NULL AND NEW.health = 'HEALTHY'))
+EXECUTE FUNCTION nico_placement_event_health();
