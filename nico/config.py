@@ -134,6 +134,10 @@ class NvLinkConfig(BaseModel):
     # domain's next pass waits, and the changes asked for meanwhile coalesce into it (a tenant moving
     # one instance back and forth cannot make its domain's fabric work unbounded).
     instance_change_interval: PositiveDuration = timedelta(seconds=1)
+    # Whether placement may pick a machine whose GPUs report anything but HEALTHY (DEGRADED, NO_NVLINK,
+    # ...). Applied by the reconciler's health read (machine.held_unhealthy), which placement and the
+    # capacity counts both obey.
+    place_on_unhealthy: bool = False
 
     @field_validator("nmx_m_endpoint")
     @classmethod

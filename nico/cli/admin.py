@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
+from nico.cli.admin_decommission import register as register_decommission
 from nico.cli.admin_nvlink import AdminOptions
 from nico.cli.admin_nvlink import register as register_nvlink_commands
 from nico.cli.admin_plan import register as register_plan_command
@@ -77,6 +78,7 @@ def admin(
 
 
 app.add_typer(quota_app, name="quota")
+register_decommission(machine_app)
 
 out = Console()
 SHOWN_IDS = 20

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import Select, delete, exists, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.enums import NvLinkInterfaceStatus
+from nico.db.enums import MachineStatus, NvLinkInterfaceStatus
 from nico.db.models import (
     Instance,
     InstanceType,
@@ -799,6 +799,16 @@ async def delete_instance(session: AsyncSession, instance_id: uuid.UUID) -> None
     """Remove the instance (its interfaces and history cascade; its machine is freed by ON DELETE SET
     NULL)."""
     await session.execute(delete(Instance).where(Instance.id == instance_id))
+
+
+async def delete_decommissioned_machine(session: AsyncSession, instance_id: uuid.UUID) -> None:
+    """Remove the instance's machine if it was force-deleted (it waited for its GPUs to leave their
+    partitions; its GPUs, capabilities and history cascade)."""
+    await session.execute(
+        delete(Machine).where(
+            Machine.instance_id == instance_id, Machine.status == MachineStatus.DECOMMISSIONED
+        )
+    )
 
 
 async def bindings_of_instance(session: AsyncSession, instance_id: uuid.UUID) -> list[NvlinkInterface]:

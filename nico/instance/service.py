@@ -241,17 +241,17 @@ async def delete_instance(
     if not bound:
         await queries.delete_instance(session, row.id)
         return
+    await start_termination(session, row, "Instance deletion successfully initiated on Site")
+
+
+async def start_termination(session: AsyncSession, row: Instance, message: str) -> None:
+    """The (locked) instance becomes Terminating, with ``message`` in its history; it is removed once
+    the reconciler has its GPUs out of their partitions."""
     row.status = InstanceStatus.TERMINATING
     # From acceptance on, the GPUs are on their way out of their partitions: the interfaces say so
     # (the reference's status for replaced rows) instead of Ready until the instance is gone.
     await queries.mark_bindings_deleting(session, row.id)
-    await status.record(
-        session,
-        "instance_id",
-        row.id,
-        InstanceStatus.TERMINATING,
-        "Instance deletion successfully initiated on Site",
-    )
+    await status.record(session, "instance_id", row.id, InstanceStatus.TERMINATING, message)
 
 
 # ---- reading instances as their responses show them ----------------------------------------------

@@ -158,6 +158,11 @@ async def relock_machine(session: AsyncSession, machine: Machine) -> None:
     await session.refresh(machine, with_for_update=True)
 
 
+async def delete_machine_row(session: AsyncSession, machine_id: str) -> None:
+    """Remove the machine (its GPUs, capabilities and history cascade)."""
+    await session.execute(delete(Machine).where(Machine.id == machine_id))
+
+
 async def instance_types_locked(
     session: AsyncSession, ids: Iterable[uuid.UUID]
 ) -> dict[uuid.UUID, InstanceType]:

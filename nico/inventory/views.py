@@ -71,3 +71,16 @@ class MachineView:
     provider: ProviderRecord | None = None
     site: SiteRecord | None = None
     instance_type: InstanceTypeSummaryView | None = None
+
+
+@dataclass(frozen=True)
+class Decommission:
+    """What a force-delete did: ``found`` (false: no such machine, nothing done), ``removed`` (the
+    machine row is gone already), the instance released (if any) and whether the fabric still has
+    work to do before the machine disappears."""
+
+    machine_id: str
+    found: bool
+    removed: bool
+    instance_id: uuid.UUID | None
+    waits_for_fabric: bool

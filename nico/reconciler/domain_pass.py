@@ -212,7 +212,13 @@ async def read_health(ctx: PassContext, domain: uuid.UUID, due: HealthDue) -> No
     without the domain's lock (a pass may run meanwhile: health rows are only ever updated)."""
     async with ctx.engine.connect() as conn:
         found = await health.observe(
-            conn, ctx.backend, ctx.metrics.health, domain, due.target, due.partitions
+            conn,
+            ctx.backend,
+            ctx.metrics.health,
+            domain,
+            due.target,
+            due.partitions,
+            place_on_unhealthy=ctx.config.place_on_unhealthy,
         )
     if found is None:
         ctx.health_reads.forget(domain)  # the next pass tries again

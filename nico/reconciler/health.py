@@ -1,6 +1,7 @@
 """Reading a domain's health (and multicast budget) from the fabric on each pass: stored where
 tenants can read it (``gpu.health``, ``physical_partition.health``, ``nvlink_domain.
-max_multicast_groups``) and exported as gauges (:mod:`nico.reconciler.health_metrics`).
+max_multicast_groups``), applied to placement (``machine.held_unhealthy``) and exported as gauges
+(:mod:`nico.reconciler.health_metrics`).
 
 A health read that fails never fails the pass: partitions matter more than their health, and the
 next pass reads again.
@@ -35,8 +36,11 @@ async def observe(
     domain: uuid.UUID,
     target: DomainTarget,
     partitions: Sequence[FabricPartition],
+    *,
+    place_on_unhealthy: bool = False,
 ) -> DomainHealth | None:
-    """Read, store and export the domain's health; None when the fabric could not say."""
+    """Read, store and export the domain's health; None when the fabric could not say. A machine with
+    a GPU reporting anything but healthy is held out of placement unless ``place_on_unhealthy``."""
     try:
         reporting, topology = backend.capabilities.health, backend.capabilities.topology
         if reporting is not None:
@@ -61,6 +65,7 @@ async def observe(
             partitions=health_counts(p.health for p in partitions),
         )
     await queries.record_gpu_health(conn, {g.gpu_uid: g.health for g in gpus})
+    await queries.record_health_holds(conn, domain, hold=not place_on_unhealthy)
     await queries.record_partition_health(conn, domain, {p.name: p.health for p in partitions})
     await conn.commit()
     if metrics is not None:

@@ -92,10 +92,12 @@ def settlement(
 
 async def finish_instance_termination(session: AsyncSession, instance_id: UUID) -> bool:
     """The instance's GPUs are out of every tenant partition: remove a Terminating instance (its
-    interfaces and history cascade; its machine is freed by ON DELETE SET NULL)."""
+    interfaces and history cascade; its machine is freed by ON DELETE SET NULL, or leaves with it when
+    it was force-deleted: :mod:`nico.inventory.decommission`)."""
     instance = await instances.locked_instance(session, instance_id, refresh=True)
     if instance is None or instance.status != InstanceStatus.TERMINATING:
         return False
+    await instances.delete_decommissioned_machine(session, instance_id)
     await instances.delete_instance(session, instance_id)
     return True
 

@@ -234,7 +234,7 @@ async def _rows(raw: RawPool, sql: str, params: dict[str, Any]) -> list[dict[str
 
 
 def event_body(row: dict[str, Any]) -> dict[str, Any]:
-    return {
+    body = {
         "kind": row["kind"],
         "time": row["created"].isoformat(),
         "instanceId": str(row["instance_id"]),
@@ -246,6 +246,9 @@ def event_body(row: dict[str, Any]) -> dict[str, Any]:
         "nvLinkLogicalPartitionId": str(row["logical_partition_id"]),
         "nvLinkCliqueId": row["clique_id"],
     }
+    if row.get("health") is not None:  # an event about the GPU's health: its new health
+        body["nvLinkHealth"] = row["health"]
+    return body
 
 
 def sse(event: str, data: dict[str, Any], cursor: Cursor | None = None) -> str:

@@ -188,6 +188,9 @@ class InstanceRecord:
     status: str
 
 
+HEALTHY = "HEALTHY"  # the fabric's word for a GPU with nothing to report
+
+
 @dataclass(frozen=True)
 class InterfaceView:
     interface: InterfaceRecord
@@ -196,6 +199,17 @@ class InterfaceView:
     partition: PartitionRecord | None = None
     clique_id: str | None = None  # <ClusterUUID>.<CliqueId> once Ready (nico extension)
     health: str | None = None  # the GPU's health as the fabric last reported it (nico extension)
+
+    @property
+    def status_message(self) -> str | None:
+        """Why the interface's GPU is not all it should be (nico extension): its health, when the fabric
+        reports anything but healthy; None otherwise."""
+        if self.health is None or self.health == HEALTHY:
+            return None
+        return (
+            f"The fabric reports the GPU's NVLink health as {self.health}: the GPU stays in its partition, "
+            "the fabric's resiliency mode decides what it can still do there"
+        )
 
 
 async def list_interfaces(

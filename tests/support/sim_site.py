@@ -7,6 +7,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -139,3 +140,16 @@ async def place(
     await desired_state_changed(session, instance_ids=[instance.id])
     await session.commit()
     return instance
+
+
+def instance_body(site: SimSite, name: str, nvlink: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The API body of an instance of the site's type in its VPC and subnet, with ``nvlink`` as its
+    NVLink interfaces."""
+    return {
+        "name": name,
+        "instanceTypeId": str(site.nv.instance_type.id),
+        "vpcId": str(site.nv.vpc.id),
+        "ipxeScript": "#!ipxe",
+        "interfaces": [{"subnetId": str(site.nv.subnet.id)}],
+        "nvLinkInterfaces": nvlink or [],
+    }

@@ -146,6 +146,9 @@ class NVLinkInterface(ResponseModel):
     # nico extension: the GPU's NVLink health as the fabric last reported it (HEALTHY, DEGRADED,
     # NO_NVLINK, DEGRADED_BW, ...); absent until observed.
     nv_link_health: str | None = Field(default=None, exclude_if=omit_if_none)
+    # nico extension: why the interface's GPU is not all it should be (its NVLink health, when the fabric
+    # reports anything but healthy; the partition is kept); absent otherwise.
+    status_message: str | None = Field(default=None, exclude_if=omit_if_none)
     created: datetime
     updated: datetime
 
@@ -182,6 +185,7 @@ class NVLinkInterface(ResponseModel):
             status=row.status,
             nv_link_clique_id=view.clique_id,
             nv_link_health=view.health,
+            status_message=view.status_message,
             created=row.created,
             updated=row.updated,
         )

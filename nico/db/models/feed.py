@@ -2,7 +2,8 @@
 
 Rows are written by database triggers (migration 0005) whenever an NVLink interface is added, changes
 status, domain or logical partition, or is removed, and whenever a physical partition that holds Ready
-interfaces is created, renumbered or removed (the clique id of its interfaces changes). Each insert
+interfaces is created, renumbered or removed (the clique id of its interfaces changes). A change of a
+bound GPU's health gives an event too (column ``health``, rule feed_health). Each insert
 also sends ``NOTIFY nico_placement``. Nothing in Python writes this table; the API streams it
 (``/nvlink-topology/events``) and prunes rows older than ``api.placement_event_retention_seconds``.
 """
@@ -43,3 +44,5 @@ class FeedEvent(Base):
     domain_uuid: Mapped[uuid.UUID | None]
     logical_partition_id: Mapped[uuid.UUID]
     clique_id: Mapped[str | None] = mapped_column(String(64))
+    # The GPU's health, on events that report a change of it (rule feed_health); null on the others.
+    health: Mapped[str | None] = mapped_column(String(32))

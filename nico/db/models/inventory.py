@@ -153,6 +153,10 @@ class Machine(Base):
     reserved_lp_id: Mapped[UUID | None] = mapped_column(
         ForeignKey("logical_partition.id", ondelete="SET NULL"), index=True
     )
+    # A GPU of the machine reports anything but HEALTHY (and [nvlink_config] place_on_unhealthy is off):
+    # not free for placement (rules machine_pick and capacity); kept by the reconciler's health read.
+    # (The server's default only: inserts never name it, so they run against revisions before it too.)
+    held_unhealthy: Mapped[bool] = mapped_column(server_default="false")
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()
 

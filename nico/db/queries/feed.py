@@ -58,7 +58,8 @@ _FINAL = f"e.txid < {_HORIZON}"
 # or past it are final; that one's txid is what the stream waits for the horizon to pass.
 EVENTS_AFTER = f"""
 SELECT e.id, e.txid, e.created, e.tenant_id, e.site_id, e.instance_id, e.instance_name, e.interface_id,
-       e.device_instance, e.kind, e.domain_uuid, e.logical_partition_id, e.clique_id, {_HORIZON} AS horizon
+       e.device_instance, e.kind, e.domain_uuid, e.logical_partition_id, e.clique_id, e.health,
+       {_HORIZON} AS horizon
 FROM placement_event e
 WHERE (e.txid, e.id) > (%(after_txid)s, %(after_id)s)
   AND (%(tenant)s::uuid IS NULL OR e.tenant_id = %(tenant)s::uuid)

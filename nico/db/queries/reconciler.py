@@ -506,10 +506,10 @@ async def record_domain_error(session: AsyncSession, domain: uuid.UUID, error: s
 async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
     """Per domain of ``domains`` (all when None): (domain, physical partitions recorded, instances
     pending on the fabric (not terminating, applied version behind the desired one), Ready machines
-    without an instance, held by no reservation nor a foreign partition, machines with an instance, not
-    Ready or held by a foreign partition, Ready machines without an instance that a logical partition's
-    reservation holds). Each figure is read through the
-    domain's indexes (``machine.domain_uuid``, ``physical_partition (domain_uuid, ...)``), so a
+    without an instance, held by no reservation, nor a foreign partition, nor their GPUs' health;
+    machines with an instance, not Ready or held by a foreign partition or their GPUs' health; Ready
+    machines without an instance that a logical partition's reservation holds). Each figure is read
+    through the domain's indexes (``machine.domain_uuid``, ``physical_partition (domain_uuid, ...)``), so a
     domain costs the same on a site of any size; a domain that no longer exists has no row."""
     rows = await conn.execute(
         text(
@@ -521,12 +521,13 @@ async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | N
                        AND i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version),
                    (SELECT count(*) FROM machine m WHERE m.domain_uuid = d.uuid
                      AND m.instance_id IS NULL AND m.status = 'Ready' AND m.foreign_gpus = 0
-                     AND m.reserved_lp_id IS NULL),
+                     AND m.reserved_lp_id IS NULL AND NOT m.held_unhealthy),
                    (SELECT count(*) FROM machine m WHERE m.domain_uuid = d.uuid
-                     AND (m.instance_id IS NOT NULL OR m.status <> 'Ready' OR m.foreign_gpus > 0)),
+                     AND (m.instance_id IS NOT NULL OR m.status <> 'Ready' OR m.foreign_gpus > 0
+                          OR m.held_unhealthy)),
                    (SELECT count(*) FROM machine m WHERE m.domain_uuid = d.uuid
                      AND m.instance_id IS NULL AND m.status = 'Ready' AND m.foreign_gpus = 0
-                     AND m.reserved_lp_id IS NOT NULL)
+                     AND NOT m.held_unhealthy AND m.reserved_lp_id IS NOT NULL)
             FROM nvlink_domain d WHERE true
             """
             + _domain_filter("d.uuid", domains)
@@ -570,6 +571,26 @@ async def record_gpu_health(conn: AsyncConnection, healths: dict[int, str]) -> N
         ),
         {"uids": [str(u) for u in healths], "hs": list(healths.values())},
     )
+
+
+_HEALTH_HOLDS = """
+WITH wanted AS (
+    SELECT g.machine_id, :hold AND bool_or(g.health IS NOT NULL AND g.health <> 'HEALTHY') AS held
+    FROM gpu g JOIN machine x ON x.id = g.machine_id
+    WHERE x.domain_uuid = :d GROUP BY g.machine_id
+), moving AS (
+    SELECT m.id, w.held FROM machine m JOIN wanted w ON w.machine_id = m.id
+    WHERE m.held_unhealthy IS DISTINCT FROM w.held ORDER BY m.id FOR NO KEY UPDATE OF m
+)
+UPDATE machine m SET held_unhealthy = v.held FROM moving v WHERE m.id = v.id
+"""
+
+
+async def record_health_holds(conn: AsyncConnection, domain: uuid.UUID, *, hold: bool) -> None:
+    """Hold the domain's machines with a GPU reporting anything but HEALTHY out of placement (``hold``;
+    otherwise release every hold): the machine pick and the capacity counts leave held machines out.
+    Rows already right are not written (the capacity triggers see only real changes)."""
+    await conn.execute(text(_HEALTH_HOLDS), {"d": domain, "hold": hold})
 
 
 async def record_partition_health(conn: AsyncConnection, domain: uuid.UUID, healths: dict[str, str]) -> None:

@@ -2,11 +2,12 @@
 -- domain_capacity, kept equal to a recount of the machine table by triggers, so that placement reads
 -- per-domain rows instead of counting a site's machines per request.
 --
--- A machine counts as free (Ready, unassigned, present, held by no logical partition's reservation
--- and none of its GPUs in a partition nico did not make: machine.foreign_gpus, set by the reconciler)
--- or used (assigned) under its (site, type, domain); a reserved machine without an instance counts as
--- neither, so placement never plans on it for others; machines without a type count nowhere;
--- machines without a domain count under the zero uuid. The statement triggers
+-- A machine counts as free (Ready, unassigned, present, held by no logical partition's reservation,
+-- none of its GPUs in a partition nico did not make: machine.foreign_gpus, and not held for its GPUs'
+-- health: machine.held_unhealthy, both kept by the reconciler; the machine pick's rule,
+-- machine_pick.sql) or used (assigned) under its (site, type, domain); a reserved machine without an
+-- instance counts as neither, so placement never plans on it for others; machines without a type
+-- count nowhere; machines without a domain count under the zero uuid. The statement triggers
 -- domain_capacity_collect_{insert,update,delete} on machine sum a
 -- statement's changes per key into domain_capacity_delta (unlogged: its rows live only inside the
 -- transaction that wrote them), one row per key that moved, in key order. The constraint trigger
@@ -16,8 +17,8 @@
 --
 -- Called by: the triggers, on every write of the machine table (assign, free, register, remove,
 -- change). domain_capacity is read by nico/instance/queries.py (the capacity sample).
--- Made by migrations 0009 and 0010; last changed by migration 0017 (reserved machines are not free;
--- 0016: nor are machines held by foreign partitions).
+-- Made by migrations 0009 and 0010; last changed by migration 0019 (machines held for their GPUs'
+-- health are not free; 0017: nor reserved ones; 0016: nor those held by foreign partitions).
 
 CREATE OR REPLACE FUNCTION domain_capacity_add(site uuid, itype uuid, domain uuid, free_delta int, used_delta int)
 RETURNS void LANGUAGE sql AS $$
@@ -36,7 +37,8 @@ BEGIN
             SELECT x.site_id, x.instance_type_id,
                    coalesce(x.domain_uuid, '00000000-0000-0000-0000-000000000000'::uuid) AS domain_uuid,
                    (x.instance_id IS NULL AND x.status = 'Ready' AND NOT x.is_missing_on_site
-                     AND x.reserved_lp_id IS NULL AND x.foreign_gpus = 0)::int AS free,
+                     AND x.reserved_lp_id IS NULL AND x.foreign_gpus = 0
+                     AND NOT x.held_unhealthy)::int AS free,
                    (x.instance_id IS NOT NULL)::int AS used
             FROM new_rows x WHERE x.instance_type_id IS NOT NULL) d
         GROUP BY d.site_id, d.instance_type_id, d.domain_uuid
@@ -49,14 +51,16 @@ BEGIN
             SELECT x.site_id, x.instance_type_id,
                    coalesce(x.domain_uuid, '00000000-0000-0000-0000-000000000000'::uuid) AS domain_uuid,
                    - (x.instance_id IS NULL AND x.status = 'Ready' AND NOT x.is_missing_on_site
-                     AND x.reserved_lp_id IS NULL AND x.foreign_gpus = 0)::int AS free,
+                     AND x.reserved_lp_id IS NULL AND x.foreign_gpus = 0
+                     AND NOT x.held_unhealthy)::int AS free,
                    - (x.instance_id IS NOT NULL)::int AS used
             FROM old_rows x WHERE x.instance_type_id IS NOT NULL
             UNION ALL
             SELECT x.site_id, x.instance_type_id,
                    coalesce(x.domain_uuid, '00000000-0000-0000-0000-000000000000'::uuid) AS domain_uuid,
                    (x.instance_id IS NULL AND x.status = 'Ready' AND NOT x.is_missing_on_site
-                     AND x.reserved_lp_id IS NULL AND x.foreign_gpus = 0)::int AS free,
+                     AND x.reserved_lp_id IS NULL AND x.foreign_gpus = 0
+                     AND NOT x.held_unhealthy)::int AS free,
                    (x.instance_id IS NOT NULL)::int AS used
             FROM new_rows x WHERE x.instance_type_id IS NOT NULL) d
         GROUP BY d.site_id, d.instance_type_id, d.domain_uuid
@@ -69,7 +73,8 @@ BEGIN
             SELECT x.site_id, x.instance_type_id,
                    coalesce(x.domain_uuid, '00000000-0000-0000-0000-000000000000'::uuid) AS domain_uuid,
                    - (x.instance_id IS NULL AND x.status = 'Ready' AND NOT x.is_missing_on_site
-                     AND x.reserved_lp_id IS NULL AND x.foreign_gpus = 0)::int AS free,
+                     AND x.reserved_lp_id IS NULL AND x.foreign_gpus = 0
+                     AND NOT x.held_unhealthy)::int AS free,
                    - (x.instance_id IS NOT NULL)::int AS used
             FROM old_rows x WHERE x.instance_type_id IS NOT NULL) d
         GROUP BY d.site_id, d.instance_type_id, d.domain_uuid

@@ -14,14 +14,18 @@
 -- Machines a logical partition's reservation holds (reserved_lp_id) are never picked here: the
 -- partition's own creates take them first, by a plain FOR UPDATE SKIP LOCKED read
 -- (nico/instance/queries.py, lock_reserved_machines).
+-- A free machine: unassigned, Ready (not in Maintenance, Error, ...), present on site and not held for
+-- its GPUs' health (machine.held_unhealthy, kept by the reconciler's health read); capacity.sql counts
+-- the same machines as free.
 --
 -- `=` / `IS NULL` rather than `IS NOT DISTINCT FROM`: only these reach the domain through
 -- ix_machine_placement, so a pick reads one domain's machines, not the site's.
 --
 -- Called by: nico/instance/queries.py (lock_free_machines, lock_first_free), when a create
 -- claims the machines placement chose.
--- Made by migrations 0013 and 0014; last changed by migration 0017 (reserved machines left out;
--- 0016: machines with GPUs in a partition nico did not make are skipped).
+-- Made by migrations 0013 and 0014; last changed by migration 0019 (machines held for their GPUs'
+-- health are not free; 0017: reserved machines left out; 0016: machines with GPUs in a partition
+-- nico did not make are skipped).
 
 CREATE OR REPLACE FUNCTION nico_lock_free_machines(p_site uuid, p_type uuid, p_domains uuid[], p_counts integer[])
 RETURNS TABLE (machine_id varchar, machine_domain uuid, short_got integer)
@@ -46,6 +50,7 @@ BEGIN
                         AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
                         AND m.foreign_gpus = 0  -- held by a foreign partition: never placed
                         AND m.reserved_lp_id IS NULL
+                        AND NOT m.held_unhealthy
                       ORDER BY m.chassis_serial, m.tray_index, m.id
                       LIMIT p_counts[i]
                       FOR UPDATE SKIP LOCKED) s;
@@ -58,6 +63,7 @@ BEGIN
                         AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
                         AND m.foreign_gpus = 0  -- held by a foreign partition: never placed
                         AND m.reserved_lp_id IS NULL
+                        AND NOT m.held_unhealthy
                       ORDER BY m.chassis_serial, m.tray_index, m.id
                       LIMIT p_counts[i]
                       FOR UPDATE SKIP LOCKED) s;
@@ -101,6 +107,7 @@ BEGIN
                     AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
                     AND m.foreign_gpus = 0  -- held by a foreign partition: never placed
                     AND m.reserved_lp_id IS NULL
+                    AND NOT m.held_unhealthy
                   ORDER BY m.chassis_serial, m.tray_index, m.id
                   LIMIT p_count
                   FOR UPDATE SKIP LOCKED) s;
