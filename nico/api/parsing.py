@@ -18,6 +18,7 @@ from fastapi import Depends, Path, Query, Request
 from pydantic import BaseModel, ValidationError, WithJsonSchema
 
 from nico.api.errors import PARSE_ERROR, field_map
+from nico.api.names import description_characters_problem, name_characters_problem
 from nico.api.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_NUMBER, MAX_PAGE_SIZE, ORDER_BY, Page, page_of
 from nico.services.errors import ServiceError, bad_request
 
@@ -275,7 +276,8 @@ class FieldErrors:
 def name_problem(
     value: str | None, *, required: bool = True, length_message: str = NAME_LENGTH
 ) -> str | None:
-    """The reference's name rule: 2..256 characters (runes), no leading or trailing whitespace."""
+    """The reference's name rule: 2..256 characters (runes), no leading or trailing whitespace; then
+    nico's character rule (:mod:`nico.api.names`)."""
     if value is None or value == "":
         return length_message if required else (length_message if value == "" else None)
     if not 2 <= len(value) <= 256:
@@ -284,13 +286,13 @@ def name_problem(
         return "name field has leading whitespace"
     if value != value.rstrip():
         return "name field has trailing whitespace"
-    return None
+    return name_characters_problem(value)
 
 
 def description_problem(value: str | None) -> str | None:
     if value is not None and len(value) > DESCRIPTION_MAX:
         return DESCRIPTION_LENGTH
-    return None
+    return None if value is None else description_characters_problem(value)
 
 
 def user_data_problem(value: str | None) -> str | None:

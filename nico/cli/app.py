@@ -110,7 +110,7 @@ def token(
     new_key = not settings.auth.hs256_secret and not key.exists()
     roles = role or ["TENANT_ADMIN"]
     for name in roles:
-        if normalize_role(name) not in KNOWN_ROLES:
+        if normalize_role(name, settings.auth.legacy_role_prefixes) not in KNOWN_ROLES:
             console.print(
                 f"[bold red]unknown role:[/] {name} (expected one of {', '.join(sorted(KNOWN_ROLES))})"
             )

@@ -15,6 +15,7 @@ from nico.api.schemas.common import (
     OPTIONAL_UUID_SCHEMA,
     UUID_SCHEMA,
     Deprecation,
+    MaxItems,
     RequestModel,
     ResponseModel,
     StatusDetail,
@@ -24,6 +25,7 @@ from nico.api.schemas.common import (
     required,
 )
 from nico.api.schemas.instance_type import (
+    CAPABILITIES_LIMIT,
     InstanceTypeSummary,
     MachineCapability,
     MachineCapabilityRequest,
@@ -262,8 +264,8 @@ class NvLinkInfoRequest(RequestModel):
     tray_index: Annotated[int | None, declared({"type": "integer", "minimum": 0, "maximum": INT32_MAX})] = (
         None
     )
-    gpus: list[GpuRequest] | None = Field(
-        default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": MAX_GPUS}
+    gpus: Annotated[list[GpuRequest] | None, MaxItems(MAX_GPUS, "1 to {limit} GPUs must be specified")] = (
+        Field(default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": MAX_GPUS})
     )
 
     def record(self) -> NvlinkInfo:
@@ -297,7 +299,7 @@ class MachineRecordRequest(RequestModel):
     vendor: Annotated[str | None, _text(TEXT_LIMITS["vendor"])] = None
     product_name: Annotated[str | None, _text(TEXT_LIMITS["productName"])] = None
     hw_sku_device_type: Annotated[str | None, _text(TEXT_LIMITS["hwSkuDeviceType"])] = None
-    machine_capabilities: list[ReportedCapabilityRequest] | None = None
+    machine_capabilities: Annotated[list[ReportedCapabilityRequest] | None, CAPABILITIES_LIMIT] = None
     nv_link_info: NvLinkInfoRequest | None = Field(default=None, alias="nvLinkInfo")
 
 
@@ -308,9 +310,9 @@ class MachineRegistrationRequest(RequestModel):
 
     site_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
     instance_type_id: Annotated[str | None, declared(OPTIONAL_UUID_SCHEMA)] = None
-    machines: list[MachineRecordRequest] | None = Field(
-        default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": MAX_MACHINES}
-    )
+    machines: Annotated[
+        list[MachineRecordRequest] | None, MaxItems(MAX_MACHINES, "1 to {limit} machines must be specified")
+    ] = Field(default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": MAX_MACHINES})
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("siteId", uuid_problem(self.site_id))
