@@ -64,6 +64,7 @@ def serve(
 
     from nico.api.app import Background, build_context, create_app
     from nico.api.context import AppContext
+    from nico.api.http_limits import limited_protocol
     from nico.reconciler.runtime import run_reconciler
 
     settings = settings_or_exit()
@@ -89,7 +90,13 @@ def serve(
 
         background.append(reconciler)
     api = create_app(settings, context=context, background=background, owns_context=True)
-    uvicorn.run(api, host=settings.api.host, port=settings.api.port, log_level=settings.log_level.lower())
+    uvicorn.run(
+        api,
+        host=settings.api.host,
+        port=settings.api.port,
+        log_level=settings.log_level.lower(),
+        http=limited_protocol(settings),
+    )
 
 
 @app.command()
