@@ -149,9 +149,7 @@ async def test_a_silent_connection_is_closed(port: int) -> None:
     writer.close()
 
 
-async def test_requests_within_the_limits_are_served(
-    port: int, db: str, headers: dict[str, str]
-) -> None:
+async def test_requests_within_the_limits_are_served(port: int, db: str, headers: dict[str, str]) -> None:
     """Keep-alive, pipelining, a 20 KB header, and a head that arrives with 100 KB of body in one write
     (the body's bytes are not counted against the head)."""
     big_header = b"X-Fine: " + b"d" * 20_000 + b"\r\n"
