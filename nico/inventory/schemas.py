@@ -11,7 +11,6 @@ from pydantic import ConfigDict, Field, WithJsonSchema
 from nico.api.parsing import FieldErrors, labels_problem, uuid_problem
 from nico.api.schemas.common import (
     LABELS_SCHEMA,
-    NAME_SCHEMA,
     OPTIONAL_UUID_SCHEMA,
     UUID_SCHEMA,
     Deprecation,
@@ -255,12 +254,22 @@ class GpuRequest(RequestModel):
     )
 
 
+# records.check_location: 1..256 characters without surrounding whitespace (a hardware serial, not a
+# name: the name rule of nico.api.names does not apply), no NUL
+CHASSIS_SERIAL_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 256,
+    "pattern": "^[^\\s\\u0000]([^\\u0000]*[^\\s\\u0000])?$",
+}
+
+
 class NvLinkInfoRequest(RequestModel):
     model_config = required("domainUuid", "chassisSerial", "trayIndex", "gpus")
 
     domain_uuid: Annotated[str | None, declared(UUID_SCHEMA)] = None
     # 1..256 characters without surrounding whitespace
-    chassis_serial: Annotated[str | None, declared({**NAME_SCHEMA, "minLength": 1})] = None
+    chassis_serial: Annotated[str | None, declared(CHASSIS_SERIAL_SCHEMA)] = None
     tray_index: Annotated[int | None, declared({"type": "integer", "minimum": 0, "maximum": INT32_MAX})] = (
         None
     )
