@@ -23,6 +23,7 @@ from nico.api.parsing import (
 )
 from nico.api.schemas.common import (
     DESCRIPTION_SCHEMA,
+    LABELS_BOUND,
     LABELS_SCHEMA,
     NAME_SCHEMA,
     OPTIONAL_UUID_SCHEMA,
@@ -148,7 +149,7 @@ class InstanceFields(RequestModel):
     user_data: Annotated[str | None, declared(USER_DATA_SCHEMA)] = None
     phone_home_enabled: bool | None = None
     always_boot_with_custom_ipxe: bool | None = None
-    labels: Annotated[dict[str, str] | None, declared(LABELS_SCHEMA)] = None
+    labels: Annotated[dict[str, str] | None, LABELS_BOUND, declared(LABELS_SCHEMA)] = None
     ssh_key_group_ids: Annotated[list[str] | None, FIRST_ONLY, declared(UNSUPPORTED_SCHEMA)] = None
     network_security_group_id: Annotated[str | None, declared(UNSUPPORTED_SCHEMA)] = None
     infiniband_interfaces: Annotated[
@@ -241,7 +242,7 @@ class BatchInstanceCreateRequest(InstanceFields):
 class InstanceUpdateRequest(RequestModel):
     name: Annotated[str | None, declared(nullable(NAME_SCHEMA))] = None
     description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
-    labels: Annotated[dict[str, str] | None, declared(LABELS_SCHEMA)] = None
+    labels: Annotated[dict[str, str] | None, LABELS_BOUND, declared(LABELS_SCHEMA)] = None
     trigger_reboot: Annotated[bool | None, declared(NO_REBOOT_SCHEMA)] = None
     reboot_with_custom_ipxe: Annotated[bool | None, declared(NO_REBOOT_SCHEMA)] = None
     apply_updates_on_reboot: Annotated[bool | None, declared(NO_REBOOT_SCHEMA)] = None

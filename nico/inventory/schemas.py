@@ -10,6 +10,7 @@ from pydantic import ConfigDict, Field, WithJsonSchema
 
 from nico.api.parsing import FieldErrors, labels_problem, uuid_problem
 from nico.api.schemas.common import (
+    LABELS_BOUND,
     LABELS_SCHEMA,
     OPTIONAL_UUID_SCHEMA,
     UUID_SCHEMA,
@@ -196,7 +197,7 @@ class MachineUpdateRequest(RequestModel):
     ] = None
     set_maintenance_mode: bool | None = None
     maintenance_message: Annotated[str | None, declared(nullable(_MESSAGE))] = None
-    labels: Annotated[dict[str, Any] | None, declared(LABELS_SCHEMA)] = None
+    labels: Annotated[dict[str, Any] | None, LABELS_BOUND, declared(LABELS_SCHEMA)] = None
 
     def check(self, errors: FieldErrors) -> None:
         chosen = [

@@ -230,6 +230,9 @@ async def test_a_huge_list_is_refused_before_its_items_are_read(
         f"{INSTANCE}/{instance}", json={"sshKeyGroupIds": ["x"] * 50_000}, headers=headers
     )
     assert unsupported.status_code == 400 and "sshKeyGroupIds" in unsupported.json()["data"]
+    labels = {f"k{n}": "v" for n in range(60_000)}
+    response = await client.patch(f"{INSTANCE}/{instance}", json={"labels": labels}, headers=headers)
+    assert response.json()["data"] == {"labels": "up to 10 key/value pairs can be specified in labels"}
 
 
 async def test_a_tenant_body_over_a_mebibyte_is_413(

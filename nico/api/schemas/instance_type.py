@@ -19,6 +19,7 @@ from nico.api.parsing import (
 )
 from nico.api.schemas.common import (
     DESCRIPTION_SCHEMA,
+    LABELS_BOUND,
     LABELS_SCHEMA,
     NAME_SCHEMA,
     UUID_SCHEMA,
@@ -375,7 +376,7 @@ class InstanceTypeCreateRequest(RequestModel):
     name: Annotated[str | None, declared(NAME_SCHEMA)] = None
     description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
     site_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
-    labels: Annotated[dict[str, Any] | None, declared(LABELS_SCHEMA)] = None
+    labels: Annotated[dict[str, Any] | None, LABELS_BOUND, declared(LABELS_SCHEMA)] = None
     controller_machine_type: Annotated[
         str | None, declared({"type": ["string", "null"], "minLength": 2, "maxLength": 256})
     ] = None
@@ -394,7 +395,7 @@ class InstanceTypeCreateRequest(RequestModel):
 class InstanceTypeUpdateRequest(RequestModel):
     name: Annotated[str | None, declared(nullable(NAME_SCHEMA))] = None
     description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
-    labels: Annotated[dict[str, Any] | None, declared(LABELS_SCHEMA)] = None
+    labels: Annotated[dict[str, Any] | None, LABELS_BOUND, declared(LABELS_SCHEMA)] = None
     machine_capabilities: Annotated[list[MachineCapabilityRequest] | None, CAPABILITIES_LIMIT] = None
 
     def check(self, errors: FieldErrors) -> None:
