@@ -163,10 +163,10 @@ async def raw_status(reader: asyncio.StreamReader) -> str:
     """The status of the first response on a raw connection, or how the connection ended."""
     try:
         line = await asyncio.wait_for(reader.readline(), timeout=60)
+    except TimeoutError:  # before OSError, of which it is a subclass
+        return "no answer in 60 s"
     except (ConnectionError, OSError):
         return "reset"
-    except TimeoutError:
-        return "no answer in 60 s"
     return line.split()[1].decode() if line.startswith(b"HTTP/") else "closed"
 
 
@@ -219,6 +219,10 @@ async def slow_header(server: Server) -> str:
     return tally(list(await asyncio.gather(*(one() for _ in range(50)))))
 
 
+def compact(body: Any) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
 def hostile_bodies(context: dict[str, str]) -> dict[str, tuple[str, str, bytes]]:
     """The largest hostile bodies: name -> (method, path, raw JSON body)."""
     lp = context["lp_a"]
@@ -236,16 +240,16 @@ def hostile_bodies(context: dict[str, str]) -> dict[str, tuple[str, str, bytes]]
         low, high = 1, 2_000_000
         while low < high:
             mid = (low + high + 1) // 2
-            size = len(json.dumps({**base, key: make(mid)}))
+            size = len(compact({**base, key: make(mid)}))
             low, high = (mid, high) if size <= limit else (low, mid - 1)
-        return json.dumps({**base, key: make(low)}).encode()
+        return compact({**base, key: make(low)})
 
     instance = f"{T}/instance/{context['instance']}"
     return {
         "130k nvLinkIfc": (
             "POST",
             f"{T}/instance",
-            json.dumps({**base, "nvLinkInterfaces": [item] * 130_000}).encode(),
+            compact({**base, "nvLinkInterfaces": [item] * 130_000}),
         ),
         "1 MiB nvLinkIfc": ("POST", f"{T}/instance", fill(lambda n: [item] * n, "nvLinkInterfaces")),
         "1 MiB PATCH list": ("PATCH", instance, fill(lambda n: [item] * n, "nvLinkInterfaces")),
