@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from nico.api.auth import hs256_key, normalize_role
 from nico.api.pagination import MAX_PAGE_NUMBER
 from nico.api.parsing import USER_DATA_MAX
 from nico.config import ConfigError, Settings, load_settings
+from nico.services.feed_export import NODE_NAME_PATTERN
 from tests.api.conftest import BASE, ORG, batch_body, instance_body
 from tests.support import factories as f
 from tests.support.auth import bearer
@@ -300,3 +302,25 @@ async def test_a_bad_last_event_id_is_not_echoed(
     response = await client.get(f"{BASE}/nvlink-topology/events", headers=headers | {"Last-Event-ID": probe})
     assert response.status_code == 400
     assert "zzz" not in response.text and "script" not in response.text
+
+
+async def test_node_name_templates_outside_the_declared_pattern_are_400(
+    client: httpx.AsyncClient, world: f.NvlinkSite, headers: dict[str, str]
+) -> None:
+    """The export's refusals are the document's pattern exactly: what it refuses answers 400, what it
+    allows renders (``{instance:d}`` passed the old field check and failed at render)."""
+    pattern = re.compile(NODE_NAME_PATTERN)
+    export = f"{BASE}/nvlink-topology/export"
+    for template in ("", "}", "{", "{instance:d}", "{instance!r}", "{nope}", "{0}"):
+        assert pattern.match(template) is None, template
+        response = await client.get(
+            export, params={"format": "slurm-topology-conf", "nodeName": template}, headers=headers
+        )
+        assert response.status_code == 400, (template, response.text)
+        assert response.json()["message"].startswith("Invalid nodeName template"), template
+    for template in ("{instance}", "n-{machine}.{site}", "{{literal}}-{hostname}"):
+        assert pattern.match(template) is not None, template
+        response = await client.get(
+            export, params={"format": "slurm-topology-conf", "nodeName": template}, headers=headers
+        )
+        assert response.status_code == 200, (template, response.text)
