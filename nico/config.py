@@ -165,6 +165,14 @@ class ApiConfig(BaseModel):
     placement_event_retention_seconds: int = Field(default=86400, ge=60)
     placement_event_heartbeat_seconds: float = Field(default=15.0, gt=0, le=300)
     emit_deprecated_partition_key: bool = True
+    # Request limits (nico.api.http_limits, nico.api.app.BodyLimit); docs/configuration.md says why each.
+    max_header_bytes: int = Field(default=64 * 1024, ge=4096)
+    max_header_line_bytes: int = Field(default=32 * 1024, ge=1024)
+    max_request_line_bytes: int = Field(default=8 * 1024, ge=1024)
+    max_query_parameters: int = Field(default=128, ge=16)
+    header_timeout_seconds: float = Field(default=10.0, gt=0, le=300)
+    max_body_bytes: int = Field(default=1024 * 1024, ge=64 * 1024)
+    max_registration_body_bytes: int = Field(default=10 * 1024 * 1024, ge=64 * 1024)
 
 
 class ExportConfig(BaseModel):
@@ -225,6 +233,15 @@ def _default_algorithms() -> list[Literal["HS256", "RS256", "ES256"]]:
     return ["HS256"]
 
 
+# The reference accepts its former role names, NICO_TENANT_ADMIN and FORGE_TENANT_ADMIN (spec §1.6).
+LEGACY_ROLE_PREFIXES = ("NICO_", "FORGE_")
+HS256_SECRET_MIN_BYTES = 32  # RFC 7518 §3.2: a key at least as long as the hash output
+
+
+def _default_legacy_prefixes() -> list[str]:
+    return list(LEGACY_ROLE_PREFIXES)
+
+
 class AuthConfig(BaseModel):
     """How bearer tokens are checked.
 
@@ -244,6 +261,14 @@ class AuthConfig(BaseModel):
     roles_claim: str = "roles"
     org_display_name_claim: str = "org_display_name"
     leeway_seconds: int = Field(default=30, ge=0)
+    legacy_role_prefixes: list[str] = Field(default_factory=_default_legacy_prefixes)
+
+    @field_validator("hs256_secret")
+    @classmethod
+    def _long_enough(cls, value: str | None) -> str | None:
+        if value is not None and len(value.encode()) < HS256_SECRET_MIN_BYTES:
+            raise ValueError(f"at least {HS256_SECRET_MIN_BYTES} bytes")
+        return value
 
 
 class Settings(BaseSettings):
@@ -320,6 +345,8 @@ def _explain(exc: ValidationError) -> str:
         return f"{key}: unknown setting"
     if first["type"] == "literal_error":
         return f"{key}: {message}, got {first.get('input')!r}"
+    if key.endswith("secret"):  # never print a secret, not even a refused one
+        return f"{key}: invalid value; expected {message}"
     return f"{key}: invalid value {first.get('input')!r}; expected {message}"
 
 

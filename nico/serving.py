@@ -46,6 +46,8 @@ def app_factory() -> FastAPI:
 def serve_workers(settings: Settings, url: str, workers: int, *, reconciler: bool, metrics_port: int) -> None:
     """uvicorn's process manager with ``workers`` API processes; the reconciler, when on, runs once,
     in this process (a thread with its own event loop and /metrics on ``metrics_port``)."""
+    from nico.api.http_limits import limited_protocol
+
     os.environ[DATABASE_URL_VARIABLE] = url
     stop = threading.Event()
     thread = threading.Thread(
@@ -61,6 +63,7 @@ def serve_workers(settings: Settings, url: str, workers: int, *, reconciler: boo
             port=settings.api.port,
             workers=workers,
             log_level=settings.log_level.lower(),
+            http=limited_protocol(settings),
         )
     finally:
         # uvicorn took SIGTERM / Ctrl-C and stopped the workers: the reconciler stops as it would alone.

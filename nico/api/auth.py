@@ -12,13 +12,14 @@ import os
 import secrets
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jwt
 
-from nico.config import AuthConfig, Settings
+from nico.config import LEGACY_ROLE_PREFIXES, AuthConfig, Settings
 from nico.services.errors import ServiceError
 
 TENANT_ADMIN = "TENANT_ADMIN"
@@ -33,13 +34,15 @@ def unauthorized(message: str) -> ServiceError:
     return ServiceError(401, message)
 
 
-def normalize_role(role: str) -> str | None:
-    """``TENANT_ADMIN`` as is; a legacy name with one ``WORD_`` prefix (``NICO_TENANT_ADMIN``) stripped."""
+def normalize_role(role: str, legacy_prefixes: Sequence[str] = LEGACY_ROLE_PREFIXES) -> str | None:
+    """``TENANT_ADMIN`` as is; a legacy name (``NICO_TENANT_ADMIN``) with one of ``legacy_prefixes``
+    (``auth.legacy_role_prefixes``) stripped. Any other prefix grants nothing: an identity provider's
+    ``PENDING_PROVIDER_ADMIN`` is not ``PROVIDER_ADMIN``."""
     if role in KNOWN_ROLES:
         return role
-    _, sep, rest = role.partition("_")
-    if sep and rest in KNOWN_ROLES:
-        return rest
+    for prefix in legacy_prefixes:
+        if role.startswith(prefix) and role[len(prefix) :] in KNOWN_ROLES:
+            return role[len(prefix) :]
     return None
 
 
@@ -91,14 +94,14 @@ def _claim(claims: dict[str, Any], path: str) -> Any:
     return value
 
 
-def _role_set(raw: Any) -> frozenset[str]:
+def _role_set(raw: Any, legacy_prefixes: Sequence[str]) -> frozenset[str]:
     if isinstance(raw, str):
         items = raw.split()
     elif isinstance(raw, list):
         items = [item for item in raw if isinstance(item, str)]
     else:
         return frozenset()
-    return frozenset(role for role in (normalize_role(item) for item in items) if role)
+    return frozenset(role for role in (normalize_role(item, legacy_prefixes) for item in items) if role)
 
 
 def principal_from_claims(claims: dict[str, Any], config: AuthConfig) -> Principal:
@@ -112,10 +115,10 @@ def principal_from_claims(claims: dict[str, Any], config: AuthConfig) -> Princip
     orgs: dict[str, frozenset[str]] = {}
     if isinstance(roles_raw, dict):
         for org, roles in roles_raw.items():
-            orgs[str(org)] = _role_set(roles)
+            orgs[str(org)] = _role_set(roles, config.legacy_role_prefixes)
     else:
         names = [org_raw] if isinstance(org_raw, str) else org_raw if isinstance(org_raw, list) else []
-        roles = _role_set(roles_raw)
+        roles = _role_set(roles_raw, config.legacy_role_prefixes)
         for name in names:
             if isinstance(name, str) and name:
                 orgs[name] = roles
@@ -259,4 +262,14 @@ class TokenVerifier:
             )
         except jwt.PyJWTError:
             raise unauthorized("Invalid authorization token in request") from None
+        if any(not _is_number(claims[name]) for name in NUMERIC_CLAIMS if name in claims):
+            raise unauthorized("Invalid authorization token in request")
         return principal_from_claims(claims, self.config)
+
+
+# RFC 7519 §2 NumericDate: a JSON number. PyJWT reads these with ``int()``, which also takes "4102444800".
+NUMERIC_CLAIMS = ("exp", "nbf", "iat")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

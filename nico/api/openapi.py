@@ -34,7 +34,11 @@ ERROR_TEXTS = {
     "403": "The token's roles do not allow this operation in this org",
     "404": "A resource in the path or the request does not exist (for the caller)",
     "409": "The request conflicts with the current state (name clash, capacity, a concurrent change)",
-    "413": "Request body over 10 MB",
+    "413": "Request body over `api.max_body_bytes` (1 MiB by default; machine registration: "
+    "`api.max_registration_body_bytes`, 10 MiB)",
+    "414": "Request target over `api.max_request_line_bytes` (8 KiB by default)",
+    "431": "Request headers over `api.max_header_bytes` (64 KiB by default) or one header over "
+    "`api.max_header_line_bytes` (32 KiB)",
     "500": "Unexpected error",
     "503": "The database is unavailable, retry shortly",
 }
@@ -157,10 +161,11 @@ REFUSALS: dict[str, tuple[Refusal, ...]] = {
 def error_statuses(path: str, method: str, operation: dict[str, Any], tenant_prefix: str) -> list[str]:
     """The error statuses an operation can answer, derived from what it declares: every tenant route
     authenticates (401, 403), reads an org and ids (400, 404) and the database (500, 503); writes can
-    conflict (409); a body can be too large (413)."""
+    conflict (409); a body can be too large (413), a target or the headers too (414, 431: answered by
+    the server's protocol, nico.api.http_limits)."""
     if not path.startswith(tenant_prefix):
         return ["503"] if path == "/readyz" else []
-    statuses = ["400", "401", "403", "404", "500", "503"]
+    statuses = ["400", "401", "403", "404", "414", "431", "500", "503"]
     if method in ("post", "patch", "put", "delete"):
         statuses.append("409")
     if "requestBody" in operation or method in ("post", "patch", "put"):

@@ -87,6 +87,7 @@ def serve(
 
     from nico.api.app import Background, build_context, create_app
     from nico.api.context import AppContext
+    from nico.api.http_limits import limited_protocol
     from nico.reconciler.runtime import run_reconciler
     from nico.serving import serve_until_stopped, stop_like_ctrl_c
 
@@ -116,7 +117,11 @@ def serve(
         background.append(reconciler)
     api = create_app(settings, context=context, background=background, owns_context=True)
     config = uvicorn.Config(
-        api, host=settings.api.host, port=settings.api.port, log_level=settings.log_level.lower()
+        api,
+        host=settings.api.host,
+        port=settings.api.port,
+        log_level=settings.log_level.lower(),
+        http=limited_protocol(settings),
     )
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C before the event loop took it over
         asyncio.run(serve_until_stopped(config))
@@ -140,7 +145,7 @@ def token(
     new_key = not settings.auth.hs256_secret and not key.exists()
     roles = role or ["TENANT_ADMIN"]
     for name in roles:
-        if normalize_role(name) not in KNOWN_ROLES:
+        if normalize_role(name, settings.auth.legacy_role_prefixes) not in KNOWN_ROLES:
             console.print(
                 f"[bold red]unknown role:[/] {name} (expected one of {', '.join(sorted(KNOWN_ROLES))})"
             )

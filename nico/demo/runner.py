@@ -37,6 +37,7 @@ from rich.progress import (
 from nico.api.app import Background, build_context, create_app
 from nico.api.auth import issue_dev_token
 from nico.api.context import AppContext
+from nico.api.http_limits import limited_protocol
 from nico.config import Settings
 from nico.db import migrate as migrations
 from nico.db.engine import make_session_factory, resolve_database_url, transaction
@@ -280,7 +281,13 @@ async def serve(
     background: list[Background] = [reconciler] if settings.nvlink_config.enabled else []
     api = create_app(settings, context=context, background=background)
     server = EmbeddedServer(
-        uvicorn.Config(api, log_level="warning", access_log=False, timeout_graceful_shutdown=5)
+        uvicorn.Config(
+            api,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=5,
+            http=limited_protocol(settings),
+        )
     )
     serving = asyncio.create_task(server.serve(sockets=[sock]), name="demo-api")
     while not server.started:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import ConfigDict, Field
+from pydantic import BeforeValidator, ConfigDict, Field
 
 from nico.api.parsing import (
     NAME_LENGTH,
@@ -23,11 +23,13 @@ from nico.api.parsing import (
 )
 from nico.api.schemas.common import (
     DESCRIPTION_SCHEMA,
+    LABELS_BOUND,
     LABELS_SCHEMA,
     NAME_SCHEMA,
     OPTIONAL_UUID_SCHEMA,
     UUID_SCHEMA,
     Deprecation,
+    MaxItems,
     RequestModel,
     ResponseModel,
     StatusDetail,
@@ -36,7 +38,7 @@ from nico.api.schemas.common import (
     omit_if_none,
 )
 from nico.api.schemas.instance_type import InstanceTypeSummary
-from nico.api.schemas.nvlink_interface import NVLinkInterface, NVLinkInterfaceRequest
+from nico.api.schemas.nvlink_interface import NVLinkInterface, NVLinkInterfaceRequests
 from nico.api.schemas.org import InfrastructureProviderSummary, TenantSummary
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import UNSUPPORTED, VpcSummary
@@ -103,6 +105,15 @@ DEPRECATIONS = (
 )
 
 
+def _first_item_only(value: Any) -> Any:
+    return value[:1] if isinstance(value, list) else value
+
+
+# A list nico refuses whenever it is not empty: its first item is all the check needs, so only that one
+# is validated, whatever the length.
+FIRST_ONLY = BeforeValidator(_first_item_only)
+
+
 class InterfaceRequest(RequestModel):
     model_config = ConfigDict(json_schema_extra={"required": ["subnetId"]})
 
@@ -119,7 +130,10 @@ class InstanceFields(RequestModel):
     tenant_id: Annotated[str | None, declared(TENANT_ID_SCHEMA)] = None
     instance_type_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
     vpc_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
-    interfaces: list[InterfaceRequest] | None = Field(
+    interfaces: Annotated[
+        list[InterfaceRequest] | None,
+        MaxItems(MAX_INTERFACES, "a maximum of {limit} Interfaces can be specified"),
+    ] = Field(
         default=None,
         json_schema_extra={
             "type": "array",  # not null: at least one
@@ -129,20 +143,22 @@ class InstanceFields(RequestModel):
             "contains": {"required": ["isPhysical"], "properties": {"isPhysical": {"const": True}}},
         },
     )
-    nv_link_interfaces: list[NVLinkInterfaceRequest] | None = None
+    nv_link_interfaces: NVLinkInterfaceRequests = None
     operating_system_id: Annotated[str | None, declared(UNSUPPORTED_SCHEMA)] = None
     ipxe_script: Annotated[str | None, declared(IPXE_SCHEMA)] = None
     user_data: Annotated[str | None, declared(USER_DATA_SCHEMA)] = None
     phone_home_enabled: bool | None = None
     always_boot_with_custom_ipxe: bool | None = None
-    labels: Annotated[dict[str, str] | None, declared(LABELS_SCHEMA)] = None
-    ssh_key_group_ids: Annotated[list[str] | None, declared(UNSUPPORTED_SCHEMA)] = None
+    labels: Annotated[dict[str, str] | None, LABELS_BOUND, declared(LABELS_SCHEMA)] = None
+    ssh_key_group_ids: Annotated[list[str] | None, FIRST_ONLY, declared(UNSUPPORTED_SCHEMA)] = None
     network_security_group_id: Annotated[str | None, declared(UNSUPPORTED_SCHEMA)] = None
-    infiniband_interfaces: Annotated[list[dict[str, Any]] | None, declared(UNSUPPORTED_SCHEMA)] = None
-    dpu_extension_service_deployments: Annotated[
-        list[dict[str, Any]] | None, declared(UNSUPPORTED_SCHEMA)
+    infiniband_interfaces: Annotated[
+        list[dict[str, Any]] | None, FIRST_ONLY, declared(UNSUPPORTED_SCHEMA)
     ] = None
-    secondary_vpc_ids: Annotated[list[str] | None, declared(UNSUPPORTED_SCHEMA)] = None
+    dpu_extension_service_deployments: Annotated[
+        list[dict[str, Any]] | None, FIRST_ONLY, declared(UNSUPPORTED_SCHEMA)
+    ] = None
+    secondary_vpc_ids: Annotated[list[str] | None, FIRST_ONLY, declared(UNSUPPORTED_SCHEMA)] = None
 
     def check_shared(self, errors: FieldErrors, *, batch: bool) -> None:
         errors.add("description", description_problem(self.description))
@@ -226,7 +242,7 @@ class BatchInstanceCreateRequest(InstanceFields):
 class InstanceUpdateRequest(RequestModel):
     name: Annotated[str | None, declared(nullable(NAME_SCHEMA))] = None
     description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
-    labels: Annotated[dict[str, str] | None, declared(LABELS_SCHEMA)] = None
+    labels: Annotated[dict[str, str] | None, LABELS_BOUND, declared(LABELS_SCHEMA)] = None
     trigger_reboot: Annotated[bool | None, declared(NO_REBOOT_SCHEMA)] = None
     reboot_with_custom_ipxe: Annotated[bool | None, declared(NO_REBOOT_SCHEMA)] = None
     apply_updates_on_reboot: Annotated[bool | None, declared(NO_REBOOT_SCHEMA)] = None
@@ -235,17 +251,20 @@ class InstanceUpdateRequest(RequestModel):
     user_data: Annotated[str | None, declared(nullable(USER_DATA_SCHEMA))] = None
     phone_home_enabled: bool | None = None
     always_boot_with_custom_ipxe: bool | None = None
-    secondary_vpc_ids: Annotated[list[str] | None, declared(UNSUPPORTED_LIST_SCHEMA)] = None
+    secondary_vpc_ids: Annotated[list[str] | None, FIRST_ONLY, declared(UNSUPPORTED_LIST_SCHEMA)] = None
     interfaces: Annotated[
         list[InterfaceRequest] | None,
+        FIRST_ONLY,
         declared({"type": "null", "description": f"Updating Interfaces {UNSUPPORTED}"}),
     ] = None
-    infiniband_interfaces: Annotated[list[dict[str, Any]] | None, declared(UNSUPPORTED_LIST_SCHEMA)] = None
-    dpu_extension_service_deployments: Annotated[
-        list[dict[str, Any]] | None, declared(UNSUPPORTED_LIST_SCHEMA)
+    infiniband_interfaces: Annotated[
+        list[dict[str, Any]] | None, FIRST_ONLY, declared(UNSUPPORTED_LIST_SCHEMA)
     ] = None
-    nv_link_interfaces: list[NVLinkInterfaceRequest] | None = None
-    ssh_key_group_ids: Annotated[list[str] | None, declared(UNSUPPORTED_LIST_SCHEMA)] = None
+    dpu_extension_service_deployments: Annotated[
+        list[dict[str, Any]] | None, FIRST_ONLY, declared(UNSUPPORTED_LIST_SCHEMA)
+    ] = None
+    nv_link_interfaces: NVLinkInterfaceRequests = None
+    ssh_key_group_ids: Annotated[list[str] | None, FIRST_ONLY, declared(UNSUPPORTED_LIST_SCHEMA)] = None
     network_security_group_id: Annotated[str | None, declared(UNSUPPORTED_TEXT_SCHEMA)] = None
 
     def check(self, errors: FieldErrors) -> None:

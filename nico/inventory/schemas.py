@@ -10,11 +10,12 @@ from pydantic import ConfigDict, Field, WithJsonSchema
 
 from nico.api.parsing import FieldErrors, labels_problem, uuid_problem
 from nico.api.schemas.common import (
+    LABELS_BOUND,
     LABELS_SCHEMA,
-    NAME_SCHEMA,
     OPTIONAL_UUID_SCHEMA,
     UUID_SCHEMA,
     Deprecation,
+    MaxItems,
     RequestModel,
     ResponseModel,
     StatusDetail,
@@ -24,6 +25,7 @@ from nico.api.schemas.common import (
     required,
 )
 from nico.api.schemas.instance_type import (
+    CAPABILITIES_LIMIT,
     InstanceTypeSummary,
     MachineCapability,
     MachineCapabilityRequest,
@@ -195,7 +197,7 @@ class MachineUpdateRequest(RequestModel):
     ] = None
     set_maintenance_mode: bool | None = None
     maintenance_message: Annotated[str | None, declared(nullable(_MESSAGE))] = None
-    labels: Annotated[dict[str, Any] | None, declared(LABELS_SCHEMA)] = None
+    labels: Annotated[dict[str, Any] | None, LABELS_BOUND, declared(LABELS_SCHEMA)] = None
 
     def check(self, errors: FieldErrors) -> None:
         chosen = [
@@ -253,17 +255,27 @@ class GpuRequest(RequestModel):
     )
 
 
+# records.check_location: 1..256 characters without surrounding whitespace (a hardware serial, not a
+# name: the name rule of nico.api.names does not apply), no NUL
+CHASSIS_SERIAL_SCHEMA = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 256,
+    "pattern": "^[^\\s\\u0000]([^\\u0000]*[^\\s\\u0000])?$",
+}
+
+
 class NvLinkInfoRequest(RequestModel):
     model_config = required("domainUuid", "chassisSerial", "trayIndex", "gpus")
 
     domain_uuid: Annotated[str | None, declared(UUID_SCHEMA)] = None
     # 1..256 characters without surrounding whitespace
-    chassis_serial: Annotated[str | None, declared({**NAME_SCHEMA, "minLength": 1})] = None
+    chassis_serial: Annotated[str | None, declared(CHASSIS_SERIAL_SCHEMA)] = None
     tray_index: Annotated[int | None, declared({"type": "integer", "minimum": 0, "maximum": INT32_MAX})] = (
         None
     )
-    gpus: list[GpuRequest] | None = Field(
-        default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": MAX_GPUS}
+    gpus: Annotated[list[GpuRequest] | None, MaxItems(MAX_GPUS, "1 to {limit} GPUs must be specified")] = (
+        Field(default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": MAX_GPUS})
     )
 
     def record(self) -> NvlinkInfo:
@@ -297,7 +309,7 @@ class MachineRecordRequest(RequestModel):
     vendor: Annotated[str | None, _text(TEXT_LIMITS["vendor"])] = None
     product_name: Annotated[str | None, _text(TEXT_LIMITS["productName"])] = None
     hw_sku_device_type: Annotated[str | None, _text(TEXT_LIMITS["hwSkuDeviceType"])] = None
-    machine_capabilities: list[ReportedCapabilityRequest] | None = None
+    machine_capabilities: Annotated[list[ReportedCapabilityRequest] | None, CAPABILITIES_LIMIT] = None
     nv_link_info: NvLinkInfoRequest | None = Field(default=None, alias="nvLinkInfo")
 
 
@@ -308,9 +320,9 @@ class MachineRegistrationRequest(RequestModel):
 
     site_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
     instance_type_id: Annotated[str | None, declared(OPTIONAL_UUID_SCHEMA)] = None
-    machines: list[MachineRecordRequest] | None = Field(
-        default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": MAX_MACHINES}
-    )
+    machines: Annotated[
+        list[MachineRecordRequest] | None, MaxItems(MAX_MACHINES, "1 to {limit} machines must be specified")
+    ] = Field(default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": MAX_MACHINES})
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("siteId", uuid_problem(self.site_id))

@@ -69,7 +69,8 @@ def parse_cursor(value: str | None) -> Cursor | None:
         return None
     match = _CURSOR.match(value.strip())
     if match is None:
-        raise bad_request(f"Invalid Last-Event-ID: {value} (expected <txid>-<id> as sent by this stream)")
+        # the value is not echoed: it is the client's, of any length, and a response is no place for it
+        raise bad_request("Invalid Last-Event-ID (expected <txid>-<id> as sent by this stream)")
     return Cursor(int(match[1]), int(match[2]))
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import uvicorn
 
 from nico.api.app import create_app
+from nico.api.http_limits import limited_protocol
 from nico.api.openapi import REFUSALS
 from nico.config import Settings
 from tests.support.net import free_port
@@ -32,11 +33,18 @@ ALL_PHASES = "examples,coverage,fuzzing,stateful"
 
 @contextlib.contextmanager
 def serving(settings: Settings) -> Iterator[str]:
-    """The app on a loopback port in a thread of its own (its own event loop and engine): its URL."""
+    """The app on a loopback port in a thread of its own (its own event loop and engine), served as
+    ``nico serve`` serves it (the request limits of ``nico.api.http_limits``): its URL."""
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    config = uvicorn.Config(
+        create_app(settings),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        lifespan="on",
+        http=limited_protocol(settings),
     )
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="fuzz-server", daemon=True)
     thread.start()
     try:

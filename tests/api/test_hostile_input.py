@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.api.auth import hs256_key, normalize_role
 from nico.api.context import AppContext
 from nico.api.pagination import MAX_PAGE_NUMBER
 from nico.api.parsing import USER_DATA_MAX
-from nico.config import QuotaConfig
+from nico.config import ConfigError, QuotaConfig, Settings, load_settings
 from nico.db.models import Instance, LogicalPartition
-from tests.api.conftest import BASE, instance_body
+from nico.services.feed_export import NODE_NAME_PATTERN
+from tests.api.conftest import BASE, ORG, batch_body, instance_body
 from tests.support import factories as f
+from tests.support.auth import bearer
 
 PARTITION = f"{BASE}/nvlink-logical-partition"
 INSTANCE = f"{BASE}/instance"
@@ -197,3 +203,186 @@ async def test_a_patch_flood_is_held_to_the_tenants_rate(
         select(Instance.nvlink_config_version).where(Instance.id == uuid.UUID(made.json()["id"]))
     )
     assert version == 1 + 7
+
+
+# Names, lists, roles and keys: each row a finding of the attacker's probe.
+
+HOSTILE_NAMES = {
+    "zero-width only": "\u200b\u200b",
+    "right-to-left override": "evil\u202etxt.exe",
+    "ANSI escape and bell": "a\x07\x1b[31mred",
+    "whitespace only": "   ",
+    "C1 control": "ab\x85cd",
+}
+
+
+def name_targets(world: f.NvlinkSite) -> list[tuple[str, str, str, dict[str, Any]]]:
+    """(resource, method, path, body without its name) for every resource a tenant names."""
+    return [
+        ("partition", "POST", PARTITION, {"siteId": str(world.site.id)}),
+        ("vpc", "POST", f"{BASE}/vpc", {"siteId": str(world.site.id)}),
+        ("subnet", "POST", f"{BASE}/subnet", {"vpcId": str(world.vpc.id)}),
+        ("instance", "POST", INSTANCE, instance_body(world, name="")),
+        ("vpc rename", "PATCH", f"{BASE}/vpc/{world.vpc.id}", {}),
+    ]
+
+
+async def test_names_with_hostile_characters_are_refused_everywhere(
+    client: httpx.AsyncClient, world: f.NvlinkSite, headers: dict[str, str], settings: Settings
+) -> None:
+    """Every resource's name (subnets too), and the provider's instance types: 400 naming `name`."""
+    provider = bearer(settings, "provider-org", "PROVIDER_ADMIN")
+    targets = [(r, m, p, b, headers) for r, m, p, b in name_targets(world)]
+    targets.append(
+        (
+            "instance type",
+            "PATCH",
+            f"/v2/org/provider-org/nico/instance/type/{world.instance_type.id}",
+            {},
+            provider,
+        )
+    )
+    accepted = {}
+    for resource, method, path, body, who in targets:
+        for label, name in HOSTILE_NAMES.items():
+            response = await client.request(method, path, json={**body, "name": name}, headers=who)
+            if response.status_code != 400 or "name" not in (response.json()["data"] or {}):
+                accepted[(resource, label)] = (response.status_code, response.text[:200])
+    assert accepted == {}
+    assert (await client.get(PARTITION, headers=headers)).json() == []
+
+
+async def test_descriptions_refuse_controls_and_bidi_but_keep_line_breaks(
+    client: httpx.AsyncClient, world: f.NvlinkSite, headers: dict[str, str]
+) -> None:
+    for description in ("a\x1b[2Jb", "left\u202eright", "a\u2066b"):
+        response = await client.post(
+            PARTITION, json=site_body(world, description=description), headers=headers
+        )
+        assert response.status_code == 400 and "description" in response.json()["data"], description
+    fine = await client.post(
+        PARTITION, json=site_body(world, description="two\nlines\tand a tab"), headers=headers
+    )
+    assert fine.status_code == 201, fine.text
+
+
+async def test_a_huge_list_is_refused_before_its_items_are_read(
+    client: httpx.AsyncClient, world: f.NvlinkSite, headers: dict[str, str]
+) -> None:
+    """130,000 NVLink interfaces (the probe's 9 MB body, within the 1 MiB limit here: 7,000 items) and
+    one over the tray: refused with the field named, on create, batch and update alike."""
+    item = {"nvLinkLogicalPartitionId": str(uuid.uuid4()), "deviceInstance": 0}
+    instance = (await client.post(INSTANCE, json=instance_body(world), headers=headers)).json()["id"]
+    for count in (5, 7_000):
+        items = [item] * count
+        for method, path, body in (
+            ("POST", INSTANCE, instance_body(world, name="huge", nvLinkInterfaces=items)),
+            ("POST", f"{INSTANCE}/batch", batch_body(world, nvLinkInterfaces=items)),
+            ("PATCH", f"{INSTANCE}/{instance}", {"nvLinkInterfaces": items}),
+        ):
+            response = await client.request(method, path, json=body, headers=headers)
+            assert response.status_code == 400, (method, path, count, response.text[:300])
+            assert response.json()["data"] == {
+                "nvLinkInterfaces": "a maximum of 4 NVLink Interfaces can be specified (one per GPU)"
+            }
+    interfaces = [{"subnetId": str(world.subnet.id)}] * 17
+    response = await client.post(
+        INSTANCE, json=instance_body(world, name="many", interfaces=interfaces), headers=headers
+    )
+    assert response.json()["data"] == {"interfaces": "a maximum of 16 Interfaces can be specified"}
+    unsupported = await client.patch(
+        f"{INSTANCE}/{instance}", json={"sshKeyGroupIds": ["x"] * 50_000}, headers=headers
+    )
+    assert unsupported.status_code == 400 and "sshKeyGroupIds" in unsupported.json()["data"]
+    labels = {f"k{n}": "v" for n in range(60_000)}
+    response = await client.patch(f"{INSTANCE}/{instance}", json={"labels": labels}, headers=headers)
+    assert response.json()["data"] == {"labels": "up to 10 key/value pairs can be specified in labels"}
+
+
+async def test_a_tenant_body_over_a_mebibyte_is_413(
+    client: httpx.AsyncClient, world: f.NvlinkSite, headers: dict[str, str]
+) -> None:
+    body = site_body(world, description="d" * (1024 * 1024))
+    response = await client.post(PARTITION, json=body, headers=headers)
+    assert response.status_code == 413 and response.json()["message"] == "Request Entity Too Large"
+
+
+async def test_only_exact_roles_or_configured_legacy_prefixes_grant(
+    client: httpx.AsyncClient, world: f.NvlinkSite, settings: Settings
+) -> None:
+    for role, status in (
+        ("PENDING_TENANT_ADMIN", 403),
+        ("EX_TENANT_ADMIN", 403),
+        ("NICO_TENANT_ADMIN", 200),
+        ("FORGE_TENANT_ADMIN", 200),
+        ("TENANT_ADMIN", 200),
+    ):
+        response = await client.get(PARTITION, headers=bearer(settings, ORG, role))
+        assert response.status_code == status, role
+    provider = await client.get(
+        "/v2/org/provider-org/nico/site", headers=bearer(settings, "provider-org", "PENDING_PROVIDER_ADMIN")
+    )
+    assert provider.status_code == 403
+    assert normalize_role("NICO_TENANT_ADMIN", ()) is None  # legacy_role_prefixes = []: exact names only
+
+
+async def test_time_claims_must_be_numbers(
+    client: httpx.AsyncClient, world: f.NvlinkSite, settings: Settings
+) -> None:
+    now = int(time.time())
+    base = {
+        "iss": settings.auth.issuer,
+        "aud": settings.auth.audience,
+        "sub": "u",
+        "org": ORG,
+        "roles": ["TENANT_ADMIN"],
+    }
+    for claims in (
+        {"exp": str(now + 3600)},
+        {"exp": now + 3600, "nbf": str(now - 10)},
+        {"exp": now + 3600, "iat": "yesterday"},
+        {"exp": True},
+    ):
+        token = jwt.encode(base | claims, hs256_key(settings), algorithm="HS256")
+        response = await client.get(PARTITION, headers={"Authorization": f"Bearer {token}"})
+        assert response.status_code == 401, claims
+    token = jwt.encode(base | {"exp": now + 3600.5, "iat": now}, hs256_key(settings), algorithm="HS256")
+    assert (await client.get(PARTITION, headers={"Authorization": f"Bearer {token}"})).status_code == 200
+
+
+def test_a_short_hs256_secret_stops_start_up_without_printing_it() -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(auth={"hs256_secret": "s3cr3t-but-short"})
+    assert str(refused.value) == "auth.hs256_secret: invalid value; expected at least 32 bytes"
+    assert load_settings(auth={"hs256_secret": "k" * 32}).auth.hs256_secret == "k" * 32
+
+
+async def test_a_bad_last_event_id_is_not_echoed(
+    client: httpx.AsyncClient, world: f.NvlinkSite, headers: dict[str, str]
+) -> None:
+    probe = "<script>" + "z" * 4000
+    response = await client.get(f"{BASE}/nvlink-topology/events", headers=headers | {"Last-Event-ID": probe})
+    assert response.status_code == 400
+    assert "zzz" not in response.text and "script" not in response.text
+
+
+async def test_node_name_templates_outside_the_declared_pattern_are_400(
+    client: httpx.AsyncClient, world: f.NvlinkSite, headers: dict[str, str]
+) -> None:
+    """The export's refusals are the document's pattern exactly: what it refuses answers 400, what it
+    allows renders (``{instance:d}`` passed the old field check and failed at render)."""
+    pattern = re.compile(NODE_NAME_PATTERN)
+    export = f"{BASE}/nvlink-topology/export"
+    for template in ("", "}", "{", "{instance:d}", "{instance!r}", "{nope}", "{0}"):
+        assert pattern.match(template) is None, template
+        response = await client.get(
+            export, params={"format": "slurm-topology-conf", "nodeName": template}, headers=headers
+        )
+        assert response.status_code == 400, (template, response.text)
+        assert response.json()["message"].startswith("Invalid nodeName template"), template
+    for template in ("{instance}", "n-{machine}.{site}", "{{literal}}-{hostname}"):
+        assert pattern.match(template) is not None, template
+        response = await client.get(
+            export, params={"format": "slurm-topology-conf", "nodeName": template}, headers=headers
+        )
+        assert response.status_code == 200, (template, response.text)

@@ -65,7 +65,12 @@ async def export_topology(
     site_id: SiteParam = None,
     node_name: Annotated[
         str,
-        Query(alias="nodeName", description="Node name template: {instance}, {instance_id}, {machine}, ..."),
+        Query(
+            alias="nodeName",
+            description="Node name template: {instance}, {instance_id}, {machine}, {hostname}, {site}; "
+            "`{{` and `}}` for braces. Anything else answers 400 `Invalid nodeName template`",
+            json_schema_extra={"pattern": feed_export.NODE_NAME_PATTERN},
+        ),
     ] = feed_export.DEFAULT_NODE_NAME,
     clique_label: Annotated[
         str | None,

@@ -13,6 +13,7 @@ from nico.api.schemas.common import (
     DESCRIPTION_SCHEMA,
     NAME_SCHEMA,
     UUID_SCHEMA,
+    MaxItems,
     RequestModel,
     ResponseModel,
     StatusDetail,
@@ -122,9 +123,10 @@ class AllocationCreateRequest(RequestModel):
     description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
     tenant_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
     site_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
-    allocation_constraints: list[AllocationConstraintRequest] | None = Field(
-        default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": 1}
-    )
+    allocation_constraints: Annotated[
+        list[AllocationConstraintRequest] | None,
+        MaxItems(1, "at least one (and at most one) Allocation Constraint must be specified"),
+    ] = Field(default=None, json_schema_extra={"type": "array", "minItems": 1, "maxItems": 1})
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name))

@@ -19,10 +19,12 @@ from nico.api.parsing import (
 )
 from nico.api.schemas.common import (
     DESCRIPTION_SCHEMA,
+    LABELS_BOUND,
     LABELS_SCHEMA,
     NAME_SCHEMA,
     UUID_SCHEMA,
     Deprecation,
+    MaxItems,
     RequestModel,
     ResponseModel,
     StatusDetail,
@@ -39,6 +41,10 @@ from nico.services.instance_type import Association, CapabilitySpec, CapabilityT
 
 MACHINE_ID_LIMIT = 256
 MAX_MACHINES_PER_REQUEST = 10_000
+# Limits the reference does not state, documented in docs/compatibility.md ("Input limits").
+MAX_CAPABILITIES = 64
+MAX_INACTIVE_DEVICES = 64
+CAPABILITIES_LIMIT = MaxItems(MAX_CAPABILITIES, "a maximum of {limit} Machine Capabilities can be specified")
 
 # Column widths of machine_capability: longer values are refused with a field message, not a 500.
 CAPABILITY_TEXT_LIMITS = {"frequency": 64, "capacity": 64, "vendor": 256, "hardware_revision": 64}
@@ -276,8 +282,13 @@ class MachineCapabilityRequest(RequestModel):
     threads: Annotated[int | None, _COUNT] = None
     inactive_devices: Annotated[
         list[int] | None,
+        MaxItems(MAX_INACTIVE_DEVICES, "a maximum of {limit} inactive devices can be specified"),
         declared(
-            {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0, "maximum": INT32_MAX}}
+            {
+                "type": ["array", "null"],
+                "maxItems": MAX_INACTIVE_DEVICES,
+                "items": {"type": "integer", "minimum": 0, "maximum": INT32_MAX},
+            }
         ),
     ] = None
     hardware_revision: Annotated[str | None, _text(CAPABILITY_TEXT_LIMITS["hardware_revision"])] = None
@@ -365,11 +376,11 @@ class InstanceTypeCreateRequest(RequestModel):
     name: Annotated[str | None, declared(NAME_SCHEMA)] = None
     description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
     site_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
-    labels: Annotated[dict[str, Any] | None, declared(LABELS_SCHEMA)] = None
+    labels: Annotated[dict[str, Any] | None, LABELS_BOUND, declared(LABELS_SCHEMA)] = None
     controller_machine_type: Annotated[
         str | None, declared({"type": ["string", "null"], "minLength": 2, "maxLength": 256})
     ] = None
-    machine_capabilities: list[MachineCapabilityRequest] | None = None
+    machine_capabilities: Annotated[list[MachineCapabilityRequest] | None, CAPABILITIES_LIMIT] = None
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name))
@@ -384,8 +395,8 @@ class InstanceTypeCreateRequest(RequestModel):
 class InstanceTypeUpdateRequest(RequestModel):
     name: Annotated[str | None, declared(nullable(NAME_SCHEMA))] = None
     description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
-    labels: Annotated[dict[str, Any] | None, declared(LABELS_SCHEMA)] = None
-    machine_capabilities: list[MachineCapabilityRequest] | None = None
+    labels: Annotated[dict[str, Any] | None, LABELS_BOUND, declared(LABELS_SCHEMA)] = None
+    machine_capabilities: Annotated[list[MachineCapabilityRequest] | None, CAPABILITIES_LIMIT] = None
 
     def check(self, errors: FieldErrors) -> None:
         errors.add("name", name_problem(self.name, required=False))
@@ -399,6 +410,7 @@ class MachineAssociationRequest(RequestModel):
 
     machine_ids: Annotated[
         list[str] | None,
+        MaxItems(MAX_MACHINES_PER_REQUEST, "at most {limit} machine IDs can be specified"),
         declared(
             {
                 "type": "array",

@@ -12,6 +12,7 @@ from pydantic import ConfigDict, Field
 from nico.api.parsing import FieldErrors, uuid_problem
 from nico.api.schemas.common import (
     UUID_SCHEMA,
+    MaxItems,
     RequestModel,
     ResponseModel,
     Summarised,
@@ -21,6 +22,7 @@ from nico.api.schemas.common import (
 from nico.services.nvlink_interface import Binding, InterfaceView
 
 DEVICE_INSTANCE_MAX = 3  # the reference caps deviceInstance before any capability check
+NVLINK_INTERFACES_MAX = DEVICE_INSTANCE_MAX + 1  # a machine (a compute tray) has 4 GPUs
 DEPRECATED_PARTITION_KEY = "nvLinklogicalPartitionId"
 
 
@@ -50,6 +52,13 @@ class NVLinkInterfaceRequest(RequestModel):
     def binding(self) -> Binding:
         assert self.nv_link_logical_partition_id is not None  # checked by :meth:`check`
         return Binding(uuid.UUID(self.nv_link_logical_partition_id), self.device_instance or 0)
+
+
+# ``nvLinkInterfaces`` of instance create, batch and update: one per GPU of the machine at most.
+NVLinkInterfaceRequests = Annotated[
+    list[NVLinkInterfaceRequest] | None,
+    MaxItems(NVLINK_INTERFACES_MAX, "a maximum of {limit} NVLink Interfaces can be specified (one per GPU)"),
+]
 
 
 class PartitionRow(Summarised, Protocol):

@@ -8,9 +8,10 @@ from typing import Annotated
 
 from pydantic import Field
 
-from nico.api.parsing import NAME_LENGTH, FieldErrors, description_problem, uuid_problem
+from nico.api.parsing import FieldErrors, description_problem, name_problem, uuid_problem
 from nico.api.schemas.common import (
     DESCRIPTION_SCHEMA,
+    NAME_SCHEMA,
     OPTIONAL_UUID_SCHEMA,
     UUID_SCHEMA,
     RequestModel,
@@ -24,9 +25,6 @@ from nico.api.schemas.common import (
 from nico.api.schemas.site import SiteSummary
 from nico.api.schemas.vpc import VpcSummary
 from nico.services.subnet import SubnetView
-
-# name_length_problem: 2..256 characters, no whitespace rule
-SUBNET_NAME_SCHEMA = {"type": "string", "minLength": 2, "maxLength": 256}
 
 
 class Subnet(ResponseModel):
@@ -83,7 +81,7 @@ class Subnet(ResponseModel):
 class SubnetCreateRequest(RequestModel):
     model_config = required("name", "vpcId")
 
-    name: Annotated[str | None, declared(SUBNET_NAME_SCHEMA)] = None
+    name: Annotated[str | None, declared(NAME_SCHEMA)] = None
     description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
     vpc_id: Annotated[str | None, declared(UUID_SCHEMA)] = None
     ipv4_block_id: Annotated[str | None, declared(OPTIONAL_UUID_SCHEMA)] = Field(
@@ -98,7 +96,7 @@ class SubnetCreateRequest(RequestModel):
     ip_block_size: int | None = None
 
     def check(self, errors: FieldErrors) -> None:
-        errors.add("name", name_length_problem(self.name, required=True))
+        errors.add("name", name_problem(self.name))
         errors.add("description", description_problem(self.description))
         errors.add("vpcId", uuid_problem(self.vpc_id))
         errors.add("ipv4BlockId", uuid_problem(self.ipv4_block_id, required=False))
@@ -112,16 +110,9 @@ class SubnetCreateRequest(RequestModel):
 
 
 class SubnetUpdateRequest(RequestModel):
-    name: Annotated[str | None, declared(nullable(SUBNET_NAME_SCHEMA))] = None
+    name: Annotated[str | None, declared(nullable(NAME_SCHEMA))] = None
     description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
 
     def check(self, errors: FieldErrors) -> None:
-        errors.add("name", name_length_problem(self.name, required=False))
+        errors.add("name", name_problem(self.name, required=False))
         errors.add("description", description_problem(self.description))
-
-
-def name_length_problem(value: str | None, *, required: bool) -> str | None:
-    """The subnet name rule is length only (no whitespace rule, unlike other resources)."""
-    if value is None:
-        return NAME_LENGTH if required else None
-    return None if 2 <= len(value) <= 256 else NAME_LENGTH

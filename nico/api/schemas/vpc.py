@@ -18,6 +18,7 @@ from nico.api.parsing import (
 )
 from nico.api.schemas.common import (
     DESCRIPTION_SCHEMA,
+    LABELS_BOUND,
     LABELS_SCHEMA,
     NAME_SCHEMA,
     OPTIONAL_UUID_SCHEMA,
@@ -57,7 +58,7 @@ class VpcCreateRequest(RequestModel):
         str | None,
         declared({"type": ["string", "null"], "enum": [*sorted(NETWORK_VIRTUALIZATION_TYPES), None]}),
     ] = None
-    labels: Annotated[dict[str, str] | None, declared(LABELS_SCHEMA)] = None
+    labels: Annotated[dict[str, str] | None, LABELS_BOUND, declared(LABELS_SCHEMA)] = None
     network_security_group_id: Annotated[str | None, declared(NO_NSG_SCHEMA)] = None
     vni: Annotated[int | None, declared({"type": ["integer", "null"], "minimum": 0, "maximum": VNI_MAX})] = (
         None
@@ -91,7 +92,7 @@ class VpcCreateRequest(RequestModel):
 class VpcUpdateRequest(RequestModel):
     name: Annotated[str | None, declared(nullable(NAME_SCHEMA))] = None
     description: Annotated[str | None, declared(nullable(DESCRIPTION_SCHEMA))] = None
-    labels: Annotated[dict[str, str] | None, declared(LABELS_SCHEMA)] = None
+    labels: Annotated[dict[str, str] | None, LABELS_BOUND, declared(LABELS_SCHEMA)] = None
     network_security_group_id: Annotated[str | None, declared(NO_NSG_SCHEMA)] = None
     # "" clears the VPC's default partition
     nv_link_logical_partition_id: Annotated[
