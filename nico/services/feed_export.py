@@ -121,9 +121,13 @@ def check_node_name(template: str) -> str:
     return template
 
 
+BAD_FORMAT = "Invalid format value: {value} in query (one of " + ", ".join(FORMATS) + ")"
+BAD_SITE = "Invalid Site ID: {value} specified in query"
+
+
 def check_format(value: str) -> str:
     if value not in FORMATS:
-        raise bad_request(f"Invalid format value: {value} in query (one of {', '.join(FORMATS)})")
+        raise bad_request(BAD_FORMAT.format(value=value))
     return value
 
 
@@ -287,4 +291,4 @@ def parse_site_id(value: str | None) -> uuid.UUID | None:
     try:
         return uuid.UUID(value)
     except ValueError:
-        raise bad_request(f"Invalid Site ID: {value} specified in query") from None
+        raise bad_request(BAD_SITE.format(value=value)) from None
