@@ -282,3 +282,18 @@ def _capacity_gauges(snap: Snapshot) -> Iterator[GaugeMetricFamily]:
     yield _gauge(
         "nico_nvlink_fragmentation_ratio", "Share of free NVLink machines that are stranded (0..1)", ratio
     )
+    free = GaugeMetricFamily(
+        "nico_nvlink_domain_free_machines",
+        "Ready NVLink machines without an instance, per domain",
+        labels=["domain"],
+    )
+    stranded = GaugeMetricFamily(
+        "nico_nvlink_domain_stranded_free_machines",
+        "Free machines of a domain that is partly used (they cannot host a whole-domain job)",
+        labels=["domain"],
+    )
+    for domain, figures in sorted(snap.figures.items()):
+        free.add_metric([str(domain)], figures.free_machines)
+        stranded.add_metric([str(domain)], figures.stranded_free_machines)
+    yield free
+    yield stranded
