@@ -121,6 +121,10 @@ def integer(name: str, description: str, error: str, *, repeat: bool = False) ->
     return QueryParam(name, {"type": "integer"}, description, error, repeat=repeat)
 
 
+# The reference's free-text search, as every list but the machines' has it.
+SEARCH = text("query", "Free text matched against name, description and status")
+
+
 def page_params(order_fields: Iterable[str]) -> tuple[QueryParam, ...]:
     """``pageNumber``, ``pageSize`` and ``orderBy`` of a route that reads them itself
     (``pagination.parse_page``, where the reference checks the page after the resource), declared as

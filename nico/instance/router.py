@@ -186,7 +186,6 @@ STATUSES = query.choice(
     "status", service.STATUSES, "Only instances in these states", "Invalid Status value in query"
 )
 NAME = query.text("name", "Only the instance of this name")
-QUERY = query.text("query", "Free text matched against name, description and status")
 LIST_FILTERS = (
     PROVIDER_ID,
     OPERATING_SYSTEM_IDS,
@@ -198,7 +197,7 @@ LIST_FILTERS = (
     MACHINE_IDS,
     STATUSES,
     NAME,
-    QUERY,
+    query.SEARCH,
 )
 
 
@@ -234,7 +233,7 @@ async def list_instances(
         nothing=any(untracked),
         provider_id=provider_id,
         name=NAME.value(request),
-        query=QUERY.value(request),
+        query=query.SEARCH.value(request),
     )
     return await render_page(page, service.list_instances(session, org, where, included, page), Instance.of)
 

@@ -47,7 +47,6 @@ STATUS = query.choice(
     "Invalid Status value in query",
     repeat=False,
 )
-QUERY = query.text("query", "Free text matched against name, description and status")
 
 
 async def includes(
@@ -103,7 +102,7 @@ async def create_partition(org: str, principal: TenantAdmin, body: CreateBody, c
     response_model=list[NVLinkLogicalPartition],
     responses=PAGED,
     summary="List NVLink logical partitions",
-    openapi_extra=query.declared(WITH_INTERFACES, WITH_VPCS, WITH_STATS, SITE_ID, STATUS, QUERY),
+    openapi_extra=query.declared(WITH_INTERFACES, WITH_VPCS, WITH_STATS, SITE_ID, STATUS, query.SEARCH),
 )
 async def list_partitions(
     org: str,
@@ -118,7 +117,7 @@ async def list_partitions(
         org,
         site_id=SITE_ID.uuid_value(request),
         status_value=STATUS.value(request),
-        query=QUERY.value(request),
+        query=query.SEARCH.value(request),
         include=include,
         page=page,
     )

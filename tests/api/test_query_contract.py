@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
+import pytest_asyncio
 from fastapi import FastAPI
 from starlette.datastructures import ImmutableMultiDict, QueryParams
 
@@ -121,16 +122,23 @@ def operations(app: FastAPI) -> Iterator[tuple[str, str, dict[str, Any]]]:
                 yield method, path, operation
 
 
+@pytest_asyncio.fixture
+async def callers(
+    client: httpx.AsyncClient, world: f.NvlinkSite, settings: Settings
+) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
+    """Headers of the tenant and of the provider, by org; a value for every path parameter."""
+    tenant = bearer(settings, "tenant-org")
+    roles = {"tenant-org": tenant, "provider-org": bearer(settings, "provider-org", "PROVIDER_ADMIN")}
+    return roles, await world_ids(client, world, tenant)
+
+
 async def test_every_operation_reads_exactly_the_query_parameters_it_declares(
     app: FastAPI,
     client: httpx.AsyncClient,
-    world: f.NvlinkSite,
-    settings: Settings,
+    callers: tuple[dict[str, dict[str, str]], dict[str, str]],
     looked_up: set[str],
 ) -> None:
-    tenant = bearer(settings, "tenant-org")
-    roles = {"tenant-org": tenant, "provider-org": bearer(settings, "provider-org", "PROVIDER_ADMIN")}
-    ids = await world_ids(client, world, tenant)
+    roles, ids = callers
     walked = 0
     for method, path, operation in operations(app):
         declared = query_parameters(operation)
@@ -159,11 +167,9 @@ async def test_every_operation_reads_exactly_the_query_parameters_it_declares(
 
 
 async def test_a_value_outside_a_declared_schema_answers_the_declared_error(
-    app: FastAPI, client: httpx.AsyncClient, world: f.NvlinkSite, settings: Settings
+    app: FastAPI, client: httpx.AsyncClient, callers: tuple[dict[str, dict[str, str]], dict[str, str]]
 ) -> None:
-    tenant = bearer(settings, "tenant-org")
-    roles = {"tenant-org": tenant, "provider-org": bearer(settings, "provider-org", "PROVIDER_ADMIN")}
-    ids = await world_ids(client, world, tenant)
+    roles, ids = callers
     checked = 0
     for method, path, operation in operations(app):
         for name, parameter in query_parameters(operation).items():

@@ -10,7 +10,6 @@ import math
 import re
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +19,7 @@ import httpx
 import pytest
 import yaml
 
+from tests.demo.test_topology_page import admin
 from tests.deploy.test_grafana_dashboard import ALERTS, load, queries
 from tests.support.demo_process import DemoProcess
 from tests.support.net import free_port
@@ -96,18 +96,6 @@ class Tenant:
         return sum(i["status"] == "Ready" for i in self.post_get("/instance", pageSize="100"))
 
 
-def nico_admin(demo: DemoProcess, *args: str) -> str:
-    ran = subprocess.run(
-        [sys.executable, "-m", "nico.cli", "admin", *args],
-        env=demo.env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert ran.returncode == 0, ran.stdout + ran.stderr
-    return ran.stdout
-
-
 def start_prometheus(tmp_path: Path, target: str) -> subprocess.Popen[bytes]:
     binary = shutil.which("prometheus")
     assert binary, "the prometheus binary is required (Debian package prometheus; .ci/run installs it)"
@@ -158,11 +146,11 @@ def test_every_dashboard_query_and_alert_runs_against_a_demo_in_use(tmp_path: Pa
             wait(lambda: tenant.ready() == 20, "20 instances Ready")
             # One chassis's fabric manager lost (pointed at a port nothing listens on), then a change:
             # that domain's passes fail (at the latest on the next full pass), the other's go on.
-            endpoints = json.loads(nico_admin(demo, "nvlink-nmxc-endpoints", "show", "--format", "json"))
+            endpoints = json.loads(admin(demo, "nvlink-nmxc-endpoints", "show", "--format", "json"))
             lost = endpoints[0]
             dead = re.sub(r":\d+$", f":{free_port()}", lost["endpoint"])
             serial = ("--chassis-serial", lost["chassis_serial"])
-            nico_admin(demo, "nvlink-nmxc-endpoints", "update", *serial, "--endpoint", dead)
+            admin(demo, "nvlink-nmxc-endpoints", "update", *serial, "--endpoint", dead)
             tenant.instances(small_vpc, small_subnet, "late", 2, optimized=False)
 
             exprs = queries(load())

@@ -123,7 +123,6 @@ IDS = query.uuids("id", "Only these allocations", "Invalid Allocation ID in quer
 TENANT_IDS = query.uuids(
     "tenantId", "Only allocations to these tenants", "Invalid Tenant ID: {value} in query"
 )
-QUERY = query.text("query", "Free text matched against name, description and status")
 
 
 @router.get(
@@ -141,7 +140,7 @@ QUERY = query.text("query", "Free text matched against name, description and sta
         CONSTRAINT_VALUES,
         IDS,
         TENANT_IDS,
-        QUERY,
+        query.SEARCH,
     ),
 )
 async def list_allocations(
@@ -184,7 +183,7 @@ async def list_allocations(
         constraint_values=constraint_values,
         ids=IDS.uuid_values(request),
         tenant_ids=TENANT_IDS.uuid_values(request),
-        query=QUERY.value(request),
+        query=query.SEARCH.value(request),
     )
     found = allocations.list_allocations(session, viewer, filters, page, included)
     return await render_page(page, found, Allocation.of)

@@ -91,7 +91,6 @@ EXCLUDE_UNALLOCATED = query.flag(
     "excludeUnallocated",
     "Tenant only (403 for a provider): leave out types the tenant holds no allocation for",
 )
-QUERY = query.text("query", "Free text matched against name, description and status")
 
 
 def assignment_wanted(request: Request, viewer: Viewer) -> bool:
@@ -131,7 +130,9 @@ async def create_instance_type(org: str, _: ProviderAdmin, body: CreateBody, ses
     response_model=list[InstanceType],
     responses=PAGED,
     summary="List the instance types of the org's provider and those at its tenant's sites",
-    openapi_extra=query.declared(SITE_ID, STATUS, WITH_ASSIGNMENT, WITH_STATS, EXCLUDE_UNALLOCATED, QUERY),
+    openapi_extra=query.declared(
+        SITE_ID, STATUS, WITH_ASSIGNMENT, WITH_STATS, EXCLUDE_UNALLOCATED, query.SEARCH
+    ),
 )
 async def list_instance_types(
     _: ProviderOrTenant,
@@ -153,7 +154,7 @@ async def list_instance_types(
     filters = types.InstanceTypeFilters(
         site_id=site_id,
         status=wanted_status,
-        query=QUERY.value(request),
+        query=query.SEARCH.value(request),
         exclude_unallocated=exclude_unallocated,
     )
     found = types.list_instance_types(

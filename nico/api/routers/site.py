@@ -76,7 +76,6 @@ CAPABILITIES = tuple(
     query.flag(name, "Only sites with (true) or without (false) this capability")
     for name in sites.CAPABILITY_FILTERS
 )
-QUERY = query.text("query", "Free text matched against name, description and status")
 WITH_STATS = query.flag("includeMachineStats", "Attach the site's machine counts by status")
 PURGE = query.flag(
     "purgeMachines",
@@ -91,7 +90,7 @@ PURGE = query.flag(
     response_model=list[Site],
     responses=PAGED,
     summary="List the sites of the org's provider and the sites its tenant is allocated at",
-    openapi_extra=query.declared(STATUSES, CAPABILITIES, QUERY, WITH_STATS),
+    openapi_extra=query.declared(STATUSES, CAPABILITIES, query.SEARCH, WITH_STATS),
 )
 async def list_sites(
     _: ProviderOrTenant,
@@ -110,7 +109,9 @@ async def list_sites(
         given = capability.maybe_boolean(request)
         if given is not None:
             capabilities[capability.name] = given
-    filters = sites.SiteFilters(statuses=statuses, query=QUERY.value(request), capabilities=capabilities)
+    filters = sites.SiteFilters(
+        statuses=statuses, query=query.SEARCH.value(request), capabilities=capabilities
+    )
     with_stats = WITH_STATS.boolean(request)
     found = sites.list_sites(session, viewer, filters, page, relations=included, with_stats=with_stats)
     return await render_page(page, found, Site.of)

@@ -69,7 +69,6 @@ VPC_ID = query.uuids(
 STATUS = query.choice(
     "status", subnets.STATUSES, "Only subnets in this state", "Invalid Status value in query", repeat=False
 )
-QUERY = query.text("query", "Free text matched against name, description and status")
 
 
 @router.get(
@@ -78,7 +77,7 @@ QUERY = query.text("query", "Free text matched against name, description and sta
     response_model=list[Subnet],
     responses=PAGED,
     summary="List the tenant's subnets",
-    openapi_extra=query.declared(SITE_ID, VPC_ID, STATUS, QUERY),
+    openapi_extra=query.declared(SITE_ID, VPC_ID, STATUS, query.SEARCH),
 )
 async def list_subnets(
     _: TenantAdmin,
@@ -93,7 +92,7 @@ async def list_subnets(
     if wanted_status is not None and wanted_status not in subnets.STATUSES:
         raise STATUS.refused(wanted_status)
     filters = subnets.SubnetFilters(
-        site_id=site_id, vpc_id=vpc_id, status=wanted_status, query=QUERY.value(request)
+        site_id=site_id, vpc_id=vpc_id, status=wanted_status, query=query.SEARCH.value(request)
     )
     found = subnets.list_subnets(session, tenant, filters, page, included)
     return await render_page(page, found, Subnet.of)

@@ -70,7 +70,6 @@ SECURITY_GROUP_IDS = query.uuids(
     "nico records no network security groups: given, the list is empty",
     "Invalid Network Security Group ID: {value} in query",
 )
-QUERY = query.text("query", "Free text matched against name, description and status")
 
 
 @router.get(
@@ -79,7 +78,9 @@ QUERY = query.text("query", "Free text matched against name, description and sta
     response_model=list[Vpc],
     responses=PAGED,
     summary="List VPCs",
-    openapi_extra=query.declared(PROVIDER_ID, SITE_IDS, STATUSES, PARTITION_IDS, SECURITY_GROUP_IDS, QUERY),
+    openapi_extra=query.declared(
+        PROVIDER_ID, SITE_IDS, STATUSES, PARTITION_IDS, SECURITY_GROUP_IDS, query.SEARCH
+    ),
 )
 async def list_vpcs(
     org: str,
@@ -96,7 +97,7 @@ async def list_vpcs(
         partition_ids=PARTITION_IDS.uuid_values(request),
         security_group_ids=SECURITY_GROUP_IDS.uuid_values(request),
         provider_id=provider_id,
-        query=QUERY.value(request),
+        query=query.SEARCH.value(request),
     )
     return await render_page(page, vpc.list_vpcs(session, org, where, included, page), Vpc.of)
 
