@@ -13,7 +13,7 @@ from typing import Any
 from starlette.requests import Request
 
 from nico.api.errors import stating_error
-from nico.api.pagination import page_declarations
+from nico.api.pagination import INTEGER, page_declarations
 from nico.api.parsing import GO_FALSE, GO_TRUE, NUL_TEXT, list_param, parse_go_bool, parse_uuid, single_param
 from nico.services.errors import ServiceError, bad_request
 
@@ -21,6 +21,7 @@ from nico.services.errors import ServiceError, bad_request
 BOOLEAN = {"type": "string", "enum": sorted(GO_TRUE | GO_FALSE, key=lambda s: (s.lower() != "true", s))}
 TEXT = {"type": "string", "pattern": "^[^\\u0000]*$"}
 UUID = {"type": "string", "format": "uuid"}
+INT32 = {"type": "integer", "format": "int32", "minimum": -(2**31), "maximum": 2**31 - 1}
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,10 @@ class QueryParam:
 
     def parameter(self) -> dict[str, Any]:
         """The parameter's OpenAPI declaration."""
-        schema = {"type": "array", "items": self.schema} if self.repeat else dict(self.schema)
+        value = self.schema
+        if self.allow_empty and not self.required:  # an empty value reads as none
+            value = {"anyOf": [value, {"type": "string", "maxLength": 0}]}
+        schema = {"type": "array", "items": value} if self.repeat else dict(value)
         description = self.description
         if self.error is not None:
             description = stating_error(description, self.status, self.error)
@@ -54,12 +58,24 @@ class QueryParam:
     def values(self, request: Request) -> list[str]:
         return [_no_nul(self.name, v) or "" for v in list_param(request, self.name)]
 
-    def uuid_value(self, request: Request) -> uuid.UUID | None:
-        """The first value as a UUID; absent (or empty, where ``allow_empty``) None; else ``error``."""
+    def given(self, request: Request) -> str | None:
+        """The first value; None when absent, or empty where ``allow_empty``."""
         raw = self.value(request)
-        if raw is None or (raw == "" and self.allow_empty):
+        return None if raw == "" and self.allow_empty else raw
+
+    def uuid_value(self, request: Request) -> uuid.UUID | None:
+        """The first value given as a UUID, or ``error``."""
+        raw = self.given(request)
+        return None if raw is None else self._parsed(raw)
+
+    def int_value(self, request: Request) -> int | None:
+        """The first value given as an integer (strconv.Atoi's spellings), or ``error``."""
+        raw = self.given(request)
+        if raw is None:
             return None
-        return self._parsed(raw)
+        if not INTEGER.match(raw):
+            raise self.refused(raw)
+        return int(raw)
 
     def uuid_values(self, request: Request) -> list[uuid.UUID]:
         """Every value as a UUID; the first that is not one answers ``error``."""
@@ -81,8 +97,8 @@ class QueryParam:
         return default if given is None else given
 
     def maybe_boolean(self, request: Request) -> bool | None:
-        """The first value in Go's ``strconv.ParseBool`` spellings; absent None; else ``error``."""
-        raw = self.value(request)
+        """The first value given in Go's ``strconv.ParseBool`` spellings, or ``error``."""
+        raw = self.given(request)
         if raw is None:
             return None
         parsed = parse_go_bool(raw)
@@ -118,7 +134,8 @@ def choice(
 
 
 def integer(name: str, description: str, error: str, *, repeat: bool = False) -> QueryParam:
-    return QueryParam(name, {"type": "integer"}, description, error, repeat=repeat)
+    """An integer the database compares with an ``integer`` column (a larger one is refused there)."""
+    return QueryParam(name, INT32, description, error, repeat=repeat)
 
 
 # The reference's free-text search, as every list but the machines' has it.

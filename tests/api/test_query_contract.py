@@ -83,6 +83,7 @@ def needed(declared: dict[str, dict[str, Any]], ids: dict[str, str]) -> dict[str
 def bad_value(schema: dict[str, Any]) -> str | None:
     """A value the parameter's schema refuses (of one item, for a repeatable one), or None."""
     item = schema.get("items", schema)
+    item = item.get("anyOf", [item])[0]  # a value or empty: the value's schema
     if "enum" in item:
         return "Bogus"
     if item.get("format") == "uuid":

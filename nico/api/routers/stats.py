@@ -24,6 +24,7 @@ from nico.api.schemas.stats import (
     MachineStatusStats,
     TenantInstanceTypeStats,
 )
+from nico.inventory import service as machines
 from nico.services import stats
 
 router = APIRouter(tags=["stats"])
@@ -102,13 +103,19 @@ async def tenant_instance_type_stats(
 
 
 # The capability list's filters, in the order the handler checks them.
-HAS_TYPE = query.flag(
+HAS_TYPE = QueryParam(
     "hasInstanceType",
+    query.BOOLEAN,
     "Only capabilities of machines with (true) or without (false) an instance type",
     "Invalid value specified for hasInstanceType in query",
+    allow_empty=True,
 )
-COUNT = query.integer(
-    "count", "Only capabilities of this count", "Invalid value specified for count in query"
+COUNT = QueryParam(
+    "count",
+    query.INT32,
+    "Only capabilities of this count",
+    "Invalid value specified for count in query",
+    allow_empty=True,
 )
 INACTIVE = query.integer(
     "inactiveDevices",
@@ -119,38 +126,33 @@ INACTIVE = query.integer(
 OPTIONAL_SITE = QueryParam(
     "siteId", query.UUID, "Only capabilities at this site", SITE_ID.error, allow_empty=True
 )
-CAPABILITY_TEXTS = {
+TYPE = query.choice(
+    "type",
+    machines.CAPABILITY_TYPES,
+    "Only capabilities of this type (checked after the site)",
+    stats.BAD_CAPABILITY_TYPE,
+    repeat=False,
+)
+TEXTS = {
     name: query.text(name, f"Only capabilities of this {name}")
-    for name in (
-        "type",
-        "name",
-        "frequency",
-        "capacity",
-        "vendor",
-        "devicetype",
-    )  # lower-case t, as the reference
+    for name in ("name", "frequency", "capacity", "vendor", "devicetype")  # lower-case t, as the reference
 }
-CAPABILITY_FILTERS = (HAS_TYPE, COUNT, INACTIVE, OPTIONAL_SITE, *CAPABILITY_TEXTS.values())
+CAPABILITY_FILTERS = (HAS_TYPE, COUNT, INACTIVE, OPTIONAL_SITE, TYPE, *TEXTS.values())
 
 
 def capability_filter(request: Request) -> stats.CapabilityFilter:
-    raw_has = HAS_TYPE.value(request)
-    has = HAS_TYPE.maybe_boolean(request) if raw_has != "" else None
-    raw_count = COUNT.value(request)
-    try:
-        count = int(raw_count) if raw_count not in (None, "") else None
-    except ValueError:
-        raise COUNT.refused(raw_count or "") from None
+    has = HAS_TYPE.maybe_boolean(request)
+    count = COUNT.int_value(request)
     inactive_raw = INACTIVE.values(request)
     try:
         inactive = [int(v) for v in inactive_raw] if inactive_raw else None
     except ValueError:
         raise INACTIVE.refused("") from None
-    texts = {name: param.value(request) for name, param in CAPABILITY_TEXTS.items()}
+    texts = {name: param.value(request) for name, param in TEXTS.items()}
     return stats.CapabilityFilter(
         site_id=OPTIONAL_SITE.uuid_value(request),
         has_instance_type=has,
-        type=texts["type"],
+        type=TYPE.value(request),
         name=texts["name"],
         frequency=texts["frequency"],
         capacity=texts["capacity"],
