@@ -169,3 +169,9 @@ def install_error_handlers(app: FastAPI, source: str) -> None:
     for db_error in (psycopg.Error, sqlalchemy.exc.TimeoutError):  # raw connections, the engine's pool
         app.add_exception_handler(db_error, handlers.unexpected)
     app.add_exception_handler(Exception, handlers.unexpected)
+
+
+def stating_error(description: str, status: int, message: str) -> str:
+    """A query parameter's description, ending with what a value outside its schema answers (``{value}``
+    in ``message``, the value, is written ``<value>``): one phrasing, which clients and tests can read."""
+    return f"{description}. A bad value answers {status}: {message.replace('{value}', '<value>')}"

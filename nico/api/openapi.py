@@ -71,7 +71,13 @@ REFUSALS: dict[str, tuple[Refusal, ...]] = {
             "privileged Tenant`), a provider need not",
             roles=frozenset({TENANT}),
         ),
+        Refusal("`hasInstanceType=false` with `instanceTypeId`; `hasInstance` without `siteId`"),
     ),
+    "get-all-nvlink-logical-partition": (Refusal("`siteId` names no site"),),
+    "get-all-vpc": (Refusal("a `nvLinkLogicalPartitionId` that is not the tenant's partition"),),
+    "get-all-subnet": (Refusal("`siteId` names no site; `vpcId` names another tenant's VPC"),),
+    "get-all-allocation": (Refusal("a `siteId` that names no site"),),
+    "get-all-instance-type": (Refusal("`siteId` names no site"),),
     "update-site": (
         Refusal(
             "a tenant holding the site may set none of its fields (`value is not configurable by Tenant`)"

@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import Request
 from starlette.responses import Response
 
+from nico.api.errors import stating_error
 from nico.services.errors import bad_request
 
 ORDER_BY = re.compile(r"^[A-Z0-9_]+_(ASC|DESC)$")
@@ -50,6 +51,36 @@ PAGED: dict[int | str, dict[str, Any]] = {
 }
 
 
+PAGE_PARSE_ERROR = "Failed to parse request pagination data"
+PAGE_INVALID = "Failed to validate pagination request data"
+
+
+def page_declarations(order_fields: frozenset[str] | set[str]) -> dict[str, tuple[dict[str, Any], str]]:
+    """``pageNumber``, ``pageSize`` and ``orderBy`` as the OpenAPI document declares them: each one's
+    schema and description, which states the error a value outside the schema answers (``orderBy``: the
+    fields ``page_of`` can parse, no dots)."""
+    orders = sorted(
+        f"{f.upper()}_{way}"
+        for f in order_fields
+        for way in ("ASC", "DESC")
+        if ORDER_BY.match(f"{f.upper()}_ASC")
+    )
+    return {
+        "pageNumber": (
+            {"type": "integer", "minimum": 0, "maximum": MAX_PAGE_NUMBER},
+            stating_error("1 and up; 0 or absent: 1", 400, PAGE_PARSE_ERROR),
+        ),
+        "pageSize": (
+            {"type": "integer", "minimum": 0, "maximum": MAX_PAGE_SIZE},
+            stating_error(f"1..{MAX_PAGE_SIZE}; 0 or absent: {DEFAULT_PAGE_SIZE}", 400, PAGE_PARSE_ERROR),
+        ),
+        "orderBy": (
+            {"type": "string", "enum": orders},
+            stating_error("<FIELD>_ASC or <FIELD>_DESC", 400, PAGE_INVALID),
+        ),
+    }
+
+
 @dataclass(frozen=True)
 class Page:
     number: int = 1
@@ -85,7 +116,7 @@ def page_of(
         number = _integer(raw_number)
         size = _integer(raw_size)
     except ValueError:
-        raise bad_request("Failed to parse request pagination data") from None
+        raise bad_request(PAGE_PARSE_ERROR) from None
     errors: dict[str, str] = {}
     if number < 0:
         errors["pageNumber"] = "must be greater than 0"
@@ -104,9 +135,9 @@ def page_of(
             field = raw_order[: raw_order.rfind("_")].lower()
             descending = match.group(1) == "DESC"
     if errors:
-        raise bad_request("Failed to validate pagination request data", errors)
+        raise bad_request(PAGE_INVALID, errors)
     if field not in allowed_fields:
-        raise bad_request("Failed to validate pagination request data", {})
+        raise bad_request(PAGE_INVALID, {})
     return Page(
         number=number or 1,
         size=size or DEFAULT_PAGE_SIZE,

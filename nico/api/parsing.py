@@ -17,9 +17,13 @@ from typing import Annotated, Any, Protocol, TypeVar
 from fastapi import Depends, Path, Query, Request
 from pydantic import BaseModel, ValidationError, WithJsonSchema
 
-from nico.api.errors import PARSE_ERROR, field_map
+from nico.api.errors import PARSE_ERROR, field_map, stating_error
 from nico.api.names import description_characters_problem, name_characters_problem
-from nico.api.pagination import DEFAULT_PAGE_SIZE, MAX_PAGE_NUMBER, MAX_PAGE_SIZE, ORDER_BY, Page, page_of
+from nico.api.pagination import (
+    Page,
+    page_declarations,
+    page_of,
+)
 from nico.services.errors import ServiceError, bad_request
 
 M = TypeVar("M", bound=BaseModel)
@@ -169,29 +173,14 @@ def paging(order_fields: Iterable[str]) -> Any:
     (the OpenAPI document's parameters), and parses them itself, in the reference's order and with its
     messages (spec §1.4)."""
     allowed = frozenset(order_fields)
-    orders = sorted(  # only the fields page_of can parse (ORDER_BY: no dots)
-        f"{field.upper()}_{way}"
-        for field in allowed
-        for way in ("ASC", "DESC")
-        if ORDER_BY.match(f"{field.upper()}_ASC")
-    )
-
+    schemas = page_declarations(allowed)
     declared = {
-        "page_number": Annotated[
+        key: Annotated[
             str | None,
-            Query(alias="pageNumber", description="1 and up; 0 or absent: 1"),
-            WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_PAGE_NUMBER}),
-        ],
-        "page_size": Annotated[
-            str | None,
-            Query(alias="pageSize", description=f"1..{MAX_PAGE_SIZE}; 0 or absent: {DEFAULT_PAGE_SIZE}"),
-            WithJsonSchema({"type": "integer", "minimum": 0, "maximum": MAX_PAGE_SIZE}),
-        ],
-        "order_by": Annotated[
-            str | None,
-            Query(alias="orderBy", description="<FIELD>_ASC or <FIELD>_DESC"),
-            WithJsonSchema({"type": "string", "enum": orders}),
-        ],
+            Query(alias=name, description=schemas[name][1]),
+            WithJsonSchema(schemas[name][0]),
+        ]
+        for key, name in (("page_number", "pageNumber"), ("page_size", "pageSize"), ("order_by", "orderBy"))
     }
 
     async def page(
@@ -226,12 +215,20 @@ def path_text(name: str) -> Any:
     return Depends(text)
 
 
+BAD_RELATION = "Invalid includeRelation value in query: {value}"
+RELATIONS_DESCRIPTION = stating_error("Related objects to attach", 400, BAD_RELATION)
+
+
 def relations(allowed: Iterable[str]) -> Any:
     """A dependency that answers the ``includeRelation`` values, each one of ``allowed`` (declared as
     the parameter's enum)."""
     allowed_set = frozenset(allowed)
     declared = {
-        "values": Annotated[list[str] | None, Query(alias="includeRelation"), relations_schema(allowed_set)]
+        "values": Annotated[
+            list[str] | None,
+            Query(alias="includeRelation", description=RELATIONS_DESCRIPTION),
+            relations_schema(allowed_set),
+        ]
     }
 
     async def included(values: list[str] | None = None) -> frozenset[str]:
@@ -252,7 +249,7 @@ def checked_relations(values: list[str] | None, allowed: frozenset[str]) -> froz
     """The ``includeRelation`` values, each one of ``allowed``, or 400 (what :func:`relations` answers)."""
     for value in values or ():
         if value not in allowed:
-            raise bad_request(f"Invalid includeRelation value in query: {value}")
+            raise bad_request(BAD_RELATION.format(value=value))
     return frozenset(values or ())
 
 
@@ -353,17 +350,6 @@ def parse_go_bool(value: str) -> bool | None:
     return None
 
 
-def bool_param(request: Request, name: str, default: bool = False) -> bool:
-    """A boolean query parameter with Go's ``strconv.ParseBool`` spellings."""
-    raw = request.query_params.get(name)
-    if raw is None:
-        return default
-    parsed = parse_go_bool(raw)
-    if parsed is None:
-        raise bad_request(f"Invalid value specified for `{name}` query param")
-    return parsed
-
-
 def list_param(request: Request, name: str) -> list[str]:
     """A repeatable query parameter (``?status=A&status=B``)."""
     return request.query_params.getlist(name)
@@ -372,15 +358,3 @@ def list_param(request: Request, name: str) -> list[str]:
 def single_param(request: Request, name: str) -> str | None:
     values = request.query_params.getlist(name)
     return values[0] if values else None
-
-
-def uuid_params(request: Request, name: str, invalid: str) -> list[uuid.UUID]:
-    """A repeatable UUID query parameter; the first bad value answers 400 ``invalid`` (``{value}`` is
-    replaced by it)."""
-    out = []
-    for value in request.query_params.getlist(name):
-        parsed = parse_uuid(value)
-        if parsed is None:
-            raise bad_request(invalid.format(value=value))
-        out.append(parsed)
-    return out

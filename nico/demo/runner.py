@@ -306,8 +306,23 @@ async def stop_serving(server: EmbeddedServer, serving: asyncio.Task[None]) -> N
 
 def nico_command() -> str:
     """``nico`` as this process was started (its absolute path: a fresh shell may not have it on PATH)."""
+    started = started_as()
+    return shlex.quote(str(started)) if started is not None else "nico"
+
+
+def started_as() -> Path | None:
+    """The ``nico`` executable this process was started as (absolute), or None (``python -m``, say)."""
     started = Path(sys.argv[0])
-    return shlex.quote(str(started.resolve())) if started.name == "nico" and started.exists() else "nico"
+    return started.absolute() if started.name == "nico" and started.exists() else None
+
+
+def path_line() -> list[str]:
+    """``export PATH=...`` putting the directory of the ``nico`` that runs the demo first, so the
+    walkthrough's ``nico`` commands work in a shell without the virtualenv; none when not started so."""
+    started = started_as()
+    if started is None:
+        return []
+    return [f'  export PATH={shlex.quote(str(started.parent))}:"$PATH"']
 
 
 def shape_line(options: DemoOptions, domains: int) -> str:
@@ -346,6 +361,7 @@ def banner(demo: RunningDemo, out: Console) -> None:
     ]
     if token:
         lines.append(f"  export NICO_TOKEN={token}")
+    lines += path_line()
     lines += [
         f'  curl -s -H "Authorization: Bearer $NICO_TOKEN" $NICO_URL/v2/org/{org}/nico/site',
         f"  {nico_command()} wait-ready --org {shlex.quote(org)}",

@@ -11,25 +11,23 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from nico.api import messages
+from nico.api import messages, query
 from nico.api.auth import Principal
 from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin, context_of, get_principal
 from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page, newest_first, parse_page
 from nico.api.parsing import (
+    RELATIONS_DESCRIPTION,
     UUID_PATH,
     checked_body,
     checked_id,
     checked_relations,
-    list_param,
     paging,
     parse_uuid,
     path_id,
     relations,
     relations_schema,
-    single_param,
-    uuid_params,
 )
 from nico.api.rate_limit import RATE_LIMITED, FabricRequest, spend_fabric_token
 from nico.api.rendering import (
@@ -54,7 +52,6 @@ from nico.instance.schemas import (
 from nico.instance.service import RELATIONS
 from nico.instance.views import InstanceFilter, InstanceSpec, Port
 from nico.services import status
-from nico.services.errors import bad_request
 
 router = APIRouter(tags=["instance"])
 
@@ -172,12 +169,62 @@ async def create_instance(
     return json_response_when_sent(lambda: Instance.of(view), 201)
 
 
+# The list's filters (spec §5.5), in the order the handler checks them.
+PROVIDER_ID = query.uuids(
+    "infrastructureProviderId",
+    "Only instances of this infrastructure provider",
+    "Invalid Infrastructure Provider ID: {value} in query",
+    repeat=False,
+)
+OPERATING_SYSTEM_IDS = query.uuids(
+    "operatingSystemId",
+    "nico records no operating systems: given, the list is empty",
+    "Invalid Operating System ID: {value} in query",
+)
+SECURITY_GROUP_IDS = query.uuids(
+    "networkSecurityGroupId",
+    "nico records no network security groups: given, the list is empty",
+    "Invalid Network Security Group ID: {value} in query",
+)
+IP_ADDRESSES = query.text("ipAddress", "nico records no IP addresses: given, the list is empty", repeat=True)
+SITE_IDS = query.uuids(
+    "siteId",
+    "Only instances at these sites (403 when the tenant is not associated with one)",
+    "Invalid Site ID: {value} in query",
+)
+VPC_IDS = query.uuids(
+    "vpcId", "Only instances in these VPCs (404 when one is unknown)", "Invalid VPC ID: {value} in query"
+)
+TYPE_IDS = query.uuids(
+    "instanceTypeId", "Only instances of these instance types", "Invalid Instance Type ID: {value} in query"
+)
+MACHINE_IDS = query.text("machineId", "Only instances on these machines", repeat=True)
+STATUSES = query.choice(
+    "status", service.STATUSES, "Only instances in these states", "Invalid Status value in query"
+)
+NAME = query.text("name", "Only the instance of this name")
+LIST_FILTERS = (
+    PROVIDER_ID,
+    OPERATING_SYSTEM_IDS,
+    SECURITY_GROUP_IDS,
+    IP_ADDRESSES,
+    SITE_IDS,
+    VPC_IDS,
+    TYPE_IDS,
+    MACHINE_IDS,
+    STATUSES,
+    NAME,
+    query.SEARCH,
+)
+
+
 @router.get(
     PATH,
     operation_id="get-all-instance",
     response_model=list[Instance],
     responses=PAGED,
     summary="List instances",
+    openapi_extra=query.declared(LIST_FILTERS),
 )
 async def list_instances(
     org: str,
@@ -187,28 +234,23 @@ async def list_instances(
     request: Request,
     session: ReadSessionDep,
 ) -> Response:
-    raw_provider = single_param(request, "infrastructureProviderId")
-    provider_id = parse_uuid(raw_provider) if raw_provider is not None else None
-    if raw_provider is not None and provider_id is None:
-        raise bad_request(f"Invalid Infrastructure Provider ID: {raw_provider} in query")
+    provider_id = PROVIDER_ID.uuid_value(request)
     # nico records no operating systems, security groups or IP addresses: filtering by them finds nothing.
     untracked = [
-        uuid_params(request, "operatingSystemId", "Invalid Operating System ID: {value} in query"),
-        uuid_params(request, "networkSecurityGroupId", "Invalid Network Security Group ID: {value} in query"),
-        list_param(request, "ipAddress"),
+        OPERATING_SYSTEM_IDS.uuid_values(request),
+        SECURITY_GROUP_IDS.uuid_values(request),
+        IP_ADDRESSES.values(request),
     ]
     where = InstanceFilter(
-        site_ids=uuid_params(request, "siteId", "Invalid Site ID: {value} in query"),
-        vpc_ids=uuid_params(request, "vpcId", "Invalid VPC ID: {value} in query"),
-        instance_type_ids=uuid_params(
-            request, "instanceTypeId", "Invalid Instance Type ID: {value} in query"
-        ),
-        machine_ids=list_param(request, "machineId"),
-        statuses=list_param(request, "status"),
+        site_ids=SITE_IDS.uuid_values(request),
+        vpc_ids=VPC_IDS.uuid_values(request),
+        instance_type_ids=TYPE_IDS.uuid_values(request),
+        machine_ids=MACHINE_IDS.values(request),
+        statuses=STATUSES.values(request),
         nothing=any(untracked),
         provider_id=provider_id,
-        name=single_param(request, "name"),
-        query=single_param(request, "query"),
+        name=NAME.value(request),
+        query=query.SEARCH.value(request),
     )
     return await render_page(page, service.list_instances(session, org, where, included, page), Instance.of)
 
@@ -219,7 +261,9 @@ async def get_instance(
     instanceId: UUID_PATH,  # the path's name; declared format uuid like every other instance route
     request: Request,
     include_relation: Annotated[
-        list[str] | None, Query(alias="includeRelation"), relations_schema(RELATIONS)
+        list[str] | None,
+        Query(alias="includeRelation", description=RELATIONS_DESCRIPTION),
+        relations_schema(RELATIONS),
     ] = None,
 ) -> Response:
     return await answer_get(request, org, instanceId, include_relation)
@@ -324,6 +368,7 @@ async def delete_instance(
     response_model=list[StatusDetail],
     responses=PAGED,
     summary="Retrieve Instance status history",
+    openapi_extra=query.declared(query.page_params(status.ORDER_FIELDS)),
 )
 async def instance_status_history(
     org: str, _: TenantAdmin, instance_id: InstanceId, request: Request, session: ReadSessionDep
@@ -334,16 +379,25 @@ async def instance_status_history(
     )
 
 
+INTERFACE_STATUSES = query.choice(
+    "status",
+    service.INTERFACE_STATUSES,
+    "Only interfaces in these states",
+    "Invalid Status value: {value} in query",
+)
+
+
 @router.get(
     ITEM + "/interface",
     operation_id="get-all-interface",
     response_model=list[InstanceInterface],
     responses=PAGED,
     summary="Retrieve all Interfaces",
+    openapi_extra=query.declared(query.page_params(service.INTERFACE_ORDER_FIELDS), INTERFACE_STATUSES),
 )
 async def instance_interfaces(
     org: str, _: TenantAdmin, instance_id: InstanceId, request: Request, session: ReadSessionDep
 ) -> Response:
     page = parse_page(request, service.INTERFACE_ORDER_FIELDS)
-    found = service.interfaces(session, org, instance_id, list_param(request, "status"), page)
+    found = service.interfaces(session, org, instance_id, INTERFACE_STATUSES.values(request), page)
     return await render_page(page, found, InstanceInterface.of)

@@ -65,6 +65,8 @@ RELATIONS = frozenset(
     }
 )
 INTERFACE_ORDER_FIELDS = frozenset(stats_queries.INTERFACE_ORDER)
+STATUSES = frozenset(InstanceStatus)
+INTERFACE_STATUSES = frozenset(InterfaceStatus)
 
 Source = queries.Source
 
@@ -126,7 +128,7 @@ async def list_instances(
             if vpc_id not in known:
                 raise not_found(f"Could not find VPC with ID {vpc_id} specified in query")
     for value in where.statuses:
-        if value not in set(InstanceStatus):
+        if value not in STATUSES:
             raise bad_request("Invalid Status value in query")
     stmt = queries.instance_ids_where(
         tenant.id,
@@ -373,7 +375,7 @@ async def interfaces(
 ) -> tuple[list[InterfaceRecord], int]:
     await _owned(session, org, instance_id)
     for value in statuses:
-        if value not in set(InterfaceStatus):
+        if value not in INTERFACE_STATUSES:
             raise bad_request(f"Invalid Status value: {value} in query")
     rows, total = await fetch_page(
         session,

@@ -8,7 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from nico.api import messages
+from nico.api import messages, query
 from nico.api.auth import PROVIDER_ADMIN, PROVIDER_VIEWER, TENANT_ADMIN
 from nico.api.deps import PrincipalDep, ProviderAdmin, SessionDep
 from nico.api.listing import render_page
@@ -16,15 +16,12 @@ from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page, newest_first, parse_page
 from nico.api.parsing import (
     checked_body,
-    list_param,
     paging,
-    parse_go_bool,
     parse_uuid,
     path_text,
     relations,
-    single_param,
-    uuid_params,
 )
+from nico.api.query import QueryParam
 from nico.api.rendering import json_response
 from nico.api.schemas.common import StatusDetail
 from nico.inventory import service as machines
@@ -35,7 +32,7 @@ from nico.inventory.schemas import (
     MachineUpdateRequest,
 )
 from nico.services import orgs, status
-from nico.services.errors import bad_request, forbidden, not_found
+from nico.services.errors import bad_request, forbidden
 
 router = APIRouter(tags=["machine"])
 
@@ -85,16 +82,6 @@ UpdateBody = Annotated[
 ]
 
 
-def bool_query(request: Request, name: str) -> bool | None:
-    raw = request.query_params.get(name)
-    if raw is None:
-        return None
-    parsed = parse_go_bool(raw)
-    if parsed is None:
-        raise bad_request(f"Invalid value specified for `{name}` query param")
-    return parsed
-
-
 @router.post(
     "/machine/registration",
     operation_id="register-machines",
@@ -115,6 +102,43 @@ async def register_machines(
     return json_response(MachineRegistration.of(result), 201)
 
 
+# The list's filters, in the order the handler checks them.
+SITE_ID = QueryParam(
+    "siteId",
+    query.UUID,
+    "Only machines at this site; required for a tenant (see above)",
+    "Could not find Site specified in query",
+    status=404,
+)
+TYPE_IDS = QueryParam(
+    "instanceTypeId",
+    query.UUID,
+    "Only machines of these instance types",
+    "Could not find Instance Type specified in query",
+    status=404,
+    repeat=True,
+)
+HAS_TYPE = query.flag("hasInstanceType", "Only machines with (true) or without (false) an instance type")
+HAS_INSTANCE = query.flag("hasInstance", "Only machines in use (true) or free (false); needs `siteId`")
+STATUSES = query.choice(
+    "status", machines.STATUSES, "Only machines in these states", "Invalid Status value in query"
+)
+CAPABILITY_TYPES = query.choice(
+    "capabilityType",
+    machines.CAPABILITY_TYPES,
+    "Only machines with a capability of this type",
+    "Invalid capabilityType value in query: {value}",
+)
+TENANT_IDS = query.uuids(
+    "tenantId", "Only machines used by these tenants' instances", "Invalid Tenant ID: {value} in query"
+)
+CAPABILITY_NAMES = query.text("capabilityName", "Only machines with a capability of this name", repeat=True)
+DEVICE_TYPES = query.text("hwSkuDeviceType", "Only machines of these hardware SKU device types", repeat=True)
+MISSING = query.flag("isMissingOnSite", "Only machines the site reports missing (true) or present (false)")
+IDS = query.text("id", "Only these machines", repeat=True)
+QUERY = query.text("query", "Free text search")
+
+
 @router.get(
     "/machine",
     operation_id="get-all-machine",
@@ -124,61 +148,54 @@ async def register_machines(
     description="A tenant (one with targeted instance creation) must give `siteId`: without it the answer is "
     "400 `Site ID must be specified in query when retrieving Machines as a privileged Tenant`. The rule "
     "depends on the caller's role, which OpenAPI cannot express, so `siteId` is declared optional.",
-    openapi_extra={
-        "parameters": [
-            {
-                "name": "siteId",
-                "in": "query",
-                "required": False,
-                "description": "Only machines at this site; required for a tenant (see above)",
-                "schema": {"type": "string", "format": "uuid"},
-            }
-        ]
-    },
+    openapi_extra=query.declared(
+        SITE_ID,
+        TYPE_IDS,
+        HAS_TYPE,
+        HAS_INSTANCE,
+        STATUSES,
+        CAPABILITY_TYPES,
+        TENANT_IDS,
+        CAPABILITY_NAMES,
+        DEVICE_TYPES,
+        MISSING,
+        IDS,
+        QUERY,
+    ),
 )
 async def list_machines(
     viewer: MachineViewer, page: Paging, included: Relations, request: Request, session: SessionDep
 ) -> Response:
-    raw_site = single_param(request, "siteId")
-    site_id = None
-    if raw_site is not None:
-        site_id = parse_uuid(raw_site)
-        if site_id is None:
-            raise not_found("Could not find Site specified in query")
-    type_ids = []
-    for value in list_param(request, "instanceTypeId"):
-        parsed = parse_uuid(value)
-        if parsed is None:
-            raise not_found("Could not find Instance Type specified in query")
-        type_ids.append(parsed)
-    has_type = bool_query(request, "hasInstanceType")
+    site_id = SITE_ID.uuid_value(request)
+    type_ids = TYPE_IDS.uuid_values(request)
+    has_type = HAS_TYPE.maybe_boolean(request)
     if has_type is False and type_ids:
         raise bad_request("`hasInstanceType` cannot be false when `instanceTypeId` is specified")
-    has_instance = bool_query(request, "hasInstance")
+    has_instance = HAS_INSTANCE.maybe_boolean(request)
     if has_instance is not None and site_id is None:
         raise bad_request("Site ID must be specified in query when filtering by `hasInstance`")
-    statuses = list_param(request, "status")
+    statuses = STATUSES.values(request)
     for value in statuses:
         if value not in machines.STATUSES:
-            raise bad_request("Invalid Status value in query", {"status": value})
-    capability_types = list_param(request, "capabilityType")
+            raise STATUSES.refused(value, {"status": value})
+    capability_types = CAPABILITY_TYPES.values(request)
     for value in capability_types:
         if value not in machines.CAPABILITY_TYPES:
-            raise bad_request(f"Invalid capabilityType value in query: {value}")
-    tenant_ids = uuid_params(request, "tenantId", "Invalid Tenant ID: {value} in query")
+            raise CAPABILITY_TYPES.refused(value)
+    tenant_ids = TENANT_IDS.uuid_values(request)
     filters = machines.MachineFilters(
         site_id=site_id,
         tenant_ids=tenant_ids,
         capability_types=capability_types,
-        capability_names=list_param(request, "capabilityName"),
-        hw_sku_device_types=list_param(request, "hwSkuDeviceType"),
-        is_missing_on_site=bool_query(request, "isMissingOnSite"),
+        capability_names=CAPABILITY_NAMES.values(request),
+        hw_sku_device_types=DEVICE_TYPES.values(request),
+        is_missing_on_site=MISSING.maybe_boolean(request),
         instance_type_ids=type_ids,
         has_instance_type=has_type,
         has_instance=has_instance,
         statuses=statuses,
-        ids=list_param(request, "id"),
-        query=request.query_params.get("query"),
+        ids=IDS.values(request),
+        query=QUERY.value(request),
     )
     return await render_page(
         page, machines.list_machines(session, viewer, filters, page, included), Machine.of
@@ -200,6 +217,7 @@ async def get_machine(
     response_model=list[StatusDetail],
     responses=PAGED,
     summary="Status history of a machine, newest first",
+    openapi_extra=query.declared(query.page_params(status.ORDER_FIELDS)),
 )
 async def get_machine_status_history(
     viewer: MachineViewer, machine_id: MachineId, request: Request, session: SessionDep

@@ -9,12 +9,12 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from nico.api import messages
+from nico.api import messages, query
 from nico.api.deps import CtxDep, ReadSessionDep, SessionDep, TenantAdmin
 from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
-from nico.api.parsing import bool_param, checked_body, paging, parse_uuid, path_id, relations, single_param
+from nico.api.parsing import checked_body, paging, parse_uuid, path_id, relations
 from nico.api.rate_limit import RATE_LIMITED, FabricRequest
 from nico.api.rendering import deletion_accepted, json_response
 from nico.logical_partition import service as partition
@@ -23,7 +23,6 @@ from nico.logical_partition.schemas import (
     LogicalPartitionUpdateRequest,
     NVLinkLogicalPartition,
 )
-from nico.services.errors import bad_request
 
 router = APIRouter(tags=["nvlink-logical-partition"])
 
@@ -32,14 +31,34 @@ ITEM = PATH + "/{nvLinkLogicalPartitionId}"
 RELATIONS = ("Site", "Tenant")
 
 
+# What a partition is answered with (spec §3.3), read by ``includes`` in this order.
+WITH_INTERFACES = query.flag("includeInterfaces", "Attach each partition's NVLink interfaces")
+WITH_VPCS = query.flag("includeVpcs", "Attach the VPCs whose default partition it is")
+WITH_STATS = query.flag("includeStats", "Attach the partition's interface counts by status")
+# The list's filters, read after those.
+SITE_ID = query.uuids(
+    "siteId",
+    "Only partitions at this site (400 when unknown, 403 when the tenant has no access to it)",
+    partition.BAD_SITE,
+    repeat=False,
+)
+STATUS = query.choice(
+    "status",
+    partition.STATUSES,
+    "Only partitions in this state",
+    "Invalid Status value in query",
+    repeat=False,
+)
+
+
 async def includes(
     included: Annotated[frozenset[str], relations(RELATIONS)], request: Request
 ) -> partition.Include:
     return partition.Include(
         relations=included,
-        interfaces=bool_param(request, "includeInterfaces"),
-        vpcs=bool_param(request, "includeVpcs"),
-        stats=bool_param(request, "includeStats"),
+        interfaces=WITH_INTERFACES.boolean(request),
+        vpcs=WITH_VPCS.boolean(request),
+        stats=WITH_STATS.boolean(request),
     )
 
 
@@ -96,6 +115,7 @@ async def create_partition(
     response_model=list[NVLinkLogicalPartition],
     responses=PAGED,
     summary="List NVLink logical partitions",
+    openapi_extra=query.declared(WITH_INTERFACES, WITH_VPCS, WITH_STATS, SITE_ID, STATUS, query.SEARCH),
 )
 async def list_partitions(
     org: str,
@@ -105,16 +125,12 @@ async def list_partitions(
     request: Request,
     session: ReadSessionDep,
 ) -> Response:
-    raw_site = single_param(request, "siteId")
-    site_id = parse_uuid(raw_site) if raw_site is not None else None
-    if raw_site is not None and site_id is None:
-        raise bad_request(partition.BAD_SITE)
     found = partition.list_partitions(
         session,
         org,
-        site_id=site_id,
-        status_value=single_param(request, "status"),
-        query=single_param(request, "query"),
+        site_id=SITE_ID.uuid_value(request),
+        status_value=STATUS.value(request),
+        query=query.SEARCH.value(request),
         include=include,
         page=page,
     )
@@ -126,6 +142,7 @@ async def list_partitions(
     operation_id="get-nvlink-logical-partition",
     response_model=NVLinkLogicalPartition,
     summary="Get an NVLink logical partition",
+    openapi_extra=query.declared(WITH_INTERFACES, WITH_VPCS, WITH_STATS),
 )
 async def get_partition(
     org: str,

@@ -48,6 +48,7 @@ def partition_quota_reached(quota: int, site_id: uuid.UUID) -> str:
 
 
 ORDER_FIELDS = frozenset({"name", "status", "created", "updated"})
+STATUSES = frozenset(LogicalPartitionStatus)
 NOT_OWNED = "NVLink Logical Partition is not owned by current org's Tenant"
 NAME_TAKEN = "Another NVLink Logical Partition with specified name already exists for Tenant"
 FULL_HISTORY = 100
@@ -205,7 +206,7 @@ async def list_partitions(
             raise bad_request(BAD_SITE)
         if not await tenant_uses_site(session, tenant.id, site.id):
             raise forbidden("Tenant does not have access to this Site")
-    if status_value is not None and status_value not in set(LogicalPartitionStatus):
+    if status_value is not None and status_value not in STATUSES:
         raise bad_request("Invalid Status value in query")
     stmt = queries.tenant_partitions_where(tenant.id, site_id=site_id, status=status_value, query=query)
     rows, total = await fetch_page(session, stmt, page, queries.PARTITION_ORDER, LogicalPartition.id)

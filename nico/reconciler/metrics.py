@@ -343,3 +343,18 @@ def _capacity_gauges(snap: Snapshot) -> Iterator[GaugeMetricFamily]:
         "(counted neither free nor stranded)",
         snap.reserved_machines,
     )
+    free = GaugeMetricFamily(
+        "nico_nvlink_domain_free_machines",
+        "Ready NVLink machines without an instance, per domain",
+        labels=["domain"],
+    )
+    stranded = GaugeMetricFamily(
+        "nico_nvlink_domain_stranded_free_machines",
+        "Free machines of a domain that is partly used (they cannot host a whole-domain job)",
+        labels=["domain"],
+    )
+    for domain, figures in sorted(snap.figures.items()):
+        free.add_metric([str(domain)], figures.free_machines)
+        stranded.add_metric([str(domain)], figures.stranded_free_machines)
+    yield free
+    yield stranded

@@ -114,9 +114,13 @@ def check_node_name(template: str) -> str:
     return template
 
 
+BAD_FORMAT = "Invalid format value: {value} in query (one of " + ", ".join(FORMATS) + ")"
+BAD_SITE = "Invalid Site ID: {value} specified in query"
+
+
 def check_format(value: str) -> str:
     if value not in FORMATS:
-        raise bad_request(f"Invalid format value: {value} in query (one of {', '.join(FORMATS)})")
+        raise bad_request(BAD_FORMAT.format(value=value))
     return value
 
 
@@ -143,9 +147,12 @@ async def placement(session: AsyncSession, scope: Scope) -> list[Node]:
     ]
 
 
+BAD_CLIQUE_LABEL = "Invalid cliqueLabel value: {value} in query (one of " + ", ".join(CLIQUE_LABELS) + ")"
+
+
 def check_clique_label(value: str) -> str:
     if value not in CLIQUE_LABELS:
-        raise bad_request(f"Invalid cliqueLabel value: {value} in query (one of {', '.join(CLIQUE_LABELS)})")
+        raise bad_request(BAD_CLIQUE_LABEL.format(value=value))
     return value
 
 
@@ -304,4 +311,4 @@ def parse_site_id(value: str | None) -> uuid.UUID | None:
     try:
         return uuid.UUID(value)
     except ValueError:
-        raise bad_request(f"Invalid Site ID: {value} specified in query") from None
+        raise bad_request(BAD_SITE.format(value=value)) from None

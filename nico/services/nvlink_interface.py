@@ -19,6 +19,7 @@ from nico.services.listing import PageRequest, fetch_page
 from nico.services.orgs import require_tenant
 from nico.services.records import copies_of, copy_of
 
+STATUSES = frozenset(NvLinkInterfaceStatus)
 ORDER_FIELDS = frozenset({"status", "created", "updated"})
 RELATIONS = frozenset({"Instance", "NVLinkLogicalPartition", "Site"})
 NVLINK_DEVICE_TYPE = "NVLink"
@@ -247,7 +248,7 @@ async def list_interfaces(
                 "current Tenant"
             )
     for value in where.statuses:
-        if value not in set(NvLinkInterfaceStatus):
+        if value not in STATUSES:
             raise bad_request(f"Invalid Status value: {value} in query")
     stmt = queries.tenant_bindings_where(
         tenant.id,

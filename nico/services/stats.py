@@ -24,6 +24,7 @@ NO_SITE_ID = "Site ID must be specified in query"
 SITE_MISSING = "Could not find Site specified in query"
 NOT_YOURS = "Site specified in query doesn't belong to org's Infrastructure provider"
 BUCKETS = ("initializing", "ready", "inUse", "error", "maintenance", "unknown", "reserved")
+BAD_CAPABILITY_TYPE = "Invalid capability type value in query: {value}"
 CAPABILITY_ORDER_FIELDS = frozenset(q.CAPABILITY_ORDER)
 
 
@@ -202,7 +203,7 @@ async def machine_capabilities(
         if site.infrastructure_provider_id != provider.id:
             raise forbidden(NOT_YOURS)
     if where.type is not None and where.type not in set(CapabilityType):
-        raise bad_request(f"Invalid capability type value in query: {where.type}")
+        raise bad_request(BAD_CAPABILITY_TYPE.format(value=where.type))
     equal: dict[str, Any] = {
         name: value
         for name, value in (

@@ -29,6 +29,7 @@ from nico.services.site import SiteRecord, site_record
 
 NETWORK_VIRTUALIZATION_TYPES = frozenset(str(kind) for kind in NetworkVirtualizationType)
 ORDER_FIELDS = frozenset({"name", "status", "created", "updated"})
+STATUSES = frozenset(VpcStatus)
 RELATIONS = frozenset(
     {"InfrastructureProvider", "Site", "Tenant", "NetworkSecurityGroup", "NVLinkLogicalPartition"}
 )
@@ -263,7 +264,7 @@ async def list_vpcs(
         if not await tenant_uses_site(session, tenant.id, site_id):
             raise forbidden("Tenant is not associated with one or more of the Sites specified in query")
     for value in where.statuses:
-        if value not in set(VpcStatus):
+        if value not in STATUSES:
             raise bad_request("Invalid Status value in query")
     if where.partition_ids:
         owned = await queries.tenant_partition_ids(session, tenant.id, where.partition_ids)

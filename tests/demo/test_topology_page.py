@@ -1,7 +1,7 @@
 """The topology page in headless Chromium against a running ``nico demo``: the tenant's partitions are
 drawn GPU by GPU, a domain whose NMX-C endpoint is unreachable shows its error and its Pending GPUs,
-and the page follows the repair without a reload. Writes a screenshot (``NICO_TOPOLOGY_SCREENSHOT``
-names where, e.g. docs/topology.png; otherwise the test's temporary directory)."""
+and the page follows the repair without a reload. The README's picture (docs/topology.png) is a healthy
+site in use: ``NICO_README_PICTURE=docs/topology.png`` makes the test that takes it write it there."""
 
 from __future__ import annotations
 
@@ -150,8 +150,7 @@ def test_the_page_draws_the_demo_partitions_errors_and_pending_gpus_and_follows_
             len(colors[alpha["id"]]) == len(colors[beta["id"]]) == 1
             and colors[alpha["id"]] != colors[beta["id"]]
         )
-        target = Path(os.environ.get("NICO_TOPOLOGY_SCREENSHOT") or tmp_path / "topology.png")
-        assert browser.save_screenshot(str(target))
+        assert browser.save_screenshot(str(tmp_path / "topology-error.png"))
 
         # Repair: the page follows without a reload.
         point(demo, serial, registered[0]["endpoint"])
@@ -162,5 +161,49 @@ def test_the_page_draws_the_demo_partitions_errors_and_pending_gpus_and_follows_
                 and drawn(browser, ".domain[data-error='true']") == 0
             ),
         )
+    finally:
+        assert demo.stop() == 0, demo.output()
+
+
+def test_the_readme_picture_is_a_healthy_site_in_use(tmp_path: Path, browser: WebDriver) -> None:
+    """Two partitions Ready on the demo, nothing Pending, no error anywhere on the page when the
+    screenshot is taken (a newcomer takes what the README shows for what they should see)."""
+    demo = DemoProcess(tmp_path / "data", "--racks", "2").start()
+    try:
+        tenant = Tenant(demo)
+        site = tenant.get("/site")[0]["id"]
+        itype = tenant.get("/instance/type", siteId=site)[0]["id"]
+        for name, count in (("training", 12), ("inference", 4)):
+            lp = tenant.post("/nvlink-logical-partition", {"name": name, "siteId": site})
+            vpc = tenant.post("/vpc", {"name": name, "siteId": site, "nvLinkLogicalPartitionId": lp["id"]})
+            subnet = tenant.post("/subnet", {"name": name, "vpcId": vpc["id"]})
+            batch = {
+                "namePrefix": name,
+                "count": count,
+                "topologyOptimized": True,
+                "instanceTypeId": itype,
+                "vpcId": vpc["id"],
+                "ipxeScript": "#!ipxe",
+                "interfaces": [{"subnetId": subnet["id"]}],
+            }
+            tenant.post("/instance/batch", batch)
+        until(
+            "every instance Ready",
+            lambda: [i["status"] for i in tenant.get("/instance", pageSize=100)] == ["Ready"] * 16,
+        )
+        browser.get(f"{demo.url}/#org=demo&token={demo.token}")
+        until(
+            "both partitions drawn Ready",
+            lambda: drawn(browser, '.gpu[data-status="Ready"]') == 16 * 4 and drawn(browser, ".domain") == 2,
+        )
+        assert drawn(browser, '.gpu[data-status="Pending"]') == 0
+        assert drawn(browser, ".domain[data-error='true']") == 0
+        assert browser.find_elements(By.CSS_SELECTOR, "[role=alert], .problem") == []
+        assert browser.find_element(By.ID, "status").get_attribute("data-problem") is None
+        legend = browser.find_element(By.ID, "partitions").text
+        assert "training (48 GPUs)" in legend and "inference (16 GPUs)" in legend
+        target = Path(os.environ.get("NICO_README_PICTURE") or tmp_path / "topology.png")
+        assert browser.save_screenshot(str(target))
+        assert target.stat().st_size > 10_000
     finally:
         assert demo.stop() == 0, demo.output()

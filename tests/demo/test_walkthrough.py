@@ -241,3 +241,42 @@ def test_the_demo_simulates_nmxm_when_asked(tmp_path: Path) -> None:
     finally:
         assert demo.stop() == 0, demo.output()
     assert (tmp_path / "data" / "demo-fabric-nmxm.json").exists()
+
+
+def checkout_nico(directory: Path) -> Path:
+    """A ``nico`` executable, as a virtualenv's console script is, that runs this checkout's code with
+    this interpreter: the demo started as it learns its own path, like one started from a virtualenv."""
+    directory.mkdir()
+    script = directory / "nico"
+    checkout = str(Path(__file__).resolve().parents[2])
+    script.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {checkout!r})\n"
+        "from nico.cli import main\nsys.exit(main())\n"
+    )
+    script.chmod(0o755)
+    return script
+
+
+def test_the_walkthrough_runs_twice_in_a_shell_with_only_what_the_demo_printed(tmp_path: Path) -> None:
+    """A second terminal without the virtualenv: PATH holds only the system's directories (curl,
+    python3), the rest comes from the banner's lines. The block runs, then runs again as it is (its
+    names carry the run), each run filling one more rack."""
+    nico_bin = checkout_nico(tmp_path / "venv-bin")
+    demo = DemoProcess(tmp_path / "data", "--racks", "2", command=(str(nico_bin),)).start()
+    try:
+        assert f"export PATH={nico_bin.parent}:" in demo.output(), demo.output()
+        bare = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+        assert subprocess.run(["bash", "-c", "command -v nico"], env=bare).returncode != 0
+        first = walkthrough_after_exports(demo, bare)
+        ended = int(time.time())
+        while int(time.time()) == ended:  # the block names its objects after the second it starts in
+            time.sleep(POLL)
+        second = walkthrough_after_exports(demo, bare)
+        assert "already exists" not in first.stderr + second.stderr
+        with httpx.Client(base_url=demo.url, headers={"Authorization": f"Bearer {demo.token}"}) as client:
+            partitions = client.get("/v2/org/demo/nico/nvlink-logical-partition").json()
+            instances = client.get("/v2/org/demo/nico/instance", params={"pageSize": 100}).json()
+        assert len({p["name"] for p in partitions}) == 2, partitions
+        assert [i["status"] for i in instances] == ["Ready"] * 36
+    finally:
+        assert demo.stop() == 0, demo.output()

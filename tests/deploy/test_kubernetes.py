@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "kubernetes"
 KUBERNETES_VERSION = "1.37.0"
 CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule"}  # Prometheus Operator CRDs: no upstream schema
-APPLIED_APART = {"secrets.example.yaml", "nmxm-credentials-job.yaml"}
+APPLIED_APART = {"secrets.example.yaml", "nmxm-credentials-job.yaml", "ingress.example.yaml"}
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
@@ -236,3 +236,26 @@ def test_the_label_sync_may_patch_nodes_and_its_cursor_and_nothing_else() -> Non
     }
     for binding in bindings:
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": "nico"}]
+
+
+def test_the_ingress_serves_the_api_service_over_tls_for_every_host() -> None:
+    (ingress,) = of_kind("Ingress").values()
+    service = of_kind("Service")["nico-api"]
+    hosts = set()
+    for rule in ingress["spec"]["rules"]:
+        hosts.add(rule["host"])
+        for path in rule["http"]["paths"]:
+            backend = path["backend"]["service"]
+            assert backend["name"] == "nico-api" and path["path"] == "/"
+            assert backend["port"]["name"] in {p["name"] for p in service["spec"]["ports"]}
+    (tls,) = ingress["spec"]["tls"]
+    assert set(tls["hosts"]) == hosts and tls["secretName"]
+    assert tls["secretName"] in (ROOT / "docs" / "deploy-kubernetes.md").read_text()
+
+
+def test_the_nmxc_tls_secret_is_optional_and_only_the_reconciler_mounts_it() -> None:
+    """A site on NMX-M alone has no NMX-C TLS material: the reconciler starts without the Secret."""
+    for name, workload in WORKLOADS.items():
+        for volume in workload["spec"]["template"]["spec"]["volumes"]:
+            if volume.get("secret", {}).get("secretName") == "nico-nmxc-tls":
+                assert name == "nico-reconciler" and volume["secret"]["optional"] is True, name

@@ -119,6 +119,11 @@ async def test_a_real_pass_fills_the_series(
     assert value(registry, "nico_nvlink_pending_instances") == 0
     assert value(registry, "nico_nvlink_free_machines") == 35
     assert value(registry, "nico_nvlink_stranded_free_machines") == 17
+    # Per domain: d0 has one machine used (its 17 free are stranded), d1 all 18 free and whole.
+    assert value(registry, "nico_nvlink_domain_free_machines", domain=str(d0)) == 17
+    assert value(registry, "nico_nvlink_domain_stranded_free_machines", domain=str(d0)) == 17
+    assert value(registry, "nico_nvlink_domain_free_machines", domain=str(d1)) == 18
+    assert value(registry, "nico_nvlink_domain_stranded_free_machines", domain=str(d1)) == 0
     assert value(registry, p + "iteration_latency_milliseconds_count") >= 1
 
     site.fabric.set_faults(d1, down=False)

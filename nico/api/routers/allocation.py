@@ -8,19 +8,17 @@ from typing import Annotated
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from nico.api import messages
+from nico.api import messages, query
 from nico.api.deps import ProviderAdmin, SessionDep, Viewer
 from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
 from nico.api.parsing import (
     checked_body,
-    list_param,
     paging,
     parse_uuid,
     path_id,
     relations,
-    uuid_params,
 )
 from nico.api.rendering import deletion_accepted, json_response
 from nico.api.schemas.allocation import (
@@ -31,7 +29,6 @@ from nico.api.schemas.allocation import (
     AllocationUpdateRequest,
 )
 from nico.services import allocation as allocations
-from nico.services.errors import bad_request
 
 router = APIRouter(tags=["allocation"])
 
@@ -90,44 +87,93 @@ async def create_allocation(org: str, _: ProviderAdmin, body: CreateBody, sessio
     return json_response(Allocation.of(view), 201)
 
 
+# The list's filters, each repeatable but the text, in the order the handler checks them.
+SITE_IDS = query.uuids(
+    "siteId",
+    "Only allocations at these sites (400 when one is unknown)",
+    "Failed to retrieve site from request",
+)
+STATUSES = query.choice(
+    "status", allocations.STATUSES, "Only allocations in these states", "Invalid Status value in query"
+)
+RESOURCE_TYPES = query.choice(
+    "resourceType",
+    allocations.RESOURCE_TYPES,
+    "Only allocations with constraints on this kind of resource",
+    "Invalid resourceType value in query: {value}",
+)
+RESOURCE_TYPE_IDS = query.uuids(
+    "resourceTypeId",
+    "Only allocations with constraints on these resources",
+    "Invalid ResourceType ID in query",
+)
+CONSTRAINT_TYPES = query.choice(
+    "constraintType",
+    allocations.CONSTRAINT_TYPES,
+    "Only allocations with constraints of this type",
+    "Invalid constraintType value in query: {value}",
+)
+CONSTRAINT_VALUES = query.integer(
+    "constraintValue",
+    "Only allocations with constraints of this value",
+    "Invalid Constraint Value in query",
+    repeat=True,
+)
+IDS = query.uuids("id", "Only these allocations", "Invalid Allocation ID in query")
+TENANT_IDS = query.uuids(
+    "tenantId", "Only allocations to these tenants", "Invalid Tenant ID: {value} in query"
+)
+
+
 @router.get(
     "/allocation",
     operation_id="get-all-allocation",
     response_model=list[Allocation],
     responses=PAGED,
     summary="List the provider's allocations and the tenant's own",
+    openapi_extra=query.declared(
+        SITE_IDS,
+        STATUSES,
+        RESOURCE_TYPES,
+        RESOURCE_TYPE_IDS,
+        CONSTRAINT_TYPES,
+        CONSTRAINT_VALUES,
+        IDS,
+        TENANT_IDS,
+        query.SEARCH,
+    ),
 )
 async def list_allocations(
     page: Paging, included: Relations, viewer: Viewer, request: Request, session: SessionDep
 ) -> Response:
     site_ids = []
-    for value in list_param(request, "siteId"):
+    for value in SITE_IDS.values(request):
         parsed = parse_uuid(value)
         if parsed is None:
-            raise bad_request("Failed to retrieve site from request", {"siteId": value})
+            raise SITE_IDS.refused(value, {"siteId": value})
         site_ids.append(parsed)
     missing = await allocations.missing_sites(session, site_ids)
     if missing:
-        raise bad_request("Failed to retrieve site from request", {"siteId": str(missing[0])})
-    statuses = list_param(request, "status")
+        raise SITE_IDS.refused(str(missing[0]), {"siteId": str(missing[0])})
+    statuses = STATUSES.values(request)
     for value in statuses:
         if value not in allocations.STATUSES:
-            raise bad_request("Invalid Status value in query", {"status": value})
-    resource_types = list_param(request, "resourceType")
+            raise STATUSES.refused(value, {"status": value})
+    resource_types = RESOURCE_TYPES.values(request)
     for value in resource_types:
         if value not in allocations.RESOURCE_TYPES:
-            raise bad_request(f"Invalid resourceType value in query: {value}")
-    resource_type_ids = uuid_params(request, "resourceTypeId", "Invalid ResourceType ID in query")
-    constraint_types = list_param(request, "constraintType")
+            raise RESOURCE_TYPES.refused(value)
+    resource_type_ids = RESOURCE_TYPE_IDS.uuid_values(request)
+    constraint_types = CONSTRAINT_TYPES.values(request)
     for value in constraint_types:
         if value not in allocations.CONSTRAINT_TYPES:
-            raise bad_request(f"Invalid constraintType value in query: {value}")
+            raise CONSTRAINT_TYPES.refused(value)
     constraint_values = []
-    for value in list_param(request, "constraintValue"):
+    for value in CONSTRAINT_VALUES.values(request):
         try:
             constraint_values.append(int(value))
         except ValueError:
-            raise bad_request("Invalid Constraint Value in query") from None
+            raise CONSTRAINT_VALUES.refused(value) from None
     filters = allocations.AllocationFilters(
         site_ids=site_ids,
         statuses=statuses,
@@ -135,9 +181,9 @@ async def list_allocations(
         resource_type_ids=resource_type_ids,
         constraint_types=constraint_types,
         constraint_values=constraint_values,
-        ids=uuid_params(request, "id", "Invalid Allocation ID in query"),
-        tenant_ids=uuid_params(request, "tenantId", "Invalid Tenant ID: {value} in query"),
-        query=request.query_params.get("query"),
+        ids=IDS.uuid_values(request),
+        tenant_ids=TENANT_IDS.uuid_values(request),
+        query=query.SEARCH.value(request),
     )
     found = allocations.list_allocations(session, viewer, filters, page, included)
     return await render_page(page, found, Allocation.of)

@@ -13,6 +13,7 @@ from starlette.responses import Response, StreamingResponse
 
 from nico.api.auth import Principal
 from nico.api.deps import CtxDep, PrincipalDep, ReadSessionDep
+from nico.api.errors import PARSE_ERROR, stating_error
 from nico.services import feed_export, feed_stream
 from nico.services.errors import ServiceError
 from nico.services.node_labels import CLIQUE_LABELS
@@ -21,11 +22,17 @@ router = APIRouter(tags=["nvlink-topology"])
 
 ScopeParam = Annotated[
     Literal["tenant", "provider"],
-    Query(description="tenant: the caller's instances; provider: every instance at the provider's sites"),
+    Query(
+        description=stating_error(
+            "tenant: the caller's instances; provider: every instance at the provider's sites",
+            400,
+            PARSE_ERROR,
+        )
+    ),
 ]
 SiteParam = Annotated[
     str | None,
-    Query(alias="siteId", description="Only this site"),
+    Query(alias="siteId", description=stating_error("Only this site", 400, feed_export.BAD_SITE)),
     WithJsonSchema({"type": "string", "anyOf": [{"format": "uuid"}, {"maxLength": 0}]}),
 ]
 # the id of an event as this stream sent it (feed_stream.parse_cursor); empty: from now
@@ -57,7 +64,7 @@ async def export_topology(
     format: Annotated[
         str,
         Query(
-            description=", ".join(feed_export.FORMATS),
+            description=stating_error(", ".join(feed_export.FORMATS), 400, feed_export.BAD_FORMAT),
             json_schema_extra={"enum": list(feed_export.FORMATS)},
         ),
     ],
@@ -76,7 +83,11 @@ async def export_topology(
         str | None,
         Query(
             alias="cliqueLabel",
-            description="Label key of a node's clique; default: the server's [export] clique_label",
+            description=stating_error(
+                "Label key of a node's clique; default: the server's [export] clique_label",
+                400,
+                feed_export.BAD_CLIQUE_LABEL,
+            ),
         ),
         WithJsonSchema({"type": "string", "enum": list(CLIQUE_LABELS)}),
     ] = None,

@@ -12,20 +12,18 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from nico.api import messages
+from nico.api import messages, query
 from nico.api.deps import ProviderAdmin, ProviderOrTenant, SessionDep, Viewer
 from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
 from nico.api.parsing import (
-    bool_param,
     checked_body,
     paging,
     parse_uuid,
     path_id,
     path_text,
     relations,
-    single_param,
 )
 from nico.api.rendering import deletion_accepted, json_response, list_response
 from nico.api.schemas.instance_type import (
@@ -36,7 +34,7 @@ from nico.api.schemas.instance_type import (
     MachineInstanceType,
 )
 from nico.services import instance_type as types
-from nico.services.errors import bad_request, forbidden
+from nico.services.errors import forbidden
 
 router = APIRouter(tags=["instance-type"])
 
@@ -76,8 +74,27 @@ AssociationBody = Annotated[
 ]
 
 
+WITH_ASSIGNMENT = query.flag(
+    "includeMachineAssignment", "Attach the machines associated (provider only: 403 for a tenant)"
+)
+WITH_STATS = query.flag("includeAllocationStats", "Attach the allocation counts")
+# The list's filters, in the order the handler checks them (the two above between STATUS and the last).
+SITE_ID = query.uuids("siteId", "Only instance types at this site", "Invalid Site ID in query", repeat=False)
+STATUS = query.choice(
+    "status",
+    types.STATUSES,
+    "Only instance types in this state",
+    "Invalid Status value in query",
+    repeat=False,
+)
+EXCLUDE_UNALLOCATED = query.flag(
+    "excludeUnallocated",
+    "Tenant only (403 for a provider): leave out types the tenant holds no allocation for",
+)
+
+
 def assignment_wanted(request: Request, viewer: Viewer) -> bool:
-    with_associations = bool_param(request, "includeMachineAssignment")
+    with_associations = WITH_ASSIGNMENT.boolean(request)
     if with_associations and viewer.provider is None:
         raise forbidden("Only Provider can specify query param `includeMachineAssignment`")
     return with_associations
@@ -113,6 +130,9 @@ async def create_instance_type(org: str, _: ProviderAdmin, body: CreateBody, ses
     response_model=list[InstanceType],
     responses=PAGED,
     summary="List the instance types of the org's provider and those at its tenant's sites",
+    openapi_extra=query.declared(
+        SITE_ID, STATUS, WITH_ASSIGNMENT, WITH_STATS, EXCLUDE_UNALLOCATED, query.SEARCH
+    ),
 )
 async def list_instance_types(
     _: ProviderOrTenant,
@@ -122,24 +142,19 @@ async def list_instance_types(
     request: Request,
     session: SessionDep,
 ) -> Response:
-    raw_site = single_param(request, "siteId")
-    site_id = None
-    if raw_site is not None:
-        site_id = parse_uuid(raw_site)
-        if site_id is None:
-            raise bad_request("Invalid Site ID in query")
-    wanted_status = single_param(request, "status")
+    site_id = SITE_ID.uuid_value(request)
+    wanted_status = STATUS.value(request)
     if wanted_status is not None and wanted_status not in types.STATUSES:
-        raise bad_request("Invalid Status value in query")
+        raise STATUS.refused(wanted_status)
     with_associations = assignment_wanted(request, viewer)
-    with_stats = bool_param(request, "includeAllocationStats")
-    exclude_unallocated = bool_param(request, "excludeUnallocated")
+    with_stats = WITH_STATS.boolean(request)
+    exclude_unallocated = EXCLUDE_UNALLOCATED.boolean(request)
     if exclude_unallocated and viewer.tenant is None:
         raise forbidden("Only Tenant can specify query param `excludeUnallocated`")
     filters = types.InstanceTypeFilters(
         site_id=site_id,
         status=wanted_status,
-        query=request.query_params.get("query"),
+        query=query.SEARCH.value(request),
         exclude_unallocated=exclude_unallocated,
     )
     found = types.list_instance_types(
@@ -159,6 +174,7 @@ async def list_instance_types(
     operation_id="get-instance-type",
     response_model=InstanceType,
     summary="Get an instance type",
+    openapi_extra=query.declared(WITH_ASSIGNMENT, WITH_STATS),
 )
 async def get_instance_type(
     viewer: Viewer, type_id: TypeId, included: Relations, request: Request, session: SessionDep
@@ -169,7 +185,7 @@ async def get_instance_type(
         type_id,
         relations=included,
         with_associations=assignment_wanted(request, viewer),
-        with_stats=bool_param(request, "includeAllocationStats"),
+        with_stats=WITH_STATS.boolean(request),
     )
     return json_response(InstanceType.of(view))
 

@@ -8,18 +8,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from nico.api import messages
+from nico.api import messages, query
 from nico.api.auth import PROVIDER_ADMIN, TENANT_ADMIN
 from nico.api.deps import PrincipalDep, ProviderAdmin, ProviderOrTenant, SessionDep, Viewer
 from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page, newest_first, parse_page
 from nico.api.parsing import (
-    bool_param,
     checked_body,
-    list_param,
     paging,
-    parse_go_bool,
     path_id,
     read_checked,
     relations,
@@ -37,7 +34,7 @@ from nico.api.schemas.site import (
 )
 from nico.services import site as sites
 from nico.services import status
-from nico.services.errors import bad_request, forbidden
+from nico.services.errors import forbidden
 
 router = APIRouter(tags=["site"])
 
@@ -71,12 +68,29 @@ def place(model: LocationRequest | ContactRequest | None) -> dict[str, Any] | No
     return model.model_dump(by_alias=True) if model is not None else None
 
 
+# The list's filters, in the order the handler checks them.
+STATUSES = query.choice(
+    "status", sites.STATUSES, "Only sites in these states", "Invalid Status value in query"
+)
+CAPABILITIES = tuple(
+    query.flag(name, "Only sites with (true) or without (false) this capability")
+    for name in sites.CAPABILITY_FILTERS
+)
+WITH_STATS = query.flag("includeMachineStats", "Attach the site's machine counts by status")
+PURGE = query.flag(
+    "purgeMachines",
+    "Accepted for the reference's clients: a site's machines are always removed with it",
+    "Invalid purgeMachines query param",
+)
+
+
 @router.get(
     "/site",
     operation_id="get-all-site",
     response_model=list[Site],
     responses=PAGED,
     summary="List the sites of the org's provider and the sites its tenant is allocated at",
+    openapi_extra=query.declared(STATUSES, CAPABILITIES, query.SEARCH, WITH_STATS),
 )
 async def list_sites(
     _: ProviderOrTenant,
@@ -86,22 +100,19 @@ async def list_sites(
     request: Request,
     session: SessionDep,
 ) -> Response:
-    statuses = list_param(request, "status")
+    statuses = STATUSES.values(request)
     for value in statuses:
         if value not in sites.STATUSES:
-            raise bad_request("Invalid Status value in query", {"status": value})
+            raise STATUSES.refused(value, {"status": value})
     capabilities = {}
-    for name in sites.CAPABILITY_FILTERS:
-        raw = request.query_params.get(name)
-        if raw is not None:
-            parsed = parse_go_bool(raw)
-            if parsed is None:
-                raise bad_request(f"Invalid value specified for `{name}` query param")
-            capabilities[name] = parsed
+    for capability in CAPABILITIES:
+        given = capability.maybe_boolean(request)
+        if given is not None:
+            capabilities[capability.name] = given
     filters = sites.SiteFilters(
-        statuses=statuses, query=request.query_params.get("query"), capabilities=capabilities
+        statuses=statuses, query=query.SEARCH.value(request), capabilities=capabilities
     )
-    with_stats = bool_param(request, "includeMachineStats")
+    with_stats = WITH_STATS.boolean(request)
     found = sites.list_sites(session, viewer, filters, page, relations=included, with_stats=with_stats)
     return await render_page(page, found, Site.of)
 
@@ -140,6 +151,7 @@ async def get_site(viewer: Viewer, included: Relations, site_id: SiteId, session
     response_model=list[StatusDetail],
     responses=PAGED,
     summary="Status history of a site, newest first",
+    openapi_extra=query.declared(query.page_params(status.ORDER_FIELDS)),
 )
 async def get_site_status_history(
     viewer: Viewer, site_id: SiteId, request: Request, session: SessionDep
@@ -183,13 +195,12 @@ async def update_site(
     status_code=202,
     response_model=str,
     summary="Delete a site with its inventory (no allocations or tenant objects may remain)",
+    openapi_extra=query.declared(PURGE),
 )
 async def delete_site(
     org: str, _: ProviderAdmin, site_id: SiteId, request: Request, session: SessionDep
 ) -> Response:
-    raw = request.query_params.get("purgeMachines")
-    if raw is not None and parse_go_bool(raw) is None:
-        raise bad_request("Invalid purgeMachines query param")
+    PURGE.boolean(request)
     # Machines cannot outlive their site in nico's schema: they are always removed with it.
     await sites.delete_site(session, org, site_id)
     return deletion_accepted()

@@ -10,10 +10,11 @@ import uuid
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
+from nico.api import query
 from nico.api.deps import ProviderAdmin, ReadSessionDep
 from nico.api.listing import render_page
 from nico.api.pagination import PAGED, parse_page
-from nico.api.parsing import list_param, parse_go_bool, parse_uuid, single_param
+from nico.api.query import QueryParam
 from nico.api.rendering import json_response, list_response
 from nico.api.schemas.instance_type import MachineCapability
 from nico.api.schemas.stats import (
@@ -23,33 +24,25 @@ from nico.api.schemas.stats import (
     MachineStatusStats,
     TenantInstanceTypeStats,
 )
+from nico.inventory import service as machines
 from nico.services import stats
-from nico.services.errors import bad_request
 
 router = APIRouter(tags=["stats"])
 
-# The stats reads answer 400 "Site ID must be specified in query" without one (site_param reads it).
-SITE_REQUIRED = {
-    "parameters": [
-        {
-            "name": "siteId",
-            "in": "query",
-            "required": True,
-            "description": "The provider's site",
-            "schema": {"type": "string", "format": "uuid"},
-        }
-    ]
-}
+# The stats reads answer 400 "Site ID must be specified in query" without one.
+SITE_ID = QueryParam(
+    "siteId",
+    query.UUID,
+    "The provider's site",
+    "Invalid Site ID specified in query",
+    required=True,
+    allow_empty=True,  # an empty one is answered as a missing one
+)
+SITE_REQUIRED = query.declared(SITE_ID)
 
 
 def site_param(request: Request) -> uuid.UUID | None:
-    raw = single_param(request, "siteId")
-    if raw is None or raw == "":
-        return None
-    parsed = parse_uuid(raw)
-    if parsed is None:
-        raise bad_request("Invalid Site ID specified in query")
-    return parsed
+    return SITE_ID.uuid_value(request)
 
 
 @router.get(
@@ -109,31 +102,63 @@ async def tenant_instance_type_stats(
     return list_response([TenantInstanceTypeStats.of(s) for s in found])
 
 
+# The capability list's filters, in the order the handler checks them.
+HAS_TYPE = QueryParam(
+    "hasInstanceType",
+    query.BOOLEAN,
+    "Only capabilities of machines with (true) or without (false) an instance type",
+    "Invalid value specified for hasInstanceType in query",
+    allow_empty=True,
+)
+COUNT = QueryParam(
+    "count",
+    query.INT32,
+    "Only capabilities of this count",
+    "Invalid value specified for count in query",
+    allow_empty=True,
+)
+INACTIVE = query.integer(
+    "inactiveDevices",
+    "Only capabilities with these inactive devices",
+    "Invalid value specified for inactiveDevices in query",
+    repeat=True,
+)
+OPTIONAL_SITE = QueryParam(
+    "siteId", query.UUID, "Only capabilities at this site", SITE_ID.error, allow_empty=True
+)
+TYPE = query.choice(
+    "type",
+    machines.CAPABILITY_TYPES,
+    "Only capabilities of this type (checked after the site)",
+    stats.BAD_CAPABILITY_TYPE,
+    repeat=False,
+)
+TEXTS = {
+    name: query.text(name, f"Only capabilities of this {name}")
+    for name in ("name", "frequency", "capacity", "vendor", "devicetype")  # lower-case t, as the reference
+}
+CAPABILITY_FILTERS = (HAS_TYPE, COUNT, INACTIVE, OPTIONAL_SITE, TYPE, *TEXTS.values())
+
+
 def capability_filter(request: Request) -> stats.CapabilityFilter:
-    raw_has = single_param(request, "hasInstanceType")
-    has = parse_go_bool(raw_has) if raw_has not in (None, "") else None
-    if raw_has not in (None, "") and has is None:
-        raise bad_request("Invalid value specified for hasInstanceType in query")
-    raw_count = single_param(request, "count")
-    try:
-        count = int(raw_count) if raw_count not in (None, "") else None
-    except ValueError:
-        raise bad_request("Invalid value specified for count in query") from None
-    inactive_raw = list_param(request, "inactiveDevices")
+    has = HAS_TYPE.maybe_boolean(request)
+    count = COUNT.int_value(request)
+    inactive_raw = INACTIVE.values(request)
     try:
         inactive = [int(v) for v in inactive_raw] if inactive_raw else None
     except ValueError:
-        raise bad_request("Invalid value specified for inactiveDevices in query") from None
+        raise INACTIVE.refused("") from None
+    texts = {name: param.value(request) for name, param in TEXTS.items()}
     return stats.CapabilityFilter(
-        site_id=site_param(request),
+        site_id=OPTIONAL_SITE.uuid_value(request),
         has_instance_type=has,
-        type=single_param(request, "type"),
-        name=single_param(request, "name"),
-        frequency=single_param(request, "frequency"),
-        capacity=single_param(request, "capacity"),
-        vendor=single_param(request, "vendor"),
+        type=TYPE.value(request),
+        name=texts["name"],
+        frequency=texts["frequency"],
+        capacity=texts["capacity"],
+        vendor=texts["vendor"],
         count=count,
-        device_type=single_param(request, "devicetype"),  # lower-case t, as the reference
+        device_type=texts["devicetype"],
         inactive_devices=inactive,
     )
 
@@ -144,6 +169,7 @@ def capability_filter(request: Request) -> stats.CapabilityFilter:
     response_model=list[MachineCapability],
     responses=PAGED,
     summary="Retrieve all Machine Capabilities",
+    openapi_extra=query.declared(query.page_params(stats.CAPABILITY_ORDER_FIELDS), CAPABILITY_FILTERS),
 )
 async def machine_capabilities(
     org: str, _: ProviderAdmin, request: Request, session: ReadSessionDep

@@ -8,16 +8,15 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
-from nico.api import messages
+from nico.api import messages, query
 from nico.api.deps import SessionDep, TenantAdmin
 from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
-from nico.api.parsing import checked_body, paging, parse_uuid, path_id, relations, single_param
+from nico.api.parsing import checked_body, paging, parse_uuid, path_id, relations
 from nico.api.rendering import deletion_accepted, json_response
 from nico.api.schemas.subnet import Subnet, SubnetCreateRequest, SubnetUpdateRequest
 from nico.services import subnet as subnets
-from nico.services.errors import bad_request
 
 router = APIRouter(tags=["subnet"])
 
@@ -57,12 +56,28 @@ async def create_subnet(org: str, _: TenantAdmin, body: CreateBody, session: Ses
     return json_response(Subnet.of(view), 201)
 
 
+# The list's filters, in the order the handler checks them.
+SITE_ID = query.uuids(
+    "siteId",
+    "Only subnets at this site (403 when the tenant has no access to it)",
+    "Failed to retrieve Site specified in query param, invalid ID or DB error",
+    repeat=False,
+)
+VPC_ID = query.uuids(
+    "vpcId", "Only subnets of this VPC (404 when unknown)", "Invalid VPC ID in query", repeat=False
+)
+STATUS = query.choice(
+    "status", subnets.STATUSES, "Only subnets in this state", "Invalid Status value in query", repeat=False
+)
+
+
 @router.get(
     "/subnet",
     operation_id="get-all-subnet",
     response_model=list[Subnet],
     responses=PAGED,
     summary="List the tenant's subnets",
+    openapi_extra=query.declared(SITE_ID, VPC_ID, STATUS, query.SEARCH),
 )
 async def list_subnets(
     _: TenantAdmin,
@@ -72,18 +87,12 @@ async def list_subnets(
     request: Request,
     session: SessionDep,
 ) -> Response:
-    raw_site, raw_vpc = single_param(request, "siteId"), single_param(request, "vpcId")
-    site_id = parse_uuid(raw_site) if raw_site is not None else None
-    if raw_site is not None and site_id is None:
-        raise bad_request("Failed to retrieve Site specified in query param, invalid ID or DB error")
-    vpc_id = parse_uuid(raw_vpc) if raw_vpc is not None else None
-    if raw_vpc is not None and vpc_id is None:
-        raise bad_request("Invalid VPC ID in query")
-    wanted_status = single_param(request, "status")
+    site_id, vpc_id = SITE_ID.uuid_value(request), VPC_ID.uuid_value(request)
+    wanted_status = STATUS.value(request)
     if wanted_status is not None and wanted_status not in subnets.STATUSES:
-        raise bad_request("Invalid Status value in query")
+        raise STATUS.refused(wanted_status)
     filters = subnets.SubnetFilters(
-        site_id=site_id, vpc_id=vpc_id, status=wanted_status, query=request.query_params.get("query")
+        site_id=site_id, vpc_id=vpc_id, status=wanted_status, query=query.SEARCH.value(request)
     )
     found = subnets.list_subnets(session, tenant, filters, page, included)
     return await render_page(page, found, Subnet.of)

@@ -9,25 +9,20 @@ from typing import Annotated
 from fastapi import APIRouter, Request
 from starlette.responses import Response
 
-from nico.api import messages
+from nico.api import messages, query
 from nico.api.deps import ReadSessionDep, SessionDep, TenantAdmin
 from nico.api.listing import render_page
 from nico.api.openapi import json_body
 from nico.api.pagination import PAGED, Page
 from nico.api.parsing import (
     checked_body,
-    list_param,
     paging,
-    parse_uuid,
     path_id,
     relations,
-    single_param,
-    uuid_params,
 )
 from nico.api.rendering import deletion_accepted, json_response
 from nico.api.schemas.vpc import Vpc, VpcCreateRequest, VpcUpdateRequest
 from nico.services import vpc
-from nico.services.errors import bad_request
 
 router = APIRouter(tags=["vpc"])
 
@@ -52,7 +47,41 @@ async def create_vpc(org: str, _: TenantAdmin, body: CreateBody, session: Sessio
     return json_response(Vpc.of(await vpc.create(session, org, body)), 201)
 
 
-@router.get(PATH, operation_id="get-all-vpc", response_model=list[Vpc], responses=PAGED, summary="List VPCs")
+# The list's filters (spec §7.4), in the order the handler checks them.
+PROVIDER_ID = query.uuids(
+    "infrastructureProviderId",
+    "Only VPCs of this infrastructure provider",
+    "Invalid Infrastructure Provider ID: {value} in query",
+    repeat=False,
+)
+SITE_IDS = query.uuids(
+    "siteId",
+    "Only VPCs at these sites (403 when the tenant is not associated with one)",
+    "Invalid Site ID: {value} in query",
+)
+STATUSES = query.choice("status", vpc.STATUSES, "Only VPCs in these states", "Invalid Status value in query")
+PARTITION_IDS = query.uuids(
+    "nvLinkLogicalPartitionId",
+    "Only VPCs whose default NVLink logical partition is one of these (400 when one is not the tenant's)",
+    "Invalid NVLink Logical Partition ID: {value} in query",
+)
+SECURITY_GROUP_IDS = query.uuids(
+    "networkSecurityGroupId",
+    "nico records no network security groups: given, the list is empty",
+    "Invalid Network Security Group ID: {value} in query",
+)
+
+
+@router.get(
+    PATH,
+    operation_id="get-all-vpc",
+    response_model=list[Vpc],
+    responses=PAGED,
+    summary="List VPCs",
+    openapi_extra=query.declared(
+        PROVIDER_ID, SITE_IDS, STATUSES, PARTITION_IDS, SECURITY_GROUP_IDS, query.SEARCH
+    ),
+)
 async def list_vpcs(
     org: str,
     _: TenantAdmin,
@@ -61,21 +90,14 @@ async def list_vpcs(
     request: Request,
     session: ReadSessionDep,
 ) -> Response:
-    raw_provider = single_param(request, "infrastructureProviderId")
-    provider_id = parse_uuid(raw_provider) if raw_provider is not None else None
-    if raw_provider is not None and provider_id is None:
-        raise bad_request(f"Invalid Infrastructure Provider ID: {raw_provider} in query")
+    provider_id = PROVIDER_ID.uuid_value(request)
     where = vpc.VpcFilter(
-        site_ids=uuid_params(request, "siteId", "Invalid Site ID: {value} in query"),
-        statuses=list_param(request, "status"),
-        partition_ids=uuid_params(
-            request, "nvLinkLogicalPartitionId", "Invalid NVLink Logical Partition ID: {value} in query"
-        ),
-        security_group_ids=uuid_params(
-            request, "networkSecurityGroupId", "Invalid Network Security Group ID: {value} in query"
-        ),
+        site_ids=SITE_IDS.uuid_values(request),
+        statuses=STATUSES.values(request),
+        partition_ids=PARTITION_IDS.uuid_values(request),
+        security_group_ids=SECURITY_GROUP_IDS.uuid_values(request),
         provider_id=provider_id,
-        query=single_param(request, "query"),
+        query=query.SEARCH.value(request),
     )
     return await render_page(page, vpc.list_vpcs(session, org, where, included, page), Vpc.of)
 
