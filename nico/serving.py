@@ -125,6 +125,16 @@ async def run_until(
             await task
 
 
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def hold_stop_signals() -> None:
+    """Keep SIGINT and SIGTERM pending (not lost) until an event loop's handlers take them
+    (:func:`stop_requested` lets them through): a stop arriving while the loop is being built would
+    otherwise interrupt it half-made. Call it before starting threads, which inherit the mask."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
 def stop_like_ctrl_c() -> None:
     """SIGTERM (how Kubernetes and systemd stop a process) raises KeyboardInterrupt, as Ctrl-C does,
     until an event loop takes both over (:func:`stop_requested`): a stop during start-up ends
@@ -149,6 +159,7 @@ def stop_requested() -> Iterator[asyncio.Event]:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # a stop held back until now arrives here
     try:
         yield stop
     finally:

@@ -89,7 +89,7 @@ def serve(
     from nico.api.context import AppContext
     from nico.api.http_limits import limited_protocol
     from nico.reconciler.runtime import run_reconciler
-    from nico.serving import serve_until_stopped, stop_like_ctrl_c
+    from nico.serving import hold_stop_signals, serve_until_stopped, stop_like_ctrl_c
 
     stop_like_ctrl_c()
     settings = settings_or_exit()
@@ -123,6 +123,7 @@ def serve(
         log_level=settings.log_level.lower(),
         http=limited_protocol(settings),
     )
+    hold_stop_signals()  # a stop now waits for the loop's handlers (no half-built loop)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C before the event loop took it over
         asyncio.run(serve_until_stopped(config))
 
@@ -190,13 +191,14 @@ def reconcile(
     """Run the NVLink reconciler alone (run several to share the domains)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
-    from nico.serving import reconcile_forever, run_until, stop_like_ctrl_c, stop_requested
+    from nico.serving import hold_stop_signals, reconcile_forever, run_until, stop_like_ctrl_c, stop_requested
 
     stop_like_ctrl_c()
     settings = settings_or_exit()
     setup_logging(settings, verbose=verbose)
     url = database_url_or_exit(settings)
     migrate_or_exit(url)
+    hold_stop_signals()  # from here on a stop waits for the loop's handlers (no half-built loop)
     registry = CollectorRegistry()
     if metrics_port:
         try:
