@@ -1,0 +1,183 @@
+"""The topology page opens on the site overview, in headless Chromium against nico serving a 200-rack
+site: one cell per NVLink domain with what is in it (the tenant's GPUs, another tenant's, a tray held by
+another fabric manager, a split partition, a GPU whose NVLink is down, a failing domain); a click on a
+cell draws that domain's chassis, trays and GPUs, and the way back is the overview again. The picture in
+docs/ (docs/topology-overview.png) is this page: ``NICO_OVERVIEW_PICTURE=docs/topology-overview.png``
+makes the test write it there."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.api.app import build_context, create_app
+from nico.config import Settings
+from nico.db.models import Gpu, Machine, NvlinkDomain
+from nico.serving import EmbeddedServer
+from tests.api.test_topology import make_instance
+from tests.api.test_topology_overview import put_on, second_instance
+from tests.support import factories as f
+from tests.support.auth import bearer
+from tests.support.browser import headless_chromium, until
+from tests.support.net import free_port
+
+pytestmark = pytest.mark.e2e
+
+RACKS = 200
+TENANT, OTHER = "tenant-alpha", "tenant-beta"
+
+
+@pytest.fixture
+def served(settings: Settings, db: str) -> Iterator[str]:
+    """nico's API and page on a loopback port, on the test database."""
+    import uvicorn
+
+    app = create_app(settings, context=build_context(settings, db), owns_context=True)
+    port = free_port()
+    server = EmbeddedServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
+    thread.start()
+    until("nico listening", lambda: server.started)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    with headless_chromium(tmp_path / "chromium", "--window-size=1280,640") as driver:
+        yield driver
+
+
+async def a_site_in_use(client: httpx.AsyncClient, session: AsyncSession, settings: Settings) -> f.NvlinkSite:
+    """200 racks. The tenant's partition on racks 3 and 7 (split), another tenant on rack 5, a tray of
+    rack 9 held by another fabric manager, a free GPU of rack 11 with NVLink down, rack 7 failing."""
+    net = await f.nvlink_site(session, racks=RACKS, tenant_org=TENANT, quota=2)
+    other = await f.tenant(session, OTHER)
+    await f.allocation(session, other, net.site, net.instance_type, 1)
+    other_vpc = await f.vpc(session, other, net.site, name="other-vpc")
+    other_subnet = await f.subnet(session, other_vpc, name="other-subnet")
+    await session.commit()
+    headers = bearer(settings, TENANT)
+    lp, first = await make_instance(client, TENANT, headers, net, net.vpc, net.subnet)
+    second = await second_instance(client, TENANT, headers, lp["id"], net)
+    _, theirs = await make_instance(client, OTHER, bearer(settings, OTHER), net, other_vpc, other_subnet)
+    await put_on(session, net, first["id"], 3, 0)
+    await put_on(session, net, second, 7, 0)
+    await put_on(session, net, theirs["id"], 5, 0)
+    await session.execute(
+        update(Machine)
+        .where(Machine.domain_uuid == net.domains[9], Machine.tray_index == 4)
+        .values(foreign_gpus=4)
+    )
+    await session.execute(
+        update(NvlinkDomain).where(NvlinkDomain.uuid == net.domains[9]).values(foreign_gpus=4)
+    )
+    sick = select(Machine.id).where(Machine.domain_uuid == net.domains[11], Machine.tray_index == 2)
+    await session.execute(
+        update(Gpu)
+        .where(Gpu.machine_id == sick.scalar_subquery(), Gpu.device_id == 3)
+        .values(health="NO_NVLINK")
+    )
+    await session.execute(
+        update(NvlinkDomain)
+        .where(NvlinkDomain.uuid == net.domains[7])
+        .values(last_error="NMX-C endpoint unreachable", consecutive_failures=4)
+    )
+    await session.commit()
+    return net
+
+
+def cells(driver: WebDriver) -> list[dict[str, str]]:
+    """The overview's cells in page order, with the counts they show (read in one script: the page
+    redraws every poll)."""
+    found: list[dict[str, str]] = driver.execute_script(
+        "return [...document.querySelectorAll('#overview a.cell')].map((e) => ({...e.dataset}))"
+    )
+    return found
+
+
+def count(driver: WebDriver, selector: str) -> int:
+    return len(driver.find_elements(By.CSS_SELECTOR, selector))
+
+
+def click(driver: WebDriver, selector: str) -> None:
+    """Click what ``selector`` finds, again when the poll redrew it between finding and clicking."""
+
+    def clicked() -> bool:
+        try:
+            driver.find_element(By.CSS_SELECTOR, selector).click()
+        except StaleElementReferenceException:
+            return False
+        return True
+
+    until(f"{selector} clicked", clicked)
+
+
+async def test_the_page_opens_on_one_cell_per_domain_and_drills_into_a_domains_trays(
+    client: httpx.AsyncClient,
+    session: AsyncSession,
+    settings: Settings,
+    served: str,
+    browser: WebDriver,
+    tmp_path: Path,
+) -> None:
+    net = await a_site_in_use(client, session, settings)
+    token = bearer(settings, TENANT)["Authorization"].removeprefix("Bearer ")
+    browser.get(f"{served}/#org={TENANT}&token={token}")
+    shown = until("a cell per domain", lambda: len(found := cells(browser)) == RACKS and found)
+    assert [c["domain"] for c in shown] == [str(d) for d in net.domains]  # rack order
+    quiet = {"mine": "0", "other": "0", "held": "0", "free": "72", "pending": "0"}
+    quiet |= {"split": "0", "unhealthy": "0", "error": "false", "gpus": "72", "foreign": "0"}
+    expected = {
+        3: {"mine": "4", "free": "68", "split": "1", "pending": "4"},
+        5: {"other": "4", "free": "68"},
+        7: {"mine": "4", "free": "68", "split": "1", "pending": "4", "error": "true"},
+        9: {"held": "4", "free": "68", "foreign": "4"},
+        11: {"unhealthy": "1"},
+    }
+    for index, cell in enumerate(shown):
+        assert cell == {**quiet, "domain": str(net.domains[index]), **expected.get(index, {})}, index
+    assert not browser.find_element(By.ID, "domains").is_displayed()
+    target = Path(os.environ.get("NICO_OVERVIEW_PICTURE") or tmp_path / "topology-overview.png")
+    assert browser.save_screenshot(str(target))
+
+    # Into the failing rack: its chassis, 18 trays of 4 GPUs, the tenant's tray, the error.
+    click(browser, f'#overview a.cell[data-domain="{net.domains[7]}"]')
+    until(
+        "the domain's trays",
+        lambda: count(browser, f'#domains .domain[data-domain="{net.domains[7]}"] .gpu') == 72,
+    )
+    drawn = browser.execute_script(
+        "const d = document.querySelector('#domains');"
+        "return {domains: d.querySelectorAll('.domain').length, trays: d.querySelectorAll('.tray').length,"
+        " mine: d.querySelectorAll('.gpu[data-state=mine]').length,"
+        " problem: d.querySelector('.problem').textContent,"
+        " legend: document.querySelector('#partitions').textContent,"
+        " overview: document.querySelector('#overview').checkVisibility()}"
+    )
+    assert drawn["domains"] == 1 and drawn["trays"] == 18 and drawn["mine"] == 4
+    assert "NMX-C endpoint unreachable" in drawn["problem"]
+    assert "split over 2 NVLink domains" in drawn["legend"]
+    assert drawn["overview"] is False
+
+    # And back to the overview.
+    click(browser, "#back")
+    until(
+        "the overview again",
+        lambda: browser.find_element(By.ID, "overview").is_displayed() and len(cells(browser)) == RACKS,
+    )
+    assert count(browser, "#domains .domain") == 0
