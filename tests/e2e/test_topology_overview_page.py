@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from sqlalchemy import select, update
@@ -29,7 +28,7 @@ from tests.api.test_topology import make_instance
 from tests.api.test_topology_overview import put_on, second_instance
 from tests.support import factories as f
 from tests.support.auth import bearer
-from tests.support.browser import headless_chromium, until
+from tests.support.browser import click, datasets, headless_chromium, until
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.e2e
@@ -102,29 +101,12 @@ async def a_site_in_use(client: httpx.AsyncClient, session: AsyncSession, settin
 
 
 def cells(driver: WebDriver) -> list[dict[str, str]]:
-    """The overview's cells in page order, with the counts they show (read in one script: the page
-    redraws every poll)."""
-    found: list[dict[str, str]] = driver.execute_script(
-        "return [...document.querySelectorAll('#overview a.cell')].map((e) => ({...e.dataset}))"
-    )
-    return found
+    """The overview's cells in page order, with the counts they show."""
+    return datasets(driver, "#overview a.cell")
 
 
 def count(driver: WebDriver, selector: str) -> int:
     return len(driver.find_elements(By.CSS_SELECTOR, selector))
-
-
-def click(driver: WebDriver, selector: str) -> None:
-    """Click what ``selector`` finds, again when the poll redrew it between finding and clicking."""
-
-    def clicked() -> bool:
-        try:
-            driver.find_element(By.CSS_SELECTOR, selector).click()
-        except StaleElementReferenceException:
-            return False
-        return True
-
-    until(f"{selector} clicked", clicked)
 
 
 async def test_the_page_opens_on_one_cell_per_domain_and_drills_into_a_domains_trays(
