@@ -53,7 +53,8 @@ CHROMIUM_FLAGS = (
 
 
 def seed(url: str, racks: int) -> None:
-    """The converged site, and the tenant's right to see it (its site link)."""
+    """The converged site, the tenant's right to see it (its site link), and the planner's statistics
+    of it (what autovacuum gathers on a live site soon after such a change)."""
     import psycopg
 
     from nico.db.engine import libpq_url
@@ -66,6 +67,7 @@ def seed(url: str, racks: int) -> None:
             (TENANT,),
         )
         conn.commit()
+        conn.execute("ANALYZE")
 
 
 def timed(client: httpx.Client, path: str, **params: object) -> tuple[float, httpx.Response]:

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from sqlalchemy import and_, case, func, select
+from sqlalchemy import ColumnElement, and_, case, func, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import NvLinkInterfaceStatus
@@ -134,8 +134,8 @@ async def topology_gpus(
 async def partition_domains(
     session: AsyncSession, tenant_id: uuid.UUID, partitions: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, set[uuid.UUID]]:
-    """The NVLink domains at the tenant's sites where each of ``partitions`` (the tenant's) has a GPU
-    bound on a placed tray, on any page."""
+    """The NVLink domains where each of ``partitions`` (the tenant's) has a GPU bound on a placed tray,
+    on any page (read from the partitions' bindings, by their index, not from the site's GPUs)."""
     if not partitions:
         return {}
     rows = await session.execute(
@@ -143,18 +143,15 @@ async def partition_domains(
         .distinct()
         .join(Instance, and_(Instance.id == NvlinkInterface.instance_id, Instance.tenant_id == tenant_id))
         .join(Machine, Machine.instance_id == Instance.id)
-        .join(Gpu, and_(Gpu.machine_id == Machine.id, Gpu.device_id == NvlinkInterface.device_instance + 1))
-        .join(NvlinkDomain, NvlinkDomain.uuid == Machine.domain_uuid)
-        .join(TenantSite, TenantSite.site_id == NvlinkDomain.site_id)
         .where(
-            TenantSite.tenant_id == tenant_id,
             NvlinkInterface.logical_partition_id.in_(list(partitions)),
+            Machine.domain_uuid.is_not(None),
             Machine.tray_index.is_not(None),
         )
     )
     found: dict[uuid.UUID, set[uuid.UUID]] = {}
     for partition, domain in rows.all():
-        assert domain is not None  # joined to its nvlink_domain row
+        assert domain is not None  # WHERE domain_uuid IS NOT NULL
         found.setdefault(partition, set()).add(domain)
     return found
 
@@ -175,22 +172,33 @@ class DomainFigureRow(NamedTuple):
 async def domain_figures(
     session: AsyncSession, tenant_id: uuid.UUID, domains: Sequence[uuid.UUID]
 ) -> list[DomainFigureRow]:
-    """The GPU counts of each of ``domains`` that has placed trays, as the tenant may see them."""
+    """The GPU counts of each of ``domains`` that has placed trays, as the tenant may see them. Each
+    tray's GPUs are counted by the GPU key (a lateral lookup per tray), never by a scan of every GPU."""
+    sick = and_(Gpu.health.is_not(None), Gpu.health != "HEALTHY")
+    per_tray = (
+        select(func.count().label("gpus"), func.count().filter(sick).label("sick"))
+        .where(Gpu.machine_id == Machine.id)
+        .lateral()
+    )
     free = and_(Machine.instance_id.is_(None), Machine.foreign_gpus == 0)
-    seen = free | Instance.id.is_not(None)  # the GPUs whose health the tenant is shown
-    sick = and_(seen, Gpu.health.is_not(None), Gpu.health != "HEALTHY")
+    mine = Instance.id.is_not(None)
+
+    def gpus(*where: ColumnElement[bool]) -> ColumnElement[int]:
+        return func.coalesce(func.sum(per_tray.c.gpus).filter(*where), 0)
+
     rows = await session.execute(
         select(
             Machine.domain_uuid,
             func.count(Machine.chassis_serial.distinct()),
-            func.count(),
-            func.count().filter(free),
-            func.count().filter(Instance.id.is_not(None)),
-            func.count().filter(Machine.instance_id.is_not(None), Instance.id.is_(None)),
-            func.count().filter(Machine.instance_id.is_(None), Machine.foreign_gpus > 0),
-            func.count().filter(sick),
+            func.coalesce(func.sum(per_tray.c.gpus), 0),
+            gpus(free),
+            gpus(mine),
+            gpus(Machine.instance_id.is_not(None), Instance.id.is_(None)),
+            gpus(Machine.instance_id.is_(None), Machine.foreign_gpus > 0),
+            func.coalesce(func.sum(per_tray.c.sick).filter(free | mine), 0),  # the health the tenant is shown
         )
-        .join(Gpu, Gpu.machine_id == Machine.id)
+        .select_from(Machine)
+        .join(per_tray, true())
         .outerjoin(Instance, and_(Instance.id == Machine.instance_id, Instance.tenant_id == tenant_id))
         .where(Machine.domain_uuid.in_(list(domains)), Machine.tray_index.is_not(None))
         .group_by(Machine.domain_uuid)
@@ -209,7 +217,6 @@ async def binding_figures(
         select(Machine.domain_uuid, NvlinkInterface.logical_partition_id, func.sum(pending))
         .join(Instance, and_(Instance.id == NvlinkInterface.instance_id, Instance.tenant_id == tenant_id))
         .join(Machine, Machine.instance_id == Instance.id)
-        .join(Gpu, and_(Gpu.machine_id == Machine.id, Gpu.device_id == NvlinkInterface.device_instance + 1))
         .where(Machine.domain_uuid.in_(list(domains)), Machine.tray_index.is_not(None))
         .group_by(Machine.domain_uuid, NvlinkInterface.logical_partition_id)
     )
