@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 import httpx
-from sqlalchemy import event, select, update
+from sqlalchemy import and_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.context import AppContext
@@ -20,6 +20,7 @@ from nico.db.models import Gpu, Machine, NvlinkDomain, NvlinkInterface
 from tests.api.test_topology import base, make_instance
 from tests.support import factories as f
 from tests.support.auth import bearer
+from tests.support.db import statements_run
 
 ALPHA, BETA = "tenant-alpha", "tenant-beta"
 
@@ -55,6 +56,32 @@ async def put_on(session: AsyncSession, net: f.NvlinkSite, instance: str, rack: 
     )
 
 
+async def hold(session: AsyncSession, domain: uuid.UUID, *, tray: int, gpus: int) -> None:
+    """The tray's ``gpus`` in another fabric manager's partition, as the reconciler records it."""
+    where = and_(Machine.domain_uuid == domain, Machine.tray_index == tray)
+    await session.execute(update(Machine).where(where).values(foreign_gpus=gpus))
+    await session.execute(update(NvlinkDomain).where(NvlinkDomain.uuid == domain).values(foreign_gpus=gpus))
+
+
+async def unhealthy(session: AsyncSession, domain: uuid.UUID, *, tray: int, device_id: int) -> None:
+    """The GPU's NVLink down, as the fabric last reported it."""
+    machine = select(Machine.id).where(Machine.domain_uuid == domain, Machine.tray_index == tray)
+    await session.execute(
+        update(Gpu)
+        .where(Gpu.machine_id == machine.scalar_subquery(), Gpu.device_id == device_id)
+        .values(health="NO_NVLINK")
+    )
+
+
+async def fail(session: AsyncSession, domain: uuid.UUID, error: str, failures: int) -> None:
+    """The reconciler's error on the domain after ``failures`` passes."""
+    await session.execute(
+        update(NvlinkDomain)
+        .where(NvlinkDomain.uuid == domain)
+        .values(last_error=error, consecutive_failures=failures)
+    )
+
+
 async def a_busy_site(client: httpx.AsyncClient, session: AsyncSession, settings: Settings) -> Any:
     """Three racks of three trays. Rack 0: alpha's first instance (Pending) and a free GPU whose NVLink
     is down. Rack 1: alpha's second instance in the same partition (Ready: the partition is split), and
@@ -78,31 +105,10 @@ async def a_busy_site(client: httpx.AsyncClient, session: AsyncSession, settings
         .where(NvlinkInterface.instance_id == uuid.UUID(second))
         .values(status=NvLinkInterfaceStatus.READY)
     )
-    free_tray = select(Machine.id).where(Machine.domain_uuid == net.domains[0], Machine.tray_index == 2)
-    await session.execute(
-        update(Gpu)
-        .where(Gpu.machine_id == free_tray.scalar_subquery(), Gpu.device_id == 2)
-        .values(health="NO_NVLINK")
-    )
-    await session.execute(
-        update(NvlinkDomain)
-        .where(NvlinkDomain.uuid == net.domains[1])
-        .values(last_error=f"nico-{beta_lp['id']} in {net.domains[1]}: unreachable", consecutive_failures=2)
-    )
-    beta_machine = await session.scalar(
-        select(Machine.id).where(Machine.instance_id == uuid.UUID(beta_instance["id"]))
-    )
-    await session.execute(
-        update(Gpu).where(Gpu.machine_id == beta_machine, Gpu.device_id == 1).values(health="NO_NVLINK")
-    )
-    await session.execute(
-        update(Machine)
-        .where(Machine.domain_uuid == net.domains[2], Machine.tray_index == 1)
-        .values(foreign_gpus=2)
-    )
-    await session.execute(
-        update(NvlinkDomain).where(NvlinkDomain.uuid == net.domains[2]).values(foreign_gpus=2)
-    )
+    await unhealthy(session, net.domains[0], tray=2, device_id=2)
+    await fail(session, net.domains[1], f"nico-{beta_lp['id']} in {net.domains[1]}: unreachable", 2)
+    await unhealthy(session, net.domains[2], tray=0, device_id=1)  # beta's tray
+    await hold(session, net.domains[2], tray=1, gpus=2)
     await session.commit()
     return net, lp, beta_lp
 
@@ -118,16 +124,8 @@ async def test_the_overview_counts_each_domain_as_the_gpu_view_draws_it(
 ) -> None:
     net, lp, beta_lp = await a_busy_site(client, session, settings)
     headers = bearer(settings, ALPHA)
-    statements: list[str] = []
-
-    def count(*args: Any) -> None:
-        statements.append(str(args[2]))
-
-    event.listen(app_context.engine.sync_engine, "before_cursor_execute", count)
-    try:
+    with statements_run(app_context.engine) as statements:
         response = await client.get(f"{base(ALPHA)}/nvlink-topology/overview", headers=headers)
-    finally:
-        event.remove(app_context.engine.sync_engine, "before_cursor_execute", count)
     assert response.status_code == 200, response.text
     # the tenant, the domains, their GPU counts, the tenant's bindings, the partitions' other domains
     assert len(statements) == 5

@@ -7,9 +7,7 @@ makes the test write it there."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,19 +15,16 @@ import httpx
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.app import build_context, create_app
 from nico.config import Settings
-from nico.db.models import Gpu, Machine, NvlinkDomain
-from nico.serving import EmbeddedServer
 from tests.api.test_topology import make_instance
-from tests.api.test_topology_overview import put_on, second_instance
+from tests.api.test_topology_overview import fail, hold, put_on, second_instance, unhealthy
 from tests.support import factories as f
 from tests.support.auth import bearer
 from tests.support.browser import click, datasets, headless_chromium, until
-from tests.support.net import free_port
+from tests.support.serving import served
 
 pytestmark = pytest.mark.e2e
 
@@ -38,21 +33,10 @@ TENANT, OTHER = "tenant-alpha", "tenant-beta"
 
 
 @pytest.fixture
-def served(settings: Settings, db: str) -> Iterator[str]:
+def nico(settings: Settings, db: str) -> Iterator[str]:
     """nico's API and page on a loopback port, on the test database."""
-    import uvicorn
-
-    app = create_app(settings, context=build_context(settings, db), owns_context=True)
-    port = free_port()
-    server = EmbeddedServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
-    thread.start()
-    until("nico listening", lambda: server.started)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with served(create_app(settings, context=build_context(settings, db), owns_context=True)) as base:
+        yield base
 
 
 @pytest.fixture
@@ -77,25 +61,9 @@ async def a_site_in_use(client: httpx.AsyncClient, session: AsyncSession, settin
     await put_on(session, net, first["id"], 3, 0)
     await put_on(session, net, second, 7, 0)
     await put_on(session, net, theirs["id"], 5, 0)
-    await session.execute(
-        update(Machine)
-        .where(Machine.domain_uuid == net.domains[9], Machine.tray_index == 4)
-        .values(foreign_gpus=4)
-    )
-    await session.execute(
-        update(NvlinkDomain).where(NvlinkDomain.uuid == net.domains[9]).values(foreign_gpus=4)
-    )
-    sick = select(Machine.id).where(Machine.domain_uuid == net.domains[11], Machine.tray_index == 2)
-    await session.execute(
-        update(Gpu)
-        .where(Gpu.machine_id == sick.scalar_subquery(), Gpu.device_id == 3)
-        .values(health="NO_NVLINK")
-    )
-    await session.execute(
-        update(NvlinkDomain)
-        .where(NvlinkDomain.uuid == net.domains[7])
-        .values(last_error="NMX-C endpoint unreachable", consecutive_failures=4)
-    )
+    await hold(session, net.domains[9], tray=4, gpus=4)
+    await unhealthy(session, net.domains[11], tray=2, device_id=3)
+    await fail(session, net.domains[7], "NMX-C endpoint unreachable", 4)
     await session.commit()
     return net
 
@@ -113,13 +81,13 @@ async def test_the_page_opens_on_one_cell_per_domain_and_drills_into_a_domains_t
     client: httpx.AsyncClient,
     session: AsyncSession,
     settings: Settings,
-    served: str,
+    nico: str,
     browser: WebDriver,
     tmp_path: Path,
 ) -> None:
     net = await a_site_in_use(client, session, settings)
     token = bearer(settings, TENANT)["Authorization"].removeprefix("Bearer ")
-    browser.get(f"{served}/#org={TENANT}&token={token}")
+    browser.get(f"{nico}/#org={TENANT}&token={token}")
     shown = until("a cell per domain", lambda: len(found := cells(browser)) == RACKS and found)
     assert [c["domain"] for c in shown] == [str(d) for d in net.domains]  # rack order
     quiet = {"mine": "0", "other": "0", "held": "0", "free": "72", "pending": "0"}

@@ -35,17 +35,21 @@ async def tenant_domains(
     """A page of (domain, site name) of the NVLink domains at the tenant's sites (``only``: those of
     them), in rack order: by site name, the domain's first chassis serial (a domain without machines
     first), uuid; and how many there are in all."""
-    first_serial = (
-        select(func.min(Machine.chassis_serial))
-        .where(Machine.domain_uuid == NvlinkDomain.uuid)
-        .correlate(NvlinkDomain)
-        .scalar_subquery()
+    # One aggregate over the sites' trays (a correlated min() per domain may be planned as a walk of
+    # the serial index, once per domain).
+    sites = select(TenantSite.site_id).where(TenantSite.tenant_id == tenant_id)
+    first = (
+        select(Machine.domain_uuid, func.min(Machine.chassis_serial).label("serial"))
+        .where(Machine.site_id.in_(sites), Machine.domain_uuid.is_not(None))
+        .group_by(Machine.domain_uuid)
+        .subquery()
     )
     query = (
         select(NvlinkDomain, Site.name, func.count().over())
         .join(Site, Site.id == NvlinkDomain.site_id)
         .join(TenantSite, and_(TenantSite.site_id == Site.id, TenantSite.tenant_id == tenant_id))
-        .order_by(Site.name, first_serial.nulls_first(), NvlinkDomain.uuid)
+        .outerjoin(first, first.c.domain_uuid == NvlinkDomain.uuid)
+        .order_by(Site.name, first.c.serial.nulls_first(), NvlinkDomain.uuid)
         .offset(offset)
         .limit(limit)
     )
