@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -140,7 +141,9 @@ def measure(server: str, racks: int, repeat: int) -> None:
     url = fresh_database(server, f"nico_topology_page_{racks}")
     started = time.monotonic()
     seed(url, racks)
-    print(f"{racks} racks ({racks * 72:,} GPUs): seeded in {time.monotonic() - started:.1f} s")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    seeded = time.monotonic() - started
+    print(f"{racks} racks ({racks * 72:,} GPUs): seeded in {seeded:.1f} s; load average {load}")
     port = free_port()
     data = Path(tempfile.mkdtemp(prefix="nico-topology-page-"))
     command = [sys.executable, "-m", "nico.cli", "serve", "--no-reconciler", "--port", str(port)]
