@@ -19,6 +19,7 @@ racks.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -29,12 +30,14 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 from bench_support import (
     SECRET,
     database_server,
     free_port,
     fresh_database,
     headers_of,
+    scratch_postgres,
     seed_converged,
     server_env,
 )
@@ -79,11 +82,30 @@ def timed(client: httpx.Client, path: str, **params: object) -> tuple[float, htt
     return elapsed, response
 
 
-def api_pages(client: httpx.Client, repeat: int) -> tuple[list[str], str]:
-    """The printed lines of the API's page times (ms), and one domain's id."""
+class Cpu:
+    """CPU ms used by the nico server and by the benchmark's own PostgreSQL (postmaster and backends;
+    none when ``NICO_DATABASE_URL`` names a server shared with others), between two readings."""
+
+    def __init__(self, server_pid: int, postmaster_pid: int | None) -> None:
+        self.pids = [server_pid] + ([postmaster_pid] if postmaster_pid else [])
+
+    def now(self) -> float:
+        total = 0.0
+        for pid in self.pids:
+            root = psutil.Process(pid)
+            for proc in [root, *root.children(recursive=True)]:
+                with contextlib.suppress(psutil.Error):
+                    times = proc.cpu_times()
+                    total += times.user + times.system
+        return total * 1000
+
+
+def api_pages(client: httpx.Client, repeat: int, cpu: Cpu) -> tuple[list[str], str]:
+    """The printed lines of the API's page times and CPU (ms), and one domain's id."""
     lines = []
     overview: list[float] = []
     first_domain = ""
+    before = cpu.now()
     for _ in range(repeat):
         number, total = 1, 1
         while (number - 1) * 100 < total:
@@ -92,23 +114,29 @@ def api_pages(client: httpx.Client, repeat: int) -> tuple[list[str], str]:
             first_domain = first_domain or response.json()[0]["id"]
             overview.append(ms)
             number += 1
-    lines.append(figure(f"overview, {len(overview) // repeat} pages of 100 domains", overview))
+    used = (cpu.now() - before) / len(overview)
+    lines.append(figure(f"overview, {len(overview) // repeat} pages of 100 domains", overview, used))
     for size in (20, 100):
         last = (total + size - 1) // size
         pages = sorted({1, (last + 1) // 2, last})
+        before = cpu.now()
         times = [
             timed(client, "/nvlink-topology", pageSize=size, pageNumber=p)[0]
             for _ in range(repeat)
             for p in pages
         ]
-        lines.append(figure(f"topology, {size} domains a page (pages {', '.join(map(str, pages))})", times))
+        used = (cpu.now() - before) / len(times)
+        pages_read = ", ".join(map(str, pages))
+        lines.append(figure(f"topology, {size} domains a page (pages {pages_read})", times, used))
+    before = cpu.now()
     one = [timed(client, "/nvlink-topology", nvLinkDomainId=first_domain)[0] for _ in range(repeat)]
-    lines.append(figure("topology, one domain (the drill-in)", one))
+    lines.append(figure("topology, one domain (the drill-in)", one, (cpu.now() - before) / repeat))
     return lines, first_domain
 
 
-def figure(what: str, times: list[float]) -> str:
-    return f"  {what:<52} p50 {statistics.median(times):7.1f} ms  max {max(times):7.1f} ms"
+def figure(what: str, times: list[float], cpu: float | None = None) -> str:
+    spent = f"  CPU {cpu:6.1f} ms a request" if cpu is not None else ""
+    return f"  {what:<52} p50 {statistics.median(times):7.1f} ms  max {max(times):7.1f} ms{spent}"
 
 
 def page_loads(page: str, mark: str, repeat: int) -> list[float]:
@@ -137,7 +165,7 @@ def page_loads(page: str, mark: str, repeat: int) -> list[float]:
     return loads[1:]
 
 
-def measure(server: str, racks: int, repeat: int) -> None:
+def measure(server: str, postmaster: int | None, racks: int, repeat: int) -> None:
     url = fresh_database(server, f"nico_topology_page_{racks}")
     started = time.monotonic()
     seed(url, racks)
@@ -153,7 +181,7 @@ def measure(server: str, racks: int, repeat: int) -> None:
         base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=f"{base}/v2/org/{TENANT}/nico", headers=headers, timeout=60) as client:
             wait_ready(client, process)
-            lines, domain = api_pages(client, repeat)
+            lines, domain = api_pages(client, repeat, Cpu(process.pid, postmaster))
         print("\n".join(lines))
         page = f"{base}/#org={TENANT}&token={headers['Authorization'].removeprefix('Bearer ')}"
         overview = page_loads(page, "nico:overview-drawn", repeat)
@@ -184,9 +212,14 @@ def main() -> None:
     parser.add_argument("--racks", type=int, nargs="+", default=[200, 2000])
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    server = database_server("nico-topology-page-pg-")
+    postmaster = None
+    if os.environ.get("NICO_DATABASE_URL"):
+        server = database_server("nico-topology-page-pg-")
+    else:
+        data, server = scratch_postgres("nico-topology-page-pg-", "postgres")
+        postmaster = int((data / "postgres" / "postmaster.pid").read_text().split()[0])
     for racks in args.racks:
-        measure(server, racks, args.repeat)
+        measure(server, postmaster, racks, args.repeat)
 
 
 if __name__ == "__main__":
