@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import WithJsonSchema
 from starlette.responses import Response
 
@@ -37,8 +37,12 @@ DOMAIN_IDS = query.uuids(
 )
 
 
-def domain_page(page_number: str | None, page_size: str | None) -> Page:
+async def domain_page(page_number: PageNumber = None, page_size: PageSize = None) -> Page:
+    """The page of domains the query asks for (checked as every list's page is)."""
     return page_of(page_number, page_size, None, {"created"})
+
+
+DomainPage = Annotated[Page, Depends(domain_page)]
 
 
 @router.get(
@@ -56,12 +60,10 @@ async def get_topology(
     request: Request,
     principal: PrincipalDep,
     session: ReadSessionDep,
-    page_number: PageNumber = None,
-    page_size: PageSize = None,
+    page: DomainPage,
 ) -> Response:
     principal.require_tenant_admin(org)
     only = DOMAIN_IDS.uuid_values(request)
-    page = domain_page(page_number, page_size)
     view, total = await topology.tenant_topology(session, org, page.offset, page.size, only)
     return page_response(NVLinkTopology.of(view).model_dump_json().encode(), page, total)
 
@@ -77,10 +79,8 @@ async def get_overview(
     org: str,
     principal: PrincipalDep,
     session: ReadSessionDep,
-    page_number: PageNumber = None,
-    page_size: PageSize = None,
+    page: DomainPage,
 ) -> Response:
     principal.require_tenant_admin(org)
-    page = domain_page(page_number, page_size)
     found = topology_overview.tenant_overview(session, org, page.offset, page.size)
     return await render_page(page, found, TopologyDomainCell.of)
