@@ -8,7 +8,9 @@ keeps (the tray is not placed). Domain errors are the reconciler's, with every u
 domains' and the tenant's partitions' blanked out, because an error may name another tenant's
 partition.
 
-Two queries: the domains, then every GPU of them with its machine, instance and binding.
+A page of domains at a time, in rack order (site, first chassis serial): three queries, the page's
+domains, every GPU of them with its machine, instance and binding, and the other domains the page's
+partitions reach (so a partition split over pages is still shown split).
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from __future__ import annotations
 import re
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
@@ -116,20 +119,25 @@ def redact(error: str | None, allowed: set[uuid.UUID]) -> str | None:
     return UUID_TEXT.sub(blank, error)
 
 
-async def tenant_topology(session: AsyncSession, org: str) -> TopologyView:
-    """The topology the org's tenant may see (403 without a tenant)."""
+async def tenant_topology(
+    session: AsyncSession, org: str, offset: int, limit: int, only: Sequence[uuid.UUID] = ()
+) -> tuple[TopologyView, int]:
+    """A page of the topology the org's tenant may see (``only``: of those domains), and how many
+    domains there are in all (403 without a tenant)."""
     tenant = await require_tenant(session, org, status=403)
-    domains = await queries.tenant_domains(session, tenant.id)
+    domains, total = await queries.tenant_domains(session, tenant.id, offset, limit, only)
     if not domains:
-        return TopologyView([], [])
+        return TopologyView([], []), total
     rows = await queries.topology_gpus(session, tenant.id, [d.uuid for d, _ in domains])
     gpus, legend = _gpu_views(rows)
+    reach = await queries.partition_domains(session, tenant.id, list(legend))
+    for partition_id, found in reach.items():
+        legend[partition_id] = replace(legend[partition_id], domains=legend[partition_id].domains | found)
     allowed = set(legend) | {d.uuid for d, _ in domains}
     views = [
         _domain_view(domain, site_name, gpus.get(domain.uuid, {}), allowed) for domain, site_name in domains
     ]
-    views.sort(key=lambda d: (d.site_name, [c.serial for c in d.chassis], str(d.domain_uuid)))
-    return TopologyView(views, sorted(legend.values(), key=lambda p: (p.name, str(p.partition_id))))
+    return TopologyView(views, sorted(legend.values(), key=lambda p: (p.name, str(p.partition_id)))), total
 
 
 _Gpus = dict[uuid.UUID, dict[str, dict[int, dict[int, GpuView]]]]  # domain -> chassis -> tray -> index

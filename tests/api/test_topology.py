@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 import httpx
-from sqlalchemy import event, select, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.context import AppContext
@@ -17,6 +17,7 @@ from nico.db.enums import NvLinkInterfaceStatus
 from nico.db.models import Gpu, Machine, NvlinkDomain, NvlinkInterface, PhysicalPartition
 from tests.support import factories as f
 from tests.support.auth import bearer
+from tests.support.db import statements_run
 
 ALPHA, BETA = "tenant-alpha", "tenant-beta"
 
@@ -86,18 +87,11 @@ async def test_a_tenant_sees_its_gpus_and_only_that_others_are_in_use(
         )
     await session.commit()
 
-    statements: list[str] = []
-
-    def count(*args: Any) -> None:
-        statements.append(str(args[2]))
-
-    event.listen(app_context.engine.sync_engine, "before_cursor_execute", count)
-    try:
+    with statements_run(app_context.engine) as statements:
         response = await client.get(f"{base(ALPHA)}/nvlink-topology", headers=alpha_headers)
-    finally:
-        event.remove(app_context.engine.sync_engine, "before_cursor_execute", count)
     assert response.status_code == 200, response.text
-    assert len(statements) == 3  # the tenant, the domains, every GPU: not one query per domain or tray
+    # the tenant, the domains, every GPU, the other domains of their partitions: not one per domain or tray
+    assert len(statements) == 4
     body = response.json()
     for secret in (beta_lp["id"], beta_lp["name"], beta_instance["id"], beta_instance["name"], BETA):
         assert secret not in response.text

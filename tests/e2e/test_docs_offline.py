@@ -3,8 +3,6 @@ loopback, loads the page from nico alone and lists the API's operations."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +13,8 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from nico.api.app import build_context, create_app
 from nico.config import load_settings
-from nico.serving import EmbeddedServer
 from tests.support.browser import headless_chromium, until
-from tests.support.net import free_port
+from tests.support.serving import served
 
 pytestmark = pytest.mark.e2e
 
@@ -28,18 +25,8 @@ def docs_server(tmp_path: Path) -> Iterator[tuple[str, Any]]:
     url = "postgresql://docs@127.0.0.1:1/unused"
     settings = load_settings(database_url=url, data_dir=tmp_path, auth={"hs256_secret": "x" * 32})
     app = create_app(settings, context=build_context(settings, url), owns_context=True)
-    port = free_port()
-    import uvicorn
-
-    server = EmbeddedServer(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
-    thread.start()
-    until("nico listening", lambda: server.started)
-    try:
-        yield f"http://127.0.0.1:{port}", app
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with served(app) as base:
+        yield base, app
 
 
 @pytest.fixture

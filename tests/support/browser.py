@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 CHROMIUM = "/usr/bin/chromium"
@@ -57,3 +59,26 @@ def headless_chromium(profile: Path, *flags: str) -> Iterator[WebDriver]:
         yield driver
     finally:
         driver.quit()
+
+
+def click(driver: WebDriver, selector: str) -> None:
+    """Click what ``selector`` finds, again when the page redrew it between finding and clicking (the
+    topology page redraws on every poll)."""
+
+    def clicked() -> bool:
+        try:
+            driver.find_element(By.CSS_SELECTOR, selector).click()
+        except StaleElementReferenceException:
+            return False
+        return True
+
+    until(f"{selector} clicked", clicked)
+
+
+def datasets(driver: WebDriver, selector: str) -> list[dict[str, str]]:
+    """The data-* attributes of every element ``selector`` finds, read in one script (the page may
+    redraw between two reads of a single element)."""
+    found: list[dict[str, str]] = driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((e) => ({...e.dataset}))", selector
+    )
+    return found

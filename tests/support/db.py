@@ -13,11 +13,16 @@ import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from psycopg.rows import TupleRow
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nico.db.engine import libpq_url, normalize_url
 
@@ -113,3 +118,19 @@ class Cleaner:
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
+
+
+@contextmanager
+def statements_run(engine: AsyncEngine) -> Iterator[list[str]]:
+    """The SQL statements ``engine`` runs while the block runs, in order (a fixed number of queries,
+    not one per row, is what a test of a read asserts with it)."""
+    statements: list[str] = []
+
+    def count(*args: Any) -> None:
+        statements.append(str(args[2]))
+
+    event.listen(engine.sync_engine, "before_cursor_execute", count)
+    try:
+        yield statements
+    finally:
+        event.remove(engine.sync_engine, "before_cursor_execute", count)

@@ -1,4 +1,5 @@
-"""The NVLink topology body (nico extension): domains, chassis, trays and GPUs as a tenant sees them."""
+"""The NVLink topology bodies (nico extension): domains, chassis, trays and GPUs as a tenant sees them,
+and the site overview's cells (one per domain, counts only)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pydantic import Field
 
 from nico.api.schemas.common import ResponseModel, omit_if_none
 from nico.services.topology import DomainView, GpuState, GpuView, PartitionLegend, TopologyView
+from nico.services.topology_overview import DomainCell
 
 
 class TopologyGpu(ResponseModel):
@@ -130,4 +132,54 @@ class NVLinkTopology(ResponseModel):
         return cls(
             domains=[TopologyDomain.of(d) for d in view.domains],
             nv_link_logical_partitions=[TopologyPartition.of(p) for p in view.partitions],
+        )
+
+
+class TopologyDomainCell(ResponseModel):
+    """One NVLink domain of the site overview: counts only."""
+
+    id: uuid.UUID = Field(description="NVLink domain uuid")
+    site_id: uuid.UUID
+    site_name: str
+    chassis: int = Field(description="chassis of the domain with placed trays")
+    gpus: int = Field(description="GPUs on the domain's placed trays")
+    free: int
+    mine: int = Field(description="the caller's GPUs")
+    other: int = Field(description="GPUs in use by another tenant")
+    held: int = Field(description="GPUs on trays with GPUs in another fabric manager's partitions")
+    unhealthy: int = Field(description="free or own GPUs whose NVLink health is not HEALTHY")
+    pending: int = Field(description="the caller's GPUs whose NVLink interface is Pending")
+    nv_link_logical_partitions: int = Field(description="the caller's logical partitions with GPUs here")
+    split_nv_link_logical_partitions: int = Field(
+        description="of those, the ones with GPUs in other NVLink domains too (they cannot all share memory)"
+    )
+    foreign_gpus: int = Field(description="GPUs in partitions nico did not make, after the last pass")
+    gpus_without_home: int = Field(
+        description="GPUs in neither a tenant partition nor their home partition after the last pass"
+    )
+    error: str | None = Field(description="the reconciler's latest error for the domain, if it is failing")
+    error_since: datetime | None
+    consecutive_failures: int
+
+    @classmethod
+    def of(cls, cell: DomainCell) -> TopologyDomainCell:
+        return cls(
+            id=cell.domain_uuid,
+            site_id=cell.site_id,
+            site_name=cell.site_name,
+            chassis=cell.chassis,
+            gpus=cell.gpus,
+            free=cell.free,
+            mine=cell.mine,
+            other=cell.other,
+            held=cell.held,
+            unhealthy=cell.unhealthy,
+            pending=cell.pending,
+            nv_link_logical_partitions=cell.partitions,
+            split_nv_link_logical_partitions=cell.split_partitions,
+            foreign_gpus=cell.foreign_gpus,
+            gpus_without_home=cell.gpus_without_home,
+            error=cell.error,
+            error_since=cell.error_at,
+            consecutive_failures=cell.consecutive_failures,
         )

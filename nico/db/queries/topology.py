@@ -1,5 +1,6 @@
-"""The SQL of the tenant topology view: the tenant's NVLink domains and every GPU on them with what
-the tenant may know of its holder."""
+"""The SQL of the tenant topology view: the tenant's NVLink domains (a page of them, in rack order),
+every GPU on them with what the tenant may know of its holder, and the site overview's figures of each
+domain (counts only, so a page of a 2,000-rack site reads no GPU row out of PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from sqlalchemy import and_, select
+from sqlalchemy import ColumnElement, and_, case, func, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import NvLinkInterfaceStatus
@@ -24,14 +25,48 @@ from nico.db.models import (
 )
 
 
-async def tenant_domains(session: AsyncSession, tenant_id: uuid.UUID) -> list[tuple[NvlinkDomain, str]]:
-    """(domain, site name) of the NVLink domains at the tenant's sites."""
-    rows = await session.execute(
-        select(NvlinkDomain, Site.name)
+async def tenant_domains(
+    session: AsyncSession,
+    tenant_id: uuid.UUID,
+    offset: int,
+    limit: int,
+    only: Sequence[uuid.UUID] = (),
+) -> tuple[list[tuple[NvlinkDomain, str]], int]:
+    """A page of (domain, site name) of the NVLink domains at the tenant's sites (``only``: those of
+    them), in rack order: by site name, the domain's first chassis serial (a domain without machines
+    first), uuid; and how many there are in all."""
+    # One aggregate over the sites' trays (a correlated min() per domain may be planned as a walk of
+    # the serial index, once per domain).
+    sites = select(TenantSite.site_id).where(TenantSite.tenant_id == tenant_id)
+    first = (
+        select(Machine.domain_uuid, func.min(Machine.chassis_serial).label("serial"))
+        .where(Machine.site_id.in_(sites), Machine.domain_uuid.is_not(None))
+        .group_by(Machine.domain_uuid)
+        .subquery()
+    )
+    query = (
+        select(NvlinkDomain, Site.name, func.count().over())
         .join(Site, Site.id == NvlinkDomain.site_id)
         .join(TenantSite, and_(TenantSite.site_id == Site.id, TenantSite.tenant_id == tenant_id))
+        .outerjoin(first, first.c.domain_uuid == NvlinkDomain.uuid)
+        .order_by(Site.name, first.c.serial.nulls_first(), NvlinkDomain.uuid)
+        .offset(offset)
+        .limit(limit)
     )
-    return [(domain, name) for domain, name in rows.all()]
+    if only:
+        query = query.where(NvlinkDomain.uuid.in_(list(only)))
+    rows = (await session.execute(query)).all()
+    if not rows and offset:  # past the last page: the total still counts
+        counted = (
+            select(func.count())
+            .select_from(NvlinkDomain)
+            .join(TenantSite, TenantSite.site_id == NvlinkDomain.site_id)
+            .where(TenantSite.tenant_id == tenant_id)
+        )
+        if only:
+            counted = counted.where(NvlinkDomain.uuid.in_(list(only)))
+        return [], await session.scalar(counted) or 0
+    return [(domain, name) for domain, name, _ in rows], rows[0][2] if rows else 0
 
 
 class TopologyGpuRow(NamedTuple):
@@ -98,3 +133,95 @@ async def topology_gpus(
         )
     )
     return [TopologyGpuRow._make(row) for row in rows.all()]
+
+
+async def partition_domains(
+    session: AsyncSession, tenant_id: uuid.UUID, partitions: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, set[uuid.UUID]]:
+    """The NVLink domains where each of ``partitions`` (the tenant's) has a GPU bound on a placed tray,
+    on any page (read from the partitions' bindings, by their index, not from the site's GPUs)."""
+    if not partitions:
+        return {}
+    rows = await session.execute(
+        select(NvlinkInterface.logical_partition_id, Machine.domain_uuid)
+        .distinct()
+        .join(Instance, and_(Instance.id == NvlinkInterface.instance_id, Instance.tenant_id == tenant_id))
+        .join(Machine, Machine.instance_id == Instance.id)
+        .where(
+            NvlinkInterface.logical_partition_id.in_(list(partitions)),
+            Machine.domain_uuid.is_not(None),
+            Machine.tray_index.is_not(None),
+        )
+    )
+    found: dict[uuid.UUID, set[uuid.UUID]] = {}
+    for partition, domain in rows.all():
+        assert domain is not None  # WHERE domain_uuid IS NOT NULL
+        found.setdefault(partition, set()).add(domain)
+    return found
+
+
+class DomainFigureRow(NamedTuple):
+    """What the site overview counts of one domain's GPUs on placed trays."""
+
+    domain_uuid: uuid.UUID
+    chassis: int
+    gpus: int
+    free: int
+    mine: int
+    other: int
+    held: int  # on trays with GPUs in another fabric manager's partitions
+    unhealthy: int  # free or the tenant's, whose NVLink health is not HEALTHY
+
+
+async def domain_figures(
+    session: AsyncSession, tenant_id: uuid.UUID, domains: Sequence[uuid.UUID]
+) -> list[DomainFigureRow]:
+    """The GPU counts of each of ``domains`` that has placed trays, as the tenant may see them. Each
+    tray's GPUs are counted by the GPU key (a lateral lookup per tray), never by a scan of every GPU."""
+    sick = and_(Gpu.health.is_not(None), Gpu.health != "HEALTHY")
+    per_tray = (
+        select(func.count().label("gpus"), func.count().filter(sick).label("sick"))
+        .where(Gpu.machine_id == Machine.id)
+        .lateral()
+    )
+    free = and_(Machine.instance_id.is_(None), Machine.foreign_gpus == 0)
+    mine = Instance.id.is_not(None)
+
+    def gpus(*where: ColumnElement[bool]) -> ColumnElement[int]:
+        return func.coalesce(func.sum(per_tray.c.gpus).filter(*where), 0)
+
+    rows = await session.execute(
+        select(
+            Machine.domain_uuid,
+            func.count(Machine.chassis_serial.distinct()),
+            func.coalesce(func.sum(per_tray.c.gpus), 0),
+            gpus(free),
+            gpus(mine),
+            gpus(Machine.instance_id.is_not(None), Instance.id.is_(None)),
+            gpus(Machine.instance_id.is_(None), Machine.foreign_gpus > 0),
+            func.coalesce(func.sum(per_tray.c.sick).filter(free | mine), 0),  # the health the tenant is shown
+        )
+        .select_from(Machine)
+        .join(per_tray, true())
+        .outerjoin(Instance, and_(Instance.id == Machine.instance_id, Instance.tenant_id == tenant_id))
+        .where(Machine.domain_uuid.in_(list(domains)), Machine.tray_index.is_not(None))
+        .group_by(Machine.domain_uuid)
+    )
+    return [DomainFigureRow._make(row) for row in rows.all()]
+
+
+async def binding_figures(
+    session: AsyncSession, tenant_id: uuid.UUID, domains: Sequence[uuid.UUID]
+) -> list[tuple[uuid.UUID, uuid.UUID, int]]:
+    """(domain, logical partition, GPUs Pending) of the tenant's bindings on placed trays of
+    ``domains``: which of its partitions each domain holds, and how many of their GPUs wait for the
+    fabric."""
+    pending = case((NvlinkInterface.status == NvLinkInterfaceStatus.PENDING, 1), else_=0)
+    rows = await session.execute(
+        select(Machine.domain_uuid, NvlinkInterface.logical_partition_id, func.sum(pending))
+        .join(Instance, and_(Instance.id == NvlinkInterface.instance_id, Instance.tenant_id == tenant_id))
+        .join(Machine, Machine.instance_id == Instance.id)
+        .where(Machine.domain_uuid.in_(list(domains)), Machine.tray_index.is_not(None))
+        .group_by(Machine.domain_uuid, NvlinkInterface.logical_partition_id)
+    )
+    return [(domain, partition, int(count)) for domain, partition, count in rows.all()]

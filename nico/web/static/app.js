@@ -1,10 +1,16 @@
 // The NVLink topology page: reads org and token from the URL fragment (#org=...&token=..., which never
-// reaches a server log) or the form, polls GET <api>/nvlink-topology every 2 s and draws each NVLink
-// domain as its chassis of trays of GPUs. Stable data-* attributes (data-domain, data-state,
-// data-partition, data-status, data-observed, data-health, data-error, data-pending) say what is drawn.
+// reaches a server log) or the form. It opens on the site overview: GET <api>/nvlink-topology/overview,
+// every page of it, drawn as one small cell per NVLink domain (free, yours, another tenant's, held,
+// split partitions, unhealthy GPUs, errors); a cell links to its domain (#...&domain=<uuid>), drawn from
+// GET <api>/nvlink-topology?nvLinkDomainId=<uuid> as its chassis of trays of GPUs. Both poll every 2 s
+// (longer when a read takes long).
+// Stable data-* attributes (data-domain, data-state, data-partition, data-status, data-observed,
+// data-health, data-error, data-pending, and the cells' counts) say what is drawn. The first overview
+// and domain drawn after a load are marked ("nico:overview-drawn", "nico:domain-drawn") for benchmarks.
 "use strict";
 
 const POLL_MS = 2000;
+const PAGE_SIZE = 100; // the API's largest page
 const apiTemplate = document.body.dataset.api; // "/v2/org/{org}/nico"
 const $ = (selector) => document.querySelector(selector);
 let timer = null;
@@ -12,7 +18,15 @@ let generation = 0;
 
 function credentials() {
   const params = new URLSearchParams(location.hash.slice(1));
-  return { org: params.get("org") || "", token: params.get("token") || "" };
+  return { org: params.get("org") || "", token: params.get("token") || "", domain: params.get("domain") || "" };
+}
+
+function linkTo(domain) {
+  // The current fragment with domain set (or dropped: back to the overview).
+  const params = new URLSearchParams(location.hash.slice(1));
+  if (domain) params.set("domain", domain);
+  else params.delete("domain");
+  return `#${params.toString()}`;
 }
 
 function el(tag, attributes = {}, ...children) {
@@ -131,34 +145,145 @@ function draw(topology) {
     : [el("p", { class: "empty", text: "No NVLink domains at this org's sites (no allocation yet?)." })]));
 }
 
+function cellTitle(cell) {
+  const lines = [`NVLink domain ${cell.id}`,
+    `${cell.siteName} · ${cell.gpus} GPUs: ${cell.free} free, ${cell.mine} yours, ${cell.other} another tenant's` +
+      (cell.held ? `, ${cell.held} held` : "")];
+  if (cell.pending) lines.push(`${cell.pending} of yours Pending`);
+  if (cell.nvLinkLogicalPartitions) {
+    lines.push(`${cell.nvLinkLogicalPartitions} of your partitions` +
+      (cell.splitNvLinkLogicalPartitions ? `, ${cell.splitNvLinkLogicalPartitions} split over NVLink domains` : ""));
+  }
+  if (cell.unhealthy) lines.push(`${cell.unhealthy} GPU(s) with NVLink not healthy`);
+  if (cell.foreignGpus) lines.push(`${cell.foreignGpus} GPU(s) in partitions another fabric manager made`);
+  if (cell.gpusWithoutHome) lines.push(`${cell.gpusWithoutHome} GPU(s) out of their home partition`);
+  if (cell.error) lines.push(`reconciler error, ${cell.consecutiveFailures} failed pass(es): ${cell.error}`);
+  return lines.join("\n");
+}
+
+function drawCell(cell) {
+  // A stacked bar from the bottom: yours, another tenant's, held; the rest is free.
+  const share = (n) => (cell.gpus ? (100 * n) / cell.gpus : 0);
+  const mine = share(cell.mine);
+  const other = mine + share(cell.other);
+  const held = other + share(cell.held);
+  return el("a", {
+    class: "cell",
+    href: linkTo(cell.id),
+    "data-domain": cell.id,
+    "data-gpus": String(cell.gpus),
+    "data-free": String(cell.free),
+    "data-mine": String(cell.mine),
+    "data-other": String(cell.other),
+    "data-held": String(cell.held),
+    "data-pending": String(cell.pending),
+    "data-unhealthy": String(cell.unhealthy),
+    "data-split": String(cell.splitNvLinkLogicalPartitions),
+    "data-foreign": String(cell.foreignGpus),
+    "data-error": String(Boolean(cell.error || cell.gpusWithoutHome)),
+    style: `--m: ${mine.toFixed(1)}%; --o: ${other.toFixed(1)}%; --h: ${held.toFixed(1)}%`,
+    title: cellTitle(cell),
+  });
+}
+
+function drawOverview(cells) {
+  const sites = new Map();
+  for (const cell of cells) {
+    if (!sites.has(cell.siteId)) sites.set(cell.siteId, { name: cell.siteName, cells: [] });
+    sites.get(cell.siteId).cells.push(cell);
+  }
+  const sum = (key) => cells.reduce((n, c) => n + c[key], 0);
+  const failing = cells.filter((c) => c.error).length;
+  const facts = el("p", { class: "facts" },
+    `${cells.length} NVLink domains · ${sum("gpus")} GPUs: ${sum("free")} free, ${sum("mine")} yours, ` +
+    `${sum("other")} another tenant's, ${sum("held")} held`);
+  if (sum("unhealthy")) facts.append(" · ", el("span", { class: "sick", text: `${sum("unhealthy")} NVLink not healthy` }));
+  if (sum("pending")) facts.append(" · ", el("span", { class: "pending", text: `${sum("pending")} Pending` }));
+  if (failing) facts.append(" · ", el("span", { class: "failing", text: `${failing} domain(s) failing` }));
+  const drawn = [...sites.entries()].map(([id, site]) => el("section", { class: "site", "data-site": id },
+    el("h2", { text: site.name }, el("small", { text: ` ${site.cells.length} NVLink domains` })),
+    el("div", { class: "cells" }, ...site.cells.map(drawCell))));
+  $("#overview").replaceChildren(...(cells.length ? [facts, ...drawn]
+    : [el("p", { class: "empty", text: "No NVLink domains at this org's sites (no allocation yet?)." })]));
+}
+
+class Refused extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+async function get(path, token) {
+  const response = await fetch(path, { headers: { Authorization: `Bearer ${token}` }, cache: "no-store" });
+  if (response.status === 401 || response.status === 403) {
+    const body = await response.json().catch(() => ({}));
+    throw new Refused(response.status, body.message || "not allowed");
+  }
+  if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
+  return response;
+}
+
+async function overview(base, token) {
+  // Every page of the overview: the first says how many there are, the rest are read side by side.
+  const url = (page) => `${base}/nvlink-topology/overview?pageSize=${PAGE_SIZE}&pageNumber=${page}`;
+  const first = await get(url(1), token);
+  const total = JSON.parse(first.headers.get("X-Pagination") || "{}").total || 0;
+  const rest = [];
+  for (let page = 2; (page - 1) * PAGE_SIZE < total; page += 1) rest.push(get(url(page), token).then((r) => r.json()));
+  return [await first.json(), ...(await Promise.all(rest))].flat();
+}
+
+function mark(name) {
+  // Once per load, after the frame that shows the drawing (the callback runs before that frame's
+  // paint, the timeout after it).
+  if (performance.getEntriesByName(name, "mark").length) return;
+  requestAnimationFrame(() => setTimeout(() => {
+    if (!performance.getEntriesByName(name, "mark").length) performance.mark(name);
+  }));
+}
+
 async function poll(run) {
-  const { org, token } = credentials();
-  const url = apiTemplate.replace("{org}", encodeURIComponent(org)) + "/nvlink-topology";
+  const began = performance.now();
+  const { org, token, domain } = credentials();
+  const base = apiTemplate.replace("{org}", encodeURIComponent(org));
   try {
-    const response = await fetch(url, { headers: { Authorization: `Bearer ${token}` }, cache: "no-store" });
-    if (run !== generation) return;
-    if (response.status === 401 || response.status === 403) {
-      const body = await response.json().catch(() => ({}));
-      status(`${response.status}: ${body.message || "not allowed"}; check the org and token`, true);
-      $("#login").hidden = false;
-      return;
+    if (domain) {
+      const response = await get(`${base}/nvlink-topology?nvLinkDomainId=${encodeURIComponent(domain)}`, token);
+      const topology = await response.json();
+      if (run !== generation) return;
+      draw(topology);
+      mark("nico:domain-drawn");
+    } else {
+      const cells = await overview(base, token);
+      if (run !== generation) return;
+      drawOverview(cells);
+      mark("nico:overview-drawn");
     }
-    if (!response.ok) throw new Error(`${response.status} ${response.statusText}`);
-    draw(await response.json());
     status(`org ${org} · updated ${new Date().toLocaleTimeString()}`);
   } catch (error) {
     if (run !== generation) return;
+    if (error instanceof Refused) {
+      status(`${error.status}: ${error.message}; check the org and token`, true);
+      $("#login").hidden = false;
+      return;
+    }
     status(`cannot reach nico: ${error.message}; retrying`, true);
   }
-  timer = setTimeout(() => poll(run), POLL_MS);
+  // A large site's overview takes many pages: wait at least twice as long as they took, so an open
+  // page never keeps the API busy more than a third of the time.
+  timer = setTimeout(() => poll(run), Math.max(POLL_MS, 2 * (performance.now() - began)));
 }
 
 function start() {
   clearTimeout(timer);
   generation += 1;
-  const { org, token } = credentials();
+  const { org, token, domain } = credentials();
   const form = $("#login");
   form.org.value = org;
+  document.body.dataset.view = domain ? "domain" : "overview";
+  $("#back").href = linkTo(null);
+  if (!domain) $("#domains").replaceChildren();
   if (!org || !token) {
     form.hidden = false;
     status("enter a tenant org and a token (nico token --org ORG)");
