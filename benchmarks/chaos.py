@@ -154,6 +154,18 @@ class Fleet:
             self.sigterm_exits.append((name, code, took))
         await self.services[name].start()
 
+    async def ready(self, names: list[str]) -> bool:
+        """Wait until the replicas ``names`` answer ``/readyz`` with 200 (False: not within 90 s)."""
+        for name in names:
+            async with httpx.AsyncClient(base_url=self.url(name), timeout=5) as client:
+
+                async def answers() -> bool:
+                    return (await client.get("/readyz")).status_code == 200
+
+                if not await until(answers):
+                    return False
+        return True
+
     async def stop(self) -> None:
         for service in self.services.values():
             if service.proc is not None and service.proc.returncode is None:
@@ -511,17 +523,17 @@ class Chaos:
         self.recoveries.append((at, time.monotonic() - started if ok else None))
 
     async def replica(self, name: str, sig: signal.Signals) -> None:
+        """A replica killed or stopped once the other is ready (as a rolling restart or a disruption
+        budget allows): the time until it answers again."""
+        await self.fleet.ready([n for n in self.fleet.services if n.startswith("replica")])
         started = time.monotonic()
         await self.fleet.bounce(name, sig)
-        async with httpx.AsyncClient(base_url=self.fleet.url(name), timeout=5) as client:
-
-            async def answers() -> bool:
-                return (await client.get("/readyz")).status_code == 200
-
-            self.record(f"{sig.name} {name} (until /readyz)", started, await until(answers))
+        ok = await self.fleet.ready([name])
+        self.record(f"{sig.name} {name} (until /readyz; nico serve restarted)", started, ok)
 
     async def reconciler(self, names: list[str], sig: signal.Signals) -> None:
         async with self.probe.lock:
+            await self.fleet.ready([n for n in self.fleet.services if n.startswith("replica")])
             await asyncio.gather(*(self.fleet.bounce(n, sig) for n in names))
             await self.probe.move()
             started = time.monotonic()
@@ -595,7 +607,7 @@ class Chaos:
         old = {
             r[0] for r in query(self.database_url, "SELECT gpu_uid FROM gpu WHERE machine_id = %s", machine)
         }
-        started = time.monotonic()
+        command = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
             *[sys.executable, "-m", "nico.cli", "admin", "machine", "force-delete", machine, "--yes"],
             env=self.fleet.env,
@@ -603,6 +615,7 @@ class Chaos:
         )
         if await proc.wait() != 0:
             raise SystemExit(f"nico admin machine force-delete {machine} failed")
+        started = time.monotonic()  # the database changed: from here on it is the reconcilers' work
 
         async def gone() -> bool:
             if query(self.database_url, "SELECT 1 FROM machine WHERE id = %s", machine):
@@ -611,7 +624,10 @@ class Chaos:
             return not any(lp_of_name(n) for uid in old for n in where.get(uid, []))
 
         self.record(
-            "machine force-deleted (until removed, GPUs out of nico's partitions)", started, await until(gone)
+            f"machine force-deleted (the command {started - command:.1f} s; from its exit until removed, "
+            "GPUs out of nico's partitions)",
+            started,
+            await until(gone),
         )
 
     def timeline(self, duration: float) -> list[tuple[float, Callable[[], Awaitable[None]]]]:
