@@ -514,6 +514,7 @@ class Chaos:
         self.fleet, self.probe, self.control, self.database_url = fleet, probe, control, database_url
         self.recoveries: list[tuple[str, float | None]] = []
         self.released: set[str] = set()  # instances released by the force-delete
+        self.notes: list[str] = []
         self.busy: set[str] = set()  # machines a fault already used
         self.down_domain = ""
         self.started = time.monotonic()
@@ -602,8 +603,7 @@ class Chaos:
         )
 
     async def force_delete(self) -> None:
-        machine, _, _, instance = self.machine(with_instance=True)
-        self.released.add(str(instance))
+        machine, _, _, picked = self.machine(with_instance=True)
         old = {
             r[0] for r in query(self.database_url, "SELECT gpu_uid FROM gpu WHERE machine_id = %s", machine)
         }
@@ -611,10 +611,19 @@ class Chaos:
         proc = await asyncio.create_subprocess_exec(
             *[sys.executable, "-m", "nico.cli", "admin", "machine", "force-delete", machine, "--yes"],
             env=self.fleet.env,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
         )
-        if await proc.wait() != 0:
+        out, _ = await proc.communicate()
+        if proc.returncode != 0:
             raise SystemExit(f"nico admin machine force-delete {machine} failed")
+        # The instance it released, as it says: the one found a moment ago may have been deleted and
+        # another placed on the machine while the command started.
+        for line in out.decode().splitlines():
+            if line.startswith("instance ") and line.endswith(" released"):
+                self.released.add(line.split()[1])
+        self.notes.append(
+            f"force-delete {machine}: picked holding {picked}, released {self.released or None}"
+        )
         started = time.monotonic()  # the database changed: from here on it is the reconcilers' work
 
         async def gone() -> bool:
@@ -689,7 +698,8 @@ async def lost_writes(client: httpx.AsyncClient, books: Books, released: set[str
         if got.status_code not in (200, 404):
             found.append(f"{instance}: read answered {got.status_code}")
         elif (why := lost(writes, final)) is not None:
-            found.append(f"{instance}: {why}")
+            ledger = " ".join(f"{w.kind}{'' if w.acked else '?'}" for w in writes)
+            found.append(f"{instance}: {why} (its writes: {ledger})")
     return found
 
 
@@ -759,6 +769,8 @@ def report(books: Books, chaos: Chaos, end: End, lost_found: list[str], settled:
         print(f"  {what:78} {'not recovered' if seconds is None else f'{seconds:6.2f} s'}")
     for name, code, took in chaos.fleet.sigterm_exits:
         print(f"  SIGTERM {name}: exit {code} after {took:.2f} s")
+    for note in chaos.notes:
+        print(note)
     print(
         f"fabric intents by state: {dict(sorted(end.intents.items()))}; "
         f"left open: {end.intents.get('pending', 0)}, abandoned: {end.intents.get('abandoned', 0)}"
