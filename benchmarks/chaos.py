@@ -36,6 +36,7 @@ import argparse
 import asyncio
 import collections
 import dataclasses
+import functools
 import os
 import random
 import signal
@@ -116,6 +117,10 @@ class Service:
         return code, time.monotonic() - started
 
 
+async def answers(client: httpx.AsyncClient, path: str) -> bool:
+    return (await client.get(path)).status_code == 200
+
+
 class Fleet:
     """The replicas and reconcilers, by name, restartable."""
 
@@ -135,8 +140,10 @@ class Fleet:
             argv = [*nico, "serve", "--no-reconciler", "--port", str(port)]
             self.services[name] = Service(argv, env, folder / f"{name}.log", port=port)
         for name in ("reconciler-1", "reconciler-2"):
-            argv = [*nico, "reconcile", "--metrics-port", "0"]
-            self.services[name] = Service(argv, env, folder / f"{name}.log")
+            # Its /metrics answers once it is past start-up: how the benchmark knows it is up.
+            port = free_port()
+            argv = [*nico, "reconcile", "--metrics-port", str(port)]
+            self.services[name] = Service(argv, env, folder / f"{name}.log", port=port)
         self.env = env
         self.sigterm_exits: list[tuple[str, int | None, float]] = []
 
@@ -155,14 +162,12 @@ class Fleet:
         await self.services[name].start()
 
     async def ready(self, names: list[str]) -> bool:
-        """Wait until the replicas ``names`` answer ``/readyz`` with 200 (False: not within 90 s)."""
+        """Wait until the services ``names`` are up (False: not within 90 s): a replica answers
+        ``/readyz`` with 200, a reconciler serves ``/metrics``."""
         for name in names:
+            path = "/readyz" if name.startswith("replica") else "/metrics"
             async with httpx.AsyncClient(base_url=self.url(name), timeout=5) as client:
-
-                async def answers() -> bool:
-                    return (await client.get("/readyz")).status_code == 200
-
-                if not await until(answers):
+                if not await until(functools.partial(answers, client, path)):
                     return False
         return True
 
@@ -526,7 +531,7 @@ class Chaos:
     async def replica(self, name: str, sig: signal.Signals) -> None:
         """A replica killed or stopped once the other is ready (as a rolling restart or a disruption
         budget allows): the time until it answers again."""
-        await self.fleet.ready([n for n in self.fleet.services if n.startswith("replica")])
+        await self.fleet.ready(list(self.fleet.services))
         started = time.monotonic()
         await self.fleet.bounce(name, sig)
         ok = await self.fleet.ready([name])
@@ -534,7 +539,7 @@ class Chaos:
 
     async def reconciler(self, names: list[str], sig: signal.Signals) -> None:
         async with self.probe.lock:
-            await self.fleet.ready([n for n in self.fleet.services if n.startswith("replica")])
+            await self.fleet.ready(list(self.fleet.services))
             await asyncio.gather(*(self.fleet.bounce(n, sig) for n in names))
             await self.probe.move()
             started = time.monotonic()
