@@ -7,9 +7,12 @@ control API), ``nico serve --no-reconciler`` twice and ``nico reconcile`` twice.
 seconds (120; ``--quick``: 60) ``--tenants`` tenants create instances, create batches, PATCH
 instances' NVLink interfaces between their logical partitions and delete instances through both
 replicas (tenant limits lifted, so the load is not refused), while a timeline of faults runs:
-SIGKILL and SIGTERM of each replica and each reconciler (each restarted at once), one endpoint down
-for 30 s, two tray replacements (a tray holding an instance, a tray without), a machine
-force-deleted (``nico admin machine force-delete``), and a replica and a reconciler killed together.
+SIGKILL and SIGTERM of each replica and each reconciler (each restarted at once; a fault waits until
+every service is up again, so each is one failure, as a rolling restart or a disruption budget
+allows), one endpoint down for 30 s, two tray replacements (a tray holding an instance, a tray
+without), a machine force-deleted (``nico admin machine force-delete``, the instance it names as
+released leaves the books), and a replica and a reconciler killed together. A tenant's connection a
+replica refuses goes to the other one, as a load balancer sends it (nothing was sent).
 
 A probe tenant's instance is PATCHed at each reconciler fault and at the outage: the **recovery
 time** is from the fault (or, for the outage, from the endpoint's return) until that change is
@@ -547,7 +550,7 @@ class Chaos:
             what = f"{sig.name} {' + '.join(names)} (from a PATCH after it until Ready on the fabric)"
             self.record(what, started, ok)
 
-    async def outage(self) -> None:
+    async def outage(self, site: str = "under load") -> None:
         async with self.probe.lock, httpx.AsyncClient(base_url=self.control, timeout=10) as control:
             self.down_domain = await self.probe.domain()
             site = (await control.get("/control")).json()
@@ -560,7 +563,8 @@ class Chaos:
             await expect(await control.delete("/control/fault", params={"chassisSerial": serial}), 200)
             started = time.monotonic()
             ok = await until(self.probe.ready)
-            self.record(f"endpoint down {OUTAGE:.0f} s (from its return until a PATCH is Ready)", started, ok)
+            what = f"endpoint down {OUTAGE:.0f} s {site} (from its return until a PATCH is Ready)"
+            self.record(what, started, ok)
 
     def machine(self, with_instance: bool) -> tuple[str, str, int, str | None]:
         """A machine of a load tenant (or a free one) outside the domain taken down: id, chassis
@@ -834,6 +838,9 @@ async def load_and_chaos(
             chaos.run(args.duration),
             *(Tenant([a, b], books, fabric, org, ids).work(until_at) for org, ids in tenants[:-1]),
         )
+        # Once more with the tenants gone: nothing but the reconcilers' own retries and passes (and
+        # the event stream's reopening) brings the domain back after the endpoint's return.
+        await chaos.outage(site="on a quiet site")
     return books, chaos
 
 
