@@ -550,7 +550,7 @@ class Chaos:
             what = f"{sig.name} {' + '.join(names)} (from a PATCH after it until Ready on the fabric)"
             self.record(what, started, ok)
 
-    async def outage(self, site: str = "under load") -> None:
+    async def outage(self, when: str = "under load") -> None:
         async with self.probe.lock, httpx.AsyncClient(base_url=self.control, timeout=10) as control:
             self.down_domain = await self.probe.domain()
             site = (await control.get("/control")).json()
@@ -563,7 +563,7 @@ class Chaos:
             await expect(await control.delete("/control/fault", params={"chassisSerial": serial}), 200)
             started = time.monotonic()
             ok = await until(self.probe.ready)
-            what = f"endpoint down {OUTAGE:.0f} s {site} (from its return until a PATCH is Ready)"
+            what = f"endpoint down {OUTAGE:.0f} s {when} (from its return until a PATCH is Ready)"
             self.record(what, started, ok)
 
     def machine(self, with_instance: bool) -> tuple[str, str, int, str | None]:
@@ -840,7 +840,7 @@ async def load_and_chaos(
         )
         # Once more with the tenants gone: nothing but the reconcilers' own retries and passes (and
         # the event stream's reopening) brings the domain back after the endpoint's return.
-        await chaos.outage(site="on a quiet site")
+        await chaos.outage(when="on a quiet site")
     return books, chaos
 
 
@@ -884,6 +884,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.duration = 60.0
+    # A SIGTERM stops the run as Ctrl-C does: the servers it started are stopped on the way out.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     asyncio.run(run(args))
 
 
