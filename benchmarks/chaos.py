@@ -133,7 +133,6 @@ class Fleet:
             folder / "data",
             SECRET,
             NICO_LOG_LEVEL="WARNING",
-            NICO_NVLINK_CONFIG__MONITOR_RUN_INTERVAL="10s",
             **UNLIMITED_QUOTAS,
         )
         nico = [sys.executable, "-m", "nico.cli"]
