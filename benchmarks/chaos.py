@@ -60,6 +60,8 @@ from bench_support import (
     UNLIMITED_QUOTAS,
     expect,
     free_port,
+    instance_body,
+    more_partitions,
     seed_provider,
     seed_tenant,
     server_env,
@@ -369,16 +371,6 @@ class Tenant:
     def nvlink(self, lp: str) -> list[dict[str, Any]]:
         return [{"nvLinkLogicalPartitionId": lp, "deviceInstance": d} for d in range(4)]
 
-    def body(self, lp: str) -> dict[str, Any]:
-        ids = self.ids
-        return {
-            "instanceTypeId": ids["itype"],
-            "vpcId": ids["vpc"],
-            "ipxeScript": "#!ipxe",
-            "interfaces": [{"subnetId": ids["subnet"]}],
-            "nvLinkInterfaces": self.nvlink(lp),
-        }
-
     async def work(self, until: float) -> None:
         n = 0
         while time.monotonic() < until:
@@ -399,7 +391,7 @@ class Tenant:
 
     async def create(self, n: int) -> None:
         lp = self.rng.choice(self.ids["lps"])
-        body = {**self.body(lp), "name": f"i{n}"}
+        body = {**instance_body(self.ids, lp), "name": f"i{n}"}
         got = await self.ask("POST", self.base, json=body)
         if got is not None and got.status_code == 201:
             self.mine.append(got.json()["id"])
@@ -410,7 +402,7 @@ class Tenant:
 
     async def batch(self, n: int) -> None:
         lp = self.rng.choice(self.ids["lps"])
-        body = {**self.body(lp), "namePrefix": f"b{n}", "count": 2, "topologyOptimized": True}
+        body = {**instance_body(self.ids, lp), "namePrefix": f"b{n}", "count": 2, "topologyOptimized": True}
         got = await self.ask("POST", f"{self.base}/batch", json=body)
         if got is not None and got.status_code == 201:
             for instance in got.json():
@@ -479,14 +471,7 @@ class Probe:
         raise SystemExit("no replica answered the probe for 90 s")
 
     async def create(self) -> None:
-        body = {
-            "name": "probe",
-            "instanceTypeId": self.ids["itype"],
-            "vpcId": self.ids["vpc"],
-            "ipxeScript": "#!ipxe",
-            "interfaces": [{"subnetId": self.ids["subnet"]}],
-            "nvLinkInterfaces": self.nvlink(),
-        }
+        body = {**instance_body(self.ids, self.lp), "name": "probe"}
         self.instance = (await expect(await self.ask("POST", self.base, json=body)))["id"]
         if not await until(self.ready):
             raise SystemExit("the probe instance never became Ready")
@@ -799,16 +784,7 @@ async def seed(
     for org in orgs:
         quota = 2 if org == "chaos-probe" else (args.racks * 18 - 8) // args.tenants
         ids: dict[str, Any] = {**await seed_tenant(client, database_url, site, org, quota), "quota": quota}
-        ids["lps"] = [ids["lp"]]
-        for k in range(2):
-            lp = await expect(
-                await client.post(
-                    f"/v2/org/{org}/nico/nvlink-logical-partition",
-                    json={"name": f"lp{k}", "siteId": site["site"]},
-                    headers={"Authorization": ids["token"]},
-                )
-            )
-            ids["lps"].append(lp["id"])
+        ids["lps"] = [ids["lp"], *await more_partitions(client, org, ids["token"], site["site"], 2)]
         tenants.append((org, ids))
     return tenants
 
