@@ -12,7 +12,9 @@ every service is up again, so each is one failure, as a rolling restart or a dis
 allows), one endpoint down for 30 s, two tray replacements (a tray holding an instance, a tray
 without), a machine force-deleted (``nico admin machine force-delete``, the instance it names as
 released leaves the books), and a replica and a reconciler killed together. A tenant's connection a
-replica refuses goes to the other one, as a load balancer sends it (nothing was sent).
+replica refuses goes to the other one, as a load balancer sends it (nothing was sent). When the load
+stops, the endpoint goes down for 30 s once more on the quiet site, where no tenant's change wakes
+the domain after its return.
 
 A probe tenant's instance is PATCHed at each reconciler fault and at the outage: the **recovery
 time** is from the fault (or, for the outage, from the endpoint's return) until that change is
