@@ -242,6 +242,35 @@ async def seed_tenant(
     }
 
 
+def instance_body(ids: dict[str, Any], lp: str) -> dict[str, Any]:
+    """An instance of the tenant ``ids`` (from :func:`seed_tenant`) with its four GPUs in ``lp``."""
+    return {
+        "instanceTypeId": ids["itype"],
+        "vpcId": ids["vpc"],
+        "ipxeScript": "#!ipxe",
+        "interfaces": [{"subnetId": ids["subnet"]}],
+        "nvLinkInterfaces": [{"nvLinkLogicalPartitionId": lp, "deviceInstance": d} for d in range(4)],
+    }
+
+
+async def more_partitions(
+    client: httpx.AsyncClient, org: str, token: str, site_id: str, count: int
+) -> list[str]:
+    """``count`` more logical partitions of the tenant ``org`` (``token``: its Authorization header),
+    named lp0, lp1, ...: their ids."""
+    made = []
+    for k in range(count):
+        lp = await expect(
+            await client.post(
+                f"/v2/org/{org}/nico/nvlink-logical-partition",
+                json={"name": f"lp{k}", "siteId": site_id},
+                headers={"Authorization": token},
+            )
+        )
+        made.append(str(lp["id"]))
+    return made
+
+
 # ---------------------------------------------------------------- sites written straight into the database
 
 

@@ -41,6 +41,8 @@ from bench_support import (
     UNLIMITED_QUOTAS,
     expect,
     free_port,
+    instance_body,
+    more_partitions,
     scratch_postgres,
     seed_provider,
     seed_tenant,
@@ -113,14 +115,7 @@ class Tenant:
         self.mine: list[str] = []
 
     def body(self, lp: str) -> dict[str, Any]:
-        ids = self.ids
-        return {
-            "instanceTypeId": ids["itype"],
-            "vpcId": ids["vpc"],
-            "ipxeScript": "#!ipxe",
-            "interfaces": [{"subnetId": ids["subnet"]}],
-            "nvLinkInterfaces": [{"nvLinkLogicalPartitionId": lp, "deviceInstance": d} for d in range(4)],
-        }
+        return instance_body(self.ids, lp)
 
     async def work(self, until: float) -> None:
         n = 0
@@ -310,16 +305,7 @@ async def seed_tenants(
         quota = args.racks * 18 // args.clients
         ids: dict[str, Any] = await seed_tenant(client, database_url, site, org, quota)
         ids["site"] = site["site"]
-        ids["lps"] = [ids["lp"]]
-        for k in range(2):
-            lp = await expect(
-                await client.post(
-                    f"/v2/org/{org}/nico/nvlink-logical-partition",
-                    json={"name": f"lp{k}", "siteId": site["site"]},
-                    headers={"Authorization": ids["token"]},
-                )
-            )
-            ids["lps"].append(lp["id"])
+        ids["lps"] = [ids["lp"], *await more_partitions(client, org, ids["token"], site["site"], 2)]
         tenants.append((org, ids))
     return tenants
 
