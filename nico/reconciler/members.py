@@ -43,31 +43,36 @@ class Members:
         return int.from_bytes(domain.bytes[8:], "big") % len(self.held) == self.held.index(self.slot)
 
     async def join(self) -> None:
-        """Take the lowest free slot and read who else is running."""
-        if self._conn is not None:
-            return
-        conn = await self.engine.connect()
-        try:
-            await conn.execution_options(isolation_level="AUTOCOMMIT")
-            for slot in range(SLOTS):
-                if await queries.take_slot(conn, SLOT_CLASS, slot):
-                    self._conn, self.slot = conn, slot
-                    await self.look()
-                    return
-        except BaseException:
-            await conn.invalidate()
-            await conn.close()
-            raise
-        await conn.close()
-        log.warning("all %d reconciler slots are held: this one's full passes cover every domain", SLOTS)
-
-    async def look(self) -> bool:
-        """Read the slots held now; True when they changed."""
+        """Take the lowest free slot (if this reconciler holds none) and read who else is running."""
         if self._conn is None:
-            return False
-        held = tuple(await queries.held_slots(self._conn, SLOT_CLASS))
-        changed, self.held = held != self.held, held
-        return changed
+            conn = await self.engine.connect()
+            try:
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+                self.slot = await self._free_slot(conn)
+            except BaseException:
+                await conn.invalidate()
+                await conn.close()
+                raise
+            if self.slot is None:
+                await conn.close()
+                log.warning(
+                    "all %d reconciler slots held: this one's full passes cover every domain", SLOTS
+                )
+                return
+            self._conn = conn
+        await self.look()
+
+    @staticmethod
+    async def _free_slot(conn: AsyncConnection) -> int | None:
+        for slot in range(SLOTS):
+            if await queries.take_slot(conn, SLOT_CLASS, slot):
+                return slot
+        return None
+
+    async def look(self) -> None:
+        """Read the slots held now."""
+        if self._conn is not None:
+            self.held = tuple(await queries.held_slots(self._conn, SLOT_CLASS))
 
     async def watch(self, changed: Callable[[], None]) -> None:
         """Keep the slot and follow who is running until cancelled; call ``changed`` when that changes
@@ -76,8 +81,9 @@ class Members:
         try:
             while True:
                 try:
-                    await self.join()
-                    if await self.look():
+                    before = self.held
+                    await self.join()  # (again, if the connection was lost) and look
+                    if self.held != before:
                         log.info("reconcilers running: %d (this one in slot %s)", len(self.held), self.slot)
                         changed()
                 except Exception as exc:
