@@ -55,9 +55,7 @@ class Members:
                 raise
             if self.slot is None:
                 await conn.close()
-                log.warning(
-                    "all %d reconciler slots held: this one's full passes cover every domain", SLOTS
-                )
+                log.warning("all %d reconciler slots held: this one's full passes cover every domain", SLOTS)
                 return
             self._conn = conn
         await self.look()

@@ -43,7 +43,7 @@ from nico.reconciler.listening import listen
 from nico.reconciler.members import Members
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.outages import Outages
-from nico.reconciler.queueing import WorkQueue
+from nico.reconciler.queueing import WorkQueue, Yielding
 from nico.reconciler.scans import FullPassReport
 
 log = logging.getLogger(__name__)
@@ -71,9 +71,9 @@ class Reconciler:
         self.metrics = metrics
         self.after_call = after_call
         self.limit = asyncio.Semaphore(config.reconcile_concurrency)
-        self.scan_limit = asyncio.Semaphore(config.reconcile_concurrency)  # the full pass's own
-        self.members = Members(engine)
         self.queue = WorkQueue()
+        self.scan_limit = Yielding(config.reconcile_concurrency, self.queue.idle)  # the full pass's own
+        self.members = Members(engine)
         self.due, self.wake = self.queue.due, self.queue.wake
         self.observer = FabricObserver(
             backend, config.nmxc_endpoints, on_event=self._on_event, on_end=self._stream_ended
@@ -83,9 +83,7 @@ class Reconciler:
         self.figures = Figures(engine, metrics, self.outages)
         self.read_backs = ReadBacks()
         self.health_reads = HealthReads()
-        # Domains with a pass under way (run by _loop, each its own task within ``limit``): a request
-        # for one of them waits in ``due`` and becomes one more pass when this one ends (coalesced).
-        self._running: dict[uuid.UUID, asyncio.Task[None]] = {}
+        self._running = self.queue.running  # the loop's passes under way, each within ``limit``
         # Partition events that arrived while the domain's pass ran (arrival, partition id): the pass's
         # own changes announce themselves this way. One more pass only for an event its read-back
         # began before that is not the echo of one of its own calls.
@@ -95,13 +93,11 @@ class Reconciler:
         self._health_tasks: set[asyncio.Task[None]] = set()
         self._full: asyncio.Task[None] | None = None  # the loop's full pass under way
         self._next_full = 0.0  # when the loop starts its next full pass (monotonic; inf: one runs)
+        self._heard = asyncio.Event()  # the NOTIFY listener has connected (once)
         self._full_again = False  # who covers what changed during the running full pass
-        # Domains the full pass is making a locked pass of: a change's pass for one waits for it.
-        self._full_domains: set[uuid.UUID] = set()
+        self._full_domains: set[uuid.UUID] = set()  # the full pass's locked passes under way
         self.last_full: FullPassReport | None = None
         self.flapping = Flapping(config.instance_change_interval.total_seconds())
-
-    # ---- wake-ups -------------------------------------------------------------------------------
 
     def request(self, domains: Iterable[uuid.UUID], delay: float = 0.0) -> None:
         """Reconcile ``domains`` after ``delay`` seconds (sooner if already due sooner)."""
@@ -111,7 +107,8 @@ class Reconciler:
         """Reconcile until cancelled. Cancelled (a stop), it starts no pass and lets those in flight
         finish for up to :data:`STOP_GRACE` seconds before cancelling them, so a rolling restart
         leaves no half-made change behind."""
-        listener = asyncio.create_task(listen(self.engine, self.request, self.outages), name="nvlink-listen")
+        listening = listen(self.engine, self.request, self.outages, self._connected)
+        listener = asyncio.create_task(listening, name="nvlink-listen")
         with contextlib.suppress(Exception):  # a database not there yet: the watch joins later
             await self.members.join()  # before the first full pass, to take only a share of it
         watch = asyncio.create_task(self.members.watch(self._members_changed), name="nvlink-members")
@@ -136,9 +133,9 @@ class Reconciler:
         debounce = self.config.notify_debounce.total_seconds()
         while True:
             now = time.monotonic()
-            if now >= self._next_full:
-                # Its own task: the passes for changes go on beside it (and a stop lets it finish its
-                # domains' passes, see _drain).
+            next_full = self._next_full if self._heard.is_set() else math.inf
+            if now >= next_full:
+                # Its own task: the passes for changes go on beside it (a stop lets it end, see run).
                 self._next_full = math.inf
                 self._full = asyncio.create_task(self._periodic_full(), name="nvlink-full-pass")
                 continue
@@ -157,8 +154,8 @@ class Reconciler:
                         continue
                     del self.due[domain]
                     # Each domain's pass is its own task: a slow domain holds up no other.
-                    self._running[domain] = asyncio.create_task(
-                        self._pass(domain), name=f"nvlink-pass-{domain}"
+                    self.queue.start(
+                        domain, asyncio.create_task(self._pass(domain), name=f"nvlink-pass-{domain}")
                     )
                 continue
             count_at = self.figures.count_due_at()
@@ -167,7 +164,7 @@ class Reconciler:
                 continue
             waiting = [at for d, at in self.due.items() if self._free(d)]
             counting = [count_at] if count_at is not None else []
-            timeout = min([self._next_full, *waiting, *counting]) - now
+            timeout = min([next_full, *waiting, *counting]) - now
             self.wake.clear()
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation that arrives
             # as the wake-up completes, and the loop (and whoever awaits the stop) would run on forever.
@@ -180,8 +177,7 @@ class Reconciler:
         return domain not in self._running and domain not in self._full_domains
 
     async def _periodic_full(self) -> None:
-        """The loop's full pass; the next one an interval after it (at once if who covers what changed
-        meanwhile: the domains of a reconciler that stopped are to be looked at now)."""
+        """The loop's full pass; the next an interval after it (at once if the reconcilers changed)."""
         try:
             await self.full_pass()
         except Exception as exc:
@@ -193,9 +189,16 @@ class Reconciler:
             self._next_full = time.monotonic() + interval
             self.wake.set()
 
+    def _connected(self, domains: list[uuid.UUID]) -> None:
+        """The listener (re)connected: the first time, the first full pass starts (it finds what came
+        before); after a lost connection every domain gets a pass (its commits went unheard)."""
+        if self._heard.is_set():
+            self.request(domains)
+        self._heard.set()
+        self.wake.set()
+
     def _members_changed(self) -> None:
-        """A reconciler started or stopped: a full pass over this one's share now (or after the one
-        under way, which may have left the share of one that stopped to it)."""
+        """A reconciler started or stopped: a full pass over this one's share now (or next)."""
         if self._full is not None and not self._full.done():
             self._full_again = True
         else:
@@ -216,7 +219,7 @@ class Reconciler:
             self.request([domain], delay=1.0)
         finally:
             self.metrics.iteration_latency.observe((time.monotonic() - started) * 1000.0)
-            self._running.pop(domain, None)
+            self.queue.ended(domain)
             self._after_events(domain)
             self.wake.set()
         # The gauges follow without holding the domain: a change that arrived during this pass starts
@@ -289,17 +292,18 @@ class Reconciler:
             return await self._attempt(domain)
 
     async def _full_domain(self, domain: uuid.UUID) -> DomainResult | None:
-        """The full pass's locked pass of a domain, within the full pass's own limit (so a change's
-        pass never queues behind the scan); None when the loop's pass has the domain (it does all a
-        full pass would). The loop's pass for a change waits for this one only, not the scan."""
+        """The full pass's locked pass of a domain, within the full pass's own limit; None when the
+        loop's pass has it (that does all this would). A change's pass waits for this one only."""
         async with self.scan_limit:
             if domain in self._running:
                 return None
             self._full_domains.add(domain)
             try:
                 result = await self._attempt(domain)
+                self.echoes.expect(domain, result.changed)  # its own changes' events bring no pass
             finally:
                 self._full_domains.discard(domain)
+                self._after_events(domain)
                 self.wake.set()
         self.queue.covered(result)
         return result
@@ -340,7 +344,7 @@ class Reconciler:
         """Partition events from the manager wake the domain up (changes made behind nico's back)."""
         domain = event.domain_uuid
         self.echoes.listening(domain, fresh=event.kind == "resync")
-        if event.kind == "partition" and domain in self._running:
+        if event.kind == "partition" and not self._free(domain):
             # The running pass lists the domain after its changes: if that listing starts after this
             # event, it holds the change (often the pass's own) already.
             self._events_in_pass.setdefault(domain, []).append((time.monotonic(), event.nmx_partition_id))
