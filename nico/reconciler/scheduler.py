@@ -210,7 +210,7 @@ class Reconciler:
         started = time.monotonic()
         try:
             result = (await self.reconcile([domain], figures=False, health_aside=True))[domain]
-            # Only the loop's passes expect echoes: events during them wait for _after_events.
+            # The loop's (and full pass's) passes expect echoes: events during them wait for _after_events.
             self.echoes.expect(domain, result.changed)
             self.flapping.after_pass(domain, result.moved, time.monotonic())
             self.queue.covered(result)
