@@ -1,12 +1,15 @@
 """Full passes beside changes, and several reconcilers: a change is reconciled while the full pass
 still runs (it never queues behind the scan, nor behind the scan's share of the concurrency limit);
 two reconcilers split a first pass with no domain passed twice; and the domains of one that stops are
-looked at by the other at once, not at its next periodic pass."""
+looked at by the other at once, not at its next periodic pass. At start-up nothing but the first full
+pass reads every domain (no pass of every domain beside it)."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
 
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -14,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.enums import InstanceStatus
 from nico.db.models import Instance
 from nico.fabric.backend import DomainTarget, FabricGpu
+from nico.reconciler.domain_pass import DomainResult
 from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
@@ -77,6 +81,16 @@ async def wide(session: AsyncSession) -> SimSite:
     return await seed(session, SimFabric(racks=6, seed=11))
 
 
+def counted(
+    reconcile_domain: Callable[[uuid.UUID], Awaitable[DomainResult]], passes: Counter[uuid.UUID]
+) -> Callable[[uuid.UUID], Awaitable[DomainResult]]:
+    async def counting(domain: uuid.UUID) -> DomainResult:
+        passes[domain] += 1
+        return await reconcile_domain(domain)
+
+    return counting
+
+
 async def first_passes(*reconcilers: Reconciler) -> list[asyncio.Task[None]]:
     """Start the reconcilers together (each has its slot before any first pass) and wait for every
     first full pass to end."""
@@ -94,6 +108,9 @@ async def test_two_reconcilers_split_a_first_pass_and_one_takes_over_when_the_ot
     for domain in wide.domains:
         await place(session, wide, wide.machines[domain][0], dict.fromkeys(range(4), lp))
     a, b = (make_reconciler(InProcessBackend(wide.fabric, call_timeout=1.0)) for _ in range(2))
+    passes: Counter[uuid.UUID] = Counter()
+    for r in (a, b):
+        setattr(r, "reconcile_domain", counted(r.reconcile_domain, passes))  # noqa: B010
     tasks = await first_passes(a, b)
     try:
         assert a.last_full is not None and b.last_full is not None
@@ -101,6 +118,8 @@ async def test_two_reconcilers_split_a_first_pass_and_one_takes_over_when_the_ot
         assert a.last_full.domains > 0 and b.last_full.domains > 0
         assert a.last_full.domains + b.last_full.domains == len(wide.domains)
         assert not set(a.last_full.results) & set(b.last_full.results)  # nor passed by both
+        # One locked pass per domain in all: no pass for every domain at start-up beside the scan.
+        assert passes == Counter(wide.domains)
         assert a.full_passes == b.full_passes == 1
         share_of_b = [d for d in wide.domains if b.members.covers(d)]
         assert share_of_b and not any(a.members.covers(d) for d in share_of_b)
