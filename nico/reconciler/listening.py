@@ -21,10 +21,13 @@ BACKOFF_MAX = 10.0
 
 
 async def listen(
-    engine: AsyncEngine, request: Callable[[Iterable[uuid.UUID]], None], outages: Outages
+    engine: AsyncEngine,
+    request: Callable[[Iterable[uuid.UUID]], None],
+    outages: Outages,
+    connected: Callable[[list[uuid.UUID]], None],
 ) -> None:
     """Until cancelled: every notification's domains go to ``request``; after each (re)connection,
-    every domain does (anything committed while nobody listened is found by that pass)."""
+    every domain goes to ``connected`` (anything committed while nobody listened is to be found)."""
     url = libpq_url(engine.url.render_as_string(hide_password=False))
     backoff = 0.5
     while True:
@@ -35,7 +38,7 @@ async def listen(
                 backoff = 0.5
                 outages.database_ok()
                 async with reading(engine) as reader:
-                    request(await queries.all_domain_uuids(reader))
+                    connected(await queries.all_domain_uuids(reader))
                 async for note in conn.notifies():
                     domains = parse_payload(note.payload)
                     if domains:

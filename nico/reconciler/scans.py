@@ -3,19 +3,21 @@
 A quick scan compares each domain's fabric digest with the one recorded at its last settled pass; a
 deep scan (every ``deep_pass_every``-th full pass) lists every GPU too, compares each one, and audits
 the fabric's GPU inventory against nico's records. Neither writes anything: the domains they return
-get a locked pass (:mod:`nico.reconciler.domain_pass`).
+get a locked pass (:mod:`nico.reconciler.domain_pass`). Each scan covers the domains it is given:
+the full pass hands a deep scan its domains a part at a time, and only its reconciler's share.
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.engine import reading
+from nico.db.queries.reconciler import all_domain_uuids
 from nico.fabric.backend import FabricError, FabricGpu, FabricPartition
 from nico.reconciler import state as statemod
 from nico.reconciler import trays
@@ -26,6 +28,7 @@ from nico.reconciler.planner import Foreign, plan
 from nico.reconciler.writeback import finish_deleted_partitions
 
 Listing = tuple[list[FabricPartition] | None, list[FabricGpu] | None, str | None]
+DEEP_PART = 50  # domains a deep scan loads and compares at a time (the loop's passes run between)
 
 
 @dataclass
@@ -35,20 +38,34 @@ class FullPassReport:
     errors: int = 0
     duration_ms: float = 0.0
     deep: bool = False
+    mismatches: int = 0  # GPUs whose recorded identity disagrees with the fabric's (deep scans)
     results: dict[uuid.UUID, DomainResult] = field(default_factory=dict)
 
 
-async def scan(ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport) -> list[uuid.UUID]:
-    """The domains that need a locked pass (``report.deep``: the deep scan), at most ``limit``
-    listings at a time; counts domains and errors in ``report``."""
-    return await (_deep_scan(ctx, limit, report) if report.deep else _quick_scan(ctx, limit, report))
-
-
-async def _quick_scan(ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport) -> list[uuid.UUID]:
+async def every_domain(ctx: PassContext) -> list[uuid.UUID]:
+    """Every NVLink domain, as stored now."""
     async with reading(ctx.engine) as conn:
-        found = await statemod.summaries(conn)
+        return await all_domain_uuids(conn)
+
+
+async def scan(
+    ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport, domains: Collection[uuid.UUID]
+) -> list[uuid.UUID]:
+    """Those of ``domains`` that need a locked pass (``report.deep``: the deep scan), at most
+    ``limit`` listings at a time; counts domains, errors and mismatches in ``report``."""
+    if report.deep:
+        return await _deep_scan(ctx, limit, report, domains)
+    return await _quick_scan(ctx, limit, report, domains)
+
+
+async def _quick_scan(
+    ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport, domains: Collection[uuid.UUID]
+) -> list[uuid.UUID]:
+    wanted = set(domains)
+    async with reading(ctx.engine) as conn:
+        found = {d: s for d, s in (await statemod.summaries(conn)).items() if d in wanted}
         await refresh_registry(conn, ctx.observer)
-    report.domains = len(found)
+    report.domains += len(found)
     listed = await asyncio.gather(
         *(_observe(ctx, limit, s.domain, s.chassis_serials, gpus=False) for s in found.values())
     )
@@ -61,24 +78,21 @@ async def _quick_scan(ctx: PassContext, limit: asyncio.Semaphore, report: FullPa
         ctx.metrics.snapshot.partitions[summary.domain] = len(partitions)
         if not summary.quiet_if(fabric_digest(partitions, ctx.config.default_partition_mode)):
             needs_work.append(summary.domain)
-    ctx.metrics.forget_domains(set(found))
     return needs_work
 
 
-async def _deep_scan(ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport) -> list[uuid.UUID]:
-    # Ask every endpoint again which domain it serves (an endpoint moved to another domain, or a
-    # discovered one re-provisioned, is noticed within one deep pass).
-    ctx.observer.endpoints.forget()
+async def _deep_scan(
+    ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport, domains: Collection[uuid.UUID]
+) -> list[uuid.UUID]:
     async with ctx.engine.connect() as conn:
-        states = await statemod.load(conn)
+        states = await statemod.load(conn, list(domains))
         await refresh_registry(conn, ctx.observer)
         await conn.commit()
-    report.domains = len(states)
+    report.domains += len(states)
     observed = await asyncio.gather(
         *(_observe(ctx, limit, s.domain, s.chassis_serials, gpus=True) for s in states.values())
     )
     needs_work: list[uuid.UUID] = []
-    mismatches = 0
     for s, (partitions, gpus, error) in zip(states.values(), observed, strict=True):
         if error is not None or partitions is None:
             report.errors += 1
@@ -91,11 +105,9 @@ async def _deep_scan(ctx: PassContext, limit: asyncio.Semaphore, report: FullPas
                 await trays.record(ctx, swapped)
                 needs_work.append(s.domain)
                 continue
-            mismatches += _mismatches(s, gpus)
+            report.mismatches += _mismatches(s, gpus)
         if _has_work(s, partitions, ctx.config.default_partition_mode, ctx.config.foreign_partitions):
             needs_work.append(s.domain)
-    ctx.metrics.snapshot.info_mismatches = mismatches
-    ctx.metrics.forget_domains(set(states))
     return needs_work
 
 

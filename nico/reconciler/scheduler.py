@@ -11,7 +11,9 @@ Work is per domain under a PostgreSQL advisory lock held on the connection that 
 domain's intents and results: several reconcilers split the domains between them, and when one dies
 its session (and so its locks) ends and the others take its domains at their next wake-up. A full
 pass reads every domain without locks and takes a lock only where there is something to do, so a
-steady-state pass over thousands of racks writes nothing.
+steady-state pass over thousands of racks writes nothing. The full pass is a task of its own
+beside the passes for changes, with its own concurrency limit, so a change never queues behind it;
+when several reconcilers run, their full passes split the domains (:mod:`nico.reconciler.members`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nico.config import NvLinkConfig
 from nico.fabric.backend import FabricBackend, PartitionEvent
 from nico.fabric.observation import FabricObserver
-from nico.reconciler import domain_pass, scans, trays
+from nico.reconciler import domain_pass, scans, stopping, trays
 from nico.reconciler.domain_pass import DomainResult, PassContext
 from nico.reconciler.echoes import Echoes
 from nico.reconciler.executor import AfterCall
@@ -38,8 +40,10 @@ from nico.reconciler.figures import Figures
 from nico.reconciler.flapping import Flapping
 from nico.reconciler.last_reads import HealthReads, ReadBacks
 from nico.reconciler.listening import listen
+from nico.reconciler.members import Members
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.outages import Outages
+from nico.reconciler.queueing import WorkQueue, Yielding
 from nico.reconciler.scans import FullPassReport
 
 log = logging.getLogger(__name__)
@@ -47,9 +51,6 @@ CLOSE_WAIT = 5.0  # seconds close() waits for cancelled passes and subscriptions
 # Seconds a stopping reconciler lets its passes in flight finish (a pass cut short leaves intents a
 # later pass has to resolve); within Kubernetes' and a shell's patience with SIGTERM.
 STOP_GRACE = 3.0
-
-BUSY_RETRY_SECONDS = 1.0
-WAITING_RETRY_SECONDS = 0.25
 
 
 class Reconciler:
@@ -70,11 +71,10 @@ class Reconciler:
         self.metrics = metrics
         self.after_call = after_call
         self.limit = asyncio.Semaphore(config.reconcile_concurrency)
-        self.due: dict[uuid.UUID, float] = {}
-        # When each domain was last asked for (monotonic): a request older than a pass's load is
-        # covered by that pass (see _covered).
-        self._asked: dict[uuid.UUID, float] = {}
-        self.wake = asyncio.Event()
+        self.queue = WorkQueue()
+        self.scan_limit = Yielding(config.reconcile_concurrency, self.queue.idle)  # the full pass's own
+        self.members = Members(engine)
+        self.due, self.wake = self.queue.due, self.queue.wake
         self.observer = FabricObserver(
             backend, config.nmxc_endpoints, on_event=self._on_event, on_end=self._stream_ended
         )
@@ -83,9 +83,7 @@ class Reconciler:
         self.figures = Figures(engine, metrics, self.outages)
         self.read_backs = ReadBacks()
         self.health_reads = HealthReads()
-        # Domains with a pass under way (run by _loop, each its own task within ``limit``): a request
-        # for one of them waits in ``due`` and becomes one more pass when this one ends (coalesced).
-        self._running: dict[uuid.UUID, asyncio.Task[None]] = {}
+        self._running = self.queue.running  # the loop's passes under way, each within ``limit``
         # Partition events that arrived while the domain's pass ran (arrival, partition id): the pass's
         # own changes announce themselves this way. One more pass only for an event its read-back
         # began before that is not the echo of one of its own calls.
@@ -93,155 +91,135 @@ class Reconciler:
         self.echoes = Echoes()
         # Health reads the loop's passes left due, made beside the next passes.
         self._health_tasks: set[asyncio.Task[None]] = set()
-        self._full: asyncio.Task[FullPassReport] | None = None  # the loop's full pass under way
+        self._full: asyncio.Task[None] | None = None  # the loop's full pass under way
+        self._next_full = 0.0  # when the loop starts its next full pass (monotonic; inf: one runs)
+        self._heard = asyncio.Event()  # the NOTIFY listener has connected (once)
+        self._full_again = False  # who covers what changed during the running full pass
+        self._full_domains: set[uuid.UUID] = set()  # the full pass's locked passes under way
+        self.last_full: FullPassReport | None = None
         self.flapping = Flapping(config.instance_change_interval.total_seconds())
-
-    # ---- wake-ups -------------------------------------------------------------------------------
 
     def request(self, domains: Iterable[uuid.UUID], delay: float = 0.0) -> None:
         """Reconcile ``domains`` after ``delay`` seconds (sooner if already due sooner)."""
-        now = time.monotonic()
-        for domain in domains:
-            self.due[domain] = min(self.due.get(domain, math.inf), now + delay)
-            self._asked[domain] = now
-        self.wake.set()
-
-    def _burst_wait(self, ready: Iterable[uuid.UUID], now: float, debounce: float) -> float:
-        """How long to wait before starting the passes of the ``ready`` domains: until the newest
-        request among them is ``debounce`` old (0: at once)."""
-        newest = max((self._asked.get(d, -math.inf) for d in ready), default=-math.inf)
-        return max(newest + debounce - now, 0.0)
-
-    def _covered(self, result: DomainResult) -> None:
-        """Drop the domain's waiting request when the pass that just ended already did what it asked:
-        the pass ended with nothing left to do, and every request came before it loaded the domain's
-        state (so it saw the commits they announce: a NOTIFY is delivered after its commit). Such
-        a request, made while the pass ran (a create committed just before the pass loaded it, its
-        notification arriving after), would otherwise cost one more pass that lists the fabric and
-        holds the domain while the next change waits."""
-        loaded = result.loaded_at
-        if result.status != "ok" or result.follow_up or loaded is None:
-            return
-        if self._asked.get(result.domain, math.inf) < loaded:
-            self.due.pop(result.domain, None)
+        self.queue.request(domains, delay)
 
     async def run(self) -> None:
         """Reconcile until cancelled. Cancelled (a stop), it starts no pass and lets those in flight
         finish for up to :data:`STOP_GRACE` seconds before cancelling them, so a rolling restart
         leaves no half-made change behind."""
-        listener = asyncio.create_task(listen(self.engine, self.request, self.outages), name="nvlink-listen")
+        listening = listen(self.engine, self.request, self.outages, self._connected)
+        listener = asyncio.create_task(listening, name="nvlink-listen")
+        with contextlib.suppress(Exception):  # a database not there yet: the watch joins later
+            await self.members.join()  # before the first full pass, to take only a share of it
+        watch = asyncio.create_task(self.members.watch(self._members_changed), name="nvlink-members")
         try:
             await self._loop()
         except asyncio.CancelledError:
-            await self._drain()
+            # The passes in flight (the loop's and a full pass's) may finish, up to STOP_GRACE.
+            await stopping.drain((*self._running.values(), self._full), STOP_GRACE)
             raise
         finally:
-            listener.cancel()
-            # psycopg's LISTEN connection can be slow to give up a cancelled wait; never hang on it.
-            _, stuck = await asyncio.wait({listener}, timeout=CLOSE_WAIT)
-            if stuck:
-                log.warning("the NOTIFY listener did not stop within %.0f s of its cancellation", CLOSE_WAIT)
+            await stopping.cancel((listener, watch), CLOSE_WAIT)  # the watch gives the slot up
             await self.close()
-
-    async def _drain(self) -> None:
-        """Wait for the passes in flight (the loop's and a full pass's) to end, up to STOP_GRACE."""
-        passes = [
-            task for task in (*self._running.values(), self._full) if task is not None and not task.done()
-        ]
-        if passes:
-            _, left = await asyncio.wait(passes, timeout=STOP_GRACE)
-            if left:
-                log.warning(
-                    "stopping: %d pass(es) still running after %.0f s are cancelled", len(left), STOP_GRACE
-                )
 
     async def close(self) -> None:
         """Stop watching partition events (the backend is closed by its owner)."""
-        tasks: list[asyncio.Task[Any]] = [
-            *self.observer.stop(),
-            *self.figures.stop(),
-            *self._running.values(),
-        ]
-        if self._full is not None and not self._full.done():
-            tasks.append(self._full)
-        tasks += [task for task in self._health_tasks if not task.done()]
+        tasks = [*self.observer.stop(), *self.figures.stop(), *self._running.values(), *self._health_tasks]
         self._health_tasks.clear()
         self._running.clear()
-        for task in tasks:
-            task.cancel()
-        if not tasks:
-            return
-        # A pass stuck in a call that ignores cancellation must not stop the process from stopping.
-        _, stuck = await asyncio.wait(tasks, timeout=CLOSE_WAIT)
-        for task in stuck:
-            log.warning("%s did not stop within %.0f s of its cancellation", task.get_name(), CLOSE_WAIT)
+        await stopping.cancel((*tasks, self._full), CLOSE_WAIT)
 
     async def _loop(self) -> None:
-        interval = self.config.monitor_run_interval.total_seconds()
         debounce = self.config.notify_debounce.total_seconds()
-        next_full = time.monotonic()
         while True:
             now = time.monotonic()
+            next_full = self._next_full if self._heard.is_set() else math.inf
             if now >= next_full:
-                # Its own task, shielded: a stop lets it finish its domains' passes (see _drain).
-                self._full = asyncio.create_task(self.full_pass(), name="nvlink-full-pass")
-                try:
-                    await asyncio.shield(self._full)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    if not self.outages.database_failed(exc):
-                        log.exception("full reconcile pass failed")
-                next_full = time.monotonic() + interval
+                # Its own task: the passes for changes go on beside it (a stop lets it end, see run).
+                self._next_full = math.inf
+                self._full = asyncio.create_task(self._periodic_full(), name="nvlink-full-pass")
                 continue
-            ready = [d for d, at in self.due.items() if at <= now and d not in self._running]
+            ready = [d for d, at in self.due.items() if at <= now and self._free(d)]
             if ready:
                 # Let a burst of commits arrive as one wake-up: wait until the newest request is
                 # ``debounce`` old (a request that waited for its domain's running pass starts at once).
-                settle = self._burst_wait(ready, now, debounce)
+                settle = self.queue.burst_wait(ready, now, debounce)
                 if settle > 0:
                     await asyncio.sleep(settle)
                 now = time.monotonic()
-                for domain in [d for d, at in self.due.items() if at <= now and d not in self._running]:
+                for domain in [d for d, at in self.due.items() if at <= now and self._free(d)]:
                     held = self.flapping.held_until(domain, now)
                     if held is not None:  # it keeps moving one instance: its changes coalesce meanwhile
                         self.due[domain] = held
                         continue
                     del self.due[domain]
                     # Each domain's pass is its own task: a slow domain holds up no other.
-                    self._running[domain] = asyncio.create_task(
-                        self._pass(domain), name=f"nvlink-pass-{domain}"
+                    self.queue.start(
+                        domain, asyncio.create_task(self._pass(domain), name=f"nvlink-pass-{domain}")
                     )
                 continue
             count_at = self.figures.count_due_at()
             if count_at is not None and now >= count_at:
                 await self.figures.count_partitions()
                 continue
-            waiting = [at for d, at in self.due.items() if d not in self._running]
+            waiting = [at for d, at in self.due.items() if self._free(d)]
             counting = [count_at] if count_at is not None else []
             timeout = min([next_full, *waiting, *counting]) - now
             self.wake.clear()
             # asyncio.timeout, not wait_for: on Python 3.11 wait_for loses a cancellation that arrives
             # as the wake-up completes, and the loop (and whoever awaits the stop) would run on forever.
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(max(timeout, 0.0)):
+                async with asyncio.timeout(max(timeout, 0.0) if timeout < math.inf else None):
                     await self.wake.wait()
+
+    def _free(self, domain: uuid.UUID) -> bool:
+        """Whether the loop may start a pass of the domain: none of its own or the full pass's runs."""
+        return domain not in self._running and domain not in self._full_domains
+
+    async def _periodic_full(self) -> None:
+        """The loop's full pass; the next an interval after it (at once if the reconcilers changed)."""
+        try:
+            await self.full_pass()
+        except Exception as exc:
+            if not self.outages.database_failed(exc):
+                log.exception("full reconcile pass failed")
+        finally:
+            again, self._full_again = self._full_again, False
+            interval = 0.0 if again else self.config.monitor_run_interval.total_seconds()
+            self._next_full = time.monotonic() + interval
+            self.wake.set()
+
+    def _connected(self, domains: list[uuid.UUID]) -> None:
+        """The listener (re)connected: the first time, the first full pass starts (it finds what came
+        before); after a lost connection every domain gets a pass (its commits went unheard)."""
+        if self._heard.is_set():
+            self.request(domains)
+        self._heard.set()
+        self.wake.set()
+
+    def _members_changed(self) -> None:
+        """A reconciler started or stopped: a full pass over this one's share now (or next)."""
+        if self._full is not None and not self._full.done():
+            self._full_again = True
+        else:
+            self._next_full = time.monotonic()
+        self.wake.set()
 
     async def _pass(self, domain: uuid.UUID) -> None:
         """One domain's pass started by :meth:`_loop`; then what comes next for it."""
         started = time.monotonic()
         try:
             result = (await self.reconcile([domain], figures=False, health_aside=True))[domain]
-            # Only the loop's passes expect echoes: events during them wait for _after_events.
+            # The loop's (and full pass's) passes expect echoes: events during them wait for _after_events.
             self.echoes.expect(domain, result.changed)
             self.flapping.after_pass(domain, result.moved, time.monotonic())
-            self._covered(result)
+            self.queue.covered(result)
         except Exception:
             log.exception("reconcile of domain %s failed", domain)
             self.request([domain], delay=1.0)
         finally:
             self.metrics.iteration_latency.observe((time.monotonic() - started) * 1000.0)
-            self._running.pop(domain, None)
+            self.queue.ended(domain)
             self._after_events(domain)
             self.wake.set()
         # The gauges follow without holding the domain: a change that arrived during this pass starts
@@ -263,16 +241,24 @@ class Reconciler:
     # ---- passes ---------------------------------------------------------------------------------
 
     async def reconcile(
-        self, domains: Iterable[uuid.UUID], *, figures: bool = True, health_aside: bool = False
+        self,
+        domains: Iterable[uuid.UUID],
+        *,
+        figures: bool = True,
+        health_aside: bool = False,
+        full: bool = False,
     ) -> dict[uuid.UUID, DomainResult]:
-        """Reconcile the given domains now (bounded concurrency); schedule retries as needed; read
-        the health the passes left due (before returning, or in tasks of their own: ``health_aside``,
-        the loop's way, so the domain is free for its next pass at once); then refresh those domains'
-        gauge figures (``figures``; the full pass refreshes every domain's)."""
+        """Reconcile the given domains now (bounded concurrency; ``full``: the full pass's, which
+        leaves out domains the loop is passing); schedule retries as needed; read the health the
+        passes left due (before returning, or in tasks of their own: ``health_aside``, the loop's
+        way, so the domain is free for its next pass at once); then refresh those domains' gauge
+        figures (``figures``; the full pass refreshes every domain's)."""
         wanted = list(dict.fromkeys(domains))
-        results = await asyncio.gather(*(self._guarded(d) for d in wanted))
+        passes = await asyncio.gather(*(self._full_domain(d) if full else self._guarded(d) for d in wanted))
+        results = [r for r in passes if r is not None]
         for result in results:
-            self._schedule_after(result)
+            failures = self.metrics.snapshot.failures.get(result.domain, 1)
+            self.queue.after(result, failures, self.config.retry_backoff_max.total_seconds())
         reads = [self._read_health(r.domain, r.health) for r in results if r.health is not None]
         if health_aside:
             for read in reads:
@@ -293,18 +279,6 @@ class Reconciler:
         self._health_tasks.add(task)
         task.add_done_callback(self._health_tasks.discard)
 
-    def _schedule_after(self, result: DomainResult) -> None:
-        if result.status == "busy":
-            self.request([result.domain], BUSY_RETRY_SECONDS)
-        elif result.status == "waiting":
-            self.request([result.domain], WAITING_RETRY_SECONDS)
-        elif result.status == "error":
-            failures = self.metrics.snapshot.failures.get(result.domain, 1)
-            delay = min(0.5 * 2 ** (failures - 1), self.config.retry_backoff_max.total_seconds())
-            self.request([result.domain], delay)
-        elif result.follow_up:
-            self.request([result.domain], 0.0 if not result.failed else 0.5)
-
     async def _read_health(self, domain: uuid.UUID, due: domain_pass.HealthDue) -> None:
         try:
             await domain_pass.read_health(self.context(), domain, due)
@@ -315,12 +289,32 @@ class Reconciler:
 
     async def _guarded(self, domain: uuid.UUID) -> DomainResult:
         async with self.limit:
+            return await self._attempt(domain)
+
+    async def _full_domain(self, domain: uuid.UUID) -> DomainResult | None:
+        """The full pass's locked pass of a domain, within the full pass's own limit; None when the
+        loop's pass has it (that does all this would). A change's pass waits for this one only."""
+        async with self.scan_limit:
+            if domain in self._running:
+                return None
+            self._full_domains.add(domain)
             try:
-                result = await self.reconcile_domain(domain)
-            except Exception as exc:  # a database outage or a bug: report, retry later
-                if not self.outages.database_failed(exc, domain):
-                    log.exception("reconciling domain %s failed", domain)
-                return DomainResult(domain, "error", error=f"{type(exc).__name__}: {exc}")
+                result = await self._attempt(domain)
+                self.echoes.expect(domain, result.changed)  # its own changes' events bring no pass
+            finally:
+                self._full_domains.discard(domain)
+                self._after_events(domain)
+                self.wake.set()
+        self.queue.covered(result)
+        return result
+
+    async def _attempt(self, domain: uuid.UUID) -> DomainResult:
+        try:
+            result = await self.reconcile_domain(domain)
+        except Exception as exc:  # a database outage or a bug: report, retry later
+            if not self.outages.database_failed(exc, domain):
+                log.exception("reconciling domain %s failed", domain)
+            return DomainResult(domain, "error", error=f"{type(exc).__name__}: {exc}")
         self.outages.database_ok()
         if result.status == "ok":
             self.outages.fabric_ok(domain)
@@ -350,7 +344,7 @@ class Reconciler:
         """Partition events from the manager wake the domain up (changes made behind nico's back)."""
         domain = event.domain_uuid
         self.echoes.listening(domain, fresh=event.kind == "resync")
-        if event.kind == "partition" and domain in self._running:
+        if event.kind == "partition" and not self._free(domain):
             # The running pass lists the domain after its changes: if that listing starts after this
             # event, it holds the change (often the pass's own) already.
             self._events_in_pass.setdefault(domain, []).append((time.monotonic(), event.nmx_partition_id))
@@ -378,14 +372,27 @@ class Reconciler:
         started = time.monotonic()
         report = FullPassReport()
         report.deep = self.full_passes % self.config.deep_pass_every == 0
-        needs_work = await scans.scan(self.context(), self.limit, report)
-        if needs_work:
-            results = await self.reconcile(needs_work, figures=False)
-            report.results = results
-            report.reconciled = sum(1 for r in results.values() if r.status == "ok")
-        await scans.finish_deleted(self.context())
+        ctx = self.context()
+        every = await scans.every_domain(ctx)
+        if report.deep:  # ask every endpoint again which domain it serves (one moved is noticed)
+            ctx.observer.endpoints.forget()
+        # A deep scan goes a part at a time: the loop's passes run between the parts' loads and
+        # compares, and each part is this reconciler's share of it as the reconcilers running now
+        # split it (one that starts or stops meanwhile changes the share of what is left).
+        size = scans.DEEP_PART if report.deep else max(len(every), 1)
+        for start in range(0, len(every), size):
+            part = [d for d in every[start : start + size] if self.members.covers(d)]
+            needs_work = await scans.scan(ctx, self.scan_limit, report, part) if part else []
+            if needs_work:
+                report.results.update(await self.reconcile(needs_work, figures=False, full=True))
+        report.reconciled = sum(1 for r in report.results.values() if r.status == "ok")
+        if report.deep:
+            self.metrics.snapshot.info_mismatches = report.mismatches
+        self.metrics.forget_domains(set(every))
+        await scans.finish_deleted(ctx)
         await self.figures.everything()
         report.duration_ms = (time.monotonic() - started) * 1000.0
         self.metrics.iteration_latency.observe(report.duration_ms)
         self.full_passes += 1
+        self.last_full = report
         return report

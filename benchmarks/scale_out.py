@@ -1,0 +1,260 @@
+"""Scale-out of the reconciler: one against two ``Reconciler.run()`` processes (as ``nico reconcile``
+twice) on a freshly seeded site, with an in-process zero-latency simulator in each (identical copies:
+the first pass reads and writes only its own share, so the copies stay alike where it counts).
+
+Printed, at each size:
+
+- the first full pass with one reconciler, and with two (the later of the two to end), and their
+  ratio;
+- a tenant's new instance, committed (with its NOTIFY) while the single reconciler's first pass
+  scans: the time from its commit to Ready, and whether that came before the first pass ended;
+- after the two have finished their first passes, one is killed (SIGKILL): the time until the other
+  sees it gone, and until that one's full pass over the whole site ends (the takeover).
+
+    python benchmarks/scale_out.py [--racks 2000]
+
+The two processes take their member slots before either starts its first pass (as two started
+together would within the first part of the scan). Uses ``NICO_DATABASE_URL`` (a server where the
+user may create databases) or an embedded PostgreSQL in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+import uuid
+from typing import Any
+
+from bench_support import database_server, fresh_database, seed_converged
+from prometheus_client import CollectorRegistry
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.config import NvLinkConfig
+from nico.db.engine import make_engine
+from nico.db.enums import InstanceStatus, NvLinkInterfaceStatus
+from nico.db.models import Instance, LogicalPartition, Machine, NvlinkInterface
+from nico.reconciler.domain_pass import DomainResult
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.scheduler import Reconciler
+from nico.services.nvlink_events import desired_state_changed
+from nico.sim.fabric import SimFabric
+from nico.sim.inprocess import InProcessBackend
+
+POLL = 0.01
+
+
+class Counted(Reconciler):
+    """Counts its locked domain passes (the full pass's and the loop's)."""
+
+    locked = 0
+
+    async def reconcile_domain(self, domain: uuid.UUID) -> DomainResult:
+        self.locked += 1
+        return await super().reconcile_domain(domain)
+
+
+def say(**fields: Any) -> None:
+    print(json.dumps({"at": time.time(), **fields}), flush=True)
+
+
+async def child(url: str, racks: int, peers: int) -> None:
+    """One reconciler process: joins, waits for ``peers`` members, runs, and reports on stdout (its
+    first pass's start and end, who is running, every later full pass) until killed."""
+    fabric = SimFabric(racks=racks, seed=racks)
+    engine = make_engine(url, pool_size=20)
+    config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
+    metrics = ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0)
+    reconciler = Counted(engine, InProcessBackend(fabric), config, metrics)
+    await reconciler.members.join()
+    while len(reconciler.members.held) < peers:
+        await asyncio.sleep(POLL)
+        await reconciler.members.look()
+    running = asyncio.create_task(reconciler.run())
+    say(event="started")
+    passes, held = 0, reconciler.members.held
+    while not running.done():
+        await asyncio.sleep(POLL)
+        if reconciler.members.held != held:
+            held = reconciler.members.held
+            say(event="members", held=len(held))
+        if reconciler.full_passes != passes and reconciler.last_full is not None:
+            passes = reconciler.full_passes
+            report = reconciler.last_full
+            seconds = report.duration_ms / 1000.0
+            say(event="pass", n=passes, seconds=seconds, domains=report.domains, locked=reconciler.locked)
+    await running
+
+
+class Child:
+    """A reconciler process and the lines it printed."""
+
+    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+        self.proc = proc
+
+    @classmethod
+    async def start(cls, url: str, racks: int, peers: int) -> Child:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--child", url, str(racks), str(peers), stdout=asyncio.subprocess.PIPE
+        )
+        return cls(proc)
+
+    async def next(self, event: str) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        while True:
+            line = await self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"reconciler process ended before {event!r}")
+            found: dict[str, Any] = json.loads(line)
+            if found["event"] == event:
+                return found
+
+    def kill(self) -> None:
+        if self.proc.returncode is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+
+    async def stop(self) -> None:
+        self.kill()
+        await self.proc.wait()
+
+
+async def new_instance(url: str) -> tuple[float, uuid.UUID]:
+    """A tenant's instance on a free tray, its GPUs bound to the domain's logical partition, committed
+    as the API does (version bump + NOTIFY): its commit time and id."""
+    engine = make_engine(url, pool_size=1)
+    try:
+        async with AsyncSession(engine, expire_on_commit=False) as session:
+            machine = (
+                await session.scalars(select(Machine).where(Machine.instance_id.is_(None)).limit(1))
+            ).one()
+            lp = (
+                await session.scalars(
+                    select(LogicalPartition).where(LogicalPartition.name == f"lp-{machine.domain_uuid}")
+                )
+            ).one()
+            model = (await session.scalars(select(Instance).limit(1))).one()
+            instance = Instance(
+                tenant_id=model.tenant_id,
+                site_id=model.site_id,
+                vpc_id=model.vpc_id,
+                instance_type_id=model.instance_type_id,
+                name=f"new-{machine.id}",
+                status=InstanceStatus.PENDING,
+            )
+            session.add(instance)
+            await session.flush()
+            machine.instance_id = instance.id
+            for device in range(4):
+                session.add(
+                    NvlinkInterface(
+                        instance_id=instance.id,
+                        logical_partition_id=lp.id,
+                        site_id=model.site_id,
+                        device_instance=device,
+                        status=NvLinkInterfaceStatus.PENDING,
+                    )
+                )
+            await session.flush()
+            made = instance.id
+            await desired_state_changed(session, instance_ids=[made])
+            await session.commit()
+            return time.time(), made
+    finally:
+        await engine.dispose()
+
+
+async def ready_at(url: str, instance_id: uuid.UUID, within: float) -> float | None:
+    """When (epoch seconds) the instance was first seen Ready, polling; None after ``within``."""
+    engine = make_engine(url, pool_size=1)
+    deadline = time.time() + within
+    try:
+        async with AsyncSession(engine) as session:
+            while time.time() < deadline:
+                found = await session.get(Instance, instance_id, populate_existing=True)
+                status = found.status if found is not None else None
+                await session.commit()  # the next look sees later commits
+                if status == InstanceStatus.READY:
+                    return time.time()
+                await asyncio.sleep(POLL)
+        return None
+    finally:
+        await engine.dispose()
+
+
+async def one(server: str, racks: int) -> dict[str, float]:
+    url = fresh_database(server, f"scale_out_one_{racks}")
+    seed_converged(url, SimFabric(racks=racks, seed=racks))
+    solo = await Child.start(url, racks, 1)
+    try:
+        started = await solo.next("started")
+        await asyncio.sleep(1.0)  # well into the first pass's scan
+        committed, instance_id = await new_instance(url)
+        ready = await ready_at(url, instance_id, within=120.0)
+        first = await solo.next("pass")
+    finally:
+        await solo.stop()
+    ended = started["at"] + first["seconds"]
+    return {
+        "first": first["seconds"],
+        "locked": first["locked"],
+        "new_ready": (ready - committed) if ready is not None else float("nan"),
+        "ready_before_end": float(ready is not None and ready < ended),
+    }
+
+
+async def two(server: str, racks: int) -> dict[str, float]:
+    url = fresh_database(server, f"scale_out_two_{racks}")
+    seed_converged(url, SimFabric(racks=racks, seed=racks))
+    pair = [await Child.start(url, racks, 2) for _ in range(2)]
+    try:
+        firsts = [await c.next("pass") for c in pair]
+        pair[1].kill()
+        killed = time.time()
+        seen = await pair[0].next("members")
+        takeover = await pair[0].next("pass")
+    finally:
+        for c in pair:
+            await c.stop()
+    return {
+        "first": max(f["seconds"] for f in firsts),
+        "shares": float(min(f["domains"] for f in firsts)),
+        "locked": float(sum(f["locked"] for f in firsts)),
+        "seen": seen["at"] - killed,
+        "taken_over": takeover["at"] - killed,
+        "takeover_pass": takeover["seconds"],
+        "takeover_domains": float(takeover["domains"]),
+    }
+
+
+async def main(racks: list[int]) -> None:
+    server = database_server("scale-out")
+    for n in racks:
+        solo = await one(server, n)
+        pair = await two(server, n)
+        print(
+            f"{n} racks: first pass one {solo['first']:.2f} s, two {pair['first']:.2f} s "
+            f"(smaller share {pair['shares']:.0f} domains; locked passes one {solo['locked']:.0f}, two "
+            f"{pair['locked']:.0f}), ratio {pair['first'] / solo['first']:.2f}; "
+            f"new instance Ready {solo['new_ready'] * 1000:.0f} ms after its commit"
+            f"{' (before the first pass ended)' if solo['ready_before_end'] else ' (AFTER the first pass)'}; "
+            f"killed one seen gone after {pair['seen']:.2f} s, its domains passed by "
+            f"{pair['taken_over']:.2f} s (that pass {pair['takeover_pass']:.2f} s over "
+            f"{pair['takeover_domains']:.0f} domains)",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        asyncio.run(child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+        sys.exit(0)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--racks", type=int, nargs="+", default=[2000])
+    asyncio.run(main(parser.parse_args().racks))

@@ -1,0 +1,139 @@
+"""Full passes beside changes, and several reconcilers: a change is reconciled while the full pass
+still runs (it never queues behind the scan, nor behind the scan's share of the concurrency limit);
+two reconcilers split a first pass with no domain passed twice; and the domains of one that stops are
+looked at by the other at once, not at its next periodic pass. At start-up nothing but the first full
+pass reads every domain (no pass of every domain beside it)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+
+import pytest
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.enums import InstanceStatus
+from nico.db.models import Instance
+from nico.fabric.backend import DomainTarget, FabricGpu
+from nico.reconciler.domain_pass import DomainResult
+from nico.reconciler.scheduler import Reconciler
+from nico.sim.fabric import SimFabric
+from nico.sim.inprocess import InProcessBackend
+from tests.reconciler.conftest import MakeReconciler
+from tests.support import factories as f
+from tests.support.sim_site import SimSite, place, seed
+from tests.support.waiting import stop_within, wait_for
+
+
+class HeldListing(InProcessBackend):
+    """GPU listings of one domain (the deep scan's, a first full pass's) wait until released: a full
+    pass that cannot end before then. A pass for a change lists partitions only."""
+
+    def __init__(self, fabric: SimFabric, held: uuid.UUID) -> None:
+        super().__init__(fabric, call_timeout=1.0)
+        self.held = held
+        self.release = asyncio.Event()
+        self.waiting = 0
+
+    async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
+        if target.domain_uuid == self.held:
+            self.waiting += 1
+            await self.release.wait()
+        return await super().list_gpus(target)
+
+
+async def ready(session: AsyncSession, instance_id: uuid.UUID) -> bool:
+    found = await session.get(Instance, instance_id, populate_existing=True)
+    return found is not None and found.status == InstanceStatus.READY
+
+
+async def test_a_change_is_reconciled_while_the_first_full_pass_is_still_scanning(
+    session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler
+) -> None:
+    d0, d1 = site.domains
+    backend = HeldListing(site.fabric, d1)
+    # One pass at a time: a scan holding the only place would keep a change's pass waiting, were the
+    # full pass and the changes' passes to share their limit.
+    reconciler = make_reconciler(backend, reconcile_concurrency=1)
+    running = asyncio.create_task(reconciler.run())
+    try:
+        await wait_for(lambda: backend.waiting > 0, within=10, what="the full pass's scan held on a domain")
+        lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+        instance = await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp))
+
+        await wait_for(lambda: ready(session, instance.id), within=10, what="the new instance Ready")
+
+        assert reconciler._full is not None and not reconciler._full.done()  # the scan still runs
+        assert reconciler.full_passes == 0
+        backend.release.set()
+        await wait_for(lambda: reconciler.full_passes == 1, within=10, what="the full pass's end")
+    finally:
+        backend.release.set()
+        running.cancel()
+        await stop_within("the reconciler", asyncio.gather(running, return_exceptions=True))
+        await backend.close()
+
+
+@pytest.fixture
+async def wide(session: AsyncSession) -> SimSite:
+    return await seed(session, SimFabric(racks=6, seed=11))
+
+
+def counted(
+    reconcile_domain: Callable[[uuid.UUID], Awaitable[DomainResult]], passes: Counter[uuid.UUID]
+) -> Callable[[uuid.UUID], Awaitable[DomainResult]]:
+    async def counting(domain: uuid.UUID) -> DomainResult:
+        passes[domain] += 1
+        return await reconcile_domain(domain)
+
+    return counting
+
+
+async def first_passes(*reconcilers: Reconciler) -> list[asyncio.Task[None]]:
+    """Start the reconcilers together (each has its slot before any first pass) and wait for every
+    first full pass to end."""
+    for r in reconcilers:
+        await r.members.join()
+    tasks = [asyncio.create_task(r.run()) for r in reconcilers]
+    await wait_for(lambda: all(r.last_full for r in reconcilers), within=30, what="the first full passes")
+    return tasks
+
+
+async def test_two_reconcilers_split_a_first_pass_and_one_takes_over_when_the_other_stops(
+    session: AsyncSession, wide: SimSite, make_reconciler: MakeReconciler
+) -> None:
+    lp = await f.logical_partition(session, wide.nv.tenant, wide.nv.site)
+    for domain in wide.domains:
+        await place(session, wide, wide.machines[domain][0], dict.fromkeys(range(4), lp))
+    a, b = (make_reconciler(InProcessBackend(wide.fabric, call_timeout=1.0)) for _ in range(2))
+    passes: Counter[uuid.UUID] = Counter()
+    for r in (a, b):
+        setattr(r, "reconcile_domain", counted(r.reconcile_domain, passes))  # noqa: B010
+    tasks = await first_passes(a, b)
+    try:
+        assert a.last_full is not None and b.last_full is not None
+        # Each scanned a share, and the shares add up to the site: no domain was scanned twice.
+        assert a.last_full.domains > 0 and b.last_full.domains > 0
+        assert a.last_full.domains + b.last_full.domains == len(wide.domains)
+        assert not set(a.last_full.results) & set(b.last_full.results)  # nor passed by both
+        # One locked pass per domain in all: no pass for every domain at start-up beside the scan.
+        assert passes == Counter(wide.domains)
+        assert a.full_passes == b.full_passes == 1
+        share_of_b = [d for d in wide.domains if b.members.covers(d)]
+        assert share_of_b and not any(a.members.covers(d) for d in share_of_b)
+
+        tasks[1].cancel()  # b stops: its session, and its slot, end
+        await asyncio.gather(tasks[1], return_exceptions=True)
+
+        def taken_over() -> bool:
+            return a.full_passes >= 2 and a.last_full is not None and a.last_full.domains == len(wide.domains)
+
+        # a's periodic pass is a minute away: only the takeover brings a pass over b's share this soon.
+        await wait_for(taken_over, within=10, what="a full pass of a's over b's share too")
+        assert a.members.held == (a.members.slot,) and all(a.members.covers(d) for d in share_of_b)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await stop_within("the reconcilers", asyncio.gather(*tasks, return_exceptions=True))
