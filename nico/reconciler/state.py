@@ -132,23 +132,30 @@ async def load(
 async def load_one(
     conn: AsyncConnection, domain: uuid.UUID, *, lock: int | None = None
 ) -> tuple[DomainState | None, Registry, bool]:
-    """The state of one domain (None: no such domain), the fabric registry, and whether the domain's
-    lock ``lock`` was taken (True without one), in one round trip (:func:`queries.one_domain_rows`):
-    the load of a pass triggered by a change. Not locked: the state is not to be acted on."""
+    """The state of one domain (None: no such domain), the registry of its chassis, and whether the
+    domain's lock ``lock`` was taken (True without one), in one round trip
+    (:func:`queries.one_domain_rows`): the load of a pass triggered by a change. Not locked: the state
+    is not to be acted on."""
     rows = await queries.one_domain_rows(conn, domain, lock=lock)
     states = _build(rows.sites, rows.gpus, rows.partitions, rows.intents, rows.unsettled)
     _limits(states, rows.limits)
-    registry = Registry(_endpoint_map(rows.endpoints), rows.credentials)
-    return states.get(domain), registry, rows.locked
+    state = states.get(domain)
+    # The chassis whose registry rows were read: the domain's (a row of them that is gone is gone).
+    serials = frozenset(state.chassis_serials if state is not None else ())
+    endpoints = _endpoint_map(rows.endpoints)
+    registry = Registry(endpoints, rows.credentials, covers=serials | frozenset(endpoints))
+    return state, registry, rows.locked
 
 
 @dataclass(frozen=True)
 class Registry:
     """Where the fabric managers are and how to sign in, as stored: chassis serial -> NMX-C endpoint
-    URL, and the NMX-M credentials (None: none stored)."""
+    URL, and the NMX-M credentials (None: none stored). ``covers``: the chassis whose rows these are
+    (a domain's pass reads only its own chassis'); None: the whole registry."""
 
     endpoints: dict[str, str]
     nmxm_credentials: tuple[str, str] | None
+    covers: frozenset[str] | None = None
 
 
 def _build(
