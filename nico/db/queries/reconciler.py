@@ -572,57 +572,55 @@ async def domain_multicast_budget(conn: AsyncConnection, domain: uuid.UUID) -> i
     return rows.scalar()
 
 
-async def record_multicast_budget(conn: AsyncConnection, domain: uuid.UUID, budget: int) -> None:
-    await conn.execute(
-        text("UPDATE nvlink_domain SET max_multicast_groups = :b WHERE uuid = :d"), {"b": budget, "d": domain}
-    )
-
-
-async def record_gpu_health(conn: AsyncConnection, healths: dict[int, str]) -> None:
-    """Store the fabric's word for each GPU's health (GPUs nico does not know are ignored)."""
-    if not healths:
-        return
-    await conn.execute(
-        text(
-            "UPDATE gpu SET health = h.health FROM unnest(CAST(:uids AS numeric[]), CAST(:hs AS text[])) "
-            "AS h(uid, health) WHERE gpu.gpu_uid = h.uid AND gpu.health IS DISTINCT FROM h.health"
-        ),
-        {"uids": [str(u) for u in healths], "hs": list(healths.values())},
-    )
-
-
+_MULTICAST_BUDGET = "UPDATE nvlink_domain SET max_multicast_groups = %(b)s WHERE uuid = %(d)s"
+# GPUs nico does not know are ignored; rows already right are not written.
+_GPU_HEALTH = (
+    "UPDATE gpu SET health = h.health FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(hs)s AS text[])) "
+    "AS h(uid, health) WHERE gpu.gpu_uid = h.uid AND gpu.health IS DISTINCT FROM h.health"
+)
+# Rows already right are not written (the capacity triggers see only real changes).
 _HEALTH_HOLDS = """
 WITH wanted AS (
-    SELECT g.machine_id, :hold AND bool_or(g.health IS NOT NULL AND g.health <> 'HEALTHY') AS held
+    SELECT g.machine_id, %(hold)s AND bool_or(g.health IS NOT NULL AND g.health <> 'HEALTHY') AS held
     FROM gpu g JOIN machine x ON x.id = g.machine_id
-    WHERE x.domain_uuid = :d GROUP BY g.machine_id
+    WHERE x.domain_uuid = %(d)s GROUP BY g.machine_id
 ), moving AS (
     SELECT m.id, w.held FROM machine m JOIN wanted w ON w.machine_id = m.id
     WHERE m.held_unhealthy IS DISTINCT FROM w.held ORDER BY m.id FOR NO KEY UPDATE OF m
 )
 UPDATE machine m SET held_unhealthy = v.held FROM moving v WHERE m.id = v.id
 """
+_PARTITION_HEALTH = (
+    "UPDATE physical_partition p SET health = h.health "
+    "FROM unnest(CAST(%(names)s AS text[]), CAST(%(hs)s AS text[])) AS h(name, health) "
+    "WHERE p.domain_uuid = %(d)s AND p.name = h.name AND p.health IS DISTINCT FROM h.health"
+)
 
 
-async def record_health_holds(conn: AsyncConnection, domain: uuid.UUID, *, hold: bool) -> None:
-    """Hold the domain's machines with a GPU reporting anything but HEALTHY out of placement (``hold``;
-    otherwise release every hold): the machine pick and the capacity counts leave held machines out.
-    Rows already right are not written (the capacity triggers see only real changes)."""
-    await conn.execute(text(_HEALTH_HOLDS), {"d": domain, "hold": hold})
-
-
-async def record_partition_health(conn: AsyncConnection, domain: uuid.UUID, healths: dict[str, str]) -> None:
-    """Store each physical partition's health, by its fabric name in the domain."""
-    if not healths:
-        return
-    await conn.execute(
-        text(
-            "UPDATE physical_partition p SET health = h.health "
-            "FROM unnest(CAST(:names AS text[]), CAST(:hs AS text[])) AS h(name, health) "
-            "WHERE p.domain_uuid = :d AND p.name = h.name AND p.health IS DISTINCT FROM h.health"
-        ),
-        {"d": domain, "names": list(healths), "hs": list(healths.values())},
-    )
+async def record_health(
+    conn: AsyncConnection,
+    domain: uuid.UUID,
+    gpus: Mapping[int, str],
+    partitions: Mapping[str, str],
+    *,
+    hold: bool,
+    budget: int | None = None,
+) -> None:
+    """Store the fabric's word on the domain's health and commit, in one round trip: each GPU's health
+    (by GUID), each physical partition's (by its fabric name in the domain), the multicast budget when
+    newly read (``budget``); and hold the domain's machines with a GPU reporting anything but HEALTHY
+    out of placement (``hold``; otherwise release every hold): the machine pick and the capacity
+    counts leave held machines out."""
+    statements = []
+    if budget is not None:
+        statements.append(Statement(_MULTICAST_BUDGET, {"b": budget, "d": domain}))
+    if gpus:
+        statements.append(Statement(_GPU_HEALTH, {"uids": [str(u) for u in gpus], "hs": list(gpus.values())}))
+    statements.append(Statement(_HEALTH_HOLDS, {"d": domain, "hold": hold}))
+    if partitions:
+        params = {"d": domain, "names": list(partitions), "hs": list(partitions.values())}
+        statements.append(Statement(_PARTITION_HEALTH, params))
+    await pipelined(await driver_connection(conn), statements, commit=True)
 
 
 async def logical_partition_count(conn: AsyncConnection) -> int:
