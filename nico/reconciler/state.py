@@ -23,7 +23,7 @@ from nico.reconciler.homes import Mode, home_names
 from nico.reconciler.planner import DomainDesire, Foreign, lp_of_name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a full load holds one per GPU of the site
 class GpuRow:
     gpu_uid: int
     machine_id: str
@@ -166,22 +166,36 @@ def _build(
     unsettled: Iterable[Any],
 ) -> dict[uuid.UUID, DomainState]:
     states: dict[uuid.UUID, DomainState] = {}
+    # Keyed by the uuid's integer: a UUID's own hash and equality are Python code, run once per row.
+    by_int: dict[int, DomainState] = {}
 
     def state(domain: uuid.UUID) -> DomainState:
-        found = states.get(domain)
+        found = by_int.get(domain.int)
         if found is None:
-            found = states[domain] = DomainState(domain)
+            found = by_int[domain.int] = states[domain] = DomainState(domain)
         return found
 
+    # Strings every GPU of a machine or chassis repeats, kept once (a full load holds every GPU).
+    machines: dict[str, str] = {}
+    serials: dict[str, str] = {}
     for domain, site_id in sites:
         state(domain).site_id = site_id
     for domain, uid, machine_id, device_id, instance_id, wants, pp, fabric_pid, chassis, slot in gpus:
         s = state(domain)
         gpu = int(uid)
+        serial = serials.get(chassis) or serials.setdefault(chassis, chassis.strip())
         s.gpus[gpu] = GpuRow(
-            gpu, machine_id, device_id, instance_id, wants, pp, fabric_pid, chassis.strip(), slot
+            gpu,
+            machines.setdefault(machine_id, machine_id),
+            device_id,
+            instance_id,
+            wants,
+            pp,
+            fabric_pid,
+            serial,
+            slot,
         )
-        s.chassis_serials.add(chassis.strip())
+        s.chassis_serials.add(serial)
     for pid, lp, domain, fabric_pid, ref, name in partitions:
         state(domain).partitions[name] = RecordedPartition(pid, lp, fabric_pid, ref, name)
     for iid, domain, name, operation, operation_id, intent_state in intents:
