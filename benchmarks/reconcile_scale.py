@@ -82,16 +82,25 @@ async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, floa
         converge = await reconciler.full_pass()  # first (deep) pass: observations recorded
         assert converge.errors == 0, converge
         tracemalloc.start()
-        times = []
+        times, cpu = [], []
         for _ in range(repeat):
+            used = time.process_time()
             report = await reconciler.full_pass()
+            cpu.append(time.process_time() - used)
             assert not report.deep and not report.results, "a steady-state pass found work"
             times.append(report.duration_ms / 1000.0)
         reconciler.full_passes = 0  # the next one is deep
+        used = time.process_time()
         deep = await reconciler.full_pass()
+        deep_cpu = time.process_time() - used
         assert deep.deep and not deep.results, "a steady-state deep pass found work"
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
+        print(
+            f"{racks:>6}: this process's CPU: steady pass {statistics.median(cpu):.3f} s, "
+            f"deep pass {deep_cpu:.2f} s (PostgreSQL's not included)",
+            flush=True,
+        )
         return (
             statistics.median(times),
             deep.duration_ms / 1000.0,

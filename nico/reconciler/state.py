@@ -117,11 +117,7 @@ async def load(
     conn: AsyncConnection, domains: Sequence[uuid.UUID] | None = None
 ) -> dict[uuid.UUID, DomainState]:
     """State of ``domains`` (all NVLink domains when None)."""
-    sites = await queries.domain_sites(conn, domains)
-    gpus = await queries.gpu_wants(conn, domains)
-    partitions = await queries.physical_partitions(conn, domains)
-    intents = await queries.open_intents(conn, domains)
-    unsettled = await queries.unsettled_instances(conn, domains)
+    sites, gpus, partitions, intents, unsettled = await queries.domains_rows(conn, domains)
     states = _build(sites, gpus, partitions, intents, unsettled)
     wanted = {g.wants for s in states.values() for g in s.gpus.values() if g.wants is not None}
     if wanted:
