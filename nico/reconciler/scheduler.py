@@ -70,6 +70,9 @@ class Reconciler:
         self.metrics = metrics
         self.after_call = after_call
         self.limit = asyncio.Semaphore(config.reconcile_concurrency)
+        # Health reads at a time: a full pass leaves one due per domain, and thousands of them waiting
+        # on the connection pool at once time out there.
+        self._health_limit = asyncio.Semaphore(config.reconcile_concurrency)
         self.due: dict[uuid.UUID, float] = {}
         # When each domain was last asked for (monotonic): a request older than a pass's load is
         # covered by that pass (see _covered).
@@ -307,7 +310,8 @@ class Reconciler:
 
     async def _read_health(self, domain: uuid.UUID, due: domain_pass.HealthDue) -> None:
         try:
-            await domain_pass.read_health(self.context(), domain, due)
+            async with self._health_limit:
+                await domain_pass.read_health(self.context(), domain, due)
         except Exception as exc:  # a database failure: the next pass reads again
             if not self.outages.database_failed(exc, domain):
                 log.warning("health of domain %s not recorded: %s", domain, exc)
