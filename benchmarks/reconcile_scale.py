@@ -1,13 +1,16 @@
-"""Steady-state full reconcile pass at 20, 200 and 2,000 racks with an in-process zero-latency
-simulator: the time of a pass that has nothing to change, the growth exponent between sizes, and
-peak memory. A quarter of the machines hold instances bound to logical partitions (already
-converged), so the pass compares real tenant partitions, not only default ones.
+"""Steady-state full reconcile pass at 20, 200 and 2,000 racks (10,000 with ``--sizes ... 10000``)
+with an in-process zero-latency simulator: the time of a pass that has nothing to change, the growth
+exponent between sizes, and peak memory: the heap of the steady and deep passes, the resident size
+before the reconciler starts (the simulator and the seeding) and the peak resident size from then on.
+A quarter of the machines hold instances bound to logical partitions (already converged), so the
+pass compares real tenant partitions, not only default ones.
 
 Two kinds of full pass are timed: the routine one (fresh listing of every domain compared with the
 digest recorded when the domain last settled) and the deep one that runs every
 ``deep_pass_every``-th time (every GPU compared, the fabric's GPU inventory audited).
 
     python benchmarks/reconcile_scale.py [--sizes 20 200 2000] [--repeat 3]
+    python benchmarks/reconcile_scale.py --sizes 200 2000 10000 --repeat 3
     python benchmarks/reconcile_scale.py --wire [--wire-sizes 20 100] [--per-tray] [--repeat 3]
 
 ``--wire`` measures, over real gRPC on loopback (one simulated NMX-C server per rack), what a routine
@@ -23,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import itertools
 import math
 import resource
@@ -41,11 +46,33 @@ from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 
 
-async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, float, int, float]:
+def _memory(field: str) -> float:
+    """``VmRSS`` (resident now) or ``VmHWM`` (its peak) of this process, in MB (Linux)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return math.nan
+
+
+def _reset_peak_rss() -> None:
+    """Start ``VmHWM`` again from the resident size now (Linux: ``clear_refs`` 5), so each size's
+    peak is its own."""
+    with contextlib.suppress(OSError), open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+
+
+async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, float, int, float, float, float]:
+    """Median steady pass, deep pass, first pass (seconds), peak heap of the steady and deep passes
+    (bytes), seeding time, resident MB before the reconciler starts (simulator and seeding) and the
+    process's peak resident MB from then on (the reconciler's passes beside the simulator)."""
     fabric = SimFabric(racks=racks, seed=racks)
     started = time.monotonic()
     seed_converged(url, fabric)
     seeded = time.monotonic() - started
+    gc.collect()
+    _reset_peak_rss()
+    before = _memory("VmRSS")
     engine = make_engine(url, pool_size=10)
     config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
     reconciler = Reconciler(
@@ -55,22 +82,33 @@ async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, floa
         converge = await reconciler.full_pass()  # first (deep) pass: observations recorded
         assert converge.errors == 0, converge
         tracemalloc.start()
-        times = []
+        times, cpu = [], []
         for _ in range(repeat):
+            used = time.process_time()
             report = await reconciler.full_pass()
+            cpu.append(time.process_time() - used)
             assert not report.deep and not report.results, "a steady-state pass found work"
             times.append(report.duration_ms / 1000.0)
         reconciler.full_passes = 0  # the next one is deep
+        used = time.process_time()
         deep = await reconciler.full_pass()
+        deep_cpu = time.process_time() - used
         assert deep.deep and not deep.results, "a steady-state deep pass found work"
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
+        print(
+            f"{racks:>6}: this process's CPU: steady pass {statistics.median(cpu):.3f} s, "
+            f"deep pass {deep_cpu:.2f} s (PostgreSQL's not included)",
+            flush=True,
+        )
         return (
             statistics.median(times),
             deep.duration_ms / 1000.0,
             converge.duration_ms / 1000.0,
             peak,
             seeded,
+            before,
+            _memory("VmHWM"),
         )
     finally:
         await reconciler.close()
@@ -160,16 +198,15 @@ def main() -> None:
         wire_main(args.wire_sizes, args.repeat, args.per_tray)
         return
     server = database_server("nico-scale-")
-    print(
-        f"{'racks':>6} {'GPUs':>8} {'steady pass':>12} {'deep pass':>10} {'first pass':>11} {'peak heap':>10}"
-    )
+    heading = f"{'racks':>6} {'GPUs':>8} {'steady pass':>12} {'deep pass':>10} {'first pass':>11}"
+    print(f"{heading} {'peak heap':>10} {'RSS before':>11} {'peak RSS':>9}")
     results: list[tuple[int, float]] = []
     for racks in args.sizes:
         url = fresh_database(server, f"nico_scale_{racks}")
-        steady, deep, first, peak, _ = asyncio.run(measure(url, racks, args.repeat))
+        steady, deep, first, peak, _, before, rss = asyncio.run(measure(url, racks, args.repeat))
         results.append((racks, steady))
         figures = f"{steady:>11.3f}s {deep:>9.2f}s {first:>10.2f}s {peak / 2**20:>8.1f}MB"
-        print(f"{racks:>6} {racks * 72:>8} {figures}")
+        print(f"{racks:>6} {racks * 72:>8} {figures} {before:>9.0f}MB {rss:>7.0f}MB", flush=True)
     for (n1, t1), (n2, t2) in itertools.pairwise(results):
         print(f"growth exponent {n1}->{n2}: {math.log(t2 / t1) / math.log(n2 / n1):.2f}")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

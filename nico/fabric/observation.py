@@ -179,10 +179,22 @@ class FabricObserver:
         self.on_end = on_end
         self._streams: EventStreams | None = None
 
-    def use_registry(self, endpoints: dict[str, str], credentials: tuple[str, str] | None) -> None:
+    def use_registry(
+        self,
+        endpoints: dict[str, str],
+        credentials: tuple[str, str] | None,
+        *,
+        covers: Iterable[str] | None = None,
+    ) -> None:
         """Where the managers are and how to sign in, as stored now (with no credentials stored, the
-        backend keeps those it was built with)."""
-        self.endpoints.registry = endpoints
+        backend keeps those it was built with). ``covers``: ``endpoints`` are the rows of these chassis
+        only (the others' stay as known); None: the whole registry."""
+        if covers is None:
+            self.endpoints.registry = endpoints
+        else:
+            for serial in covers:
+                self.endpoints.registry.pop(serial, None)
+            self.endpoints.registry.update(endpoints)
         signing = self.backend.capabilities.credentials
         if signing is not None and credentials is not None:
             signing.use_credentials(credentials)

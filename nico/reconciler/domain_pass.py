@@ -234,8 +234,8 @@ async def refresh_registry(conn: AsyncConnection, observer: FabricObserver) -> N
 
 
 def use_registry(observer: FabricObserver, registry: statemod.Registry) -> None:
-    """Use the registry as stored (see :func:`refresh_registry`)."""
-    observer.use_registry(registry.endpoints, registry.nmxm_credentials)
+    """Use the registry as stored (see :func:`refresh_registry`; a domain's pass, its chassis' rows)."""
+    observer.use_registry(registry.endpoints, registry.nmxm_credentials, covers=registry.covers)
 
 
 async def _observe(ctx: PassContext, state: statemod.DomainState) -> _Observed:

@@ -49,9 +49,9 @@ async def observe(
         else:
             gpus, summary = await backend.list_gpus(target), None
         budget = await queries.domain_multicast_budget(conn, domain)
+        new_budget = None
         if budget is None and topology is not None:
-            budget = (await topology.domain_limits(target)).max_multicast_groups
-            await queries.record_multicast_budget(conn, domain, budget)
+            budget = new_budget = (await topology.domain_limits(target)).max_multicast_groups
     except FabricError as exc:
         log.info("domain %s: health not read: %s", domain, exc.message)
         await conn.rollback()
@@ -64,10 +64,15 @@ async def observe(
             switch_nodes={},
             partitions=health_counts(p.health for p in partitions),
         )
-    await queries.record_gpu_health(conn, {g.gpu_uid: g.health for g in gpus})
-    await queries.record_health_holds(conn, domain, hold=not place_on_unhealthy)
-    await queries.record_partition_health(conn, domain, {p.name: p.health for p in partitions})
-    await conn.commit()
+    await queries.record_health(
+        conn,
+        domain,
+        {g.gpu_uid: g.health for g in gpus},
+        {p.name: p.health for p in partitions},
+        hold=not place_on_unhealthy,
+        budget=new_budget,
+    )
+    await conn.commit()  # committed by record_health already: nothing is sent
     if metrics is not None:
         available = summary.available_multicast_groups
         if available is None and budget is not None:

@@ -75,6 +75,7 @@ class Reconciler:
         self.scan_limit = Yielding(config.reconcile_concurrency, self.queue.idle)  # the full pass's own
         self.members = Members(engine)
         self.due, self.wake = self.queue.due, self.queue.wake
+        self._health_limit = asyncio.Semaphore(config.reconcile_concurrency)  # health reads at a time
         self.observer = FabricObserver(
             backend, config.nmxc_endpoints, on_event=self._on_event, on_end=self._stream_ended
         )
@@ -281,7 +282,8 @@ class Reconciler:
 
     async def _read_health(self, domain: uuid.UUID, due: domain_pass.HealthDue) -> None:
         try:
-            await domain_pass.read_health(self.context(), domain, due)
+            async with self._health_limit:
+                await domain_pass.read_health(self.context(), domain, due)
         except Exception as exc:  # a database failure: the next pass reads again
             if not self.outages.database_failed(exc, domain):
                 log.warning("health of domain %s not recorded: %s", domain, exc)

@@ -23,7 +23,7 @@ from nico.reconciler.homes import Mode, home_names
 from nico.reconciler.planner import DomainDesire, Foreign, lp_of_name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a full load holds one per GPU of the site
 class GpuRow:
     gpu_uid: int
     machine_id: str
@@ -117,11 +117,7 @@ async def load(
     conn: AsyncConnection, domains: Sequence[uuid.UUID] | None = None
 ) -> dict[uuid.UUID, DomainState]:
     """State of ``domains`` (all NVLink domains when None)."""
-    sites = await queries.domain_sites(conn, domains)
-    gpus = await queries.gpu_wants(conn, domains)
-    partitions = await queries.physical_partitions(conn, domains)
-    intents = await queries.open_intents(conn, domains)
-    unsettled = await queries.unsettled_instances(conn, domains)
+    sites, gpus, partitions, intents, unsettled = await queries.domains_rows(conn, domains)
     states = _build(sites, gpus, partitions, intents, unsettled)
     wanted = {g.wants for s in states.values() for g in s.gpus.values() if g.wants is not None}
     if wanted:
@@ -132,23 +128,30 @@ async def load(
 async def load_one(
     conn: AsyncConnection, domain: uuid.UUID, *, lock: int | None = None
 ) -> tuple[DomainState | None, Registry, bool]:
-    """The state of one domain (None: no such domain), the fabric registry, and whether the domain's
-    lock ``lock`` was taken (True without one), in one round trip (:func:`queries.one_domain_rows`):
-    the load of a pass triggered by a change. Not locked: the state is not to be acted on."""
+    """The state of one domain (None: no such domain), the registry of its chassis, and whether the
+    domain's lock ``lock`` was taken (True without one), in one round trip
+    (:func:`queries.one_domain_rows`): the load of a pass triggered by a change. Not locked: the state
+    is not to be acted on."""
     rows = await queries.one_domain_rows(conn, domain, lock=lock)
     states = _build(rows.sites, rows.gpus, rows.partitions, rows.intents, rows.unsettled)
     _limits(states, rows.limits)
-    registry = Registry(_endpoint_map(rows.endpoints), rows.credentials)
-    return states.get(domain), registry, rows.locked
+    state = states.get(domain)
+    # The chassis whose registry rows were read: the domain's (a row of them that is gone is gone).
+    serials = frozenset(state.chassis_serials if state is not None else ())
+    endpoints = _endpoint_map(rows.endpoints)
+    registry = Registry(endpoints, rows.credentials, covers=serials | frozenset(endpoints))
+    return state, registry, rows.locked
 
 
 @dataclass(frozen=True)
 class Registry:
     """Where the fabric managers are and how to sign in, as stored: chassis serial -> NMX-C endpoint
-    URL, and the NMX-M credentials (None: none stored)."""
+    URL, and the NMX-M credentials (None: none stored). ``covers``: the chassis whose rows these are
+    (a domain's pass reads only its own chassis'); None: the whole registry."""
 
     endpoints: dict[str, str]
     nmxm_credentials: tuple[str, str] | None
+    covers: frozenset[str] | None = None
 
 
 def _build(
@@ -159,22 +162,36 @@ def _build(
     unsettled: Iterable[Any],
 ) -> dict[uuid.UUID, DomainState]:
     states: dict[uuid.UUID, DomainState] = {}
+    # Keyed by the uuid's integer: a UUID's own hash and equality are Python code, run once per row.
+    by_int: dict[int, DomainState] = {}
 
     def state(domain: uuid.UUID) -> DomainState:
-        found = states.get(domain)
+        found = by_int.get(domain.int)
         if found is None:
-            found = states[domain] = DomainState(domain)
+            found = by_int[domain.int] = states[domain] = DomainState(domain)
         return found
 
+    # Strings every GPU of a machine or chassis repeats, kept once (a full load holds every GPU).
+    machines: dict[str, str] = {}
+    serials: dict[str, str] = {}
     for domain, site_id in sites:
         state(domain).site_id = site_id
     for domain, uid, machine_id, device_id, instance_id, wants, pp, fabric_pid, chassis, slot in gpus:
         s = state(domain)
         gpu = int(uid)
+        serial = serials.get(chassis) or serials.setdefault(chassis, chassis.strip())
         s.gpus[gpu] = GpuRow(
-            gpu, machine_id, device_id, instance_id, wants, pp, fabric_pid, chassis.strip(), slot
+            gpu,
+            machines.setdefault(machine_id, machine_id),
+            device_id,
+            instance_id,
+            wants,
+            pp,
+            fabric_pid,
+            serial,
+            slot,
         )
-        s.chassis_serials.add(chassis.strip())
+        s.chassis_serials.add(serial)
     for pid, lp, domain, fabric_pid, ref, name in partitions:
         state(domain).partitions[name] = RecordedPartition(pid, lp, fabric_pid, ref, name)
     for iid, domain, name, operation, operation_id, intent_state in intents:

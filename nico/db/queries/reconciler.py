@@ -31,15 +31,14 @@ def _params(domains: Sequence[uuid.UUID] | None) -> dict[str, Any]:
 # ---- state loading ------------------------------------------------------------------------------
 
 
+# (domain uuid, site id) of every domain (or of those named).
 _DOMAIN_SITES = "SELECT uuid, site_id FROM nvlink_domain WHERE true"
 
 
-async def domain_sites(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
-    """(domain uuid, site id) of ``domains`` (all when None)."""
-    rows = await conn.execute(text(_DOMAIN_SITES + _domain_filter("uuid", domains)), _params(domains))
-    return rows.all()
-
-
+# One row per GPU with what it wants: the live binding of its instance's GPU, unless the instance is
+# terminating (then its GPUs must leave every tenant partition). Columns: domain, gpu_uid (text),
+# machine id, device id, instance id, wanted logical partition, physical partition id, fabric
+# partition id, chassis serial, slot id.
 _GPU_WANTS = """
             SELECT m.domain_uuid, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
                    CASE WHEN i.status = 'Terminating' THEN NULL ELSE ni.logical_partition_id END,
@@ -52,15 +51,6 @@ _GPU_WANTS = """
                   AND ni.status <> 'Deleting'
             WHERE m.domain_uuid IS NOT NULL
             """
-
-
-async def gpu_wants(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
-    """One row per GPU with what it wants: the live binding of its instance's GPU, unless the instance
-    is terminating (then its GPUs must leave every tenant partition). Columns: domain, gpu_uid (text),
-    machine id, device id, instance id, wanted logical partition, physical partition id, fabric
-    partition id, chassis serial, slot id."""
-    rows = await conn.execute(text(_GPU_WANTS + _domain_filter("m.domain_uuid", domains)), _params(domains))
-    return rows.all()
 
 
 _PHYSICAL_PARTITIONS = (
@@ -77,18 +67,15 @@ async def physical_partitions(conn: AsyncConnection, domains: Sequence[uuid.UUID
     return rows.all()
 
 
+# (id, domain, partition name, operation, operation id, state) of pending or timed-out intents.
 _OPEN_INTENTS = (
     "SELECT id, domain_uuid, partition_name, operation, operation_id, state FROM fabric_intent "
     "WHERE state IN ('pending', 'timedout')"
 )
 
 
-async def open_intents(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
-    """(id, domain, partition name, operation, operation id, state) of pending or timed-out intents."""
-    rows = await conn.execute(text(_OPEN_INTENTS + _domain_filter("domain_uuid", domains)), _params(domains))
-    return rows.all()
-
-
+# (id, domain, status, config version, changed at, machine id, {device: lp} json) of instances on a
+# domain that are terminating or whose applied NVLink version lags the desired one.
 _UNSETTLED_INSTANCES = """
             SELECT i.id, m.domain_uuid, i.status, i.nvlink_config_version, i.nvlink_config_changed_at,
                    m.id,
@@ -101,15 +88,6 @@ _UNSETTLED_INSTANCES = """
               AND (i.status = 'Terminating'
                    OR i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version)
             """
-
-
-async def unsettled_instances(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
-    """(id, domain, status, config version, changed at, machine id, {device: lp} json) of instances
-    on a domain that are terminating or whose applied NVLink version lags the desired one."""
-    rows = await conn.execute(
-        text(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", domains)), _params(domains)
-    )
-    return rows.all()
 
 
 _NMXC_ENDPOINTS = "SELECT chassis_serial, endpoint FROM nvlink_nmxc_endpoint"
@@ -129,8 +107,8 @@ async def nmxm_credentials(conn: AsyncConnection) -> tuple[str, str] | None:
 
 @dataclass
 class DomainRows:
-    """One domain's state rows (as :func:`domain_sites`, :func:`gpu_wants`, ... return them, with the
-    multicast limits of every logical partition bound on the domain) and the fabric registry;
+    """One domain's state rows (as :func:`domains_rows` returns them, with the multicast limits of every
+    logical partition bound on the domain), the registry rows of its chassis and the NMX-M credentials;
     ``locked``: the domain's lock was taken with them (:func:`one_domain_rows`)."""
 
     sites: list[Any]
@@ -148,10 +126,32 @@ def _psycopg(sql: str) -> str:
     return sql.replace(":domains", "%(domains)s").replace(":ids", "%(ids)s")
 
 
+async def domains_rows(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> list[list[Any]]:
+    """The rows of ``domains`` (all when None) by ``_DOMAIN_SITES``, ``_GPU_WANTS``,
+    ``_PHYSICAL_PARTITIONS``, ``_OPEN_INTENTS`` and ``_UNSETTLED_INSTANCES``, in one round
+    trip at the driver level: a full load reads a row per GPU of the site, and SQLAlchemy's rows cost
+    more CPU than the reading."""
+    sqls = [
+        _DOMAIN_SITES + _domain_filter("uuid", domains),
+        _GPU_WANTS + _domain_filter("m.domain_uuid", domains),
+        _PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", domains),
+        _OPEN_INTENTS + _domain_filter("domain_uuid", domains),
+        _UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", domains),
+    ]
+    params = _params(domains) or None
+    return await pipelined(await driver_connection(conn), [Statement(_psycopg(sql), params) for sql in sqls])
+
+
 _DOMAIN_LIMITS = (
     "SELECT lp.id, lp.multicast_groups_limit FROM logical_partition lp WHERE lp.id IN ("
     "SELECT ni.logical_partition_id FROM nvlink_interface ni "
     "JOIN machine m ON m.instance_id = ni.instance_id WHERE m.domain_uuid = ANY(:domains))"
+)
+# The registry rows of the domain's chassis only: a pass that read the whole registry cost every pass
+# time in the number of racks (the first pass over 2,000 racks read 4 million rows).
+_DOMAIN_ENDPOINTS = (
+    "SELECT e.chassis_serial, e.endpoint FROM nvlink_nmxc_endpoint e WHERE btrim(e.chassis_serial) IN ("
+    "SELECT btrim(m.chassis_serial) FROM machine m WHERE m.domain_uuid = ANY(:domains))"
 )
 _ONE_DOMAIN = [
     _psycopg(_DOMAIN_SITES + _domain_filter("uuid", [])),
@@ -160,17 +160,17 @@ _ONE_DOMAIN = [
     _psycopg(_OPEN_INTENTS + _domain_filter("domain_uuid", [])),
     _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", [])),
     _psycopg(_DOMAIN_LIMITS),
-    _NMXC_ENDPOINTS,
+    _psycopg(_DOMAIN_ENDPOINTS),
     _NMXM_CREDENTIALS,
 ]
 _TRY_LOCK = "SELECT pg_try_advisory_lock(%(k)s)"
 
 
 async def one_domain_rows(conn: AsyncConnection, domain: uuid.UUID, *, lock: int | None = None) -> DomainRows:
-    """Everything a pass loads about ``domain``, and the registry, in one round trip: the statements
-    go out together in a psycopg pipeline, in the connection's current transaction. With ``lock``, the
-    domain's session-level advisory lock ``lock`` is tried first in the same round trip; when
-    another session holds it, ``locked`` is False and the rows are to be thrown away."""
+    """Everything a pass loads about ``domain``, and the registry of its chassis, in one round trip:
+    the statements go out together in a psycopg pipeline, in the connection's current transaction. With
+    ``lock``, the domain's session-level advisory lock ``lock`` is tried first in the same round trip;
+    when another session holds it, ``locked`` is False and the rows are to be thrown away."""
     driver = await driver_connection(conn)
     params = {"domains": [domain]}
     statements = [Statement(sql, params if "%(" in sql else None) for sql in _ONE_DOMAIN]
@@ -503,37 +503,48 @@ async def record_domain_error(session: AsyncSession, domain: uuid.UUID, error: s
 # of the site's size) plus one global figure, the logical partitions (they span domains).
 
 
+# One pass over the machines (and one over the physical partitions) grouped by domain: linear in what it
+# reads whatever the planner's statistics say. (Five subqueries per domain were planned, on a site
+# whose statistics lagged, as scans of every machine with no reservation per domain: 2,000 domains
+# took seconds.)
+_DOMAIN_FIGURES = """
+SELECT d.uuid, coalesce(p.n, 0), coalesce(f.pending, 0), coalesce(f.free, 0), coalesce(f.used, 0),
+       coalesce(f.reserved, 0)
+FROM nvlink_domain d
+LEFT JOIN (SELECT domain_uuid, count(*) AS n FROM physical_partition WHERE true{partitions}
+           GROUP BY domain_uuid) p ON p.domain_uuid = d.uuid
+LEFT JOIN (SELECT m.domain_uuid,
+                  count(*) FILTER (WHERE i.id IS NOT NULL AND i.status <> 'Terminating'
+                                     AND i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version)
+                      AS pending,
+                  count(*) FILTER (WHERE m.instance_id IS NULL AND m.status = 'Ready' AND m.foreign_gpus = 0
+                                     AND m.reserved_lp_id IS NULL AND NOT m.held_unhealthy) AS free,
+                  count(*) FILTER (WHERE m.instance_id IS NOT NULL OR m.status <> 'Ready'
+                                     OR m.foreign_gpus > 0 OR m.held_unhealthy) AS used,
+                  count(*) FILTER (WHERE m.instance_id IS NULL AND m.status = 'Ready' AND m.foreign_gpus = 0
+                                     AND NOT m.held_unhealthy AND m.reserved_lp_id IS NOT NULL) AS reserved
+           FROM machine m LEFT JOIN instance i ON i.id = m.instance_id
+           WHERE m.domain_uuid IS NOT NULL{machines}
+           GROUP BY m.domain_uuid) f ON f.domain_uuid = d.uuid
+WHERE true{domains}
+"""
+
+
 async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
     """Per domain of ``domains`` (all when None): (domain, physical partitions recorded, instances
     pending on the fabric (not terminating, applied version behind the desired one), Ready machines
     without an instance, held by no reservation, nor a foreign partition, nor their GPUs' health;
     machines with an instance, not Ready or held by a foreign partition or their GPUs' health; Ready
-    machines without an instance that a logical partition's reservation holds). Each figure is read
-    through the domain's indexes (``machine.domain_uuid``, ``physical_partition (domain_uuid, ...)``), so a
-    domain costs the same on a site of any size; a domain that no longer exists has no row."""
-    rows = await conn.execute(
-        text(
-            """
-            SELECT d.uuid,
-                   (SELECT count(*) FROM physical_partition p WHERE p.domain_uuid = d.uuid),
-                   (SELECT count(*) FROM machine m JOIN instance i ON i.id = m.instance_id
-                     WHERE m.domain_uuid = d.uuid AND i.status <> 'Terminating'
-                       AND i.nvlink_applied_version IS DISTINCT FROM i.nvlink_config_version),
-                   (SELECT count(*) FROM machine m WHERE m.domain_uuid = d.uuid
-                     AND m.instance_id IS NULL AND m.status = 'Ready' AND m.foreign_gpus = 0
-                     AND m.reserved_lp_id IS NULL AND NOT m.held_unhealthy),
-                   (SELECT count(*) FROM machine m WHERE m.domain_uuid = d.uuid
-                     AND (m.instance_id IS NOT NULL OR m.status <> 'Ready' OR m.foreign_gpus > 0
-                          OR m.held_unhealthy)),
-                   (SELECT count(*) FROM machine m WHERE m.domain_uuid = d.uuid
-                     AND m.instance_id IS NULL AND m.status = 'Ready' AND m.foreign_gpus = 0
-                     AND NOT m.held_unhealthy AND m.reserved_lp_id IS NOT NULL)
-            FROM nvlink_domain d WHERE true
-            """
-            + _domain_filter("d.uuid", domains)
-        ),
-        _params(domains),
+    machines without an instance that a logical partition's reservation holds). Named domains are read
+    through their indexes (``machine.domain_uuid``, ``physical_partition (domain_uuid, ...)``), so a
+    domain costs the same on a site of any size; every domain, in one pass over the machines; a domain
+    that no longer exists has no row."""
+    sql = _DOMAIN_FIGURES.format(
+        partitions=_domain_filter("domain_uuid", domains),
+        machines=_domain_filter("m.domain_uuid", domains),
+        domains=_domain_filter("d.uuid", domains),
     )
+    rows = await conn.execute(text(sql), _params(domains))
     return rows.all()
 
 
@@ -554,57 +565,55 @@ async def domain_multicast_budget(conn: AsyncConnection, domain: uuid.UUID) -> i
     return rows.scalar()
 
 
-async def record_multicast_budget(conn: AsyncConnection, domain: uuid.UUID, budget: int) -> None:
-    await conn.execute(
-        text("UPDATE nvlink_domain SET max_multicast_groups = :b WHERE uuid = :d"), {"b": budget, "d": domain}
-    )
-
-
-async def record_gpu_health(conn: AsyncConnection, healths: dict[int, str]) -> None:
-    """Store the fabric's word for each GPU's health (GPUs nico does not know are ignored)."""
-    if not healths:
-        return
-    await conn.execute(
-        text(
-            "UPDATE gpu SET health = h.health FROM unnest(CAST(:uids AS numeric[]), CAST(:hs AS text[])) "
-            "AS h(uid, health) WHERE gpu.gpu_uid = h.uid AND gpu.health IS DISTINCT FROM h.health"
-        ),
-        {"uids": [str(u) for u in healths], "hs": list(healths.values())},
-    )
-
-
+_MULTICAST_BUDGET = "UPDATE nvlink_domain SET max_multicast_groups = %(b)s WHERE uuid = %(d)s"
+# GPUs nico does not know are ignored; rows already right are not written.
+_GPU_HEALTH = (
+    "UPDATE gpu SET health = h.health FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(hs)s AS text[])) "
+    "AS h(uid, health) WHERE gpu.gpu_uid = h.uid AND gpu.health IS DISTINCT FROM h.health"
+)
+# Rows already right are not written (the capacity triggers see only real changes).
 _HEALTH_HOLDS = """
 WITH wanted AS (
-    SELECT g.machine_id, :hold AND bool_or(g.health IS NOT NULL AND g.health <> 'HEALTHY') AS held
+    SELECT g.machine_id, %(hold)s AND bool_or(g.health IS NOT NULL AND g.health <> 'HEALTHY') AS held
     FROM gpu g JOIN machine x ON x.id = g.machine_id
-    WHERE x.domain_uuid = :d GROUP BY g.machine_id
+    WHERE x.domain_uuid = %(d)s GROUP BY g.machine_id
 ), moving AS (
     SELECT m.id, w.held FROM machine m JOIN wanted w ON w.machine_id = m.id
     WHERE m.held_unhealthy IS DISTINCT FROM w.held ORDER BY m.id FOR NO KEY UPDATE OF m
 )
 UPDATE machine m SET held_unhealthy = v.held FROM moving v WHERE m.id = v.id
 """
+_PARTITION_HEALTH = (
+    "UPDATE physical_partition p SET health = h.health "
+    "FROM unnest(CAST(%(names)s AS text[]), CAST(%(hs)s AS text[])) AS h(name, health) "
+    "WHERE p.domain_uuid = %(d)s AND p.name = h.name AND p.health IS DISTINCT FROM h.health"
+)
 
 
-async def record_health_holds(conn: AsyncConnection, domain: uuid.UUID, *, hold: bool) -> None:
-    """Hold the domain's machines with a GPU reporting anything but HEALTHY out of placement (``hold``;
-    otherwise release every hold): the machine pick and the capacity counts leave held machines out.
-    Rows already right are not written (the capacity triggers see only real changes)."""
-    await conn.execute(text(_HEALTH_HOLDS), {"d": domain, "hold": hold})
-
-
-async def record_partition_health(conn: AsyncConnection, domain: uuid.UUID, healths: dict[str, str]) -> None:
-    """Store each physical partition's health, by its fabric name in the domain."""
-    if not healths:
-        return
-    await conn.execute(
-        text(
-            "UPDATE physical_partition p SET health = h.health "
-            "FROM unnest(CAST(:names AS text[]), CAST(:hs AS text[])) AS h(name, health) "
-            "WHERE p.domain_uuid = :d AND p.name = h.name AND p.health IS DISTINCT FROM h.health"
-        ),
-        {"d": domain, "names": list(healths), "hs": list(healths.values())},
-    )
+async def record_health(
+    conn: AsyncConnection,
+    domain: uuid.UUID,
+    gpus: Mapping[int, str],
+    partitions: Mapping[str, str],
+    *,
+    hold: bool,
+    budget: int | None = None,
+) -> None:
+    """Store the fabric's word on the domain's health and commit, in one round trip: each GPU's health
+    (by GUID), each physical partition's (by its fabric name in the domain), the multicast budget when
+    newly read (``budget``); and hold the domain's machines with a GPU reporting anything but HEALTHY
+    out of placement (``hold``; otherwise release every hold): the machine pick and the capacity
+    counts leave held machines out."""
+    statements = []
+    if budget is not None:
+        statements.append(Statement(_MULTICAST_BUDGET, {"b": budget, "d": domain}))
+    if gpus:
+        statements.append(Statement(_GPU_HEALTH, {"uids": [str(u) for u in gpus], "hs": list(gpus.values())}))
+    statements.append(Statement(_HEALTH_HOLDS, {"d": domain, "hold": hold}))
+    if partitions:
+        params = {"d": domain, "names": list(partitions), "hs": list(partitions.values())}
+        statements.append(Statement(_PARTITION_HEALTH, params))
+    await pipelined(await driver_connection(conn), statements, commit=True)
 
 
 async def logical_partition_count(conn: AsyncConnection) -> int:
