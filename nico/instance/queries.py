@@ -262,6 +262,7 @@ _LOCK_RESERVED = """
 SELECT m.id, m.domain_uuid FROM machine m
 WHERE m.reserved_lp_id = ANY(%(lps)s) AND m.site_id = %(site)s AND m.instance_type_id = %(type)s
   AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
+  AND m.foreign_gpus = 0 AND NOT m.held_unhealthy
   AND (%(domains)s::uuid[] IS NULL OR m.domain_uuid = ANY(%(domains)s::uuid[]))
 ORDER BY m.domain_uuid, m.chassis_serial, m.tray_index, m.id
 LIMIT %(count)s
@@ -275,7 +276,8 @@ SELECT (SELECT coalesce(sum(c.free), 0) FROM domain_capacity c
         WHERE c.site_id = %(site)s AND c.instance_type_id = %(type)s AND c.domain_uuid = %(domain)s)
      + (SELECT count(*) FROM machine m
         WHERE m.reserved_lp_id = ANY(%(lps)s) AND m.instance_type_id = %(type)s AND m.domain_uuid = %(domain)s
-          AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site)
+          AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
+          AND m.foreign_gpus = 0 AND NOT m.held_unhealthy)
 """
 
 Connection = psycopg.AsyncConnection[Any]

@@ -257,7 +257,8 @@ SELECT lp.id, {GPU_DOMAINS.format(lp="lp.id")}, lp.reservation_instance_type_id,
        (SELECT min(m.domain_uuid::text)::uuid FROM machine m WHERE m.reserved_lp_id = lp.id),
        (SELECT count(*) FROM machine m WHERE m.reserved_lp_id = lp.id),
        (SELECT count(*) FROM machine m WHERE m.reserved_lp_id = lp.id AND m.instance_id IS NULL
-          AND m.status = 'Ready' AND NOT m.is_missing_on_site)
+          AND m.status = 'Ready' AND NOT m.is_missing_on_site AND m.foreign_gpus = 0
+          AND NOT m.held_unhealthy)
 FROM logical_partition lp WHERE lp.id = ANY(%(ids)s)
 """
 
@@ -312,7 +313,7 @@ WHERE id IN (
     SELECT m.id FROM machine m
     WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s AND m.domain_uuid = %(domain)s
       AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
-      AND m.reserved_lp_id IS NULL
+      AND m.reserved_lp_id IS NULL AND m.foreign_gpus = 0 AND NOT m.held_unhealthy
     ORDER BY m.chassis_serial, m.tray_index, m.id
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED)

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 from prometheus_client import CollectorRegistry
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
@@ -501,3 +501,27 @@ async def test_a_partition_being_deleted_takes_no_reservation(
     response = await client.patch(f"{PATH}/{going.id}", json={"reservation": reservation}, headers=headers)
     assert error(response) == (400, "NVLink Logical Partition must be in Ready state to hold a reservation")
     assert await session.scalar(select(func.count()).where(Machine.reserved_lp_id.is_not(None))) == 0
+
+
+async def test_a_reservation_never_holds_a_machine_held_by_health_or_by_another_manager(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    """Machines a foreign partition or an unhealthy GPU holds are not free: a reservation takes the
+    others, and asking for more than those is the 409 naming what is free."""
+    domains: dict[Any, list[Machine]] = {}
+    for machine in world.machines:
+        domains.setdefault(machine.domain_uuid, []).append(machine)
+    for there in domains.values():  # one of each kind in every domain
+        await session.execute(update(Machine).where(Machine.id == there[0].id).values(held_unhealthy=True))
+        await session.execute(update(Machine).where(Machine.id == there[1].id).values(foreign_gpus=2))
+    await session.commit()
+    held_back = {m.id for there in domains.values() for m in there[:2]}
+    free = max(len(there) for there in domains.values()) - 2  # the best single domain's
+    too_many = {"instanceTypeId": str(world.instance_type.id), "count": free + 1}
+    refused = await client.post(
+        PATH, json={"name": "greedy", "siteId": str(world.site.id), "reservation": too_many}, headers=headers
+    )
+    assert refused.status_code == 409 and f"has {free} free" in refused.json()["message"]
+    lp = await new_partition(client, headers, world, "room", reservation={**too_many, "count": free})
+    held = {m.id for m in await reserved_to(session, lp["id"])}
+    assert len(held) == free and not held & held_back
