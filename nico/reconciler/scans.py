@@ -24,7 +24,7 @@ from nico.reconciler import trays
 from nico.reconciler.domain_pass import DomainResult, PassContext, error_label, refresh_registry
 from nico.reconciler.fingerprint import fabric_digest
 from nico.reconciler.homes import Mode
-from nico.reconciler.planner import Foreign, plan
+from nico.reconciler.planner import Foreign, classify, plan, without_home
 from nico.reconciler.writeback import finish_deleted_partitions
 
 Listing = tuple[list[FabricPartition] | None, list[FabricGpu] | None, str | None]
@@ -108,6 +108,10 @@ async def _deep_scan(
             report.mismatches += _mismatches(s, gpus)
         if _has_work(s, partitions, ctx.config.default_partition_mode, ctx.config.foreign_partitions):
             needs_work.append(s.domain)
+        else:  # no pass will set its homeless-GPU gauge: a restarted reconciler still reports every domain
+            desire = s.desire(ctx.config.default_partition_mode, ctx.config.foreign_partitions)
+            seen = classify(partitions, desire.owned_names, desire.adopted)
+            ctx.metrics.gpus_without_home(s.domain, len(without_home(desire, seen)))
     return needs_work
 
 
