@@ -23,8 +23,7 @@ from nico.reconciler import state as statemod
 from nico.reconciler import trays
 from nico.reconciler.domain_pass import DomainResult, PassContext, error_label, refresh_registry
 from nico.reconciler.fingerprint import fabric_digest
-from nico.reconciler.homes import Mode
-from nico.reconciler.planner import Foreign, classify, plan, without_home
+from nico.reconciler.planner import DomainDesire, classify, plan, without_home
 from nico.reconciler.writeback import finish_deleted_partitions
 
 Listing = tuple[list[FabricPartition] | None, list[FabricGpu] | None, str | None]
@@ -106,10 +105,10 @@ async def _deep_scan(
                 needs_work.append(s.domain)
                 continue
             report.mismatches += _mismatches(s, gpus)
-        if _has_work(s, partitions, ctx.config.default_partition_mode, ctx.config.foreign_partitions):
+        desire = s.desire(ctx.config.default_partition_mode, ctx.config.foreign_partitions)
+        if _has_work(s, desire, partitions):
             needs_work.append(s.domain)
         else:  # no pass will set its homeless-GPU gauge: a restarted reconciler still reports every domain
-            desire = s.desire(ctx.config.default_partition_mode, ctx.config.foreign_partitions)
             seen = classify(partitions, desire.owned_names, desire.adopted)
             ctx.metrics.gpus_without_home(s.domain, len(without_home(desire, seen)))
     return needs_work
@@ -141,14 +140,12 @@ async def finish_deleted(ctx: PassContext) -> None:
         await session.commit()
 
 
-def _has_work(
-    s: statemod.DomainState, partitions: list[FabricPartition], mode: Mode, foreign: Foreign
-) -> bool:
-    """Whether a domain needs a locked pass: operations to do, instances to settle, intents to close,
-    records or observations that no longer match the fabric."""
+def _has_work(s: statemod.DomainState, desire: DomainDesire, partitions: list[FabricPartition]) -> bool:
+    """Whether a domain needs a locked pass: operations to do (``desire``: what ``s`` wants of the
+    fabric), instances to settle, intents to close, records or observations that no longer match."""
     if s.unsettled or s.intents:
         return True
-    if plan(s.desire(mode, foreign), partitions).operations:
+    if plan(desire, partitions).operations:
         return True
     by_name = {p.name: p for p in partitions}
     for name, record in s.partitions.items():
