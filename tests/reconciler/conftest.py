@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 from tests.support.sim_site import SimSite, seed
+from tests.support.waiting import wait_for
 
 MakeReconciler = Callable[..., Reconciler]
 
@@ -63,3 +66,20 @@ async def backend(site: SimSite) -> AsyncIterator[InProcessBackend]:
     backend = InProcessBackend(site.fabric, call_timeout=1.0)
     yield backend
     await backend.close()
+
+
+@contextlib.asynccontextmanager
+async def running_reconciler(
+    make: MakeReconciler, backend: FabricBackend, **config: Any
+) -> AsyncIterator[tuple[Reconciler, CollectorRegistry]]:
+    """A reconciler running its loop (with its own registry), yielded once its first full pass is
+    done; stopped at the end. Full passes come only every hour: what a test sees, targeted passes did."""
+    registry = CollectorRegistry()
+    reconciler = make(backend, registry=registry, monitor_run_interval="1h", **config)
+    task = asyncio.create_task(reconciler.run())
+    try:
+        await wait_for(lambda: reconciler.full_passes == 1, within=10.0, what="the first full pass")
+        yield reconciler, registry
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)

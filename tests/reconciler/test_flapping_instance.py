@@ -6,7 +6,6 @@ in-process fabric)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -21,7 +20,7 @@ from nico.instance import service as instances
 from nico.reconciler.scheduler import Reconciler
 from nico.services.nvlink_interface import Binding
 from nico.sim.inprocess import InProcessBackend
-from tests.reconciler.conftest import MakeReconciler
+from tests.reconciler.conftest import MakeReconciler, running_reconciler
 from tests.support import factories as f
 from tests.support.sim_site import SimSite, place
 from tests.support.waiting import wait_for
@@ -63,17 +62,8 @@ async def move(session: AsyncSession, site: SimSite, instance_id: uuid.UUID, to:
 async def running(
     site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
 ) -> AsyncIterator[tuple[Reconciler, CollectorRegistry]]:
-    registry = CollectorRegistry()
-    reconciler = make_reconciler(
-        backend, registry=registry, monitor_run_interval="1h", instance_change_interval="2s"
-    )
-    task = asyncio.create_task(reconciler.run())
-    try:
-        await wait_for(lambda: reconciler.full_passes == 1, within=WITHIN, what="the first full pass")
-        yield reconciler, registry
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    async with running_reconciler(make_reconciler, backend, instance_change_interval="2s") as started:
+        yield started
 
 
 async def test_a_flapping_instance_costs_its_domain_one_pass_per_interval(

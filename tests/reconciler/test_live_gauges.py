@@ -22,7 +22,7 @@ from nico.reconciler.metrics import PREFIX
 from nico.reconciler.planner import partition_name
 from nico.reconciler.scheduler import Reconciler
 from nico.sim.inprocess import InProcessBackend
-from tests.reconciler.conftest import MakeReconciler
+from tests.reconciler.conftest import MakeReconciler, running_reconciler
 from tests.support import factories as f
 from tests.support.sim_site import SimSite, place
 from tests.support.waiting import wait_for
@@ -53,15 +53,8 @@ def gauges(registry: CollectorRegistry) -> dict[str, float]:
 async def running(
     site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
 ) -> AsyncIterator[tuple[Reconciler, CollectorRegistry]]:
-    registry = CollectorRegistry()
-    reconciler = make_reconciler(backend, registry=registry, monitor_run_interval="1h")
-    task = asyncio.create_task(reconciler.run())
-    try:
-        await wait_for(lambda: reconciler.full_passes == 1, within=WITHIN, what="the first full pass")
-        yield reconciler, registry
-    finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+    async with running_reconciler(make_reconciler, backend) as started:
+        yield started
 
 
 async def test_every_gauge_follows_targeted_passes_without_a_full_pass(
