@@ -117,6 +117,19 @@ def start_prometheus(tmp_path: Path, target: str) -> subprocess.Popen[bytes]:
         stderr=subprocess.DEVNULL,
     )
     process.url = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
+
+    def ready() -> bool:  # until then Prometheus answers every query 503 "Service Unavailable"
+        assert process.poll() is None, "prometheus exited before it was ready"
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/-/ready").status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait(ready, "Prometheus ready")
+    except BaseException:
+        process.kill()
+        raise
     return process
 
 
