@@ -124,13 +124,55 @@ def check_format(value: str) -> str:
     return value
 
 
-async def placement(session: AsyncSession, scope: Scope) -> list[Node]:
-    """Every instance in ``scope`` with an NVLink domain, by name."""
+# The formats whose items are nodes, which a page can hold (a Slurm file or a Kueue Topology is one
+# document: half of one is no file at all).
+PAGED_FORMATS = ("kubernetes-labels", "kubectl-labels")
+BAD_PAGED_FORMAT = "pageNumber and pageSize apply to the formats " + " and ".join(PAGED_FORMATS) + " only"
+# What each format reads: the Slurm files need names and domains, a Kueue Topology nothing.
+_READS = {
+    "slurm-topology-conf": q.PLACEMENT_NAMES,
+    "slurm-topology-yaml": q.PLACEMENT_NAMES,
+    "kubernetes-labels": q.PLACEMENT,
+    "kubectl-labels": q.PLACEMENT,
+}
+
+
+@dataclass(frozen=True)
+class Slice:
+    """One page of the nodes: ``limit`` of them after the first ``offset`` (by name)."""
+
+    offset: int
+    limit: int
+
+
+async def placement(session: AsyncSession, scope: Scope, sql: str = q.PLACEMENT) -> list[Node]:
+    """Every instance in ``scope`` with an NVLink domain, by name (``sql``: what of it to read)."""
+    return (await _nodes(session, sql, scope.params()))[0]
+
+
+async def placement_page(session: AsyncSession, scope: Scope, wanted: Slice) -> tuple[list[Node], int]:
+    """One page of :func:`placement`, and how many nodes there are in all."""
+    params = {**scope.params(), "offset": wanted.offset, "limit": wanted.limit}
+    nodes, total = await _nodes(session, q.PLACEMENT_PAGE, params)
+    if not nodes and wanted.offset:  # past the end: the count still counts
+        total = await _count(session, scope)
+    return nodes, total
+
+
+async def _count(session: AsyncSession, scope: Scope) -> int:
+    driver = await driver_connection(session)
+    async with driver.cursor() as cursor:
+        await cursor.execute(q.PLACEMENT_COUNT, scope.params())
+        row = await cursor.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def _nodes(session: AsyncSession, sql: str, params: dict[str, Any]) -> tuple[list[Node], int]:
     driver = await driver_connection(session)
     async with driver.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(q.PLACEMENT, scope.params())
+        await cursor.execute(sql, params)
         rows = await cursor.fetchall()
-    return [
+    nodes = [
         Node(
             instance_id=row["instance_id"],
             instance_name=row["instance_name"],
@@ -139,12 +181,12 @@ async def placement(session: AsyncSession, scope: Scope) -> list[Node]:
             machine_id=row["machine_id"],
             hostname=row["hostname"],
             domain_uuid=row["domain_uuid"],
-            interfaces=tuple(row["interfaces"]),
-            tray_devices=tuple(row["tray_devices"]),
+            interfaces=tuple(row.get("interfaces", ())),
+            tray_devices=tuple(row.get("tray_devices", ())),
         )
         for row in rows
-        if row["domain_uuid"] is not None
     ]
+    return nodes, int(rows[0]["total"]) if rows and "total" in rows[0] else len(nodes)
 
 
 BAD_CLIQUE_LABEL = "Invalid cliqueLabel value: {value} in query (one of " + ", ".join(CLIQUE_LABELS) + ")"
@@ -168,7 +210,27 @@ async def export(
     check_format(fmt)
     check_node_name(node_name)
     check_clique_label(clique_label)
-    return render(await placement(session, scope), fmt, node_name, clique_label)
+    nodes = await placement(session, scope, _READS[fmt]) if fmt in _READS else []
+    return render(nodes, fmt, node_name, clique_label)
+
+
+async def export_page(
+    session: AsyncSession,
+    scope: Scope,
+    fmt: str,
+    wanted: Slice,
+    node_name: str = DEFAULT_NODE_NAME,
+    clique_label: str = GFD_CLIQUE_LABEL,
+) -> tuple[str, int]:
+    """One page of the nodes of ``scope`` rendered as ``fmt`` (one of :data:`PAGED_FORMATS`), and how
+    many nodes there are in all; 400 for a format that is one document."""
+    check_format(fmt)
+    if fmt not in PAGED_FORMATS:
+        raise bad_request(BAD_PAGED_FORMAT)
+    check_node_name(node_name)
+    check_clique_label(clique_label)
+    nodes, total = await placement_page(session, scope, wanted)
+    return render(nodes, fmt, node_name, clique_label), total
 
 
 def render(

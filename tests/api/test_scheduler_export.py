@@ -273,3 +273,40 @@ async def test_the_clique_key_is_a_setting_and_a_query_parameter(
         EXPORT, params={"format": "kubernetes-labels", "cliqueLabel": "example.com/x"}, headers=headers
     )
     assert error(bad)[0] == 400 and "cliqueLabel" in bad.json()["message"]
+
+
+async def test_node_exports_come_in_pages_that_add_up_to_the_whole_document(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    partition, instances = await placed(client, headers, world, session)
+    await realise(session, uuid.UUID(instances[1]["id"]), partition, 5)
+    await session.commit()
+    whole = json.loads((await get(client, headers, "kubernetes-labels")).text)["items"]
+    pages, totals = [], set()
+    for number in (1, 2):
+        response = await get(client, headers, "kubernetes-labels", pageNumber=str(number), pageSize="2")
+        header = json.loads(response.headers["X-Pagination"])
+        assert (header["pageNumber"], header["pageSize"], header["orderBy"]) == (number, 2, None)
+        totals.add(header["total"])
+        pages += json.loads(response.text)["items"]
+    assert totals == {3}
+    assert pages == whole  # same nodes, same labels, same order: the clique of the realised one included
+    past = await get(client, headers, "kubernetes-labels", pageNumber="9", pageSize="2")
+    assert json.loads(past.text)["items"] == [] and json.loads(past.headers["X-Pagination"])["total"] == 3
+    lines = (await get(client, headers, "kubectl-labels", pageSize="1")).text.splitlines()
+    assert lines == (await get(client, headers, "kubectl-labels")).text.splitlines()[:1]
+    assert "X-Pagination" not in (await get(client, headers, "kubectl-labels")).headers
+
+
+@pytest.mark.parametrize("fmt", ["slurm-topology-conf", "slurm-topology-yaml", "kueue-topology"])
+async def test_a_document_format_refuses_a_page(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession, fmt: str
+) -> None:
+    await placed(client, headers, world, session)
+    response = await client.get(EXPORT, params={"format": fmt, "pageSize": "2"}, headers=headers)
+    assert error(response) == (
+        400,
+        "pageNumber and pageSize apply to the formats kubernetes-labels and kubectl-labels only",
+    )
+    bad = await client.get(EXPORT, params={"format": "kubectl-labels", "pageSize": "101"}, headers=headers)
+    assert error(bad) == (400, "Failed to validate pagination request data")

@@ -14,6 +14,7 @@ from starlette.responses import Response, StreamingResponse
 from nico.api.auth import Principal
 from nico.api.deps import CtxDep, PrincipalDep, ReadSessionDep
 from nico.api.errors import PARSE_ERROR, stating_error
+from nico.api.pagination import page_declarations, page_of
 from nico.services import feed_export, feed_stream
 from nico.services.errors import ServiceError
 from nico.services.node_labels import CLIQUE_LABELS
@@ -35,6 +36,21 @@ SiteParam = Annotated[
     Query(alias="siteId", description=stating_error("Only this site", 400, feed_export.BAD_SITE)),
     WithJsonSchema({"type": "string", "anyOf": [{"format": "uuid"}, {"maxLength": 0}]}),
 ]
+_PAGING = page_declarations({"created"})
+PageNumberParam = Annotated[
+    str | None,
+    Query(
+        alias="pageNumber",
+        description="A page of nodes (kubernetes-labels, kubectl-labels), by node name; without pageNumber "
+        f"and pageSize every node, in one document. {_PAGING['pageNumber'][1]}",
+    ),
+    WithJsonSchema(_PAGING["pageNumber"][0]),
+]
+PageSizeParam = Annotated[
+    str | None,
+    Query(alias="pageSize", description=f"Nodes a page. {_PAGING['pageSize'][1]}"),
+    WithJsonSchema(_PAGING["pageSize"][0]),
+]
 # the id of an event as this stream sent it (feed_stream.parse_cursor); empty: from now
 LAST_EVENT_ID_SCHEMA = {"type": "string", "pattern": "^([0-9]{1,19}-[0-9]{1,19})?$"}
 
@@ -54,7 +70,18 @@ def authorize(principal: Principal, org: str, scope: str) -> bool:
     "/nvlink-topology/export",
     operation_id="export-nvlink-topology",
     summary="NVLink placement for schedulers: Slurm, Kubernetes labels, Kueue (nico extension)",
-    responses={200: {"content": {"text/plain": {}, "application/yaml": {}, "application/json": {}}}},
+    responses={
+        200: {
+            "content": {"text/plain": {}, "application/yaml": {}, "application/json": {}},
+            "headers": {
+                "X-Pagination": {
+                    "description": "With pageNumber or pageSize: the page answered and the count of all "
+                    'nodes, as JSON: `{"pageNumber":1,"pageSize":100,"total":50000,"orderBy":null}`',
+                    "schema": {"type": "string"},
+                }
+            },
+        }
+    },
 )
 async def export_topology(
     org: str,
@@ -91,15 +118,25 @@ async def export_topology(
         ),
         WithJsonSchema({"type": "string", "enum": list(CLIQUE_LABELS)}),
     ] = None,
+    page_number: PageNumberParam = None,
+    page_size: PageSizeParam = None,
 ) -> Response:
     provider_side = authorize(principal, org, scope)
     fmt = feed_export.check_format(format)
     key = feed_export.check_clique_label(clique_label or ctx.settings.export.clique_label)
+    paged = page_number is not None or page_size is not None
+    page = page_of(page_number, page_size, None, {"created"}) if paged else None
     where = await feed_export.resolve_scope(
         session, org, provider_side=provider_side, site_id=feed_export.parse_site_id(site_id)
     )
-    text = await feed_export.export(session, where, fmt, node_name, key)
-    return Response(text, media_type=feed_export.MEDIA_TYPES[fmt])
+    if page is None:
+        text = await feed_export.export(session, where, fmt, node_name, key)
+        return Response(text, media_type=feed_export.MEDIA_TYPES[fmt])
+    wanted = feed_export.Slice(offset=page.offset, limit=page.size)
+    text, total = await feed_export.export_page(session, where, fmt, wanted, node_name, key)
+    return Response(
+        text, media_type=feed_export.MEDIA_TYPES[fmt], headers={"X-Pagination": page.header(total)}
+    )
 
 
 @router.get(

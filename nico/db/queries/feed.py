@@ -24,28 +24,53 @@ CLIQUES_BY_INTERFACE = f"""
 SELECT n.id, {CLIQUE_OF_INTERFACE} AS clique_id FROM nvlink_interface n WHERE n.id = ANY(:ids)
 """
 
-# Every instance with an NVLink domain (its machine's, else its realised interfaces'), in scope, with
-# its interfaces and the deviceInstance of every GPU of its machine (the GPUs its node exposes).
-# Scope: a tenant (``tenant``), or a provider's sites (``provider``), optionally one site (``site``).
-PLACEMENT = f"""
-SELECT i.id AS instance_id, i.name AS instance_name, i.site_id, s.name AS site_name, m.id AS machine_id,
-       m.hostname,
-       coalesce(m.domain_uuid, (
-           SELECT n.domain_uuid FROM nvlink_interface n
-           WHERE n.instance_id = i.id AND n.domain_uuid IS NOT NULL LIMIT 1)) AS domain_uuid,
+# Every instance in scope with an NVLink domain (its machine's, else its realised interfaces'), by
+# name: who it is and where. Scope: a tenant (``tenant``), or a provider's sites (``provider``),
+# optionally one site (``site``).
+_PLACED = """
+SELECT * FROM (
+    SELECT i.id AS instance_id, i.name AS instance_name, i.site_id, s.name AS site_name,
+           m.id AS machine_id, m.hostname,
+           coalesce(m.domain_uuid, (
+               SELECT n.domain_uuid FROM nvlink_interface n
+               WHERE n.instance_id = i.id AND n.domain_uuid IS NOT NULL LIMIT 1)) AS domain_uuid
+    FROM instance i
+    JOIN site s ON s.id = i.site_id
+    LEFT JOIN machine m ON m.instance_id = i.id
+    WHERE (%(tenant)s::uuid IS NULL OR i.tenant_id = %(tenant)s::uuid)
+      AND (%(provider)s::uuid IS NULL OR s.infrastructure_provider_id = %(provider)s::uuid)
+      AND (%(site)s::uuid IS NULL OR i.site_id = %(site)s::uuid)
+) placed
+WHERE domain_uuid IS NOT NULL
+"""
+
+# For each instance ``p`` of _PLACED: its interfaces and the deviceInstance of every GPU of its machine
+# (the GPUs its node exposes), which the node labels are made of.
+_GPUS_OF_PLACED = f"""
        (SELECT coalesce(json_agg(json_build_object(
                'id', n.id, 'device_instance', n.device_instance, 'status', n.status,
                'logical_partition_id', n.logical_partition_id, 'clique_id', {CLIQUE_OF_INTERFACE})
            ORDER BY n.device_instance, n.id), '[]')
-        FROM nvlink_interface n WHERE n.instance_id = i.id AND n.status <> 'Deleting') AS interfaces,
-       ARRAY(SELECT g.device_id - 1 FROM gpu g WHERE g.machine_id = m.id ORDER BY g.device_id) AS tray_devices
-FROM instance i
-JOIN site s ON s.id = i.site_id
-LEFT JOIN machine m ON m.instance_id = i.id
-WHERE (%(tenant)s::uuid IS NULL OR i.tenant_id = %(tenant)s::uuid)
-  AND (%(provider)s::uuid IS NULL OR s.infrastructure_provider_id = %(provider)s::uuid)
-  AND (%(site)s::uuid IS NULL OR i.site_id = %(site)s::uuid)
-ORDER BY i.name, i.id
+        FROM nvlink_interface n WHERE n.instance_id = p.instance_id AND n.status <> 'Deleting') AS interfaces,
+       ARRAY(SELECT g.device_id - 1 FROM gpu g WHERE g.machine_id = p.machine_id ORDER BY g.device_id)
+           AS tray_devices
+"""
+
+# Names and domains only (the Slurm files need no more).
+PLACEMENT_NAMES = f"SELECT p.* FROM ({_PLACED}) p ORDER BY p.instance_name, p.instance_id"
+
+# Every placed instance with its GPUs.
+PLACEMENT = f"SELECT p.*, {_GPUS_OF_PLACED} FROM ({_PLACED}) p ORDER BY p.instance_name, p.instance_id"
+
+PLACEMENT_COUNT = f"SELECT count(*) AS total FROM ({_PLACED}) p"
+
+# One page of them (``offset``, ``limit``), with the count of all (``total``): the GPUs are read for the
+# page's instances only.
+PLACEMENT_PAGE = f"""
+WITH placed AS MATERIALIZED ({_PLACED})
+SELECT p.*, {_GPUS_OF_PLACED}, (SELECT count(*) FROM placed) AS total
+FROM (SELECT * FROM placed ORDER BY instance_name, instance_id OFFSET %(offset)s LIMIT %(limit)s) p
+ORDER BY p.instance_name, p.instance_id
 """
 
 # The horizon: the oldest running transaction. The events of transactions below it are final (no
