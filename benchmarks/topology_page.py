@@ -6,9 +6,13 @@
   domains: first, middle, last) and one domain (``nvLinkDomainId``, the page's drill-in);
 * the page in headless Chromium: from navigation start to the site overview drawn (every page of the
   overview read and one cell per domain on screen: the page's ``nico:overview-drawn`` mark), and to
-  one domain's trays drawn (``nico:domain-drawn``), each over fresh loads.
+  one domain's trays drawn (``nico:domain-drawn``), each over fresh loads;
+* the lists beside them: the first, middle and last page of 100 of the tenant's instances, NVLink
+  interfaces, logical partitions and VPCs and of the provider's machines, and the scheduler export
+  (``/nvlink-topology/export``) of the tenant and of the provider: pages of 100 nodes of the node
+  formats, and every format whole.
 
-    python benchmarks/topology_page.py [--racks 200 2000] [--repeat 3]
+    python benchmarks/topology_page.py [--racks 200 2000] [--repeat 3] [--no-browser]
 
 Needs Chromium and chromedriver (Debian packages ``chromium``, ``chromium-driver``) and selenium (the
 test extra). Uses ``NICO_DATABASE_URL`` (a server where the user may create databases) or an embedded
@@ -47,6 +51,7 @@ from selenium.webdriver.chrome.service import Service
 from nico.sim.fabric import SimFabric
 
 TENANT = "bench-tenant"  # seed_converged's tenant
+PROVIDER = "bench-provider"  # and its provider
 CHROMIUM_FLAGS = (
     "--headless=new",
     "--no-sandbox",
@@ -134,6 +139,71 @@ def api_pages(client: httpx.Client, repeat: int, cpu: Cpu) -> tuple[list[str], s
     return lines, first_domain
 
 
+LISTS = ("/instance", "/nvlink-interface", "/nvlink-logical-partition", "/vpc")
+PROVIDER_LISTS = ("/machine",)
+EXPORTS = ("kubernetes-labels", "slurm-topology-conf", "slurm-topology-yaml", "kueue-topology")
+PAGED_EXPORTS = ("kubernetes-labels", "kubectl-labels")
+
+
+def export_pages(client: httpx.Client, scope: str, fmt: str) -> list[int]:
+    """The first, middle and last page of 100 nodes of an export."""
+    _, response = timed(client, "/nvlink-topology/export", format=fmt, scope=scope, pageSize=100)
+    last = max(1, (json.loads(response.headers["X-Pagination"])["total"] + 99) // 100)
+    return sorted({1, (last + 1) // 2, last})
+
+
+def list_pages(clients: dict[str, httpx.Client], repeat: int, cpu: Cpu) -> list[str]:
+    """The printed lines of each list endpoint's first, middle and last page of 100 (the tenant's lists,
+    the provider's machines), and of the exports at both scopes: the node formats' first, middle and last
+    page of 100 nodes, and each format whole (one document)."""
+    lines = []
+    for who, paths in (("tenant", LISTS), ("provider", PROVIDER_LISTS)):
+        for path in paths:
+            _, response = timed(clients[who], path, pageSize=100)
+            total = json.loads(response.headers["X-Pagination"])["total"]
+            last = max(1, (total + 99) // 100)
+            pages = sorted({1, (last + 1) // 2, last})
+            before = cpu.now()
+            times = [
+                timed(clients[who], path, pageSize=100, pageNumber=p)[0] for _ in range(repeat) for p in pages
+            ]
+            used = (cpu.now() - before) / len(times)
+            lines.append(
+                figure(f"{who} {path}, {total:,} rows (pages {', '.join(map(str, pages))})", times, used)
+            )
+    for scope in ("tenant", "provider"):
+        for fmt in PAGED_EXPORTS:
+            pages = export_pages(clients[scope], scope, fmt)
+            before = cpu.now()
+            times = [
+                timed(
+                    clients[scope],
+                    "/nvlink-topology/export",
+                    format=fmt,
+                    scope=scope,
+                    pageSize=100,
+                    pageNumber=p,
+                )[0]
+                for _ in range(repeat)
+                for p in pages
+            ]
+            used = (cpu.now() - before) / len(times)
+            shown = ", ".join(map(str, pages))
+            lines.append(figure(f"{scope} export {fmt}, pages of 100 nodes ({shown})", times, used))
+        for fmt in EXPORTS:
+            before = cpu.now()
+            answers = [
+                timed(clients[scope], "/nvlink-topology/export", format=fmt, scope=scope)
+                for _ in range(repeat)
+            ]
+            used = (cpu.now() - before) / repeat
+            size = len(answers[0][1].content)
+            lines.append(
+                figure(f"{scope} export {fmt}, whole, {size / 1e6:.1f} MB", [t for t, _ in answers], used)
+            )
+    return lines
+
+
 def figure(what: str, times: list[float], cpu: float | None = None) -> str:
     spent = f"  CPU {cpu:6.1f} ms a request" if cpu is not None else ""
     return f"  {what:<52} p50 {statistics.median(times):7.1f} ms  max {max(times):7.1f} ms{spent}"
@@ -165,7 +235,7 @@ def page_loads(page: str, mark: str, repeat: int) -> list[float]:
     return loads[1:]
 
 
-def measure(server: str, postmaster: int | None, racks: int, repeat: int) -> None:
+def measure(server: str, postmaster: int | None, racks: int, repeat: int, browser: bool) -> None:
     url = fresh_database(server, f"nico_topology_page_{racks}")
     started = time.monotonic()
     seed(url, racks)
@@ -177,12 +247,20 @@ def measure(server: str, postmaster: int | None, racks: int, repeat: int) -> Non
     command = [sys.executable, "-m", "nico.cli", "serve", "--no-reconciler", "--port", str(port)]
     process = subprocess.Popen(command, env=server_env(url, data, SECRET))
     headers = headers_of(url, TENANT, "TENANT_ADMIN")
+    provider = headers_of(url, PROVIDER, "PROVIDER_ADMIN")
     try:
         base = f"http://127.0.0.1:{port}"
-        with httpx.Client(base_url=f"{base}/v2/org/{TENANT}/nico", headers=headers, timeout=60) as client:
+        with (
+            httpx.Client(base_url=f"{base}/v2/org/{TENANT}/nico", headers=headers, timeout=120) as client,
+            httpx.Client(base_url=f"{base}/v2/org/{PROVIDER}/nico", headers=provider, timeout=120) as admin,
+        ):
             wait_ready(client, process)
-            lines, domain = api_pages(client, repeat, Cpu(process.pid, postmaster))
-        print("\n".join(lines))
+            cpu = Cpu(process.pid, postmaster)
+            lines, domain = api_pages(client, repeat, cpu)
+            print("\n".join(lines), flush=True)
+            print("\n".join(list_pages({"tenant": client, "provider": admin}, repeat, cpu)), flush=True)
+        if not browser:
+            return
         page = f"{base}/#org={TENANT}&token={headers['Authorization'].removeprefix('Bearer ')}"
         overview = page_loads(page, "nico:overview-drawn", repeat)
         print(figure(f"page: overview drawn, {racks} cells ({repeat} loads)", overview))
@@ -211,6 +289,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--racks", type=int, nargs="+", default=[200, 2000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--no-browser", action="store_true", help="the API's pages only, no Chromium")
     args = parser.parse_args()
     postmaster = None
     if os.environ.get("NICO_DATABASE_URL"):
@@ -219,7 +298,7 @@ def main() -> None:
         data, server = scratch_postgres("nico-topology-page-pg-", "postgres")
         postmaster = int((data / "postgres" / "postmaster.pid").read_text().split()[0])
     for racks in args.racks:
-        measure(server, postmaster, racks, args.repeat)
+        measure(server, postmaster, racks, args.repeat, not args.no_browser)
 
 
 if __name__ == "__main__":
