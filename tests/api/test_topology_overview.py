@@ -10,7 +10,7 @@ import uuid
 from typing import Any
 
 import httpx
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.context import AppContext
@@ -213,3 +213,48 @@ async def test_both_views_are_paged_by_domain_and_a_partition_split_over_pages_s
         assert refused.status_code == 400, (path, params, refused.text)
     provider = bearer(settings, ALPHA, "PROVIDER_ADMIN")
     assert (await client.get(f"{base(ALPHA)}/nvlink-topology/overview", headers=provider)).status_code == 403
+
+
+async def test_rack_order_follows_machines_added_moved_and_removed(
+    client: httpx.AsyncClient, session: AsyncSession, settings: Settings
+) -> None:
+    """The domains' rack order is kept by the writes to machine (rule domain_rack_order): a machine
+    with a lower chassis serial moves its domain first, changing that serial moves it back, and a domain
+    whose machines are all gone comes first (no serial)."""
+    net = await f.nvlink_site(session, racks=3, trays=2, tenant_org=ALPHA, quota=1)
+    await session.commit()
+    headers = bearer(settings, ALPHA)
+
+    async def order() -> list[uuid.UUID]:
+        response = await client.get(f"{base(ALPHA)}/nvlink-topology/overview", headers=headers)
+        assert response.status_code == 200, response.text
+        return [uuid.UUID(c["id"]) for c in response.json()]
+
+    async def serials() -> list[str | None]:
+        rows = await session.execute(select(NvlinkDomain.uuid, NvlinkDomain.rack_serial))
+        found = dict(rows.all())
+        return [found[d] for d in net.domains]
+
+    first, second, third = net.domains
+    assert await order() == [first, second, third]
+    late = Machine(
+        id="late-tray",
+        site_id=net.site.id,
+        status="Ready",
+        domain_uuid=third,
+        chassis_serial="A-0",
+        tray_index=0,
+    )
+    session.add(late)  # an NVL36x2 domain's second chassis, whose serial sorts first
+    await session.commit()
+    assert await order() == [third, first, second]
+    late.chassis_serial = "zzz-9"
+    await session.commit()
+    assert await order() == [first, second, third]
+    assert await serials() == [f"{net.site.name}-CHS{rack:04d}" for rack in range(3)]
+    gone = select(Machine.id).where(Machine.domain_uuid == second)
+    await session.execute(delete(Gpu).where(Gpu.machine_id.in_(gone)))
+    await session.execute(delete(Machine).where(Machine.domain_uuid == second))
+    await session.commit()
+    assert (await serials())[1] is None
+    assert await order() == [second, first, third]

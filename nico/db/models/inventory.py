@@ -52,6 +52,8 @@ class NvlinkDomain(Base):
     foreign_gpus: Mapped[int] = mapped_column(server_default="0")  # server side: added by 0016
     # The domain's multicast budget (NMX-C GetDomainProperties max_multicast_groups), once read.
     max_multicast_groups: Mapped[int | None]
+    # The least chassis serial of its machines (its place in rack order), kept by rule domain_rack_order.
+    rack_serial: Mapped[str | None] = mapped_column(String(256))
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()
 

@@ -35,36 +35,29 @@ async def tenant_domains(
     """A page of (domain, site name) of the NVLink domains at the tenant's sites (``only``: those of
     them), in rack order: by site name, the domain's first chassis serial (a domain without machines
     first), uuid; and how many there are in all."""
-    # One aggregate over the sites' trays (a correlated min() per domain may be planned as a walk of
-    # the serial index, once per domain).
-    sites = select(TenantSite.site_id).where(TenantSite.tenant_id == tenant_id)
-    first = (
-        select(Machine.domain_uuid, func.min(Machine.chassis_serial).label("serial"))
-        .where(Machine.site_id.in_(sites), Machine.domain_uuid.is_not(None))
-        .group_by(Machine.domain_uuid)
-        .subquery()
-    )
-    query = (
-        select(NvlinkDomain, Site.name, func.count().over())
+    keys = (
+        select(NvlinkDomain.uuid, Site.name, NvlinkDomain.rack_serial)
         .join(Site, Site.id == NvlinkDomain.site_id)
         .join(TenantSite, and_(TenantSite.site_id == Site.id, TenantSite.tenant_id == tenant_id))
-        .outerjoin(first, first.c.domain_uuid == NvlinkDomain.uuid)
-        .order_by(Site.name, first.c.serial.nulls_first(), NvlinkDomain.uuid)
-        .offset(offset)
-        .limit(limit)
     )
     if only:
-        query = query.where(NvlinkDomain.uuid.in_(list(only)))
-    rows = (await session.execute(query)).all()
-    if not rows and offset:  # past the last page: the total still counts
-        counted = (
-            select(func.count())
-            .select_from(NvlinkDomain)
-            .join(TenantSite, TenantSite.site_id == NvlinkDomain.site_id)
-            .where(TenantSite.tenant_id == tenant_id)
+        keys = keys.where(NvlinkDomain.uuid.in_(list(only)))
+    # The page's keys first, the domains' rows only for them (a deferred join, as list pages do).
+    picked = (
+        keys.order_by(Site.name, NvlinkDomain.rack_serial.nulls_first(), NvlinkDomain.uuid)
+        .offset(offset)
+        .limit(limit)
+        .subquery("page_keys")
+    )
+    counted = select(func.count()).select_from(keys.subquery("matching"))
+    rows = (
+        await session.execute(
+            select(NvlinkDomain, picked.c.name, counted.scalar_subquery())
+            .join(picked, picked.c.uuid == NvlinkDomain.uuid)
+            .order_by(picked.c.name, picked.c.rack_serial.nulls_first(), NvlinkDomain.uuid)
         )
-        if only:
-            counted = counted.where(NvlinkDomain.uuid.in_(list(only)))
+    ).all()
+    if not rows and offset:  # past the last page: the total still counts
         return [], await session.scalar(counted) or 0
     return [(domain, name) for domain, name, _ in rows], rows[0][2] if rows else 0
 
