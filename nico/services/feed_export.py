@@ -9,6 +9,7 @@ decided, before any node agent has seen the partition; node_labels says which la
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
@@ -18,6 +19,7 @@ from typing import Any
 
 import yaml
 from psycopg.rows import dict_row
+from psycopg.types.string import TextLoader
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import Site
@@ -170,9 +172,16 @@ async def _count(session: AsyncSession, scope: Scope) -> int:
 async def _nodes(session: AsyncSession, sql: str, params: dict[str, Any]) -> tuple[list[Node], int]:
     driver = await driver_connection(session)
     async with driver.cursor(row_factory=dict_row) as cursor:
+        # the interfaces' JSON as text, parsed with the nodes in a thread: 50,000 nodes take ~1.5 s
+        cursor.adapters.register_loader("json", TextLoader)
         await cursor.execute(sql, params)
         rows = await cursor.fetchall()
-    nodes = [
+    nodes = await asyncio.to_thread(_made, rows)
+    return nodes, int(rows[0]["total"]) if rows and "total" in rows[0] else len(nodes)
+
+
+def _made(rows: list[dict[str, Any]]) -> list[Node]:
+    return [
         Node(
             instance_id=row["instance_id"],
             instance_name=row["instance_name"],
@@ -181,12 +190,11 @@ async def _nodes(session: AsyncSession, sql: str, params: dict[str, Any]) -> tup
             machine_id=row["machine_id"],
             hostname=row["hostname"],
             domain_uuid=row["domain_uuid"],
-            interfaces=tuple(row.get("interfaces", ())),
+            interfaces=tuple(json.loads(row["interfaces"])) if "interfaces" in row else (),
             tray_devices=tuple(row.get("tray_devices", ())),
         )
         for row in rows
     ]
-    return nodes, int(rows[0]["total"]) if rows and "total" in rows[0] else len(nodes)
 
 
 BAD_CLIQUE_LABEL = "Invalid cliqueLabel value: {value} in query (one of " + ", ".join(CLIQUE_LABELS) + ")"
@@ -211,7 +219,9 @@ async def export(
     check_node_name(node_name)
     check_clique_label(clique_label)
     nodes = await placement(session, scope, _READS[fmt]) if fmt in _READS else []
-    return render(nodes, fmt, node_name, clique_label)
+    # A whole site's document takes seconds to write at 10,000 racks (50,000 nodes: ~2 s); in a thread
+    # the event loop keeps its turns (the GIL's switch interval) and the replica's other requests move.
+    return await asyncio.to_thread(render, nodes, fmt, node_name, clique_label)
 
 
 async def export_page(
