@@ -30,6 +30,8 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
+import signal
 import statistics
 import sys
 import time
@@ -259,10 +261,13 @@ class Meter:
     every statement a client sent, BEGIN and COMMIT included, each execution of a prepared statement
     once, statements run inside functions not at all."""
 
-    def __init__(self, serve: int, reconcile: int | None, data: Path, fabric: int, admin_uri: str) -> None:
+    def __init__(
+        self, serve: int, reconcile: int | None, data: Path, fabric: int, admin_uri: str, profiled: bool
+    ) -> None:
         import psycopg
 
         self.serve, self.reconcile, self.data, self.fabric = serve, reconcile, data, fabric
+        self.profiled = profiled
         self.log = data / "postgres" / "log"
         self.conn = psycopg.connect(admin_uri, autocommit=True, application_name="convergence_bench")
         self.app_of: dict[int, str] = {}  # backend pid -> application_name, as last seen
@@ -271,6 +276,13 @@ class Meter:
 
     def close(self) -> None:
         self.conn.close()
+
+    def signal(self, number: int) -> None:
+        """Send nico's processes ``number`` (with ``--profile``: start or write their profiles)."""
+        if self.profiled:
+            for pid in (self.serve, self.reconcile):
+                if pid is not None:
+                    os.kill(pid, number)
 
     def cpu(self) -> dict[str, float]:
         import psutil
@@ -378,12 +390,14 @@ async def run_phases(
         try:
             await asyncio.gather(*(s.open() for s in streams if s is not None))
             before = meter.sample()
+            meter.signal(signal.SIGUSR1)
             await asyncio.gather(
                 *(
                     tenant_loop(client, o, ids, count, latencies, stream, offset)
                     for (o, ids), stream in zip(phase, streams, strict=True)
                 )
             )
+            meter.signal(signal.SIGUSR2)
             after = meter.sample()
         finally:
             await asyncio.gather(*(s.close() for s in streams if s is not None))
@@ -423,15 +437,13 @@ async def start_nico(
     # that does not yet is measured the same way), so PostgreSQL's work is split by the process served.
     processes = [
         await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "nico.cli", *serve, env={**env, "PGAPPNAME": "nico serve"}
+            *nico_command(args, "serve"), *serve, env={**env, "PGAPPNAME": "nico serve"}
         )
     ]
     if args.reconciler == "own-process":
         processes.append(
             await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "nico.cli",
+                *nico_command(args, "reconcile"),
                 "reconcile",
                 "--metrics-port",
                 "0",
@@ -439,6 +451,36 @@ async def start_nico(
             )
         )
     return port, processes
+
+
+def nico_command(args: argparse.Namespace, name: str) -> list[str]:
+    """How a nico process starts: ``python -m nico.cli``, under cProfile with ``--profile DIR`` (its
+    figures then include the profiler's cost: for finding where the time goes, not for measuring)."""
+    if args.profile is None:
+        return [sys.executable, "-m", "nico.cli"]
+    args.profile.mkdir(parents=True, exist_ok=True)
+    return [sys.executable, "-c", PROFILED.format(out=str(args.profile / f"{name}.prof"))]
+
+
+# ``python -m nico.cli`` profiled by cProfile during each measured phase (SIGUSR1 starts a profile,
+# SIGUSR2 writes it to <name>-<n>.prof), counting CPU time (cProfile's default counts wall time,
+# which on a busy machine charges a function for the time the process waited for a core).
+PROFILED = """import cProfile, runpy, signal, sys, time
+sys.argv[0] = "nico"
+state = {{"profile": None, "n": 0}}
+def start(*_):
+    state["profile"] = cProfile.Profile(time.process_time)
+    state["profile"].enable()
+def stop(*_):
+    if state["profile"] is not None:
+        state["profile"].disable()
+        state["profile"].dump_stats({out!r}.replace(".prof", "-%d.prof" % state["n"]))
+        state["n"] += 1
+        state["profile"] = None
+signal.signal(signal.SIGUSR1, start)
+signal.signal(signal.SIGUSR2, stop)
+runpy.run_module("nico.cli", run_name="__main__")
+"""
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -456,7 +498,7 @@ async def run(args: argparse.Namespace) -> None:
     port, processes = await start_nico(args, database_url, data, fabric)
     results: dict[str, list[Phase]] = {}
     reconcile = processes[1].pid if len(processes) > 1 else None
-    meter = Meter(processes[0].pid, reconcile, data, fabric.process.pid, admin_uri)
+    meter = Meter(processes[0].pid, reconcile, data, fabric.process.pid, admin_uri, args.profile is not None)
     try:
         limits = httpx.Limits(max_connections=2 * max(phases) + 4)
         async with httpx.AsyncClient(
@@ -484,6 +526,8 @@ async def run(args: argparse.Namespace) -> None:
             f"({os.cpu_count()} cores)"
         )
         report(results, idle, args)
+        if args.keep_statement_log is not None and meter.log.exists():
+            shutil.copyfile(meter.log, args.keep_statement_log)
     finally:
         meter.close()
         for process in processes:
@@ -589,6 +633,8 @@ def main() -> None:
         default=True,
         help="count statements in PostgreSQL's statement log (its CPU figures include the logging)",
     )
+    parser.add_argument("--keep-statement-log", type=Path, help="copy PostgreSQL's log there at the end")
+    parser.add_argument("--profile", type=Path, help="run nico's processes under cProfile: DIR/*.prof")
     parser.add_argument("--fabric-host", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     POLL = args.poll
