@@ -123,6 +123,7 @@ async def write_back(
     pp_ids = await _align_partitions(session, state, seen, outcome.before, report)
     desire = state.desire(mode, foreign)
     writes = queries.PassWrites()
+    writes.plan_generically()
     writes.close_intents(_intent_updates(state, seen, outcome))
     moved = _record_gpu_observations(writes, state, seen, pp_ids, report)
     # Instances: Ready only on an exact match for the version loaded at the start of the pass.
