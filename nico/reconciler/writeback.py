@@ -148,7 +148,6 @@ async def write_back(
     # Every GPU always has a home (#6644): checked on every pass, repaired by the next plan.
     report.gpus_without_home = len(without_home(desire, seen))
     report.foreign_gpus = sum(len(p.gpu_uids) for p in seen.unknown)
-    writes.held_machines(_held_machines(state, seen, moved))
     writes.note_waiting(report.waiting_on_foreign)
     writes.record_domain_pass(
         state.domain,
@@ -156,6 +155,7 @@ async def write_back(
         outcome.settled and not report.unsatisfiable,
         report.gpus_without_home,
         report.foreign_gpus,
+        held=_held_machines(state, seen, moved),
     )
     await writes.send(session, commit=True)
     return report
