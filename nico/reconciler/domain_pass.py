@@ -101,12 +101,15 @@ class PassContext:
 
 async def reconcile_domain(ctx: PassContext, domain: uuid.UUID) -> DomainResult:
     """Take the domain's lock (``busy`` if another reconciler holds it) and make one pass."""
+    can = ctx.backend.capabilities  # what the registry read is for
     async with ctx.engine.connect() as conn:
         key = lock_key(domain)
         loaded_at = time.monotonic()
         try:
             # The lock is the session's; the load goes out with it (one round trip), in its transaction.
-            state, registry, locked = await statemod.load_one(conn, domain, lock=key)
+            state, registry, locked = await statemod.load_one(
+                conn, domain, lock=key, endpoints=can.per_endpoint, credentials=can.credentials is not None
+            )
         except BaseException:
             await conn.invalidate()  # the lock may be taken: end the session, and the lock with it
             raise

@@ -160,27 +160,41 @@ _ONE_DOMAIN = [
     _psycopg(_OPEN_INTENTS + _domain_filter("domain_uuid", [])),
     _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", [])),
     _psycopg(_DOMAIN_LIMITS),
-    _psycopg(_DOMAIN_ENDPOINTS),
-    _NMXM_CREDENTIALS,
 ]
 _TRY_LOCK = "SELECT pg_try_advisory_lock(%(k)s)"
 
 
-async def one_domain_rows(conn: AsyncConnection, domain: uuid.UUID, *, lock: int | None = None) -> DomainRows:
-    """Everything a pass loads about ``domain``, and the registry of its chassis, in one round trip:
-    the statements go out together in a psycopg pipeline, in the connection's current transaction. With
-    ``lock``, the domain's session-level advisory lock ``lock`` is tried first in the same round trip;
-    when another session holds it, ``locked`` is False and the rows are to be thrown away."""
+async def one_domain_rows(
+    conn: AsyncConnection,
+    domain: uuid.UUID,
+    *,
+    lock: int | None = None,
+    endpoints: bool = True,
+    credentials: bool = True,
+) -> DomainRows:
+    """Everything a pass loads about ``domain``, and the registry of its chassis (its NMX-C endpoints
+    unless not ``endpoints``, the NMX-M credentials unless not ``credentials``: what the backend has
+    no use for is not read), in one round trip: the statements go out together in a psycopg
+    pipeline, in the connection's current transaction. With ``lock``, the domain's session-level
+    advisory lock ``lock`` is tried first in the same round trip; when another session holds it,
+    ``locked`` is False and the rows are to be thrown away."""
     driver = await driver_connection(conn)
     params = {"domains": [domain]}
-    statements = [Statement(sql, params if "%(" in sql else None) for sql in _ONE_DOMAIN]
+    statements = [Statement(sql, params) for sql in _ONE_DOMAIN]
+    if endpoints:
+        statements.append(Statement(_psycopg(_DOMAIN_ENDPOINTS), params))
+    if credentials:
+        statements.append(Statement(_NMXM_CREDENTIALS))
     if lock is not None:
         statements.insert(0, Statement(_TRY_LOCK, {"k": lock}))
     # One domain's rows by key, and the pass's intents in the same transaction: generic plans (each
     # of these statements was planned anew at every pass, 1.5 ms of PostgreSQL's CPU per pass).
     results = (await pipelined(driver, [GENERIC_PLANS, *statements]))[1:]
     locked = bool(results.pop(0)[0][0]) if lock is not None else True
-    sites, gpus, partitions, intents, unsettled, limits, endpoints, credentials = results
+    sites, gpus, partitions, intents, unsettled, limits = results[:6]
+    registry = iter(results[6:])
+    endpoint_rows = next(registry) if endpoints else []
+    stored = next(registry) if credentials else []
     return DomainRows(
         sites,
         gpus,
@@ -188,8 +202,8 @@ async def one_domain_rows(conn: AsyncConnection, domain: uuid.UUID, *, lock: int
         intents,
         unsettled,
         limits,
-        endpoints,
-        (str(credentials[0][0]), str(credentials[0][1])) if credentials else None,
+        endpoint_rows,
+        (str(stored[0][0]), str(stored[0][1])) if stored else None,
         locked,
     )
 
