@@ -107,10 +107,12 @@ async def write_back(
     outcome: PassOutcome,
     mode: Mode = "domain",
     foreign: Foreign = "keep",
+    desire: DomainDesire | None = None,
 ) -> WriteBackReport:
     """Record the read-back of ``outcome`` for ``state.domain`` (module docstring) and commit it;
     ``mode`` is the default partition mode (where a GPU in no tenant partition belongs), ``foreign``
-    what becomes of partitions nico did not make.
+    what becomes of partitions nico did not make; ``desire``: the state's desire by them, when the
+    caller has it already.
 
     Two round trips in the usual pass (the statements go out together, :class:`queries.PassWrites`):
     intents, GPU observations and the lock of the instances to settle; then the instances settled,
@@ -121,7 +123,7 @@ async def write_back(
     created = {o.op.name for o in outcome.outcomes if isinstance(o.op, CreatePartition)}
     seen = classify(outcome.observed, state.owned_names() | created, state.adopted())
     pp_ids = await _align_partitions(session, state, seen, outcome.before, report)
-    desire = state.desire(mode, foreign)
+    desire = state.desire(mode, foreign) if desire is None else desire
     writes = queries.PassWrites()
     writes.plan_generically()
     writes.close_intents(_intent_updates(state, seen, outcome))
