@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
@@ -52,6 +53,7 @@ class WriteBackReport:
     gpus_without_home: int = 0
     foreign_gpus: int = 0  # GPUs of the domain in partitions nico did not make, after the pass
     waiting_on_foreign: dict[uuid.UUID, str] = field(default_factory=dict)  # instance -> why it waits
+    figures: list[Any] | None = None  # the domain's gauge figures as the write-back left them
 
 
 async def record_intents(
@@ -159,7 +161,8 @@ async def write_back(
         report.foreign_gpus,
         held=_held_machines(state, seen, moved),
     )
-    await writes.send(session, commit=True)
+    writes.domain_figures(state.domain)  # in the same round trip, not a read of its own after it
+    report.figures = (await writes.send(session, commit=True)).figures
     return report
 
 

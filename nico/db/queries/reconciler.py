@@ -385,6 +385,7 @@ class PassRows:
 
     settling: list[SettlingInstance] = field(default_factory=list)
     deleting: list[uuid.UUID] = field(default_factory=list)
+    figures: list[Any] | None = None  # rows of domain_figures, when asked for
 
 
 class PassWrites:
@@ -395,6 +396,7 @@ class PassWrites:
         self._statements: list[Statement] = []
         self._settling: int | None = None
         self._deleting: int | None = None
+        self._figures: int | None = None
 
     def plan_generically(self) -> None:
         """The transaction's statements from here on take generic plans (:data:`GENERIC_PLANS`): a
@@ -418,6 +420,14 @@ class PassWrites:
         read them as they are once locked (:attr:`PassRows.settling`; instances gone are missing)."""
         self._settling = len(self._statements)
         self._statements.append(Statement(_LOCKED_SETTLING, {"ids": list(ids)}))
+
+    def domain_figures(self, domain: uuid.UUID) -> None:
+        """Read the domain's gauge figures (:func:`domain_figures`) as the transaction sees them
+        (:attr:`PassRows.figures`)."""
+        self._figures = len(self._statements)
+        filtered = {key: _domain_filter(column, [domain]) for key, column in _FIGURE_FILTERS.items()}
+        sql = _psycopg(_DOMAIN_FIGURES.format(**filtered))
+        self._statements.append(Statement(sql, {"domains": [domain]}))
 
     def deleting_partitions(self) -> None:
         """Read the logical partitions being deleted that have no physical partition left."""
@@ -472,8 +482,8 @@ class PassWrites:
         """Run the queued statements in the session's transaction (then commit it, with ``commit``)
         and empty the queue."""
         statements, self._statements = self._statements, []
-        settling, deleting = self._settling, self._deleting
-        self._settling = self._deleting = None
+        settling, deleting, figures = self._settling, self._deleting, self._figures
+        self._settling = self._deleting = self._figures = None
         if not statements and not commit:
             return PassRows()
         if commit:
@@ -482,6 +492,7 @@ class PassWrites:
         return PassRows(
             [SettlingInstance(*row) for row in results[settling]] if settling is not None else [],
             [lp_id for (lp_id,) in results[deleting]] if deleting is not None else [],
+            results[figures] if figures is not None else None,
         )
 
 
@@ -560,6 +571,10 @@ WHERE true{domains}
 """
 
 
+# The column each of _DOMAIN_FIGURES's domain filters is on.
+_FIGURE_FILTERS = {"partitions": "domain_uuid", "machines": "m.domain_uuid", "domains": "d.uuid"}
+
+
 async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
     """Per domain of ``domains`` (all when None): (domain, physical partitions recorded, instances
     pending on the fabric (not terminating, applied version behind the desired one), Ready machines
@@ -569,11 +584,7 @@ async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | N
     through their indexes (``machine.domain_uuid``, ``physical_partition (domain_uuid, ...)``), so a
     domain costs the same on a site of any size; every domain, in one pass over the machines; a domain
     that no longer exists has no row."""
-    sql = _DOMAIN_FIGURES.format(
-        partitions=_domain_filter("domain_uuid", domains),
-        machines=_domain_filter("m.domain_uuid", domains),
-        domains=_domain_filter("d.uuid", domains),
-    )
+    sql = _DOMAIN_FIGURES.format(**{key: _domain_filter(c, domains) for key, c in _FIGURE_FILTERS.items()})
     rows = await conn.execute(text(sql), _params(domains))
     return rows.all()
 
