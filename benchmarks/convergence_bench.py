@@ -582,7 +582,8 @@ def split(cpu: dict[str, float], own: bool, scale: float = 1.0) -> str:
     reconciler = f", reconciler {v['reconciler']:.1f}" if own else ""
     return (
         f"nico + PostgreSQL {nico + pg:.1f} = {api} {v['api']:.1f}{reconciler}, PostgreSQL {pg:.1f} "
-        f"(for the API {v['pg_api']:.1f}, the reconciler {v['pg_reconciler']:.1f}, "
+        f"(for {'the API' if own else 'nico serve'} {v['pg_api']:.1f}, "
+        f"the reconciler {v['pg_reconciler']:.1f}, "
         f"itself and others {v['pg_other']:.1f}); "
         f"beside them the simulated fabric {v['fabric']:.1f}, the tenants {v['tenants']:.1f}"
     )
