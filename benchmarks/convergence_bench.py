@@ -544,7 +544,7 @@ def report(results: dict[str, list[Phase]], idle: Phase, args: argparse.Namespac
     per_s = {k: v / idle.seconds for k, v in idle.statements.items()}
     print(
         f"idle (no tenant, {idle.seconds:.1f} s), CPU ms per second: {split(rate, own, 1000)}"
-        + (f"; statements per second {statements(per_s)}" if args.statement_log else "")
+        + (f"; statements per second {statements(per_s, own)}" if args.statement_log else "")
     )
     for way, found in results.items():
         how = "server-push events + one GET" if way == "events" else f"polled every {POLL * 1000:.0f} ms"
@@ -569,7 +569,7 @@ def report(results: dict[str, list[Phase]], idle: Phase, args: argparse.Namespac
             if args.statement_log:
                 print(
                     "      statements per instance: "
-                    + statements({k: v / n for k, v in phase.statements.items()})
+                    + statements({k: v / n for k, v in phase.statements.items()}, own)
                 )
 
 
@@ -589,10 +589,10 @@ def split(cpu: dict[str, float], own: bool, scale: float = 1.0) -> str:
     )
 
 
-def statements(counts: dict[str, float]) -> str:
+def statements(counts: dict[str, float], own: bool = True) -> str:
     return (
-        f"{sum(counts.values()):.1f} (the API's {counts['pg_api']:.1f}, the reconciler's "
-        f"{counts['pg_reconciler']:.1f}, others' {counts['pg_other']:.1f})"
+        f"{sum(counts.values()):.1f} ({'the API' if own else 'nico serve'}'s {counts['pg_api']:.1f}, "
+        f"the reconciler's {counts['pg_reconciler']:.1f}, others' {counts['pg_other']:.1f})"
     )
 
 
