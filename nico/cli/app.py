@@ -88,6 +88,7 @@ def serve(
     from nico.api.app import Background, build_context, create_app
     from nico.api.context import AppContext
     from nico.api.http_limits import limited_protocol
+    from nico.db.engine import name_connections
     from nico.reconciler.runtime import run_reconciler
     from nico.serving import hold_stop_signals, serve_until_stopped, stop_like_ctrl_c
 
@@ -98,6 +99,7 @@ def serve(
     if port is not None:
         settings.api.port = port
     setup_logging(settings, verbose=verbose)
+    name_connections("nico serve")
     url = database_url_or_exit(settings)
     migrate_or_exit(url)
     if workers > 1:
@@ -191,11 +193,13 @@ def reconcile(
     """Run the NVLink reconciler alone (run several to share the domains)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
+    from nico.db.engine import name_connections
     from nico.serving import hold_stop_signals, reconcile_forever, run_until, stop_like_ctrl_c, stop_requested
 
     stop_like_ctrl_c()
     settings = settings_or_exit()
     setup_logging(settings, verbose=verbose)
+    name_connections("nico reconcile")
     url = database_url_or_exit(settings)
     migrate_or_exit(url)
     hold_stop_signals()  # from here on a stop waits for the loop's handlers (no half-built loop)

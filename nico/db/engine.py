@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import select
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -33,6 +34,14 @@ def normalize_url(url: str) -> str:
 def libpq_url(url: str) -> str:
     """The same URL without the SQLAlchemy driver suffix, for raw psycopg connections."""
     return normalize_url(url).replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def name_connections(command: str) -> None:
+    """Have every PostgreSQL connection this process opens carry ``command`` as its application_name
+    (libpq's ``PGAPPNAME``, which every connection here honours: pools, listeners, migrations), so
+    ``pg_stat_activity`` and the server's logs tell the API's work from the reconciler's; a name the
+    operator set is kept."""
+    os.environ.setdefault("PGAPPNAME", command)
 
 
 class NoDatabase(LookupError):

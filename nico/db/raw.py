@@ -126,6 +126,14 @@ async def pipelined(
     return [await c.fetchall() if c.description is not None else [] for c in cursors]
 
 
+# The transaction's statements take the plan their prepared statement keeps for any values, from here on
+# (``SET LOCAL``: until the COMMIT). For transactions of statements that look rows up by key, whose
+# plan does not depend on the values: PostgreSQL's default plans them anew at every execution for as
+# long as it believes a plan for the values at hand beats the generic one, which for ``= ANY($1)`` (its
+# guess: ten elements) and ``unnest`` it always does, so every execution paid for its planning.
+GENERIC_PLANS = Statement("SET LOCAL plan_cache_mode = force_generic_plan")
+
+
 # Where a session keeps the statements that go out with its COMMIT (``session.info``).
 _AT_COMMIT = "nico.at_commit"
 

@@ -31,7 +31,7 @@ from nico.db.models.capacity import NO_DOMAIN
 from nico.db.queries.common import columns, sites_of_provider, text_search
 from nico.db.queries.feed import CLIQUE_OF_INTERFACE
 from nico.db.queries.nvlink_interface import LOCK_PARTITIONS, locked_partitions
-from nico.db.raw import AtCommit, Statement, driver_connection, pipelined, send_at_commit
+from nico.db.raw import GENERIC_PLANS, AtCommit, Statement, driver_connection, pipelined, send_at_commit
 from nico.logical_partition.queries import GPU_DOMAINS, RESERVED_DOMAINS
 
 # ---- creation -----------------------------------------------------------------------------------
@@ -106,7 +106,7 @@ async def creation_context(
     default logical partition FOR SHARE (``_LOCK_DEFAULT_PARTITION``), and the
     logical partitions of ``partition_ids`` that exist, locked FOR SHARE in id order (transient ORM
     objects, for reading), all in one round trip (a psycopg pipeline), the transaction's plans
-    generic (``_GENERIC_PLANS``). The context is None when the org has no tenant."""
+    generic (``GENERIC_PLANS``). The context is None when the org has no tenant."""
     conn = await driver_connection(session)
     params = {
         "org": org,
@@ -117,7 +117,14 @@ async def creation_context(
         "names": names,
     }
     async with conn.pipeline():  # leaving the block syncs: both results have arrived
-        await conn.execute(_GENERIC_PLANS)
+        # A create's statements (this transaction's, from here on) take the plan their prepared
+        # statement keeps for any values: each looks rows up by key, so the plan does not depend on
+        # them, and a pooled connection then plans each statement once, not for its first five
+        # executions too (PostgreSQL's default tries five custom plans before it settles on the generic
+        # one: with a pool of 16 connections taking requests in turn, that is the first 80 creates,
+        # planning the big insert each time). The statements are prepared on their first execution
+        # (``prepare=True``) for the same reason.
+        await conn.execute(GENERIC_PLANS.sql)
         context = await conn.execute(_CREATION_CONTEXT, params, prepare=True)
         await conn.execute(_LOCK_VPC, {"vpc": vpc_id}, prepare=True)
         await conn.execute(_LOCK_DEFAULT_PARTITION, {"vpc": vpc_id}, prepare=True)
@@ -126,14 +133,6 @@ async def creation_context(
     found = locked_partitions(await partitions.fetchall() if partitions else ())
     return (CreationContext(*row) if row is not None else None), found
 
-
-# A create's statements (this transaction's, from here on) take the plan their prepared statement
-# keeps for any values: each looks rows up by key, so the plan does not depend on them, and a pooled
-# connection then plans each statement once, not for its first five executions too (PostgreSQL's
-# default tries five custom plans before it settles on the generic one: with a pool of 16
-# connections taking requests in turn, that is the first 80 creates, planning the big insert each time).
-# The statements are prepared on their first execution (``prepare=True``) for the same reason.
-_GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
 
 # The VPC FOR SHARE, after the context's read: a concurrent change of the VPC's default partition
 # waits for this transaction.

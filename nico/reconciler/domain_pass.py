@@ -101,12 +101,15 @@ class PassContext:
 
 async def reconcile_domain(ctx: PassContext, domain: uuid.UUID) -> DomainResult:
     """Take the domain's lock (``busy`` if another reconciler holds it) and make one pass."""
+    can = ctx.backend.capabilities  # what the registry read is for
     async with ctx.engine.connect() as conn:
         key = lock_key(domain)
         loaded_at = time.monotonic()
         try:
             # The lock is the session's; the load goes out with it (one round trip), in its transaction.
-            state, registry, locked = await statemod.load_one(conn, domain, lock=key)
+            state, registry, locked = await statemod.load_one(
+                conn, domain, lock=key, endpoints=can.per_endpoint, credentials=can.credentials is not None
+            )
         except BaseException:
             await conn.invalidate()  # the lock may be taken: end the session, and the lock with it
             raise
@@ -152,13 +155,14 @@ async def locked_pass(
     observing = ctx.config.mode == "observe"
     # The load's transaction (read-only so far) stays open until the plan is known: the intents of a
     # pass that changes something are written in it (one transaction fewer).
+    wanted = _desire(ctx, state)  # the state does not change during the pass: one desire for it
     try:
         seen = await _observe(ctx, state)
-        result = plan(_desire(ctx, state), seen.partitions)
+        result = plan(wanted, seen.partitions)
         if seen.cached and (observing or not result.operations):
             # Nothing to change by the last read-back: only a listing now may say what is Ready.
             seen = replace(seen, partitions=await _list(ctx, seen.target), cached=False)
-            result = plan(_desire(ctx, state), seen.partitions)
+            result = plan(wanted, seen.partitions)
     except FabricError as exc:
         await conn.rollback()
         reads.forget(domain)
@@ -179,8 +183,7 @@ async def locked_pass(
             # The calls are made and their intents recorded: the next pass adopts what they did.
             return await failed(conn, ctx, domain, exc, operations=len(outcomes))
     unfinished = [o for o in outcomes if o.status != "completed"]
-    desire = _desire(ctx, state)
-    desire = replace(desire, owned_names=desire.owned_names | _created(outcomes))
+    desire = replace(wanted, owned_names=wanted.owned_names | _created(outcomes))
     again = plan(desire, observed)
     outcome = PassOutcome(
         before=seen.partitions,
@@ -192,7 +195,7 @@ async def locked_pass(
         settled=not again.operations and not again.blocked and not unfinished and not seen.still_running,
     )
     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
-        report = await write_back(session, state, outcome, mode, ctx.config.foreign_partitions)
+        report = await write_back(session, state, outcome, mode, ctx.config.foreign_partitions, wanted)
         await session.commit()  # committed by write_back already: nothing is sent
     ctx.metrics.gpus_without_home(domain, report.gpus_without_home)
     ctx.metrics.planned(domain, change_counts(again.operations), foreign_gpus=report.foreign_gpus)

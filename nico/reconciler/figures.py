@@ -35,18 +35,32 @@ class Figures:
         self.outages = outages or Outages()
         # Domains whose passes ended and whose figures are still to read (one task reads them).
         self._due: set[uuid.UUID] = set()
+        # Domains whose pass's write-back read their figures (:meth:`passed`): none to read after it.
+        self._fresh: set[uuid.UUID] = set()
         self._task: asyncio.Task[None] | None = None
         self._count_asked = False
         self._counted_at = -math.inf
 
+    def passed(self, domain: uuid.UUID, rows: Iterable[Any] | None) -> None:
+        """The domain's figures as its pass's write-back read them, in its transaction (``rows`` of
+        ``queries.domain_figures``; None: the pass made no write-back, they are read after it)."""
+        if rows is not None:
+            self.metrics.domain_figures(_figures(rows), asked={domain})
+            self._fresh.add(domain)
+
     def after_pass(self, domain: uuid.UUID) -> None:
-        """Read the domain's figures soon, without holding it: passes ending meanwhile are read
-        together."""
-        self._due.add(domain)
+        """Read the domain's figures soon, without holding it (passes ending meanwhile are read
+        together), unless its pass read them (:meth:`passed`); the logical-partition count follows."""
+        if domain in self._fresh:
+            self._fresh.discard(domain)
+        else:
+            self._due.add(domain)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._refresh(), name="nvlink-figures")
 
     async def _refresh(self) -> None:
+        if not self._due:  # only passes that read their own figures ended
+            await self._count_soon()
         while self._due:
             domains = list(self._due)
             self._due.clear()

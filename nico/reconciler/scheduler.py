@@ -211,6 +211,7 @@ class Reconciler:
         started = time.monotonic()
         try:
             result = (await self.reconcile([domain], figures=False, health_aside=True))[domain]
+            self.figures.passed(domain, result.report.figures if result.report else None)
             # The loop's (and full pass's) passes expect echoes: events during them wait for _after_events.
             self.echoes.expect(domain, result.changed)
             self.flapping.after_pass(domain, result.moved, time.monotonic())
@@ -223,8 +224,7 @@ class Reconciler:
             self.queue.ended(domain)
             self._after_events(domain)
             self.wake.set()
-        # The gauges follow without holding the domain: a change that arrived during this pass starts
-        # the next one now, not after a read of figures; passes ending meanwhile are read together.
+        # Figures the write-back did not read follow without holding the domain (see Figures.after_pass).
         self.figures.after_pass(domain)
 
     def _after_events(self, domain: uuid.UUID) -> None:

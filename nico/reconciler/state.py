@@ -126,20 +126,28 @@ async def load(
 
 
 async def load_one(
-    conn: AsyncConnection, domain: uuid.UUID, *, lock: int | None = None
+    conn: AsyncConnection,
+    domain: uuid.UUID,
+    *,
+    lock: int | None = None,
+    endpoints: bool = True,
+    credentials: bool = True,
 ) -> tuple[DomainState | None, Registry, bool]:
-    """The state of one domain (None: no such domain), the registry of its chassis, and whether the
-    domain's lock ``lock`` was taken (True without one), in one round trip
+    """The state of one domain (None: no such domain), the registry of its chassis (its endpoints and
+    the stored credentials, each only when asked for: none is read for a backend that has no use for
+    it), and whether the domain's lock ``lock`` was taken (True without one), in one round trip
     (:func:`queries.one_domain_rows`): the load of a pass triggered by a change. Not locked: the state
     is not to be acted on."""
-    rows = await queries.one_domain_rows(conn, domain, lock=lock)
+    rows = await queries.one_domain_rows(
+        conn, domain, lock=lock, endpoints=endpoints, credentials=credentials
+    )
     states = _build(rows.sites, rows.gpus, rows.partitions, rows.intents, rows.unsettled)
     _limits(states, rows.limits)
     state = states.get(domain)
     # The chassis whose registry rows were read: the domain's (a row of them that is gone is gone).
     serials = frozenset(state.chassis_serials if state is not None else ())
-    endpoints = _endpoint_map(rows.endpoints)
-    registry = Registry(endpoints, rows.credentials, covers=serials | frozenset(endpoints))
+    found = _endpoint_map(rows.endpoints)
+    registry = Registry(found, rows.credentials, covers=serials | frozenset(found))
     return state, registry, rows.locked
 
 

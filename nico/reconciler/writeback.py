@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
@@ -52,6 +53,7 @@ class WriteBackReport:
     gpus_without_home: int = 0
     foreign_gpus: int = 0  # GPUs of the domain in partitions nico did not make, after the pass
     waiting_on_foreign: dict[uuid.UUID, str] = field(default_factory=dict)  # instance -> why it waits
+    figures: list[Any] | None = None  # the domain's gauge figures as the write-back left them
 
 
 async def record_intents(
@@ -107,10 +109,12 @@ async def write_back(
     outcome: PassOutcome,
     mode: Mode = "domain",
     foreign: Foreign = "keep",
+    desire: DomainDesire | None = None,
 ) -> WriteBackReport:
     """Record the read-back of ``outcome`` for ``state.domain`` (module docstring) and commit it;
     ``mode`` is the default partition mode (where a GPU in no tenant partition belongs), ``foreign``
-    what becomes of partitions nico did not make.
+    what becomes of partitions nico did not make; ``desire``: the state's desire by them, when the
+    caller has it already.
 
     Two round trips in the usual pass (the statements go out together, :class:`queries.PassWrites`):
     intents, GPU observations and the lock of the instances to settle; then the instances settled,
@@ -121,8 +125,9 @@ async def write_back(
     created = {o.op.name for o in outcome.outcomes if isinstance(o.op, CreatePartition)}
     seen = classify(outcome.observed, state.owned_names() | created, state.adopted())
     pp_ids = await _align_partitions(session, state, seen, outcome.before, report)
-    desire = state.desire(mode, foreign)
+    desire = state.desire(mode, foreign) if desire is None else desire
     writes = queries.PassWrites()
+    writes.plan_generically()
     writes.close_intents(_intent_updates(state, seen, outcome))
     moved = _record_gpu_observations(writes, state, seen, pp_ids, report)
     # Instances: Ready only on an exact match for the version loaded at the start of the pass.
@@ -147,7 +152,6 @@ async def write_back(
     # Every GPU always has a home (#6644): checked on every pass, repaired by the next plan.
     report.gpus_without_home = len(without_home(desire, seen))
     report.foreign_gpus = sum(len(p.gpu_uids) for p in seen.unknown)
-    writes.held_machines(_held_machines(state, seen, moved))
     writes.note_waiting(report.waiting_on_foreign)
     writes.record_domain_pass(
         state.domain,
@@ -155,8 +159,10 @@ async def write_back(
         outcome.settled and not report.unsatisfiable,
         report.gpus_without_home,
         report.foreign_gpus,
+        held=_held_machines(state, seen, moved),
     )
-    await writes.send(session, commit=True)
+    writes.domain_figures(state.domain)  # in the same round trip, not a read of its own after it
+    report.figures = (await writes.send(session, commit=True)).figures
     return report
 
 

@@ -299,12 +299,15 @@ async def stream(
             after = {"after_txid": cursor.txid, "after_id": cursor.id}
             rows = await _rows(raw, q.EVENTS_AFTER, params | after)
             pending = None
+            events: list[str] = []
             for row in rows:
                 if row["txid"] >= row["horizon"]:
                     pending = row["txid"]  # not final, nor anything after it: wait for the horizon
                     break
                 cursor = Cursor(row["txid"], row["id"])
-                yield sse("placement", event_body(row), cursor)
+                events.append(sse("placement", event_body(row), cursor))
+            if events:  # one write for the read's events (each write crosses the ASGI stack)
+                yield "".join(events)
             if pending is None and len(rows) == BATCH:
                 continue  # more may be waiting
             # Everything final when the read began is sent: what came after has notified (after

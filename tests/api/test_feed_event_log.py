@@ -247,12 +247,13 @@ class Streamed:
         self._task = asyncio.create_task(self._read(body))
 
     async def _read(self, body: AsyncIterator[str]) -> None:
-        async for text_ in body:
-            event = dict(line.split(": ", 1) for line in text_.strip().splitlines() if ": " in line)
-            if event.get("event") == "hello":
-                self.started.set()
-            elif event.get("event") == "placement":
-                self.events.append({"id": event["id"], **json.loads(event["data"])})
+        async for text_ in body:  # a write may hold several events, each ended by a blank line
+            for block in text_.split("\n\n"):
+                event = dict(line.split(": ", 1) for line in block.strip().splitlines() if ": " in line)
+                if event.get("event") == "hello":
+                    self.started.set()
+                elif event.get("event") == "placement":
+                    self.events.append({"id": event["id"], **json.loads(event["data"])})
 
     async def stop(self) -> None:
         self._task.cancel()

@@ -16,7 +16,7 @@ from alembic.script import ScriptDirectory
 from typer.testing import CliRunner
 
 from nico.cli import app
-from nico.db.engine import libpq_url
+from nico.db.engine import libpq_url, name_connections
 from nico.db.migrate import head_revision
 from nico.db.revisions import migrations_dir, revisions
 from tests.support import db as testdb
@@ -156,3 +156,19 @@ def test_checking_the_schema_does_not_load_alembic(cli_env: dict[str, str]) -> N
         check=False,
     )
     assert done.stdout.split() == ["0", "[]", "[]"], done.stderr
+
+
+def test_the_commands_name_their_connections_unless_the_operator_did(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``nico serve`` and ``nico reconcile`` give their PostgreSQL connections their command as
+    application_name (``pg_stat_activity`` and the server's log tell the API's work from the
+    reconciler's); a name the operator set in ``PGAPPNAME`` is kept."""
+    monkeypatch.delenv("PGAPPNAME", raising=False)
+    name_connections("nico reconcile")
+    with psycopg.connect(libpq_url(database_url)) as conn:
+        row = conn.execute("SELECT current_setting('application_name')").fetchone()
+    assert row is not None and row[0] == "nico reconcile"
+    monkeypatch.setenv("PGAPPNAME", "site-api-7")
+    name_connections("nico serve")
+    assert os.environ["PGAPPNAME"] == "site-api-7"

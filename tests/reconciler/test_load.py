@@ -451,6 +451,10 @@ async def test_a_pass_loads_its_domain_in_one_round_trip_as_the_bulk_load_does(
         one, registry, _ = await statemod.load_one(conn, d0)
         missing, _, _ = await statemod.load_one(conn, uuid.uuid4())
         endpoints = await statemod.endpoints(conn)
+        # What a backend has no use for is not read: NMX-C signs in with no stored credentials,
+        # NMX-M has one site-wide endpoint; the domain's rows are the same either way.
+        nmxc, for_nmxc, _ = await statemod.load_one(conn, d0, credentials=False)
+        nmxm, for_nmxm, _ = await statemod.load_one(conn, d0, endpoints=False)
 
     assert one == bulk
     assert (
@@ -465,6 +469,8 @@ async def test_a_pass_loads_its_domain_in_one_round_trip_as_the_bulk_load_does(
     assert registry.endpoints == own and registry.nmxm_credentials == ("operator", "s3cret")
     assert registry.covers is not None and one.chassis_serials <= registry.covers
     assert missing is None
+    assert nmxc == one and for_nmxc.endpoints == own and for_nmxc.nmxm_credentials is None
+    assert nmxm == one and for_nmxm.endpoints == {} and for_nmxm.nmxm_credentials == ("operator", "s3cret")
     await reconciler.close()
     await backend.close()
 

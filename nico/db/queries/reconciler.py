@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from nico.db.raw import Statement, driver_connection, pipelined
+from nico.db.raw import GENERIC_PLANS, Statement, driver_connection, pipelined
 
 
 def _domain_filter(column: str, domains: Sequence[uuid.UUID] | None) -> str:
@@ -160,25 +160,41 @@ _ONE_DOMAIN = [
     _psycopg(_OPEN_INTENTS + _domain_filter("domain_uuid", [])),
     _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", [])),
     _psycopg(_DOMAIN_LIMITS),
-    _psycopg(_DOMAIN_ENDPOINTS),
-    _NMXM_CREDENTIALS,
 ]
 _TRY_LOCK = "SELECT pg_try_advisory_lock(%(k)s)"
 
 
-async def one_domain_rows(conn: AsyncConnection, domain: uuid.UUID, *, lock: int | None = None) -> DomainRows:
-    """Everything a pass loads about ``domain``, and the registry of its chassis, in one round trip:
-    the statements go out together in a psycopg pipeline, in the connection's current transaction. With
-    ``lock``, the domain's session-level advisory lock ``lock`` is tried first in the same round trip;
-    when another session holds it, ``locked`` is False and the rows are to be thrown away."""
+async def one_domain_rows(
+    conn: AsyncConnection,
+    domain: uuid.UUID,
+    *,
+    lock: int | None = None,
+    endpoints: bool = True,
+    credentials: bool = True,
+) -> DomainRows:
+    """Everything a pass loads about ``domain``, and the registry of its chassis (its NMX-C endpoints
+    unless not ``endpoints``, the NMX-M credentials unless not ``credentials``: what the backend has
+    no use for is not read), in one round trip: the statements go out together in a psycopg
+    pipeline, in the connection's current transaction. With ``lock``, the domain's session-level
+    advisory lock ``lock`` is tried first in the same round trip; when another session holds it,
+    ``locked`` is False and the rows are to be thrown away."""
     driver = await driver_connection(conn)
     params = {"domains": [domain]}
-    statements = [Statement(sql, params if "%(" in sql else None) for sql in _ONE_DOMAIN]
+    statements = [Statement(sql, params) for sql in _ONE_DOMAIN]
+    if endpoints:
+        statements.append(Statement(_psycopg(_DOMAIN_ENDPOINTS), params))
+    if credentials:
+        statements.append(Statement(_NMXM_CREDENTIALS))
     if lock is not None:
         statements.insert(0, Statement(_TRY_LOCK, {"k": lock}))
-    results = await pipelined(driver, statements)
+    # One domain's rows by key, and the pass's intents in the same transaction: generic plans (each
+    # of these statements was planned anew at every pass, 1.5 ms of PostgreSQL's CPU per pass).
+    results = (await pipelined(driver, [GENERIC_PLANS, *statements]))[1:]
     locked = bool(results.pop(0)[0][0]) if lock is not None else True
-    sites, gpus, partitions, intents, unsettled, limits, endpoints, credentials = results
+    sites, gpus, partitions, intents, unsettled, limits = results[:6]
+    registry = iter(results[6:])
+    endpoint_rows = next(registry) if endpoints else []
+    stored = next(registry) if credentials else []
     return DomainRows(
         sites,
         gpus,
@@ -186,8 +202,8 @@ async def one_domain_rows(conn: AsyncConnection, domain: uuid.UUID, *, lock: int
         intents,
         unsettled,
         limits,
-        endpoints,
-        (str(credentials[0][0]), str(credentials[0][1])) if credentials else None,
+        endpoint_rows,
+        (str(stored[0][0]), str(stored[0][1])) if stored else None,
         locked,
     )
 
@@ -333,11 +349,13 @@ _RECORD_DOMAIN_PASS = (
     "fabric_digest = %(digest)s, settled = %(settled)s, gpus_without_home = %(homeless)s, "
     "foreign_gpus = %(foreign)s, updated = now() WHERE uuid = %(d)s"
 )
-# Only the rows that change: the capacity triggers move a machine between free and held.
-_HELD_MACHINES = (
-    "UPDATE machine m SET foreign_gpus = v.n, updated = now() "
+# Only the rows that change: the capacity triggers move a machine between free and held. Sent with
+# the domain's pass record, as one statement (one statement fewer per pass: its client and server
+# overhead was most of its cost).
+_HELD_MACHINES_AND_DOMAIN_PASS = (
+    "WITH held AS (UPDATE machine m SET foreign_gpus = v.n, updated = now() "
     "FROM unnest(CAST(%(ids)s AS varchar[]), CAST(%(counts)s AS smallint[])) AS v(id, n) "
-    "WHERE m.id = v.id AND m.foreign_gpus <> v.n"
+    "WHERE m.id = v.id AND m.foreign_gpus <> v.n RETURNING 1) " + _RECORD_DOMAIN_PASS
 )
 # A note in an instance's status history, unless its latest entry says the same already.
 _WAITING_NOTES = (
@@ -367,6 +385,7 @@ class PassRows:
 
     settling: list[SettlingInstance] = field(default_factory=list)
     deleting: list[uuid.UUID] = field(default_factory=list)
+    figures: list[Any] | None = None  # rows of domain_figures, when asked for
 
 
 class PassWrites:
@@ -377,6 +396,12 @@ class PassWrites:
         self._statements: list[Statement] = []
         self._settling: int | None = None
         self._deleting: int | None = None
+        self._figures: int | None = None
+
+    def plan_generically(self) -> None:
+        """The transaction's statements from here on take generic plans (:data:`GENERIC_PLANS`): a
+        pass's write-back looks its rows up by key."""
+        self._statements.append(GENERIC_PLANS)
 
     def close_intents(self, updates: list[dict[str, object]]) -> None:
         """Set intents' final state (keys: id, state, error, op), one statement for all."""
@@ -395,6 +420,14 @@ class PassWrites:
         read them as they are once locked (:attr:`PassRows.settling`; instances gone are missing)."""
         self._settling = len(self._statements)
         self._statements.append(Statement(_LOCKED_SETTLING, {"ids": list(ids)}))
+
+    def domain_figures(self, domain: uuid.UUID) -> None:
+        """Read the domain's gauge figures (:func:`domain_figures`) as the transaction sees them
+        (:attr:`PassRows.figures`)."""
+        self._figures = len(self._statements)
+        filtered = {key: _domain_filter(column, [domain]) for key, column in _FIGURE_FILTERS.items()}
+        sql = _psycopg(_DOMAIN_FIGURES.format(**filtered))
+        self._statements.append(Statement(sql, {"domains": [domain]}))
 
     def deleting_partitions(self) -> None:
         """Read the logical partitions being deleted that have no physical partition left."""
@@ -420,17 +453,24 @@ class PassWrites:
         self._statements.append(Statement(_SETTLE, params))
 
     def record_domain_pass(
-        self, domain: uuid.UUID, digest: str, settled: bool, without_home: int, foreign: int = 0
+        self,
+        domain: uuid.UUID,
+        digest: str,
+        settled: bool,
+        without_home: int,
+        foreign: int = 0,
+        held: Mapping[str, int] | None = None,
     ) -> None:
+        """The domain's pass (its fabric digest, whether it is settled, its GPUs without a home and in
+        foreign partitions) and, in the same statement, each machine's count of GPUs in foreign
+        partitions (``held``: machine id -> count; only the rows whose count changes are written)."""
         params = {"d": domain, "digest": digest, "settled": settled, "homeless": without_home}
-        self._statements.append(Statement(_RECORD_DOMAIN_PASS, {**params, "foreign": foreign}))
-
-    def held_machines(self, counts: Mapping[str, int]) -> None:
-        """Set each machine's count of GPUs in foreign partitions (machine id -> count); only the rows
-        whose count changes are written."""
-        if counts:
-            params = {"ids": list(counts), "counts": list(counts.values())}
-            self._statements.append(Statement(_HELD_MACHINES, params))
+        params |= {"foreign": foreign}
+        if held:
+            params |= {"ids": list(held), "counts": list(held.values())}
+            self._statements.append(Statement(_HELD_MACHINES_AND_DOMAIN_PASS, params))
+        else:
+            self._statements.append(Statement(_RECORD_DOMAIN_PASS, params))
 
     def note_waiting(self, messages: Mapping[uuid.UUID, str]) -> None:
         """Say in each instance's status history why it waits (instance id -> message), once."""
@@ -442,8 +482,8 @@ class PassWrites:
         """Run the queued statements in the session's transaction (then commit it, with ``commit``)
         and empty the queue."""
         statements, self._statements = self._statements, []
-        settling, deleting = self._settling, self._deleting
-        self._settling = self._deleting = None
+        settling, deleting, figures = self._settling, self._deleting, self._figures
+        self._settling = self._deleting = self._figures = None
         if not statements and not commit:
             return PassRows()
         if commit:
@@ -452,6 +492,7 @@ class PassWrites:
         return PassRows(
             [SettlingInstance(*row) for row in results[settling]] if settling is not None else [],
             [lp_id for (lp_id,) in results[deleting]] if deleting is not None else [],
+            results[figures] if figures is not None else None,
         )
 
 
@@ -530,6 +571,10 @@ WHERE true{domains}
 """
 
 
+# The column each of _DOMAIN_FIGURES's domain filters is on.
+_FIGURE_FILTERS = {"partitions": "domain_uuid", "machines": "m.domain_uuid", "domains": "d.uuid"}
+
+
 async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
     """Per domain of ``domains`` (all when None): (domain, physical partitions recorded, instances
     pending on the fabric (not terminating, applied version behind the desired one), Ready machines
@@ -539,11 +584,7 @@ async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | N
     through their indexes (``machine.domain_uuid``, ``physical_partition (domain_uuid, ...)``), so a
     domain costs the same on a site of any size; every domain, in one pass over the machines; a domain
     that no longer exists has no row."""
-    sql = _DOMAIN_FIGURES.format(
-        partitions=_domain_filter("domain_uuid", domains),
-        machines=_domain_filter("m.domain_uuid", domains),
-        domains=_domain_filter("d.uuid", domains),
-    )
+    sql = _DOMAIN_FIGURES.format(**{key: _domain_filter(c, domains) for key, c in _FIGURE_FILTERS.items()})
     rows = await conn.execute(text(sql), _params(domains))
     return rows.all()
 
