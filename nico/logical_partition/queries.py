@@ -306,10 +306,13 @@ async def instance_type_site(conn: Connection, instance_type_id: uuid.UUID) -> u
 
 # Up to ``n`` free machines of the type in the domain that no reservation holds, marked for the
 # partition, contiguous trays first; machines other transactions hold are skipped (they may be a
-# create's).
+# create's). The pick is a materialized CTE, read once: as ``WHERE id IN (SELECT ... LIMIT n FOR
+# UPDATE SKIP LOCKED)`` the planner may put the pick on the inner side of a join and run it again
+# for each machine, and a run after the UPDATE marked some skips those (updated by this very
+# statement) and picks others: fewer than ``n`` marked with ``n`` free, a false 409, depending on the
+# table's statistics.
 _RESERVE = """
-UPDATE machine SET reserved_lp_id = %(lp)s
-WHERE id IN (
+WITH picked AS MATERIALIZED (
     SELECT m.id FROM machine m
     WHERE m.site_id = %(site)s AND m.instance_type_id = %(type)s AND m.domain_uuid = %(domain)s
       AND m.instance_id IS NULL AND m.status = 'Ready' AND NOT m.is_missing_on_site
@@ -317,17 +320,19 @@ WHERE id IN (
     ORDER BY m.chassis_serial, m.tray_index, m.id
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED)
-RETURNING id
+UPDATE machine SET reserved_lp_id = %(lp)s FROM picked WHERE machine.id = picked.id
+RETURNING machine.id
 """
 
-# ``n`` of the partition's reserved machines given back, free ones first (NULL: all of them).
+# ``n`` of the partition's reserved machines given back, free ones first (NULL: all of them); the
+# pick read once, as _RESERVE's.
 _RELEASE = """
-UPDATE machine SET reserved_lp_id = NULL
-WHERE id IN (
+WITH picked AS MATERIALIZED (
     SELECT m.id FROM machine m WHERE m.reserved_lp_id = %(lp)s
     ORDER BY m.instance_id IS NULL DESC, m.chassis_serial DESC, m.tray_index DESC, m.id DESC
     LIMIT %(n)s
     FOR UPDATE)
+UPDATE machine SET reserved_lp_id = NULL FROM picked WHERE machine.id = picked.id
 """
 
 
