@@ -38,17 +38,22 @@ _DOMAIN_SITES = "SELECT uuid, site_id FROM nvlink_domain WHERE true"
 # One row per GPU with what it wants: the live binding of its instance's GPU, unless the instance is
 # terminating (then its GPUs must leave every tenant partition). Columns: domain, gpu_uid (text),
 # machine id, device id, instance id, wanted logical partition, physical partition id, fabric
-# partition id, chassis serial, slot id.
+# partition id, chassis serial, slot id. The instance and its binding are looked up per GPU of a machine
+# with an instance, through their indexes (the binding's: uq_nvlink_interface_live_gpu, so at most
+# one): joined, they were read whole for each part of a deep scan (every binding and instance of the
+# site, 40 times a pass at 2,000 racks), a cost that grew with the site's square.
 _GPU_WANTS = """
             SELECT m.domain_uuid, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
-                   CASE WHEN i.status = 'Terminating' THEN NULL ELSE ni.logical_partition_id END,
+                   CASE WHEN m.instance_id IS NULL
+                          OR (SELECT i.status FROM instance i WHERE i.id = m.instance_id) = 'Terminating'
+                        THEN NULL
+                        ELSE (SELECT ni.logical_partition_id FROM nvlink_interface ni
+                              WHERE ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
+                                AND ni.status <> 'Deleting')
+                   END,
                    g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
             FROM gpu g
             JOIN machine m ON m.id = g.machine_id
-            LEFT JOIN instance i ON i.id = m.instance_id
-            LEFT JOIN nvlink_interface ni
-                   ON ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
-                  AND ni.status <> 'Deleting'
             WHERE m.domain_uuid IS NOT NULL
             """
 
@@ -571,7 +576,11 @@ _GPU_HEALTH = (
     "UPDATE gpu SET health = h.health FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(hs)s AS text[])) "
     "AS h(uid, health) WHERE gpu.gpu_uid = h.uid AND gpu.health IS DISTINCT FROM h.health"
 )
-# Rows already right are not written (the capacity triggers see only real changes).
+# Rows already right are not written (the capacity triggers see only real changes). Every reading of
+# machine names the domain, so each goes through machine.domain_uuid's index whatever the planner's
+# statistics say: joined by id alone, a site whose statistics lagged (a first pass right after its
+# racks were imported) had each domain's health scan every machine of the site (21 ms a domain at
+# 2,000 racks, the largest cost of that first pass).
 _HEALTH_HOLDS = """
 WITH wanted AS (
     SELECT g.machine_id, %(hold)s AND bool_or(g.health IS NOT NULL AND g.health <> 'HEALTHY') AS held
@@ -579,9 +588,10 @@ WITH wanted AS (
     WHERE x.domain_uuid = %(d)s GROUP BY g.machine_id
 ), moving AS (
     SELECT m.id, w.held FROM machine m JOIN wanted w ON w.machine_id = m.id
-    WHERE m.held_unhealthy IS DISTINCT FROM w.held ORDER BY m.id FOR NO KEY UPDATE OF m
+    WHERE m.domain_uuid = %(d)s AND m.held_unhealthy IS DISTINCT FROM w.held ORDER BY m.id
+    FOR NO KEY UPDATE OF m
 )
-UPDATE machine m SET held_unhealthy = v.held FROM moving v WHERE m.id = v.id
+UPDATE machine m SET held_unhealthy = v.held FROM moving v WHERE m.id = v.id AND m.domain_uuid = %(d)s
 """
 _PARTITION_HEALTH = (
     "UPDATE physical_partition p SET health = h.health "
