@@ -80,6 +80,7 @@ class DomainState:
     intents: list[OpenIntent] = field(default_factory=list)
     unsettled: dict[uuid.UUID, UnsettledInstance] = field(default_factory=dict)
     multicast_limits: dict[uuid.UUID, int] = field(default_factory=dict)  # wanted lp -> its limit
+    multicast_budget: int | None = None  # as last read from the fabric and stored (None: never)
 
     def owned_names(self) -> frozenset[str]:
         return frozenset(self.partitions) | {i.name for i in self.intents if i.operation == "create"}
@@ -174,8 +175,9 @@ def _build(
     # Strings every GPU of a machine or chassis repeats, kept once (a full load holds every GPU).
     machines: dict[str, str] = {}
     serials: dict[str, str] = {}
-    for domain, site_id in sites:
-        state(domain).site_id = site_id
+    for domain, site_id, budget in sites:
+        found = state(domain)
+        found.site_id, found.multicast_budget = site_id, budget
     for domain, uid, machine_id, device_id, instance_id, wants, pp, fabric_pid, chassis, slot in gpus:
         s = state(domain)
         gpu = int(uid)

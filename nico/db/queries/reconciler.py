@@ -31,8 +31,9 @@ def _params(domains: Sequence[uuid.UUID] | None) -> dict[str, Any]:
 # ---- state loading ------------------------------------------------------------------------------
 
 
-# (domain uuid, site id) of every domain (or of those named).
-_DOMAIN_SITES = "SELECT uuid, site_id FROM nvlink_domain WHERE true"
+# (domain uuid, site id, multicast budget as last read from the fabric: None, never read) of every
+# domain (or of those named).
+_DOMAIN_SITES = "SELECT uuid, site_id, max_multicast_groups FROM nvlink_domain WHERE true"
 
 
 # One row per GPU with what it wants: the live binding of its instance's GPU, unless the instance is
@@ -560,14 +561,6 @@ async def multicast_limits(conn: AsyncConnection, partition_ids: Sequence[uuid.U
         {"ids": list(partition_ids)},
     )
     return rows.all()
-
-
-async def domain_multicast_budget(conn: AsyncConnection, domain: uuid.UUID) -> int | None:
-    """The domain's multicast budget as last read from the fabric (None: never read)."""
-    rows = await conn.execute(
-        text("SELECT max_multicast_groups FROM nvlink_domain WHERE uuid = :d"), {"d": domain}
-    )
-    return rows.scalar()
 
 
 _MULTICAST_BUDGET = "UPDATE nvlink_domain SET max_multicast_groups = %(b)s WHERE uuid = %(d)s"
