@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from nico.db.raw import Statement, driver_connection, pipelined
+from nico.db.raw import Statement, array_literal, driver_connection, pipelined
 
 
 def _domain_filter(column: str, domains: Sequence[uuid.UUID] | None) -> str:
@@ -393,7 +393,10 @@ class PassWrites:
         """Store each GPU's observed partition (one statement for the whole domain)."""
         if gpu_uids:
             self._statements.append(
-                Statement(_GPU_OBSERVATIONS, {"uids": gpu_uids, "pps": pps, "pids": pids})
+                Statement(
+                    _GPU_OBSERVATIONS,
+                    {"uids": array_literal(gpu_uids), "pps": array_literal(pps), "pids": array_literal(pids)},
+                )
             )
 
     def lock_settling(self, ids: Sequence[uuid.UUID]) -> None:
@@ -435,7 +438,7 @@ class PassWrites:
         """Set each machine's count of GPUs in foreign partitions (machine id -> count); only the rows
         whose count changes are written."""
         if counts:
-            params = {"ids": list(counts), "counts": list(counts.values())}
+            params = {"ids": array_literal(counts), "counts": array_literal(counts.values())}
             self._statements.append(Statement(_HELD_MACHINES, params))
 
     def note_waiting(self, messages: Mapping[uuid.UUID, str]) -> None:
@@ -611,11 +614,13 @@ async def record_health(
     if budget is not None:
         statements.append(Statement(_MULTICAST_BUDGET, {"b": budget, "d": domain}))
     if gpus:
-        statements.append(Statement(_GPU_HEALTH, {"uids": [str(u) for u in gpus], "hs": list(gpus.values())}))
+        statements.append(
+            Statement(_GPU_HEALTH, {"uids": array_literal(gpus), "hs": array_literal(gpus.values())})
+        )
     statements.append(Statement(_HEALTH_HOLDS, {"d": domain, "hold": hold}))
     if partitions:
-        params = {"d": domain, "names": list(partitions), "hs": list(partitions.values())}
-        statements.append(Statement(_PARTITION_HEALTH, params))
+        names, healths = array_literal(partitions), array_literal(partitions.values())
+        statements.append(Statement(_PARTITION_HEALTH, {"d": domain, "names": names, "hs": healths}))
     await pipelined(await driver_connection(conn), statements, commit=True)
 
 
