@@ -271,43 +271,53 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-async def delete_physical_partition(session: AsyncSession, physical_partition_id: uuid.UUID) -> None:
-    await session.execute(
-        text("DELETE FROM physical_partition WHERE id = :id"), {"id": physical_partition_id}
-    )
+_DELETE_PHYSICAL_PARTITION = "DELETE FROM physical_partition WHERE id = %(id)s"
+_UPSERT_PHYSICAL_PARTITION = (
+    "INSERT INTO physical_partition (id, logical_partition_id, domain_uuid, nmx_partition_id, "
+    "fabric_ref, name) SELECT %(id)s, lp.id, %(domain)s, %(pid)s, %(ref)s, %(name)s "
+    "FROM logical_partition lp WHERE lp.id = %(lp)s "
+    "ON CONFLICT (logical_partition_id, domain_uuid) DO UPDATE SET "
+    "nmx_partition_id = EXCLUDED.nmx_partition_id, fabric_ref = EXCLUDED.fabric_ref, "
+    "name = EXCLUDED.name, updated = now() RETURNING id"
+)
 
 
-async def upsert_physical_partition(
-    session: AsyncSession,
-    *,
-    id: uuid.UUID,
-    logical_partition_id: uuid.UUID | None,
-    domain: uuid.UUID,
-    nmx_partition_id: int,
-    fabric_ref: str | None,
-    name: str,
-) -> uuid.UUID | None:
-    """Record a fabric partition of a logical partition on a domain; returns the record's id (None
-    when the logical partition is gone)."""
-    row = await session.execute(
-        text(
-            "INSERT INTO physical_partition (id, logical_partition_id, domain_uuid, nmx_partition_id, "
-            "fabric_ref, name) SELECT :id, lp.id, :domain, :pid, :ref, :name FROM logical_partition lp "
-            "WHERE lp.id = :lp "
-            "ON CONFLICT (logical_partition_id, domain_uuid) DO UPDATE SET "
-            "nmx_partition_id = EXCLUDED.nmx_partition_id, fabric_ref = EXCLUDED.fabric_ref, "
-            "name = EXCLUDED.name, updated = now() RETURNING id"
-        ),
-        {
-            "id": id,
-            "lp": logical_partition_id,
-            "domain": domain,
-            "pid": nmx_partition_id,
-            "ref": fabric_ref,
-            "name": name,
-        },
-    )
-    return row.scalar()
+@dataclass(frozen=True)
+class PartitionRecord:
+    """A fabric partition of a logical partition on a domain to record
+    (:func:`record_physical_partitions`)."""
+
+    id: uuid.UUID  # the record's id when it is new (an existing record keeps its own)
+    logical_partition_id: uuid.UUID | None
+    domain: uuid.UUID
+    nmx_partition_id: int
+    fabric_ref: str | None
+    name: str
+
+
+async def record_physical_partitions(
+    session: AsyncSession, deleted: Sequence[uuid.UUID], records: Sequence[PartitionRecord]
+) -> list[uuid.UUID | None]:
+    """Delete the ``deleted`` physical partition records, then record each of ``records`` (a fabric
+    partition of a logical partition on a domain), in the session's transaction and one round trip;
+    returns each record's id, in order (None when its logical partition is gone)."""
+    statements = [Statement(_DELETE_PHYSICAL_PARTITION, {"id": pp_id}) for pp_id in deleted]
+    statements += [Statement(_UPSERT_PHYSICAL_PARTITION, _record_params(r)) for r in records]
+    if not statements:
+        return []
+    results = await pipelined(await driver_connection(session), statements)
+    return [rows[0][0] if rows else None for rows in results[len(deleted) :]]
+
+
+def _record_params(record: PartitionRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "lp": record.logical_partition_id,
+        "domain": record.domain,
+        "pid": record.nmx_partition_id,
+        "ref": record.fabric_ref,
+        "name": record.name,
+    }
 
 
 _GPU_OBSERVATIONS = (
