@@ -184,12 +184,15 @@ def _build(
     for domain, site_id, budget in sites:
         found = state(domain)
         found.site_id, found.multicast_budget = site_id, budget
-    # The GPU rows are the bulk of a load (one per GPU of the site) and come machine by machine: a
-    # domain's state is looked up again only when the row's domain is another.
+    # The GPU rows are the bulk of a load (one per GPU of the site) and come machine by machine, their
+    # domain as text: a domain's state is looked up again only when the row's domain is another.
+    by_text: dict[str, DomainState] = {}
     s: DomainState | None = None
+    last = ""
     for domain, uid, machine_id, device_id, instance_id, wants, pp, fabric_pid, chassis, slot in gpus:
-        if s is None or s.domain.int != domain.int:
-            s = state(domain)
+        if s is None or domain != last:
+            s = by_text.get(domain) or by_text.setdefault(domain, state(uuid.UUID(domain)))
+            last = domain
         gpu = int(uid)
         serial = serials.get(chassis) or serials.setdefault(chassis, chassis.strip())
         s.gpus[gpu] = GpuRow(

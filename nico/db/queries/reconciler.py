@@ -37,7 +37,8 @@ _DOMAIN_SITES = "SELECT uuid, site_id, max_multicast_groups FROM nvlink_domain W
 
 
 # One row per GPU with what it wants: the live binding of its instance's GPU, unless the instance is
-# terminating (then its GPUs must leave every tenant partition). Columns: domain, gpu_uid (text),
+# terminating (then its GPUs must leave every tenant partition). Columns: domain (text: a uuid object
+# per row was the largest part of reading them; the load makes one per domain), gpu_uid (text),
 # machine id, device id, instance id, wanted logical partition, physical partition id, fabric
 # partition id, chassis serial, slot id. Two forms of one query, planned best for what they read: for
 # one domain (a pass), joins; for many (a part of a deep scan), the instance and the binding looked
@@ -46,7 +47,7 @@ _DOMAIN_SITES = "SELECT uuid, site_id, max_multicast_groups FROM nvlink_domain W
 # site for each 50-domain part (40 parts a deep pass at 2,000 racks, 200 at 10,000: a cost growing
 # with the site's square), while for one domain they are a fifth cheaper than the lookups.
 _GPU_WANTS_JOINED = """
-            SELECT m.domain_uuid, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
+            SELECT m.domain_uuid::text, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
                    CASE WHEN i.status = 'Terminating' THEN NULL ELSE ni.logical_partition_id END,
                    g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
             FROM gpu g
@@ -58,7 +59,7 @@ _GPU_WANTS_JOINED = """
             WHERE m.domain_uuid IS NOT NULL
             """
 _GPU_WANTS = """
-            SELECT m.domain_uuid, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
+            SELECT m.domain_uuid::text, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
                    CASE WHEN m.instance_id IS NULL
                           OR (SELECT i.status FROM instance i WHERE i.id = m.instance_id) = 'Terminating'
                         THEN NULL
