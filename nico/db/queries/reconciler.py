@@ -254,10 +254,10 @@ async def release_domain_lock(conn: AsyncConnection, key: int) -> None:
 _INSERT_INTENTS = (
     "INSERT INTO fabric_intent (id, domain_uuid, logical_partition_id, operation, "
     "partition_name, fabric_ref, gpu_uids, state) "
-    "SELECT r.id, r.domain, lp.id, r.operation, r.name, r.ref, "
-    "ARRAY(SELECT CAST(g AS numeric) FROM jsonb_array_elements_text(r.gpus) AS g), 'pending' "
+    "SELECT r.id, r.domain, (SELECT lp.id FROM logical_partition lp WHERE lp.id = r.lp), r.operation, "
+    "r.name, r.ref, ARRAY(SELECT CAST(g AS numeric) FROM jsonb_array_elements_text(r.gpus) AS g), 'pending' "
     "FROM jsonb_to_recordset(%(rows)s) AS r(id uuid, domain uuid, lp uuid, operation text, name text, "
-    "ref text, gpus jsonb) LEFT JOIN logical_partition lp ON lp.id = r.lp"
+    "ref text, gpus jsonb)"
 )
 
 
@@ -327,10 +327,13 @@ _GPU_OBSERVATIONS = (
     "FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(pps)s AS uuid[]), CAST(%(pids)s AS bigint[])) "
     "AS v(uid, pp, pid) WHERE gpu.gpu_uid = v.uid"
 )
+# The ids again as an array: joined by id alone, the planner (a hundred rows expected of the JSON)
+# read every intent ever recorded, once a pass.
 _CLOSE_INTENTS = (
     "UPDATE fabric_intent f SET state = v.state, error = v.error, "
     "operation_id = COALESCE(v.op, f.operation_id), updated = now() "
-    "FROM jsonb_to_recordset(%(rows)s) AS v(id uuid, state text, error text, op text) WHERE f.id = v.id"
+    "FROM jsonb_to_recordset(%(rows)s) AS v(id uuid, state text, error text, op text) "
+    "WHERE f.id = v.id AND f.id = ANY(CAST(%(ids)s AS uuid[]))"
 )
 _LOCKED_SETTLING = (
     "SELECT i.id, i.status, i.nvlink_config_version, ARRAY(SELECT n.device_instance "
@@ -367,11 +370,12 @@ _RECORD_DOMAIN_PASS = (
     "fabric_digest = %(digest)s, settled = %(settled)s, gpus_without_home = %(homeless)s, "
     "foreign_gpus = %(foreign)s, updated = now() WHERE uuid = %(d)s"
 )
-# Only the rows that change: the capacity triggers move a machine between free and held.
+# Only the rows that change: the capacity triggers move a machine between free and held. The ids again
+# as an array keep the planner on machine's primary key (joined by id alone it read every machine).
 _HELD_MACHINES = (
     "UPDATE machine m SET foreign_gpus = v.n, updated = now() "
     "FROM unnest(CAST(%(ids)s AS varchar[]), CAST(%(counts)s AS smallint[])) AS v(id, n) "
-    "WHERE m.id = v.id AND m.foreign_gpus <> v.n"
+    "WHERE m.id = v.id AND m.id = ANY(CAST(%(ids)s AS varchar[])) AND m.foreign_gpus <> v.n"
 )
 # A note in an instance's status history, unless its latest entry says the same already.
 _WAITING_NOTES = (
@@ -415,7 +419,10 @@ class PassWrites:
     def close_intents(self, updates: list[dict[str, object]]) -> None:
         """Set intents' final state (keys: id, state, error, op), one statement for all."""
         if updates:
-            self._statements.append(Statement(_CLOSE_INTENTS, {"rows": Jsonb(updates, dumps=_dumps)}))
+            ids = array_literal([str(u["id"]) for u in updates])
+            self._statements.append(
+                Statement(_CLOSE_INTENTS, {"rows": Jsonb(updates, dumps=_dumps), "ids": ids})
+            )
 
     def gpu_observations(self, gpu_uids: list[str], pps: list[str | None], pids: list[int | None]) -> None:
         """Store each GPU's observed partition (one statement for the whole domain)."""
