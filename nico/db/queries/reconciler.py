@@ -275,8 +275,8 @@ def _dumps(value: Any) -> str:
 _DELETE_PHYSICAL_PARTITION = "DELETE FROM physical_partition WHERE id = %(id)s"
 _UPSERT_PHYSICAL_PARTITION = (
     "INSERT INTO physical_partition (id, logical_partition_id, domain_uuid, nmx_partition_id, "
-    "fabric_ref, name) SELECT %(id)s, lp.id, %(domain)s, %(pid)s, %(ref)s, %(name)s "
-    "FROM logical_partition lp WHERE lp.id = %(lp)s "
+    "fabric_ref, name) SELECT %(id)s, lp.id, %(domain)s, %(nmx_partition_id)s, %(fabric_ref)s, %(name)s "
+    "FROM logical_partition lp WHERE lp.id = %(logical_partition_id)s "
     "ON CONFLICT (logical_partition_id, domain_uuid) DO UPDATE SET "
     "nmx_partition_id = EXCLUDED.nmx_partition_id, fabric_ref = EXCLUDED.fabric_ref, "
     "name = EXCLUDED.name, updated = now() RETURNING id"
@@ -303,22 +303,11 @@ async def record_physical_partitions(
     partition of a logical partition on a domain), in the session's transaction and one round trip;
     returns each record's id, in order (None when its logical partition is gone)."""
     statements = [Statement(_DELETE_PHYSICAL_PARTITION, {"id": pp_id}) for pp_id in deleted]
-    statements += [Statement(_UPSERT_PHYSICAL_PARTITION, _record_params(r)) for r in records]
+    statements += [Statement(_UPSERT_PHYSICAL_PARTITION, vars(r)) for r in records]  # its fields by name
     if not statements:
         return []
     results = await pipelined(await driver_connection(session), statements)
     return [rows[0][0] if rows else None for rows in results[len(deleted) :]]
-
-
-def _record_params(record: PartitionRecord) -> dict[str, Any]:
-    return {
-        "id": record.id,
-        "lp": record.logical_partition_id,
-        "domain": record.domain,
-        "pid": record.nmx_partition_id,
-        "ref": record.fabric_ref,
-        "name": record.name,
-    }
 
 
 _GPU_OBSERVATIONS = (
