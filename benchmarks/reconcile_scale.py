@@ -5,6 +5,9 @@ before the reconciler starts (the simulator and the seeding) and the peak reside
 A quarter of the machines hold instances bound to logical partitions (already converged), so the
 pass compares real tenant partitions, not only default ones.
 
+The timed passes run untraced; the peak heap comes from one more steady and one more deep pass traced
+with tracemalloc (tracing made the passes it timed two to four times slower, until 2026-11-26).
+
 Two kinds of full pass are timed: the routine one (fresh listing of every domain compared with the
 digest recorded when the domain last settled) and the deep one that runs every
 ``deep_pass_every``-th time (every GPU compared, the fabric's GPU inventory audited).
@@ -12,6 +15,12 @@ digest recorded when the domain last settled) and the deep one that runs every
     python benchmarks/reconcile_scale.py [--sizes 20 200 2000] [--repeat 3]
     python benchmarks/reconcile_scale.py --sizes 200 2000 10000 --repeat 3
     python benchmarks/reconcile_scale.py --wire [--wire-sizes 20 100] [--per-tray] [--repeat 3]
+    python benchmarks/reconcile_scale.py --sizes 2000 --repeat 1 --profile /tmp/prof [--memory]
+
+``--profile DIR`` writes the cProfile statistics (this process's CPU time) of the first, one steady
+and the deep pass to ``DIR/<racks>-<kind>.pstats`` and prints their heaviest functions (the figures of
+a profiled run are not comparable with an unprofiled one's); ``--memory`` prints the largest allocation
+sites (tracemalloc) live after the first pass and after the deep pass.
 
 ``--wire`` measures, over real gRPC on loopback (one simulated NMX-C server per rack), what a routine
 pass reads per domain: the full ``GetPartitionInfoList`` (every partition with its member GUIDs) against
@@ -27,16 +36,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import gc
 import itertools
 import math
+import os
+import pstats
 import resource
 import statistics
 import time
 import tracemalloc
+from collections.abc import Iterator
 
 from bench_support import TENANT_SHARE, database_server, fresh_database, seed_converged
 from prometheus_client import CollectorRegistry
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from nico.config import NvLinkConfig
 from nico.db.engine import make_engine
@@ -62,6 +77,122 @@ def _reset_peak_rss() -> None:
         refs.write("5")
 
 
+PROFILE: str | None = None  # --profile: where the passes' statistics go
+MEMORY = False  # --memory: print the largest allocation sites
+
+
+@contextlib.contextmanager
+def profiled(racks: int, kind: str) -> Iterator[None]:
+    """cProfile the block when ``--profile`` is given: statistics to a file, the heaviest printed."""
+    if PROFILE is None:
+        yield
+        return
+    profile = cProfile.Profile(time.process_time)  # CPU time: waits for PostgreSQL are not the process's
+    profile.enable()
+    try:
+        yield
+    finally:
+        profile.disable()
+        path = f"{PROFILE}/{racks}-{kind}.pstats"
+        profile.dump_stats(path)
+        print(f"--- {kind} pass at {racks} racks ({path}): heaviest by own time, then by cumulative")
+        stats = pstats.Stats(profile).strip_dirs()
+        stats.sort_stats("tottime").print_stats(25)
+        stats.sort_stats("cumulative").print_stats(40)
+
+
+async def _postgres_cpu(engine: AsyncEngine) -> PostgresCpu | None:
+    """The CPU of the database's server, when it runs on this machine and may say where its data is."""
+    try:
+        async with engine.connect() as conn:
+            data = (await conn.execute(text("SHOW data_directory"))).scalar_one()
+        return PostgresCpu(str(data))
+    except Exception:  # not a superuser, or another machine's server
+        return None
+
+
+class PostgresCpu:
+    """CPU seconds used so far by the benchmark's PostgreSQL: its postmaster (found by its data
+    directory; the backends that ended are counted in its children's times) and its live backends."""
+
+    def __init__(self, data_directory: str) -> None:
+        with open(f"{data_directory}/postmaster.pid") as pid_file:
+            self.postmaster = int(pid_file.readline())
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def seconds(self) -> float:
+        total = 0
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            with contextlib.suppress(OSError), open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+                pid, ppid = int(entry), int(fields[1])
+                if pid == self.postmaster:
+                    total += sum(int(f) for f in fields[11:15])  # its own and its ended children's
+                elif ppid == self.postmaster:
+                    total += int(fields[11]) + int(fields[12])
+        return total / self.tick
+
+
+class GcTime:
+    """Seconds the cyclic garbage collector ran (its collections stop the process), by ``gc.callbacks``."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+
+
+GC = GcTime()
+
+
+@contextlib.contextmanager
+def cpu(
+    kind: str, postgres: PostgresCpu | None, into: dict[str, tuple[float, float, float]]
+) -> Iterator[None]:
+    """This process's CPU seconds, PostgreSQL's and the garbage collector's over the block, into
+    ``into[kind]``."""
+    own, collecting = time.process_time(), GC.seconds
+    theirs = postgres.seconds() if postgres else math.nan
+    yield
+    theirs = (postgres.seconds() if postgres else math.nan) - theirs
+    into[kind] = (time.process_time() - own, theirs, GC.seconds - collecting)
+
+
+def allocations(title: str, snapshot: tracemalloc.Snapshot | None = None) -> None:
+    """The largest allocation sites live now (``--memory``)."""
+    if not MEMORY:
+        return
+    snapshot = snapshot or tracemalloc.take_snapshot()
+    print(f"--- largest allocation sites: {title}")
+    for stat in snapshot.statistics("lineno")[:25]:
+        print(f"  {stat}")
+
+
+async def peak_heap(reconciler: Reconciler) -> int:
+    """The peak heap (tracemalloc) of one more steady and one more deep pass, traced apart from the
+    timed ones: tracing every allocation made a pass two to four times slower (the steady and deep
+    figures up to 2026-11-26 were timed under it)."""
+    tracemalloc.start()
+    try:
+        steady = await reconciler.full_pass()  # the pass after a deep one is not deep
+        reconciler.full_passes = 0
+        deep = await reconciler.full_pass()
+        assert not steady.deep and deep.deep and not steady.results and not deep.results
+        _, peak = tracemalloc.get_traced_memory()
+        allocations("after the deep pass")
+    finally:
+        tracemalloc.stop()
+    return peak
+
+
 async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, float, int, float, float, float]:
     """Median steady pass, deep pass, first pass (seconds), peak heap of the steady and deep passes
     (bytes), seeding time, resident MB before the reconciler starts (simulator and seeding) and the
@@ -78,27 +209,44 @@ async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, floa
     reconciler = Reconciler(
         engine, InProcessBackend(fabric), config, ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0)
     )
+    postgres = await _postgres_cpu(engine)
+    used: dict[str, tuple[float, float, float]] = {}
     try:
-        converge = await reconciler.full_pass()  # first (deep) pass: observations recorded
+        if MEMORY:
+            tracemalloc.start()
+        with profiled(racks, "first"), cpu("first", postgres, used):
+            converge = await reconciler.full_pass()  # first (deep) pass: observations recorded
         assert converge.errors == 0, converge
-        tracemalloc.start()
-        times, cpu = [], []
-        for _ in range(repeat):
-            used = time.process_time()
-            report = await reconciler.full_pass()
-            cpu.append(time.process_time() - used)
+        gc.collect()
+        allocations("after the first pass")
+        tracemalloc.stop()
+        times = []
+        for index in range(repeat):
+            with (
+                profiled(racks, "steady") if index == 0 else contextlib.nullcontext(),
+                cpu(f"steady{index}", postgres, used),
+            ):
+                report = await reconciler.full_pass()
             assert not report.deep and not report.results, "a steady-state pass found work"
             times.append(report.duration_ms / 1000.0)
         reconciler.full_passes = 0  # the next one is deep
-        used = time.process_time()
-        deep = await reconciler.full_pass()
-        deep_cpu = time.process_time() - used
+        with profiled(racks, "deep"), cpu("deep", postgres, used):
+            deep = await reconciler.full_pass()
         assert deep.deep and not deep.results, "a steady-state deep pass found work"
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
+        peak = await peak_heap(reconciler)
+        steady = [used[f"steady{i}"] for i in range(repeat)]
+        shares = {
+            "first": used["first"],
+            "steady": tuple(statistics.median(s[i] for s in steady) for i in range(3)),
+            "deep": used["deep"],
+        }
         print(
-            f"{racks:>6}: this process's CPU: steady pass {statistics.median(cpu):.3f} s, "
-            f"deep pass {deep_cpu:.2f} s (PostgreSQL's not included)",
+            f"{racks:>6}: CPU seconds, this process (the simulator's included; of it, garbage collection) / "
+            "PostgreSQL: "
+            + ", ".join(
+                f"{kind} pass {own:.2f} ({collecting:.2f}) / {theirs:.2f}"
+                for kind, (own, theirs, collecting) in shares.items()
+            ),
             flush=True,
         )
         return (
@@ -193,7 +341,11 @@ def main() -> None:
     parser.add_argument("--wire", action="store_true", help="measure the NMX-C reads over loopback gRPC")
     parser.add_argument("--wire-sizes", type=int, nargs="+", default=[20, 100])
     parser.add_argument("--per-tray", action="store_true", help="--wire: one partition per compute tray")
+    parser.add_argument("--profile", metavar="DIR", help="cProfile the first, a steady and the deep pass")
+    parser.add_argument("--memory", action="store_true", help="print the largest allocation sites")
     args = parser.parse_args()
+    global PROFILE, MEMORY
+    PROFILE, MEMORY = args.profile, args.memory
     if args.wire:
         wire_main(args.wire_sizes, args.repeat, args.per_tray)
         return

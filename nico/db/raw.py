@@ -11,7 +11,7 @@ server when taken from the pool (so a database restart costs no request).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +95,24 @@ async def driver_connection(holder: AsyncSession | AsyncConnection) -> psycopg.A
     driver = raw.driver_connection
     assert isinstance(driver, psycopg.AsyncConnection)
     return driver
+
+
+def array_literal(values: Iterable[str | int | None]) -> str:
+    """The text form of a one-dimensional PostgreSQL array: strings quoted, integers as they are, None
+    as NULL. For a parameter the statement casts to its array type (``CAST(%(uids)s AS numeric[])``):
+    psycopg dumps a list element by element, 25 times the CPU of one string for a domain's 72 GPUs."""
+    return (
+        "{"
+        + ",".join(
+            "NULL"
+            if v is None
+            else str(v)
+            if isinstance(v, int)
+            else '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            for v in values
+        )
+        + "}"
+    )
 
 
 @dataclass(frozen=True)

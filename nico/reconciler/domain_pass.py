@@ -74,10 +74,13 @@ class DomainResult:
 
 @dataclass(frozen=True)
 class HealthDue:
-    """A health read a pass leaves to be made after it: where, and the partitions it read back."""
+    """A health read a pass leaves to be made after it: where, the partitions it read back, and the
+    domain's multicast budget as the pass loaded it (None: never read; the health read asks the
+    fabric)."""
 
     target: DomainTarget
     partitions: list[FabricPartition]
+    budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -202,7 +205,7 @@ async def locked_pass(
     due = None
     if not ctx.health_reads.fresh(domain):
         ctx.health_reads.store(domain)  # taken: one read at a time; forgotten if it fails
-        due = HealthDue(seen.target, observed)
+        due = HealthDue(seen.target, observed, state.multicast_budget)
     done = _result(ctx, state, outcome, result, again, report, still_running=seen.still_running)
     moved = frozenset((i.id, i.version) for i in state.unsettled.values()) if outcomes else frozenset()
     return replace(
@@ -222,6 +225,7 @@ async def read_health(ctx: PassContext, domain: uuid.UUID, due: HealthDue) -> No
             due.target,
             due.partitions,
             place_on_unhealthy=ctx.config.place_on_unhealthy,
+            budget=due.budget,
         )
     if found is None:
         ctx.health_reads.forget(domain)  # the next pass tries again

@@ -38,9 +38,12 @@ async def observe(
     partitions: Sequence[FabricPartition],
     *,
     place_on_unhealthy: bool = False,
+    budget: int | None = None,
 ) -> DomainHealth | None:
     """Read, store and export the domain's health; None when the fabric could not say. A machine with
-    a GPU reporting anything but healthy is held out of placement unless ``place_on_unhealthy``."""
+    a GPU reporting anything but healthy is held out of placement unless ``place_on_unhealthy``.
+    ``budget``: the domain's multicast budget as stored (loaded with the pass: no round trip of its
+    own); None, it is read from the fabric and stored."""
     try:
         reporting, topology = backend.capabilities.health, backend.capabilities.topology
         if reporting is not None:
@@ -48,7 +51,6 @@ async def observe(
             summary: DomainHealth | None = await reporting.domain_health(target)
         else:
             gpus, summary = await backend.list_gpus(target), None
-        budget = await queries.domain_multicast_budget(conn, domain)
         new_budget = None
         if budget is None and topology is not None:
             budget = new_budget = (await topology.domain_limits(target)).max_multicast_groups

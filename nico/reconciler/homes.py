@@ -45,11 +45,15 @@ def home_names(gpus: Iterable[tuple[int, str, int | None]]) -> dict[int, str]:
     rows = list(gpus)
     serials = {serial for _, serial, _ in rows}
     several = len(serials) > 1
-    return {
-        uid: tray_partition_name(slot, serial if several else None)
-        for uid, serial, slot in rows
-        if slot is not None
-    }
+    names: dict[tuple[str, int], str] = {}  # a tray's GPUs share its name: made once a tray
+    homes = {}
+    for uid, serial, slot in rows:
+        if slot is not None:
+            name = names.get((serial, slot))
+            if name is None:
+                name = names[serial, slot] = tray_partition_name(slot, serial if several else None)
+            homes[uid] = name
+    return homes
 
 
 def home_target(

@@ -379,6 +379,9 @@ def without_home(desire: DomainDesire, seen: Classified) -> frozenset[int]:
     holds (keep mode) is housed."""
     tenant = {id(p) for p in seen.owned.values()}
     kept = held(desire, seen)
+    if desire.mode == "domain" and seen.default is not None:  # every GPU's home: the default partition
+        housed = tenant | {id(seen.default)}  # (a GPU in no partition: id(None), never in it)
+        return frozenset(g for g in desire.gpus if g not in kept and id(seen.location.get(g)) not in housed)
     return frozenset(
         gpu
         for gpu in desire.gpus

@@ -95,7 +95,8 @@ class Yielding(asyncio.Semaphore):
         self.idle = idle
 
     async def acquire(self) -> Literal[True]:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(YIELD_MAX):
-                await self.idle.wait()
+        if not self.idle.is_set():  # (a timeout armed and cancelled per step costs a scan's CPU)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(YIELD_MAX):
+                    await self.idle.wait()
         return await super().acquire()

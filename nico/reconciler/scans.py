@@ -38,6 +38,7 @@ class FullPassReport:
     duration_ms: float = 0.0
     deep: bool = False
     mismatches: int = 0  # GPUs whose recorded identity disagrees with the fabric's (deep scans)
+    registry_read: bool = False  # the NMX-C registry was read this pass (once: a deep scan has parts)
     results: dict[uuid.UUID, DomainResult] = field(default_factory=dict)
 
 
@@ -85,7 +86,9 @@ async def _deep_scan(
 ) -> list[uuid.UUID]:
     async with ctx.engine.connect() as conn:
         states = await statemod.load(conn, list(domains))
-        await refresh_registry(conn, ctx.observer)
+        if not report.registry_read:
+            await refresh_registry(conn, ctx.observer)
+            report.registry_read = True
         await conn.commit()
     report.domains += len(states)
     observed = await asyncio.gather(
@@ -163,6 +166,6 @@ def _mismatches(s: statemod.DomainState, gpus: list[FabricGpu]) -> int:
     count = 0
     for row in s.gpus.values():
         found = reported.get(row.gpu_uid)
-        if found is None or found.device_id != row.device_id or found.domain_uuid != s.domain:
+        if found is None or found.device_id != row.device_id or found.domain_uuid.int != s.domain.int:
             count += 1
     return count

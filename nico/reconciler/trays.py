@@ -44,6 +44,8 @@ class Swap:
 def swaps(state: DomainState, gpus: Sequence[FabricGpu]) -> list[Swap]:
     """The machines of ``state`` whose tray ``gpus`` (one listing of the domain) shows swapped."""
     reported = {g.gpu_uid for g in gpus}
+    if reported.issuperset(state.gpus):
+        return []  # a swapped tray's old GPUs are reported nowhere (the usual deep pass stops here)
     at: dict[tuple[str, int | None], list[FabricGpu]] = {}
     for gpu in gpus:
         at.setdefault((gpu.chassis_serial.strip(), gpu.slot_id), []).append(gpu)

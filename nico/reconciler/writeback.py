@@ -176,13 +176,15 @@ async def _align_partitions(
     """Recorded physical partitions follow the fabric; returns record ids by partition name."""
     was = {p.name: p.nmx_partition_id for p in before}
     keep: dict[str, FabricPartition] = {p.name: p for p in seen.owned.values()}
+    deleted: list[uuid.UUID] = []
     for name, record in state.partitions.items():
         now = keep.get(name)
         if now is None or now.nmx_partition_id != record.nmx_partition_id:
-            await queries.delete_physical_partition(session, record.id)
+            deleted.append(record.id)
         if was.get(name) != record.nmx_partition_id:
             report.stale_partitions_deleted += 1
     pp_ids: dict[str, uuid.UUID] = {}
+    records: list[queries.PartitionRecord] = []
     for name, partition in keep.items():
         recorded = state.partitions.get(name)
         if (
@@ -192,17 +194,17 @@ async def _align_partitions(
         ):
             pp_ids[name] = recorded.id  # recorded as the fabric has it: no statement
             continue
-        pp_id = await queries.upsert_physical_partition(
-            session,
-            id=state.partitions[name].id if name in state.partitions else uuid.uuid4(),
-            logical_partition_id=lp_of_name(name),
-            domain=state.domain,
-            nmx_partition_id=partition.nmx_partition_id,
-            fabric_ref=partition.ref,
-            name=name,
+        record_id = recorded.id if recorded is not None else uuid.uuid4()
+        records.append(
+            queries.PartitionRecord(
+                record_id, lp_of_name(name), state.domain, partition.nmx_partition_id, partition.ref, name
+            )
         )
+    # The deletions and the records in one round trip (they were one each).
+    found = await queries.record_physical_partitions(session, deleted, records)
+    for made, pp_id in zip(records, found, strict=True):
         if pp_id is not None:
-            pp_ids[name] = pp_id
+            pp_ids[made.name] = pp_id
     return pp_ids
 
 

@@ -23,6 +23,7 @@ from nico.reconciler.operations import (
 from nico.reconciler.planner import (
     DomainDesire,
     classify,
+    held,
     lp_of_name,
     partition_name,
     plan,
@@ -360,3 +361,27 @@ def test_a_kept_partition_with_nicos_name_blocks_its_logical_partition_and_says_
     assert all(getattr(op, "partition", None) != other_nico for op in result.operations)
     assert result.held == {1: partition_name(a)}
     assert "nico did not make" in result.blocked[a] and "foreign_partitions = keep" in result.blocked[a]
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios())
+def test_without_home_in_domain_mode_is_the_per_gpu_home_rule(
+    case: tuple[DomainDesire, list[FabricPartition]],
+) -> None:
+    """Domain mode with a default partition skips each GPU's home lookup: the GPUs it finds without a
+    home are those the general rule finds (not kept, and in no partition, or outside nico's partitions
+    and not home by satisfied())."""
+    desire, observed = case
+    seen = classify(observed, desire.owned_names, desire.adopted)
+    tenant = {id(p) for p in seen.owned.values()}
+    kept = held(desire, seen)
+    by_rule = frozenset(
+        gpu
+        for gpu in desire.gpus
+        if gpu not in kept
+        and (
+            seen.location.get(gpu) is None
+            or (id(seen.location[gpu]) not in tenant and not satisfied(gpu, None, seen, desire))
+        )
+    )
+    assert without_home(desire, seen) == by_rule

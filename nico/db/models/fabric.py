@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import CheckConstraint, ForeignKey, Index, String, Text
+from sqlalchemy import CheckConstraint, ForeignKey, Index, String, Text, func, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -52,6 +52,8 @@ class NvlinkNmxcEndpoint(Base):
     __table_args__ = (
         CheckConstraint("length(chassis_serial) > 0", name="chassis_serial"),
         CheckConstraint("length(endpoint) > 0", name="endpoint"),
+        # A domain's pass reads the rows of its chassis by trimmed serial (migration 0021).
+        Index("ix_nvlink_nmxc_endpoint_serial", func.btrim(text("chassis_serial"))),
     )
 
     chassis_serial: Mapped[str] = mapped_column(String(256), primary_key=True)

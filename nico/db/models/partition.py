@@ -5,7 +5,17 @@ from __future__ import annotations
 import uuid
 from datetime import datetime
 
-from sqlalchemy import BigInteger, CheckConstraint, ForeignKey, String, Text, UniqueConstraint, false
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    ForeignKey,
+    Index,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from nico.db.base import Base, check_in, created_at, updated_at, uuid_pk
@@ -23,6 +33,8 @@ class LogicalPartition(Base):
         CheckConstraint(
             "multicast_groups_limit >= 0 AND multicast_groups_limit % 4 = 0", name="multicast_groups_limit"
         ),
+        # Each reconciler pass looks for the ones being deleted (migration 0021).
+        Index("ix_logical_partition_deleting", "id", postgresql_where=text("status = 'Deleting'")),
     )
 
     id: Mapped[uuid.UUID] = uuid_pk()

@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from nico.db.raw import GENERIC_PLANS, Statement, driver_connection, pipelined
+from nico.db.raw import GENERIC_PLANS, Statement, array_literal, driver_connection, pipelined
 
 
 def _domain_filter(column: str, domains: Sequence[uuid.UUID] | None) -> str:
@@ -31,16 +31,23 @@ def _params(domains: Sequence[uuid.UUID] | None) -> dict[str, Any]:
 # ---- state loading ------------------------------------------------------------------------------
 
 
-# (domain uuid, site id) of every domain (or of those named).
-_DOMAIN_SITES = "SELECT uuid, site_id FROM nvlink_domain WHERE true"
+# (domain uuid, site id, multicast budget as last read from the fabric: None, never read) of every
+# domain (or of those named).
+_DOMAIN_SITES = "SELECT uuid, site_id, max_multicast_groups FROM nvlink_domain WHERE true"
 
 
 # One row per GPU with what it wants: the live binding of its instance's GPU, unless the instance is
-# terminating (then its GPUs must leave every tenant partition). Columns: domain, gpu_uid (text),
+# terminating (then its GPUs must leave every tenant partition). Columns: domain (text: a uuid object
+# per row was the largest part of reading them; the load makes one per domain), gpu_uid (text),
 # machine id, device id, instance id, wanted logical partition, physical partition id, fabric
-# partition id, chassis serial, slot id.
-_GPU_WANTS = """
-            SELECT m.domain_uuid, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
+# partition id, chassis serial, slot id. Two forms of one query, planned best for what they read: for
+# one domain (a pass), joins; for many (a part of a deep scan), the instance and the binding looked
+# up per GPU of a machine with an instance through their indexes (uq_nvlink_interface_live_gpu gives
+# at most one binding), since the joins were planned as reads of every instance and binding of the
+# site for each 50-domain part (40 parts a deep pass at 2,000 racks, 200 at 10,000: a cost growing
+# with the site's square), while for one domain they are a fifth cheaper than the lookups.
+_GPU_WANTS_JOINED = """
+            SELECT m.domain_uuid::text, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
                    CASE WHEN i.status = 'Terminating' THEN NULL ELSE ni.logical_partition_id END,
                    g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
             FROM gpu g
@@ -49,6 +56,20 @@ _GPU_WANTS = """
             LEFT JOIN nvlink_interface ni
                    ON ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
                   AND ni.status <> 'Deleting'
+            WHERE m.domain_uuid IS NOT NULL
+            """
+_GPU_WANTS = """
+            SELECT m.domain_uuid::text, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
+                   CASE WHEN m.instance_id IS NULL
+                          OR (SELECT i.status FROM instance i WHERE i.id = m.instance_id) = 'Terminating'
+                        THEN NULL
+                        ELSE (SELECT ni.logical_partition_id FROM nvlink_interface ni
+                              WHERE ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
+                                AND ni.status <> 'Deleting')
+                   END,
+                   g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
+            FROM gpu g
+            JOIN machine m ON m.id = g.machine_id
             WHERE m.domain_uuid IS NOT NULL
             """
 
@@ -148,14 +169,17 @@ _DOMAIN_LIMITS = (
     "JOIN machine m ON m.instance_id = ni.instance_id WHERE m.domain_uuid = ANY(:domains))"
 )
 # The registry rows of the domain's chassis only: a pass that read the whole registry cost every pass
-# time in the number of racks (the first pass over 2,000 racks read 4 million rows).
+# time in the number of racks (the first pass over 2,000 racks read 4 million rows). Looked up by the
+# trimmed serials as an array, through ix_nvlink_nmxc_endpoint_serial (as a semi-join the planner read
+# every row of the registry: 1.2 ms a pass at 2,000 racks).
 _DOMAIN_ENDPOINTS = (
-    "SELECT e.chassis_serial, e.endpoint FROM nvlink_nmxc_endpoint e WHERE btrim(e.chassis_serial) IN ("
-    "SELECT btrim(m.chassis_serial) FROM machine m WHERE m.domain_uuid = ANY(:domains))"
+    "SELECT e.chassis_serial, e.endpoint FROM nvlink_nmxc_endpoint e "
+    "WHERE btrim(e.chassis_serial) = ANY(ARRAY("
+    "SELECT DISTINCT btrim(m.chassis_serial) FROM machine m WHERE m.domain_uuid = ANY(:domains)))"
 )
 _ONE_DOMAIN = [
     _psycopg(_DOMAIN_SITES + _domain_filter("uuid", [])),
-    _psycopg(_GPU_WANTS + _domain_filter("m.domain_uuid", [])),
+    _psycopg(_GPU_WANTS_JOINED + _domain_filter("m.domain_uuid", [])),
     _psycopg(_PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", [])),
     _psycopg(_OPEN_INTENTS + _domain_filter("domain_uuid", [])),
     _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", [])),
@@ -246,10 +270,10 @@ async def release_domain_lock(conn: AsyncConnection, key: int) -> None:
 _INSERT_INTENTS = (
     "INSERT INTO fabric_intent (id, domain_uuid, logical_partition_id, operation, "
     "partition_name, fabric_ref, gpu_uids, state) "
-    "SELECT r.id, r.domain, lp.id, r.operation, r.name, r.ref, "
-    "ARRAY(SELECT CAST(g AS numeric) FROM jsonb_array_elements_text(r.gpus) AS g), 'pending' "
+    "SELECT r.id, r.domain, (SELECT lp.id FROM logical_partition lp WHERE lp.id = r.lp), r.operation, "
+    "r.name, r.ref, ARRAY(SELECT CAST(g AS numeric) FROM jsonb_array_elements_text(r.gpus) AS g), 'pending' "
     "FROM jsonb_to_recordset(%(rows)s) AS r(id uuid, domain uuid, lp uuid, operation text, name text, "
-    "ref text, gpus jsonb) LEFT JOIN logical_partition lp ON lp.id = r.lp"
+    "ref text, gpus jsonb)"
 )
 
 
@@ -264,43 +288,42 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, default=str)
 
 
-async def delete_physical_partition(session: AsyncSession, physical_partition_id: uuid.UUID) -> None:
-    await session.execute(
-        text("DELETE FROM physical_partition WHERE id = :id"), {"id": physical_partition_id}
-    )
+_DELETE_PHYSICAL_PARTITION = "DELETE FROM physical_partition WHERE id = %(id)s"
+_UPSERT_PHYSICAL_PARTITION = (
+    "INSERT INTO physical_partition (id, logical_partition_id, domain_uuid, nmx_partition_id, "
+    "fabric_ref, name) SELECT %(id)s, lp.id, %(domain)s, %(nmx_partition_id)s, %(fabric_ref)s, %(name)s "
+    "FROM logical_partition lp WHERE lp.id = %(logical_partition_id)s "
+    "ON CONFLICT (logical_partition_id, domain_uuid) DO UPDATE SET "
+    "nmx_partition_id = EXCLUDED.nmx_partition_id, fabric_ref = EXCLUDED.fabric_ref, "
+    "name = EXCLUDED.name, updated = now() RETURNING id"
+)
 
 
-async def upsert_physical_partition(
-    session: AsyncSession,
-    *,
-    id: uuid.UUID,
-    logical_partition_id: uuid.UUID | None,
-    domain: uuid.UUID,
-    nmx_partition_id: int,
-    fabric_ref: str | None,
-    name: str,
-) -> uuid.UUID | None:
-    """Record a fabric partition of a logical partition on a domain; returns the record's id (None
-    when the logical partition is gone)."""
-    row = await session.execute(
-        text(
-            "INSERT INTO physical_partition (id, logical_partition_id, domain_uuid, nmx_partition_id, "
-            "fabric_ref, name) SELECT :id, lp.id, :domain, :pid, :ref, :name FROM logical_partition lp "
-            "WHERE lp.id = :lp "
-            "ON CONFLICT (logical_partition_id, domain_uuid) DO UPDATE SET "
-            "nmx_partition_id = EXCLUDED.nmx_partition_id, fabric_ref = EXCLUDED.fabric_ref, "
-            "name = EXCLUDED.name, updated = now() RETURNING id"
-        ),
-        {
-            "id": id,
-            "lp": logical_partition_id,
-            "domain": domain,
-            "pid": nmx_partition_id,
-            "ref": fabric_ref,
-            "name": name,
-        },
-    )
-    return row.scalar()
+@dataclass(frozen=True)
+class PartitionRecord:
+    """A fabric partition of a logical partition on a domain to record
+    (:func:`record_physical_partitions`)."""
+
+    id: uuid.UUID  # the record's id when it is new (an existing record keeps its own)
+    logical_partition_id: uuid.UUID | None
+    domain: uuid.UUID
+    nmx_partition_id: int
+    fabric_ref: str | None
+    name: str
+
+
+async def record_physical_partitions(
+    session: AsyncSession, deleted: Sequence[uuid.UUID], records: Sequence[PartitionRecord]
+) -> list[uuid.UUID | None]:
+    """Delete the ``deleted`` physical partition records, then record each of ``records`` (a fabric
+    partition of a logical partition on a domain), in the session's transaction and one round trip;
+    returns each record's id, in order (None when its logical partition is gone)."""
+    statements = [Statement(_DELETE_PHYSICAL_PARTITION, {"id": pp_id}) for pp_id in deleted]
+    statements += [Statement(_UPSERT_PHYSICAL_PARTITION, vars(r)) for r in records]  # its fields by name
+    if not statements:
+        return []
+    results = await pipelined(await driver_connection(session), statements)
+    return [rows[0][0] if rows else None for rows in results[len(deleted) :]]
 
 
 _GPU_OBSERVATIONS = (
@@ -309,10 +332,13 @@ _GPU_OBSERVATIONS = (
     "FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(pps)s AS uuid[]), CAST(%(pids)s AS bigint[])) "
     "AS v(uid, pp, pid) WHERE gpu.gpu_uid = v.uid"
 )
+# The ids again as an array: joined by id alone, the planner (a hundred rows expected of the JSON)
+# read every intent ever recorded, once a pass.
 _CLOSE_INTENTS = (
     "UPDATE fabric_intent f SET state = v.state, error = v.error, "
     "operation_id = COALESCE(v.op, f.operation_id), updated = now() "
-    "FROM jsonb_to_recordset(%(rows)s) AS v(id uuid, state text, error text, op text) WHERE f.id = v.id"
+    "FROM jsonb_to_recordset(%(rows)s) AS v(id uuid, state text, error text, op text) "
+    "WHERE f.id = v.id AND f.id = ANY(CAST(%(ids)s AS uuid[]))"
 )
 _LOCKED_SETTLING = (
     "SELECT i.id, i.status, i.nvlink_config_version, ARRAY(SELECT n.device_instance "
@@ -351,11 +377,13 @@ _RECORD_DOMAIN_PASS = (
 )
 # Only the rows that change: the capacity triggers move a machine between free and held. Sent with
 # the domain's pass record, as one statement (one statement fewer per pass: its client and server
-# overhead was most of its cost).
+# overhead was most of its cost). The ids again as an array keep the planner on machine's primary key
+# (joined by id alone it read every machine).
 _HELD_MACHINES_AND_DOMAIN_PASS = (
     "WITH held AS (UPDATE machine m SET foreign_gpus = v.n, updated = now() "
     "FROM unnest(CAST(%(ids)s AS varchar[]), CAST(%(counts)s AS smallint[])) AS v(id, n) "
-    "WHERE m.id = v.id AND m.foreign_gpus <> v.n RETURNING 1) " + _RECORD_DOMAIN_PASS
+    "WHERE m.id = v.id AND m.id = ANY(CAST(%(ids)s AS varchar[])) AND m.foreign_gpus <> v.n "
+    "RETURNING 1) " + _RECORD_DOMAIN_PASS
 )
 # A note in an instance's status history, unless its latest entry says the same already.
 _WAITING_NOTES = (
@@ -406,13 +434,19 @@ class PassWrites:
     def close_intents(self, updates: list[dict[str, object]]) -> None:
         """Set intents' final state (keys: id, state, error, op), one statement for all."""
         if updates:
-            self._statements.append(Statement(_CLOSE_INTENTS, {"rows": Jsonb(updates, dumps=_dumps)}))
+            ids = array_literal([str(u["id"]) for u in updates])
+            self._statements.append(
+                Statement(_CLOSE_INTENTS, {"rows": Jsonb(updates, dumps=_dumps), "ids": ids})
+            )
 
     def gpu_observations(self, gpu_uids: list[str], pps: list[str | None], pids: list[int | None]) -> None:
         """Store each GPU's observed partition (one statement for the whole domain)."""
         if gpu_uids:
             self._statements.append(
-                Statement(_GPU_OBSERVATIONS, {"uids": gpu_uids, "pps": pps, "pids": pids})
+                Statement(
+                    _GPU_OBSERVATIONS,
+                    {"uids": array_literal(gpu_uids), "pps": array_literal(pps), "pids": array_literal(pids)},
+                )
             )
 
     def lock_settling(self, ids: Sequence[uuid.UUID]) -> None:
@@ -467,7 +501,7 @@ class PassWrites:
         params = {"d": domain, "digest": digest, "settled": settled, "homeless": without_home}
         params |= {"foreign": foreign}
         if held:
-            params |= {"ids": list(held), "counts": list(held.values())}
+            params |= {"ids": array_literal(held), "counts": array_literal(held.values())}
             self._statements.append(Statement(_HELD_MACHINES_AND_DOMAIN_PASS, params))
         else:
             self._statements.append(Statement(_RECORD_DOMAIN_PASS, params))
@@ -598,21 +632,17 @@ async def multicast_limits(conn: AsyncConnection, partition_ids: Sequence[uuid.U
     return rows.all()
 
 
-async def domain_multicast_budget(conn: AsyncConnection, domain: uuid.UUID) -> int | None:
-    """The domain's multicast budget as last read from the fabric (None: never read)."""
-    rows = await conn.execute(
-        text("SELECT max_multicast_groups FROM nvlink_domain WHERE uuid = :d"), {"d": domain}
-    )
-    return rows.scalar()
-
-
 _MULTICAST_BUDGET = "UPDATE nvlink_domain SET max_multicast_groups = %(b)s WHERE uuid = %(d)s"
 # GPUs nico does not know are ignored; rows already right are not written.
 _GPU_HEALTH = (
     "UPDATE gpu SET health = h.health FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(hs)s AS text[])) "
     "AS h(uid, health) WHERE gpu.gpu_uid = h.uid AND gpu.health IS DISTINCT FROM h.health"
 )
-# Rows already right are not written (the capacity triggers see only real changes).
+# Rows already right are not written (the capacity triggers see only real changes). Every reading of
+# machine names the domain, so each goes through machine.domain_uuid's index whatever the planner's
+# statistics say: joined by id alone, a site whose statistics lagged (a first pass right after its
+# racks were imported) had each domain's health scan every machine of the site (21 ms a domain at
+# 2,000 racks, the largest cost of that first pass).
 _HEALTH_HOLDS = """
 WITH wanted AS (
     SELECT g.machine_id, %(hold)s AND bool_or(g.health IS NOT NULL AND g.health <> 'HEALTHY') AS held
@@ -620,9 +650,10 @@ WITH wanted AS (
     WHERE x.domain_uuid = %(d)s GROUP BY g.machine_id
 ), moving AS (
     SELECT m.id, w.held FROM machine m JOIN wanted w ON w.machine_id = m.id
-    WHERE m.held_unhealthy IS DISTINCT FROM w.held ORDER BY m.id FOR NO KEY UPDATE OF m
+    WHERE m.domain_uuid = %(d)s AND m.held_unhealthy IS DISTINCT FROM w.held ORDER BY m.id
+    FOR NO KEY UPDATE OF m
 )
-UPDATE machine m SET held_unhealthy = v.held FROM moving v WHERE m.id = v.id
+UPDATE machine m SET held_unhealthy = v.held FROM moving v WHERE m.id = v.id AND m.domain_uuid = %(d)s
 """
 _PARTITION_HEALTH = (
     "UPDATE physical_partition p SET health = h.health "
@@ -649,11 +680,13 @@ async def record_health(
     if budget is not None:
         statements.append(Statement(_MULTICAST_BUDGET, {"b": budget, "d": domain}))
     if gpus:
-        statements.append(Statement(_GPU_HEALTH, {"uids": [str(u) for u in gpus], "hs": list(gpus.values())}))
+        statements.append(
+            Statement(_GPU_HEALTH, {"uids": array_literal(gpus), "hs": array_literal(gpus.values())})
+        )
     statements.append(Statement(_HEALTH_HOLDS, {"d": domain, "hold": hold}))
     if partitions:
-        params = {"d": domain, "names": list(partitions), "hs": list(partitions.values())}
-        statements.append(Statement(_PARTITION_HEALTH, params))
+        names, healths = array_literal(partitions), array_literal(partitions.values())
+        statements.append(Statement(_PARTITION_HEALTH, {"d": domain, "names": names, "hs": healths}))
     await pipelined(await driver_connection(conn), statements, commit=True)
 
 
