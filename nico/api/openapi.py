@@ -74,6 +74,12 @@ REFUSALS: dict[str, tuple[Refusal, ...]] = {
         Refusal("`hasInstanceType=false` with `instanceTypeId`; `hasInstance` without `siteId`"),
     ),
     "get-all-nvlink-logical-partition": (Refusal("`siteId` names no site"),),
+    "export-nvlink-topology": (
+        Refusal(
+            "`pageNumber` or `pageSize` with a format that is one document (slurm-topology-conf, "
+            "slurm-topology-yaml, kueue-topology): only kubernetes-labels and kubectl-labels come in pages"
+        ),
+    ),
     "get-all-vpc": (Refusal("a `nvLinkLogicalPartitionId` that is not the tenant's partition"),),
     "get-all-subnet": (Refusal("`siteId` names no site; `vpcId` names another tenant's VPC"),),
     "get-all-allocation": (Refusal("a `siteId` that names no site"),),
