@@ -166,6 +166,22 @@ def checked_id(raw: str, invalid: str) -> uuid.UUID:
     return value
 
 
+# ``pageNumber`` and ``pageSize`` alone, raw, for what comes in a fixed order (no ``orderBy``): the
+# domains of the topology in rack order, the export's nodes by name. Parsed by ``page_of`` as every
+# list's page is.
+_UNORDERED = page_declarations(frozenset())
+PageNumberQuery = Annotated[
+    str | None,
+    Query(alias="pageNumber", description=_UNORDERED["pageNumber"][1]),
+    WithJsonSchema(_UNORDERED["pageNumber"][0]),
+]
+PageSizeQuery = Annotated[
+    str | None,
+    Query(alias="pageSize", description=_UNORDERED["pageSize"][1]),
+    WithJsonSchema(_UNORDERED["pageSize"][0]),
+]
+
+
 def paging(order_fields: Iterable[str]) -> Any:
     """A dependency that answers the page the query asks for (``orderBy`` one of ``order_fields``).
 

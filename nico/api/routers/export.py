@@ -14,7 +14,8 @@ from starlette.responses import Response, StreamingResponse
 from nico.api.auth import Principal
 from nico.api.deps import CtxDep, PrincipalDep, ReadSessionDep
 from nico.api.errors import PARSE_ERROR, stating_error
-from nico.api.pagination import page_declarations, page_of
+from nico.api.pagination import page_of
+from nico.api.parsing import PageNumberQuery, PageSizeQuery
 from nico.services import feed_export, feed_stream
 from nico.services.errors import ServiceError
 from nico.services.node_labels import CLIQUE_LABELS
@@ -36,21 +37,6 @@ SiteParam = Annotated[
     Query(alias="siteId", description=stating_error("Only this site", 400, feed_export.BAD_SITE)),
     WithJsonSchema({"type": "string", "anyOf": [{"format": "uuid"}, {"maxLength": 0}]}),
 ]
-_PAGING = page_declarations({"created"})
-PageNumberParam = Annotated[
-    str | None,
-    Query(
-        alias="pageNumber",
-        description="A page of nodes (kubernetes-labels, kubectl-labels), by node name; without pageNumber "
-        f"and pageSize every node, in one document. {_PAGING['pageNumber'][1]}",
-    ),
-    WithJsonSchema(_PAGING["pageNumber"][0]),
-]
-PageSizeParam = Annotated[
-    str | None,
-    Query(alias="pageSize", description=f"Nodes a page. {_PAGING['pageSize'][1]}"),
-    WithJsonSchema(_PAGING["pageSize"][0]),
-]
 # the id of an event as this stream sent it (feed_stream.parse_cursor); empty: from now
 LAST_EVENT_ID_SCHEMA = {"type": "string", "pattern": "^([0-9]{1,19}-[0-9]{1,19})?$"}
 
@@ -70,6 +56,8 @@ def authorize(principal: Principal, org: str, scope: str) -> bool:
     "/nvlink-topology/export",
     operation_id="export-nvlink-topology",
     summary="NVLink placement for schedulers: Slurm, Kubernetes labels, Kueue (nico extension)",
+    description="Without pageNumber and pageSize, every node in one document. With either, a page of "
+    "nodes by node name (kubernetes-labels and kubectl-labels only).",
     responses={
         200: {
             "content": {"text/plain": {}, "application/yaml": {}, "application/json": {}},
@@ -118,8 +106,8 @@ async def export_topology(
         ),
         WithJsonSchema({"type": "string", "enum": list(CLIQUE_LABELS)}),
     ] = None,
-    page_number: PageNumberParam = None,
-    page_size: PageSizeParam = None,
+    page_number: PageNumberQuery = None,
+    page_size: PageSizeQuery = None,
 ) -> Response:
     provider_side = authorize(principal, org, scope)
     fmt = feed_export.check_format(format)

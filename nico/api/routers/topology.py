@@ -7,38 +7,27 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request
-from pydantic import WithJsonSchema
+from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from nico.api import query
 from nico.api.deps import PrincipalDep, ReadSessionDep
 from nico.api.listing import render_page
-from nico.api.pagination import PAGED, Page, page_declarations, page_of, page_response
+from nico.api.pagination import PAGED, Page, page_of, page_response
+from nico.api.parsing import PageNumberQuery, PageSizeQuery
 from nico.api.schemas.topology import NVLinkTopology, TopologyDomainCell
 from nico.services import topology, topology_overview
 
 router = APIRouter(tags=["nvlink-topology"])
 
-# Domains come in rack order (site name, first chassis serial), so there is no orderBy.
-_PAGE = page_declarations(frozenset())
-PageNumber = Annotated[
-    str | None,
-    Query(alias="pageNumber", description=_PAGE["pageNumber"][1]),
-    WithJsonSchema(_PAGE["pageNumber"][0]),
-]
-PageSize = Annotated[
-    str | None,
-    Query(alias="pageSize", description=_PAGE["pageSize"][1]),
-    WithJsonSchema(_PAGE["pageSize"][0]),
-]
 DOMAIN_IDS = query.uuids(
     "nvLinkDomainId", "Only these NVLink domains", "Invalid NVLink Domain ID: {value} in query"
 )
 
 
-async def domain_page(page_number: PageNumber = None, page_size: PageSize = None) -> Page:
-    """The page of domains the query asks for (checked as every list's page is)."""
+async def domain_page(page_number: PageNumberQuery = None, page_size: PageSizeQuery = None) -> Page:
+    """The page of domains (in rack order, so no orderBy) the query asks for, checked as every list's
+    page is."""
     return page_of(page_number, page_size, None, {"created"})
 
 
