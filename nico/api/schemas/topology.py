@@ -147,7 +147,7 @@ def topology_body(view: TopologyView) -> bytes:
     """``NVLinkTopology.of(view).model_dump_json()``, byte for byte, without a model per GPU: a page of
     100 domains holds 7,200 GPUs, and a pydantic model for each cost ~40 µs of the page's CPU. Each
     domain is dumped by its model with no chassis (the last field), and its chassis are written after it
-    (tests/api/test_topology_body.py holds the two equal)."""
+    (tests/unit/test_topology_body.py holds the two equal)."""
     domains = []
     for domain in view.domains:
         head = TopologyDomain.head(domain).model_dump_json()
