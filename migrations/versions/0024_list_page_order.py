@@ -14,6 +14,9 @@ an index alone:
 * ``ix_instance_tenant_name`` and ``ix_instance_name`` (name, id, with the site): the scheduler
   export's nodes in name order, of a tenant and at a provider's sites; ``ix_machine_placed_instance``:
   the instances whose machine is in an NVLink domain (the export's nodes), read from an index.
+* ``ix_nvlink_domain_rack_order`` (site, rack serial, uuid): the topology pages read each site's
+  domains in rack order from it; sorting a site's 10,000 domains by their serial (a collation compare
+  each) cost ~40 ms a deep page.
 
 Revision ID: 0024
 Revises: 0021
@@ -51,10 +54,14 @@ def upgrade() -> None:
     )
     op.execute("CREATE INDEX ix_instance_tenant_name ON instance (tenant_id, name, id) INCLUDE (site_id)")
     op.execute("CREATE INDEX ix_instance_name ON instance (name, id) INCLUDE (site_id)")
+    op.execute(
+        "CREATE INDEX ix_nvlink_domain_rack_order ON nvlink_domain (site_id, rack_serial NULLS FIRST, uuid)"
+    )
 
 
 def downgrade() -> None:
     for index in (
+        "ix_nvlink_domain_rack_order",
         "ix_instance_name",
         "ix_instance_tenant_name",
         "ix_machine_placed_instance",

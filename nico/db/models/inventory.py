@@ -35,6 +35,10 @@ class NvlinkDomain(Base):
     """
 
     __tablename__ = "nvlink_domain"
+    __table_args__ = (
+        # A site's domains in rack order, read in the index's order by the topology pages (migration 0024).
+        Index("ix_nvlink_domain_rack_order", "site_id", text("rack_serial NULLS FIRST"), "uuid"),
+    )
 
     uuid: Mapped[UUID] = mapped_column(primary_key=True)
     site_id: Mapped[UUID] = mapped_column(ForeignKey("site.id", ondelete="RESTRICT"), index=True)
