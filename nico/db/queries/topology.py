@@ -51,32 +51,30 @@ async def tenant_domains(
         )
     ).all()
     total = sum(count for _, _, count in sites)
-    picked: list[tuple[uuid.UUID, str]] = []
+    page: list[tuple[NvlinkDomain, str]] = []
     start = 0
     for name, group in groupby(sites, key=lambda site: site.name):
         named = list(group)
         count = sum(site[2] for site in named)
-        if start + count > offset and len(picked) < limit:
+        if start + count > offset and len(page) < limit:
             ids = [site[0] for site in named]
             where = NvlinkDomain.site_id == ids[0] if len(ids) == 1 else NvlinkDomain.site_id.in_(ids)
-            found = await session.scalars(
+            order = (NvlinkDomain.rack_serial.nulls_first(), NvlinkDomain.uuid)
+            # The page's keys first, the domains' rows only for them (a deferred join, as list pages do).
+            picked = (
                 select(NvlinkDomain.uuid)
                 .where(where, kept)
-                .order_by(NvlinkDomain.rack_serial.nulls_first(), NvlinkDomain.uuid)
+                .order_by(*order)
                 .offset(max(0, offset - start))
-                .limit(limit - len(picked))
+                .limit(limit - len(page))
+                .subquery("page_keys")
             )
-            picked += [(domain, name) for domain in found]
+            found = await session.scalars(
+                select(NvlinkDomain).join(picked, picked.c.uuid == NvlinkDomain.uuid).order_by(*order)
+            )
+            page += [(domain, name) for domain in found]
         start += count
-    if not picked:
-        return [], total
-    rows = {
-        d.uuid: d
-        for d in await session.scalars(
-            select(NvlinkDomain).where(NvlinkDomain.uuid.in_([u for u, _ in picked]))
-        )
-    }
-    return [(rows[domain], name) for domain, name in picked if domain in rows], total
+    return page, total
 
 
 class TopologyGpuRow(NamedTuple):
