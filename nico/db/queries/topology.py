@@ -16,14 +16,13 @@ from nico.db.enums import NvLinkInterfaceStatus
 from nico.db.models import (
     Gpu,
     Instance,
-    LogicalPartition,
     Machine,
     NvlinkDomain,
     NvlinkInterface,
-    PhysicalPartition,
     Site,
     TenantSite,
 )
+from nico.db.raw import driver_connection
 
 
 async def tenant_domains(
@@ -97,50 +96,33 @@ class TopologyGpuRow(NamedTuple):
     foreign_gpus: int = 0  # GPUs of its machine in partitions nico did not make (the machine is held)
 
 
+# Every GPU of the domains ``domains`` (an array) with the tenant's (``tenant``) binding on it: see
+# topology_gpus. At the driver level: a page of 100 domains is 7,200 rows, and SQLAlchemy's result
+# machinery cost ~3 µs a row more than the rows themselves.
+_TOPOLOGY_GPUS = f"""
+SELECT m.domain_uuid, m.chassis_serial, m.tray_index, g.device_id, m.instance_id, i.id, i.name, n.status,
+       lp.id, lp.name, lp.status, pp.logical_partition_id, g.health, m.foreign_gpus
+FROM machine m
+JOIN gpu g ON g.machine_id = m.id
+LEFT JOIN instance i ON i.id = m.instance_id AND i.tenant_id = %(tenant)s
+LEFT JOIN nvlink_interface n ON n.instance_id = i.id AND n.device_instance = g.device_id - 1
+LEFT JOIN logical_partition lp ON lp.id = n.logical_partition_id
+LEFT JOIN physical_partition pp ON pp.id = g.physical_partition_id
+WHERE m.domain_uuid = ANY(%(domains)s) AND m.tray_index IS NOT NULL
+ORDER BY m.domain_uuid, m.chassis_serial, m.tray_index, g.device_id,
+         n.status = '{NvLinkInterfaceStatus.DELETING}'
+"""
+
+
 async def topology_gpus(
     session: AsyncSession, tenant_id: uuid.UUID, domains: Sequence[uuid.UUID]
 ) -> list[TopologyGpuRow]:
     """Every GPU on ``domains`` by domain, chassis, tray and device; a GPU with a live binding and
     Deleting ones comes once per binding, the live one first."""
-    mine = and_(Instance.id == Machine.instance_id, Instance.tenant_id == tenant_id)
-    rows = await session.execute(
-        select(
-            Machine.domain_uuid,
-            Machine.chassis_serial,
-            Machine.tray_index,
-            Gpu.device_id,
-            Machine.instance_id,
-            Instance.id,
-            Instance.name,
-            NvlinkInterface.status,
-            LogicalPartition.id,
-            LogicalPartition.name,
-            LogicalPartition.status,
-            PhysicalPartition.logical_partition_id,
-            Gpu.health,
-            Machine.foreign_gpus,
-        )
-        .join(Gpu, Gpu.machine_id == Machine.id)
-        .outerjoin(Instance, mine)
-        .outerjoin(
-            NvlinkInterface,
-            and_(
-                NvlinkInterface.instance_id == Instance.id,
-                NvlinkInterface.device_instance == Gpu.device_id - 1,
-            ),
-        )
-        .outerjoin(LogicalPartition, LogicalPartition.id == NvlinkInterface.logical_partition_id)
-        .outerjoin(PhysicalPartition, PhysicalPartition.id == Gpu.physical_partition_id)
-        .where(Machine.domain_uuid.in_(list(domains)), Machine.tray_index.is_not(None))
-        .order_by(
-            Machine.domain_uuid,
-            Machine.chassis_serial,
-            Machine.tray_index,
-            Gpu.device_id,
-            NvlinkInterface.status == NvLinkInterfaceStatus.DELETING,
-        )
-    )
-    return [TopologyGpuRow._make(row) for row in rows.all()]
+    driver = await driver_connection(session)
+    async with driver.cursor() as cursor:
+        await cursor.execute(_TOPOLOGY_GPUS, {"tenant": tenant_id, "domains": list(domains)})
+        return [TopologyGpuRow._make(row) for row in await cursor.fetchall()]
 
 
 async def partition_domains(
