@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, and_, case, delete, select, text, tuple_, update
+from sqlalchemy import ColumnElement, Select, and_, any_, case, delete, select, text, tuple_, update
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -24,7 +24,7 @@ from nico.db.models import (
     Site,
     TenantSite,
 )
-from nico.db.queries.common import matches, sites_of_provider
+from nico.db.queries.common import matches, provider_site_ids
 from nico.db.queries.common import site_by_id as site_by_id
 
 # A Ready machine holding an instance is shown (and sorted, and filtered) as InUse.
@@ -76,7 +76,7 @@ def machines_matching(
     (a statement to page)."""
     stmt = select(Machine)
     if provider_id is not None:
-        stmt = stmt.where(Machine.site_id.in_(sites_of_provider(provider_id)))
+        stmt = stmt.where(Machine.site_id == any_(provider_site_ids(provider_id)))
     if site_id is not None:
         stmt = stmt.where(Machine.site_id == site_id)
     if instance_type_ids:

@@ -78,6 +78,14 @@ class Scope:
     def params(self) -> dict[str, Any]:
         return {"tenant": self.tenant_id, "provider": self.provider_id, "site": self.site_id}
 
+    @property
+    def by_provider(self) -> bool:
+        return self.tenant_id is None
+
+    @property
+    def one_site(self) -> bool:
+        return self.site_id is not None
+
 
 @dataclass(frozen=True)
 class Node:
@@ -155,7 +163,7 @@ async def placement(session: AsyncSession, scope: Scope, sql: str = q.PLACEMENT)
 async def placement_page(session: AsyncSession, scope: Scope, wanted: Slice) -> tuple[list[Node], int]:
     """One page of :func:`placement`, and how many nodes there are in all."""
     params = {**scope.params(), "offset": wanted.offset, "limit": wanted.limit}
-    nodes, total = await _nodes(session, q.PLACEMENT_PAGE, params)
+    nodes, total = await _nodes(session, q.placement_page(scope.by_provider, scope.one_site), params)
     if not nodes and wanted.offset:  # past the end: the count still counts
         total = await _count(session, scope)
     return nodes, total
@@ -164,7 +172,7 @@ async def placement_page(session: AsyncSession, scope: Scope, wanted: Slice) -> 
 async def _count(session: AsyncSession, scope: Scope) -> int:
     driver = await driver_connection(session)
     async with driver.cursor() as cursor:
-        await cursor.execute(q.PLACEMENT_COUNT, scope.params())
+        await cursor.execute(q.placement_count(scope.by_provider, scope.one_site), scope.params())
         row = await cursor.fetchone()
     return int(row[0]) if row else 0
 

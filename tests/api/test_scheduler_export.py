@@ -14,9 +14,11 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
+from nico.db.models import Machine, NvlinkInterface
 from tests.api.conftest import BASE, ORG, error, instance_body
 from tests.support import factories as f
 from tests.support.auth import bearer
@@ -310,3 +312,53 @@ async def test_a_document_format_refuses_a_page(
     )
     bad = await client.get(EXPORT, params={"format": "kubectl-labels", "pageSize": "101"}, headers=headers)
     assert error(bad) == (400, "Failed to validate pagination request data")
+
+
+async def labels_of(
+    client: httpx.AsyncClient, url: str, headers: dict[str, str], params: dict[str, str]
+) -> httpx.Response:
+    response = await client.get(url, params={"format": "kubernetes-labels", **params}, headers=headers)
+    assert response.status_code == 200, response.text
+    return response
+
+
+async def test_node_pages_of_every_scope_add_up_to_that_scopes_document(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    session: AsyncSession,
+    settings: Settings,
+) -> None:
+    """Each scope (the tenant's or the provider's sites, either narrowed to one site) pages its nodes with
+    a statement of its own: every one adds up to its whole document, a node in a domain only by its
+    realised interfaces (its machine gone) included, and another site's nodes in none of the site's."""
+    partition, instances = await placed(client, headers, world, session)
+    elsewhere = await f.site(session, world.provider, name="site-2")
+    await f.allocation(session, world.tenant, elsewhere, world.instance_type, 1)
+    await realise(session, uuid.UUID(instances[1]["id"]), partition, 5)
+    last = uuid.UUID(instances[2]["id"])
+    domain = await session.scalar(select(Machine.domain_uuid).where(Machine.instance_id == last))
+    await session.execute(
+        update(NvlinkInterface).where(NvlinkInterface.instance_id == last).values(domain_uuid=domain)
+    )
+    await session.execute(update(Machine).where(Machine.instance_id == last).values(instance_id=None))
+    await session.commit()
+    provider = bearer(settings, "provider-org", "PROVIDER_VIEWER")
+    provider_export = "/v2/org/provider-org/nico/nvlink-topology/export"
+    for url, who, params in (
+        (EXPORT, headers, {}),
+        (EXPORT, headers, {"siteId": str(world.site.id)}),
+        (provider_export, provider, {"scope": "provider"}),
+        (provider_export, provider, {"scope": "provider", "siteId": str(world.site.id)}),
+        (provider_export, provider, {"scope": "provider", "siteId": str(elsewhere.id)}),
+    ):
+        whole = json.loads((await labels_of(client, url, who, params)).text)["items"]
+        expected = 0 if params.get("siteId") == str(elsewhere.id) else 3
+        assert [n["metadata"]["name"] for n in whole] == [f"node-{n}" for n in range(expected)], params
+        pages = []
+        for number in (1, 2, 3):
+            page = {**params, "pageNumber": str(number), "pageSize": "2"}
+            response = await labels_of(client, url, who, page)
+            assert json.loads(response.headers["X-Pagination"])["total"] == expected, params
+            pages += json.loads(response.text)["items"]
+        assert pages == whole, params

@@ -90,7 +90,9 @@ async def test_a_tenant_sees_its_gpus_and_only_that_others_are_in_use(
     with statements_run(app_context.engine) as statements:
         response = await client.get(f"{base(ALPHA)}/nvlink-topology", headers=alpha_headers)
     assert response.status_code == 200, response.text
-    # the tenant, the domains, every GPU, the other domains of their partitions: not one per domain or tray
+    # the tenant, its sites (with their domain counts), the page's domains of its one site, the other
+    # domains of their partitions (every GPU is read at the driver level, in one more statement, which
+    # SQLAlchemy does not see): not one per domain or tray
     assert len(statements) == 4
     body = response.json()
     for secret in (beta_lp["id"], beta_lp["name"], beta_instance["id"], beta_instance["name"], BETA):

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.api.context import AppContext
 from nico.config import Settings
 from nico.db.enums import NvLinkInterfaceStatus
-from nico.db.models import Gpu, Machine, NvlinkDomain, NvlinkInterface
+from nico.db.models import Gpu, Machine, NvlinkDomain, NvlinkInterface, TenantSite
 from tests.api.test_topology import base, make_instance
 from tests.support import factories as f
 from tests.support.auth import bearer
@@ -127,8 +127,9 @@ async def test_the_overview_counts_each_domain_as_the_gpu_view_draws_it(
     with statements_run(app_context.engine) as statements:
         response = await client.get(f"{base(ALPHA)}/nvlink-topology/overview", headers=headers)
     assert response.status_code == 200, response.text
-    # the tenant, the domains, their GPU counts, the tenant's bindings, the partitions' other domains
-    assert len(statements) == 5
+    # the tenant, its sites (with their domain counts), the page's domains of its one site, their GPU
+    # counts, the tenant's bindings, the partitions' other domains
+    assert len(statements) == 6
     assert json.loads(response.headers["X-Pagination"])["total"] == 3
     cells = response.json()
     assert [c["id"] for c in cells] == [str(d) for d in net.domains]  # rack order
@@ -258,3 +259,41 @@ async def test_rack_order_follows_machines_added_moved_and_removed(
     await session.commit()
     assert (await serials())[1] is None
     assert await order() == [second, first, third]
+
+
+async def test_pages_read_site_by_site_walk_one_rack_order_over_sites_of_one_name(
+    client: httpx.AsyncClient, session: AsyncSession, settings: Settings
+) -> None:
+    """The pages read each site's domains on their own, yet every page size walks the one order (site
+    name, rack serial with domains without one first, uuid): two providers' sites of one name interleave
+    by serial, and a page reaches over from one site into the next."""
+    alpha = await f.tenant(session, ALPHA)
+    one, two = await f.provider(session, "provider-one"), await f.provider(session, "provider-two")
+    sites = [
+        await f.site(session, one, name="b-site"),
+        await f.site(session, two, name="b-site"),
+        await f.site(session, one, name="a-site"),
+    ]
+    serials: list[list[str | None]] = [["S-03", None, "S-01"], ["S-02", "S-04"], ["S-09", "S-00", None]]
+    domains: list[tuple[str, str | None, uuid.UUID]] = []
+    for site, of_site in zip(sites, serials, strict=True):
+        session.add(TenantSite(tenant_id=alpha.id, site_id=site.id))
+        for serial in of_site:
+            domain = NvlinkDomain(uuid=uuid.uuid4(), site_id=site.id, rack_serial=serial)
+            session.add(domain)
+            domains.append((site.name, serial, domain.uuid))
+    await session.commit()
+    order = sorted(domains, key=lambda d: (d[0], d[1] is not None, d[1] or "", str(d[2])))
+    expected = [str(domain) for _, _, domain in order]
+    headers = bearer(settings, ALPHA)
+    for size in (1, 2, 3, 4, 7, 100):
+        walked: list[str] = []
+        for number in range(1, len(domains) // size + 2):
+            params = {"pageSize": size, "pageNumber": number}
+            response = await client.get(
+                f"{base(ALPHA)}/nvlink-topology/overview", params=params, headers=headers
+            )
+            assert response.status_code == 200, response.text
+            assert json.loads(response.headers["X-Pagination"])["total"] == len(domains)
+            walked += [cell["id"] for cell in response.json()]
+        assert walked == expected, size

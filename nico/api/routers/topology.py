@@ -15,7 +15,7 @@ from nico.api.deps import PrincipalDep, ReadSessionDep
 from nico.api.listing import render_page
 from nico.api.pagination import PAGED, Page, page_of, page_response
 from nico.api.parsing import PageNumberQuery, PageSizeQuery
-from nico.api.schemas.topology import NVLinkTopology, TopologyDomainCell
+from nico.api.schemas.topology import NVLinkTopology, TopologyDomainCell, topology_body
 from nico.services import topology, topology_overview
 
 router = APIRouter(tags=["nvlink-topology"])
@@ -54,7 +54,7 @@ async def get_topology(
     principal.require_tenant_admin(org)
     only = DOMAIN_IDS.uuid_values(request)
     view, total = await topology.tenant_topology(session, org, page.offset, page.size, only)
-    return page_response(NVLinkTopology.of(view).model_dump_json().encode(), page, total)
+    return page_response(topology_body(view), page, total)
 
 
 @router.get(

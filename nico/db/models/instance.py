@@ -37,6 +37,9 @@ class Instance(Base):
         UniqueConstraint("tenant_id", "site_id", "name"),
         CheckConstraint(check_in("status", InstanceStatus), name="status"),
         CheckConstraint("nvlink_config_version >= 1", name="nvlink_config_version"),
+        # The scheduler export's nodes in name order, of a tenant and at a provider's sites (migration 0024).
+        Index("ix_instance_tenant_name", "tenant_id", "name", "id", postgresql_include=["site_id"]),
+        Index("ix_instance_name", "name", "id", postgresql_include=["site_id"]),
     )
 
     id: Mapped[uuid.UUID] = uuid_pk()
@@ -108,6 +111,11 @@ class NvlinkInterface(Base):
             "placed_domain_uuid",
             postgresql_where=text("status IN ('Pending', 'Provisioning', 'Error')"),
         ),
+        # A tenant's interfaces in the list's default order, paged on the first index, counted on the
+        # second (a tenant's entries deduplicated into a few pages: no parallel scan of the table to count
+        # them) (migration 0024).
+        Index("ix_nvlink_interface_tenant_order", "tenant_id", "created", "id"),
+        Index("ix_nvlink_interface_tenant", "tenant_id"),
     )
 
     id: Mapped[uuid.UUID] = uuid_pk()
@@ -125,6 +133,9 @@ class NvlinkInterface(Base):
     # The domain of the instance's machine when the binding was made (placement's view; ``domain_uuid``
     # is the fabric's, set when Ready): where the partition is about to be, for placement.
     placed_domain_uuid: Mapped[uuid.UUID | None]
+    # The instance's tenant, set by the database as the row is inserted (rule interface_tenant): the
+    # inserts leave it out. None only if the instance is gone (then the foreign key refuses the row).
+    tenant_id: Mapped[uuid.UUID | None]
     created_by: Mapped[str | None] = mapped_column(String(256))
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()

@@ -35,6 +35,10 @@ class NvlinkDomain(Base):
     """
 
     __tablename__ = "nvlink_domain"
+    __table_args__ = (
+        # A site's domains in rack order, read in the index's order by the topology pages (migration 0024).
+        Index("ix_nvlink_domain_rack_order", "site_id", text("rack_serial NULLS FIRST"), "uuid"),
+    )
 
     uuid: Mapped[UUID] = mapped_column(primary_key=True)
     site_id: Mapped[UUID] = mapped_column(ForeignKey("site.id", ondelete="RESTRICT"), index=True)
@@ -123,6 +127,14 @@ class Machine(Base):
         CheckConstraint("length(id) BETWEEN 1 AND 256", name="id_length"),
         UniqueConstraint("chassis_serial", "tray_index"),
         Index("ix_machine_placement", "site_id", "instance_type_id", "domain_uuid"),
+        # The machine list's default order, and the instances whose machine is in an NVLink domain
+        # (the scheduler export's nodes), read from indexes (migration 0024).
+        Index("ix_machine_created", "created", "id", postgresql_include=["site_id"]),
+        Index(
+            "ix_machine_placed_instance",
+            "instance_id",
+            postgresql_where=text("instance_id IS NOT NULL AND domain_uuid IS NOT NULL"),
+        ),
     )
 
     id: Mapped[str] = mapped_column(String(256), primary_key=True)

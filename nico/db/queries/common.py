@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, func, or_, select
+from sqlalchemy import ARRAY, ColumnElement, Uuid, cast, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import Site
@@ -43,6 +43,18 @@ def matches(pattern: str, *columns: Any) -> ColumnElement[bool]:
 def sites_of_provider(provider_id: Any) -> Any:
     """The ids of the provider's sites (a subquery for ``site_id.in_``)."""
     return select(Site.id).where(Site.infrastructure_provider_id == provider_id)
+
+
+def provider_site_ids(provider_id: Any) -> Any:
+    """The ids of the provider's sites as one array (for ``site_id == any_(...)``): computed once per
+    statement, so a scan of an index holding ``site_id`` checks each entry against it instead of
+    joining every row to the provider's sites (a semi-join over 180,000 machines cost ~0.1 s)."""
+    return cast(
+        select(func.array_agg(Site.id))
+        .where(Site.infrastructure_provider_id == provider_id)
+        .scalar_subquery(),
+        ARRAY(Uuid),
+    )
 
 
 async def site_by_id(session: AsyncSession, site_id: Any) -> Site | None:

@@ -78,12 +78,10 @@ def tenant_bindings_where(
     domain_ids: Sequence[uuid.UUID] = (),
     statuses: Sequence[str] = (),
 ) -> Select[Any]:
-    """The tenant's bindings (through their instances) that pass every given filter."""
-    stmt = (
-        select(NvlinkInterface)
-        .join(Instance, Instance.id == NvlinkInterface.instance_id)
-        .where(Instance.tenant_id == tenant_id)
-    )
+    """The tenant's bindings that pass every given filter (by the tenant kept on each binding, so a
+    page and its count read ``ix_nvlink_interface_tenant_order``, not every binding joined to its
+    instance)."""
+    stmt = select(NvlinkInterface).where(NvlinkInterface.tenant_id == tenant_id)
     if site_ids:
         stmt = stmt.where(NvlinkInterface.site_id.in_(site_ids))
     if instance_ids:

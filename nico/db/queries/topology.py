@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from itertools import groupby
 from typing import NamedTuple
 
 from sqlalchemy import ColumnElement, and_, case, func, select, true
@@ -15,14 +16,13 @@ from nico.db.enums import NvLinkInterfaceStatus
 from nico.db.models import (
     Gpu,
     Instance,
-    LogicalPartition,
     Machine,
     NvlinkDomain,
     NvlinkInterface,
-    PhysicalPartition,
     Site,
     TenantSite,
 )
+from nico.db.raw import driver_connection
 
 
 async def tenant_domains(
@@ -34,32 +34,46 @@ async def tenant_domains(
 ) -> tuple[list[tuple[NvlinkDomain, str]], int]:
     """A page of (domain, site name) of the NVLink domains at the tenant's sites (``only``: those of
     them), in rack order: by site name, the domain's first chassis serial (a domain without machines
-    first), uuid; and how many there are in all."""
-    keys = (
-        select(NvlinkDomain.uuid, Site.name, NvlinkDomain.rack_serial)
-        .join(Site, Site.id == NvlinkDomain.site_id)
-        .join(TenantSite, and_(TenantSite.site_id == Site.id, TenantSite.tenant_id == tenant_id))
-    )
-    if only:
-        keys = keys.where(NvlinkDomain.uuid.in_(list(only)))
-    # The page's keys first, the domains' rows only for them (a deferred join, as list pages do).
-    picked = (
-        keys.order_by(Site.name, NvlinkDomain.rack_serial.nulls_first(), NvlinkDomain.uuid)
-        .offset(offset)
-        .limit(limit)
-        .subquery("page_keys")
-    )
-    counted = select(func.count()).select_from(keys.subquery("matching"))
-    rows = (
+    first), uuid; and how many there are in all.
+
+    Read site by site: the tenant's sites by name with how many domains each has, then the page's part
+    of each site it reaches in ``ix_nvlink_domain_rack_order``'s order (sites of one name together, as
+    one sort), so a deep page skips index entries instead of sorting every domain of the site by its
+    serial (a collation compare each: ~40 ms a page at 10,000 domains)."""
+    kept = NvlinkDomain.uuid.in_(list(only)) if only else true()
+    domains = select(func.count()).where(NvlinkDomain.site_id == Site.id, kept).scalar_subquery()
+    sites = (
         await session.execute(
-            select(NvlinkDomain, picked.c.name, counted.scalar_subquery())
-            .join(picked, picked.c.uuid == NvlinkDomain.uuid)
-            .order_by(picked.c.name, picked.c.rack_serial.nulls_first(), NvlinkDomain.uuid)
+            select(Site.id, Site.name, domains)
+            .join(TenantSite, and_(TenantSite.site_id == Site.id, TenantSite.tenant_id == tenant_id))
+            .order_by(Site.name)
         )
     ).all()
-    if not rows and offset:  # past the last page: the total still counts
-        return [], await session.scalar(counted) or 0
-    return [(domain, name) for domain, name, _ in rows], rows[0][2] if rows else 0
+    total = sum(count for _, _, count in sites)
+    page: list[tuple[NvlinkDomain, str]] = []
+    start = 0
+    for name, group in groupby(sites, key=lambda site: site.name):
+        named = list(group)
+        count = sum(site[2] for site in named)
+        if start + count > offset and len(page) < limit:
+            ids = [site[0] for site in named]
+            where = NvlinkDomain.site_id == ids[0] if len(ids) == 1 else NvlinkDomain.site_id.in_(ids)
+            order = (NvlinkDomain.rack_serial.nulls_first(), NvlinkDomain.uuid)
+            # The page's keys first, the domains' rows only for them (a deferred join, as list pages do).
+            picked = (
+                select(NvlinkDomain.uuid)
+                .where(where, kept)
+                .order_by(*order)
+                .offset(max(0, offset - start))
+                .limit(limit - len(page))
+                .subquery("page_keys")
+            )
+            found = await session.scalars(
+                select(NvlinkDomain).join(picked, picked.c.uuid == NvlinkDomain.uuid).order_by(*order)
+            )
+            page += [(domain, name) for domain in found]
+        start += count
+    return page, total
 
 
 class TopologyGpuRow(NamedTuple):
@@ -82,50 +96,33 @@ class TopologyGpuRow(NamedTuple):
     foreign_gpus: int = 0  # GPUs of its machine in partitions nico did not make (the machine is held)
 
 
+# Every GPU of the domains ``domains`` (an array) with the tenant's (``tenant``) binding on it: see
+# topology_gpus. At the driver level: a page of 100 domains is 7,200 rows, and SQLAlchemy's result
+# machinery cost ~3 µs a row more than the rows themselves.
+_TOPOLOGY_GPUS = f"""
+SELECT m.domain_uuid, m.chassis_serial, m.tray_index, g.device_id, m.instance_id, i.id, i.name, n.status,
+       lp.id, lp.name, lp.status, pp.logical_partition_id, g.health, m.foreign_gpus
+FROM machine m
+JOIN gpu g ON g.machine_id = m.id
+LEFT JOIN instance i ON i.id = m.instance_id AND i.tenant_id = %(tenant)s
+LEFT JOIN nvlink_interface n ON n.instance_id = i.id AND n.device_instance = g.device_id - 1
+LEFT JOIN logical_partition lp ON lp.id = n.logical_partition_id
+LEFT JOIN physical_partition pp ON pp.id = g.physical_partition_id
+WHERE m.domain_uuid = ANY(%(domains)s) AND m.tray_index IS NOT NULL
+ORDER BY m.domain_uuid, m.chassis_serial, m.tray_index, g.device_id,
+         n.status = '{NvLinkInterfaceStatus.DELETING}'
+"""
+
+
 async def topology_gpus(
     session: AsyncSession, tenant_id: uuid.UUID, domains: Sequence[uuid.UUID]
 ) -> list[TopologyGpuRow]:
     """Every GPU on ``domains`` by domain, chassis, tray and device; a GPU with a live binding and
     Deleting ones comes once per binding, the live one first."""
-    mine = and_(Instance.id == Machine.instance_id, Instance.tenant_id == tenant_id)
-    rows = await session.execute(
-        select(
-            Machine.domain_uuid,
-            Machine.chassis_serial,
-            Machine.tray_index,
-            Gpu.device_id,
-            Machine.instance_id,
-            Instance.id,
-            Instance.name,
-            NvlinkInterface.status,
-            LogicalPartition.id,
-            LogicalPartition.name,
-            LogicalPartition.status,
-            PhysicalPartition.logical_partition_id,
-            Gpu.health,
-            Machine.foreign_gpus,
-        )
-        .join(Gpu, Gpu.machine_id == Machine.id)
-        .outerjoin(Instance, mine)
-        .outerjoin(
-            NvlinkInterface,
-            and_(
-                NvlinkInterface.instance_id == Instance.id,
-                NvlinkInterface.device_instance == Gpu.device_id - 1,
-            ),
-        )
-        .outerjoin(LogicalPartition, LogicalPartition.id == NvlinkInterface.logical_partition_id)
-        .outerjoin(PhysicalPartition, PhysicalPartition.id == Gpu.physical_partition_id)
-        .where(Machine.domain_uuid.in_(list(domains)), Machine.tray_index.is_not(None))
-        .order_by(
-            Machine.domain_uuid,
-            Machine.chassis_serial,
-            Machine.tray_index,
-            Gpu.device_id,
-            NvlinkInterface.status == NvLinkInterfaceStatus.DELETING,
-        )
-    )
-    return [TopologyGpuRow._make(row) for row in rows.all()]
+    driver = await driver_connection(session)
+    async with driver.cursor() as cursor:
+        await cursor.execute(_TOPOLOGY_GPUS, {"tenant": tenant_id, "domains": list(domains)})
+        return [TopologyGpuRow._make(row) for row in await cursor.fetchall()]
 
 
 async def partition_domains(
