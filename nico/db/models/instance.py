@@ -37,7 +37,7 @@ class Instance(Base):
         UniqueConstraint("tenant_id", "site_id", "name"),
         CheckConstraint(check_in("status", InstanceStatus), name="status"),
         CheckConstraint("nvlink_config_version >= 1", name="nvlink_config_version"),
-        # The scheduler export's nodes in name order, of a tenant and at a provider's sites (migration 0024).
+        # The scheduler export's nodes in name order, of a tenant and at a provider's sites (migration 0022).
         Index("ix_instance_tenant_name", "tenant_id", "name", "id", postgresql_include=["site_id"]),
         Index("ix_instance_name", "name", "id", postgresql_include=["site_id"]),
     )
@@ -113,7 +113,7 @@ class NvlinkInterface(Base):
         ),
         # A tenant's interfaces in the list's default order, paged on the first index, counted on the
         # second (a tenant's entries deduplicated into a few pages: no parallel scan of the table to count
-        # them) (migration 0024).
+        # them) (migration 0022).
         Index("ix_nvlink_interface_tenant_order", "tenant_id", "created", "id"),
         Index("ix_nvlink_interface_tenant", "tenant_id"),
     )

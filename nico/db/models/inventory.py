@@ -36,7 +36,7 @@ class NvlinkDomain(Base):
 
     __tablename__ = "nvlink_domain"
     __table_args__ = (
-        # A site's domains in rack order, read in the index's order by the topology pages (migration 0024).
+        # A site's domains in rack order, read in the index's order by the topology pages (migration 0022).
         Index("ix_nvlink_domain_rack_order", "site_id", text("rack_serial NULLS FIRST"), "uuid"),
     )
 
@@ -128,7 +128,7 @@ class Machine(Base):
         UniqueConstraint("chassis_serial", "tray_index"),
         Index("ix_machine_placement", "site_id", "instance_type_id", "domain_uuid"),
         # The machine list's default order, and the instances whose machine is in an NVLink domain
-        # (the scheduler export's nodes), read from indexes (migration 0024).
+        # (the scheduler export's nodes), read from indexes (migration 0022).
         Index("ix_machine_created", "created", "id", postgresql_include=["site_id"]),
         Index(
             "ix_machine_placed_instance",

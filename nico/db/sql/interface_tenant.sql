@@ -8,7 +8,7 @@
 -- the instance's tenant, one primary-key read, whatever the inserting statement gave.
 --
 -- Called by: the trigger. Read by nico/db/queries/nvlink_interface.py (tenant_bindings_where).
--- Made by migration 0024; last changed by migration 0024.
+-- Made by migration 0022; last changed by migration 0022.
 
 CREATE OR REPLACE FUNCTION nico_interface_tenant() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -20,7 +20,7 @@ an index alone:
   domains in rack order from it; sorting a site's 10,000 domains by their serial (a collation compare
   each) cost ~40 ms a deep page.
 
-Revision ID: 0024
+Revision ID: 0022
 Revises: 0021
 """
 
@@ -33,7 +33,7 @@ from alembic import op
 
 from nico.db import sql as rules
 
-revision: str = "0024"
+revision: str = "0022"
 down_revision: str | None = "0021"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
