@@ -40,24 +40,11 @@ _DOMAIN_SITES = "SELECT uuid, site_id, max_multicast_groups FROM nvlink_domain W
 # terminating (then its GPUs must leave every tenant partition). Columns: domain (text: a uuid object
 # per row was the largest part of reading them; the load makes one per domain), gpu_uid (text),
 # machine id, device id, instance id, wanted logical partition, physical partition id, fabric
-# partition id, chassis serial, slot id. Two forms of one query, planned best for what they read: for
-# one domain (a pass), joins; for many (a part of a deep scan), the instance and the binding looked
-# up per GPU of a machine with an instance through their indexes (uq_nvlink_interface_live_gpu gives
-# at most one binding), since the joins were planned as reads of every instance and binding of the
-# site for each 50-domain part (40 parts a deep pass at 2,000 racks, 200 at 10,000: a cost growing
-# with the site's square), while for one domain they are a fifth cheaper than the lookups.
-_GPU_WANTS_JOINED = """
-            SELECT m.domain_uuid::text, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
-                   CASE WHEN i.status = 'Terminating' THEN NULL ELSE ni.logical_partition_id END,
-                   g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
-            FROM gpu g
-            JOIN machine m ON m.id = g.machine_id
-            LEFT JOIN instance i ON i.id = m.instance_id
-            LEFT JOIN nvlink_interface ni
-                   ON ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
-                  AND ni.status <> 'Deleting'
-            WHERE m.domain_uuid IS NOT NULL
-            """
+# partition id, chassis serial, slot id. For many domains (a part of a deep scan) the instance and
+# the binding are looked up per GPU of a machine with an instance through their indexes
+# (uq_nvlink_interface_live_gpu gives at most one binding): joins were planned as reads of every
+# instance and binding of the site for each 50-domain part (40 parts a deep pass at 2,000 racks, 200
+# at 10,000: a cost growing with the site's square). For one domain (a pass), ``_GPU_WANTS_ONE``.
 _GPU_WANTS = """
             SELECT m.domain_uuid::text, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
                    CASE WHEN m.instance_id IS NULL
@@ -163,23 +150,51 @@ async def domains_rows(conn: AsyncConnection, domains: Sequence[uuid.UUID] | Non
     return await pipelined(await driver_connection(conn), [Statement(_psycopg(sql), params) for sql in sqls])
 
 
+# A pass's load of one domain is planned once per connection (generic plans) and, in a first pass
+# after a site's racks were imported, on tables not yet analysed: each statement below goes from the
+# domain's machines (machine.domain_uuid's index) to each machine's rows through a lateral subquery
+# fenced with OFFSET 0 (never flattened into a join), so every row is looked up by key whatever the
+# statistics say. Joined, the planner hashed every GPU and binding of the site for each domain: the
+# GPU rows 230 ms and the limits 21 ms a domain at 2,000 racks (PostgreSQL 15; three quarters of that
+# first pass's time).
+_GPU_WANTS_ONE = """
+            SELECT m.domain_uuid::text, g.gpu_uid::text, m.id, g.device_id, m.instance_id,
+                   CASE WHEN m.instance_id IS NULL
+                          OR (SELECT i.status FROM instance i WHERE i.id = m.instance_id) = 'Terminating'
+                        THEN NULL
+                        ELSE (SELECT ni.logical_partition_id FROM nvlink_interface ni
+                              WHERE ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
+                                AND ni.status <> 'Deleting')
+                   END,
+                   g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
+            FROM machine m
+            CROSS JOIN LATERAL (SELECT g.gpu_uid, g.device_id, g.physical_partition_id, g.nmx_partition_id,
+                                       g.slot_id
+                                FROM gpu g WHERE g.machine_id = m.id OFFSET 0) g
+            WHERE m.domain_uuid = ANY(:domains)
+            """
 _DOMAIN_LIMITS = (
-    "SELECT lp.id, lp.multicast_groups_limit FROM logical_partition lp WHERE lp.id IN ("
-    "SELECT ni.logical_partition_id FROM nvlink_interface ni "
-    "JOIN machine m ON m.instance_id = ni.instance_id WHERE m.domain_uuid = ANY(:domains))"
+    "SELECT DISTINCT lp.id, lp.multicast_groups_limit FROM machine m "
+    "CROSS JOIN LATERAL (SELECT ni.logical_partition_id FROM nvlink_interface ni "
+    "WHERE ni.instance_id = m.instance_id OFFSET 0) ni "
+    "CROSS JOIN LATERAL (SELECT lp.id, lp.multicast_groups_limit FROM logical_partition lp "
+    "WHERE lp.id = ni.logical_partition_id OFFSET 0) lp "
+    "WHERE m.domain_uuid = ANY(:domains)"
 )
 # The registry rows of the domain's chassis only: a pass that read the whole registry cost every pass
-# time in the number of racks (the first pass over 2,000 racks read 4 million rows). Looked up by the
-# trimmed serials as an array, through ix_nvlink_nmxc_endpoint_serial (as a semi-join the planner read
-# every row of the registry: 1.2 ms a pass at 2,000 racks).
+# time in the number of racks (the first pass over 2,000 racks read 4 million rows). Each of the
+# domain's trimmed serials looked up through ix_nvlink_nmxc_endpoint_serial (as a semi-join, or as an
+# array on an unanalysed registry, the planner read every row of it: 1.2-2 ms a pass at 2,000 racks).
 _DOMAIN_ENDPOINTS = (
-    "SELECT e.chassis_serial, e.endpoint FROM nvlink_nmxc_endpoint e "
-    "WHERE btrim(e.chassis_serial) = ANY(ARRAY("
-    "SELECT DISTINCT btrim(m.chassis_serial) FROM machine m WHERE m.domain_uuid = ANY(:domains)))"
+    "SELECT e.chassis_serial, e.endpoint "
+    "FROM (SELECT DISTINCT btrim(m.chassis_serial) AS serial FROM machine m "
+    "WHERE m.domain_uuid = ANY(:domains)) s "
+    "CROSS JOIN LATERAL (SELECT e.chassis_serial, e.endpoint FROM nvlink_nmxc_endpoint e "
+    "WHERE btrim(e.chassis_serial) = s.serial OFFSET 0) e"
 )
 _ONE_DOMAIN = [
     _psycopg(_DOMAIN_SITES + _domain_filter("uuid", [])),
-    _psycopg(_GPU_WANTS_JOINED + _domain_filter("m.domain_uuid", [])),
+    _psycopg(_GPU_WANTS_ONE),
     _psycopg(_PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", [])),
     _psycopg(_OPEN_INTENTS + _domain_filter("domain_uuid", [])),
     _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", [])),
