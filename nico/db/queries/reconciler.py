@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from nico.db.raw import GENERIC_PLANS, Statement, array_literal, driver_connection, pipelined
+from nico.db.raw import Statement, array_literal, driver_connection, pipelined
 
 
 def _domain_filter(column: str, domains: Sequence[uuid.UUID] | None) -> str:
@@ -201,6 +201,14 @@ _ONE_DOMAIN = [
     _psycopg(_DOMAIN_LIMITS),
 ]
 _TRY_LOCK = "SELECT pg_try_advisory_lock(%(k)s)"
+# A pass's transaction (its load, its write-back) looks a domain's rows up by key: generic plans
+# (``nico.db.raw.GENERIC_PLANS``'s reason), and no JIT compilation. On unanalysed tables a generic
+# plan's cost is a guess far above the rows it reads (the domain's GPU rows: 500,000 for 72 rows), and
+# past ``jit_above_cost`` a server built with LLVM compiled the statement at every execution (28 ms
+# of a pass's load on PostgreSQL 15, more than the rest of the pass's SQL together).
+PASS_PLANS = Statement(
+    "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true)"
+)
 
 
 async def one_domain_rows(
@@ -228,7 +236,7 @@ async def one_domain_rows(
         statements.insert(0, Statement(_TRY_LOCK, {"k": lock}))
     # One domain's rows by key, and the pass's intents in the same transaction: generic plans (each
     # of these statements was planned anew at every pass, 1.5 ms of PostgreSQL's CPU per pass).
-    results = (await pipelined(driver, [GENERIC_PLANS, *statements]))[1:]
+    results = (await pipelined(driver, [PASS_PLANS, *statements]))[1:]
     locked = bool(results.pop(0)[0][0]) if lock is not None else True
     sites, gpus, partitions, intents, unsettled, limits = results[:6]
     registry = iter(results[6:])
@@ -442,9 +450,9 @@ class PassWrites:
         self._figures: int | None = None
 
     def plan_generically(self) -> None:
-        """The transaction's statements from here on take generic plans (:data:`GENERIC_PLANS`): a
-        pass's write-back looks its rows up by key."""
-        self._statements.append(GENERIC_PLANS)
+        """The transaction's statements from here on take generic plans and no JIT (:data:`PASS_PLANS`):
+        a pass's write-back looks its rows up by key."""
+        self._statements.append(PASS_PLANS)
 
     def close_intents(self, updates: list[dict[str, object]]) -> None:
         """Set intents' final state (keys: id, state, error, op), one statement for all."""
@@ -691,7 +699,7 @@ async def record_health(
     newly read (``budget``); and hold the domain's machines with a GPU reporting anything but HEALTHY
     out of placement (``hold``; otherwise release every hold): the machine pick and the capacity
     counts leave held machines out."""
-    statements = []
+    statements = [PASS_PLANS]  # by key, as a pass's
     if budget is not None:
         statements.append(Statement(_MULTICAST_BUDGET, {"b": budget, "d": domain}))
     if gpus:
