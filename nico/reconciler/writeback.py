@@ -14,7 +14,7 @@ status history.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +26,7 @@ from nico.fabric.backend import FabricPartition
 from nico.reconciler import lifecycle
 from nico.reconciler.executor import Outcome
 from nico.reconciler.fingerprint import fabric_digest
+from nico.reconciler.health import HealthRead
 from nico.reconciler.homes import Mode
 from nico.reconciler.operations import CreatePartition, Operation, metric_operation, op_gpus
 from nico.reconciler.planner import (
@@ -84,6 +85,15 @@ async def record_intents(
 
 
 @dataclass(frozen=True)
+class PassHealth:
+    """A domain's health read during its pass, to store with the write-back; ``hold``: machines with a
+    GPU reporting anything but HEALTHY are held out of placement (otherwise every hold is released)."""
+
+    read: HealthRead
+    hold: bool
+
+
+@dataclass(frozen=True)
 class PassOutcome:
     """What one locked pass over a domain learned, for :func:`write_back`.
 
@@ -110,11 +120,13 @@ async def write_back(
     mode: Mode = "domain",
     foreign: Foreign = "keep",
     desire: DomainDesire | None = None,
+    health: PassHealth | None = None,
 ) -> WriteBackReport:
     """Record the read-back of ``outcome`` for ``state.domain`` (module docstring) and commit it;
     ``mode`` is the default partition mode (where a GPU in no tenant partition belongs), ``foreign``
     what becomes of partitions nico did not make; ``desire``: the state's desire by them, when the
-    caller has it already.
+    caller has it already; ``health``: the domain's health read during the pass, stored with it
+    (each GPU's in its observation's statement, the rest in the last round trip).
 
     Two round trips in the usual pass (the statements go out together, :class:`queries.PassWrites`):
     intents, GPU observations and the lock of the instances to settle; then the instances settled,
@@ -129,7 +141,8 @@ async def write_back(
     writes = queries.PassWrites()
     writes.plan_generically()
     writes.close_intents(_intent_updates(state, seen, outcome))
-    moved = _record_gpu_observations(writes, state, seen, pp_ids, report)
+    healths = health.read.gpus if health is not None else None
+    moved = _record_gpu_observations(writes, state, seen, pp_ids, report, healths)
     # Instances: Ready only on an exact match for the version loaded at the start of the pass.
     finishing, observations = _observations(state, seen, outcome.blocked, report, desire)
     if observations and not finishing:
@@ -161,6 +174,11 @@ async def write_back(
         report.foreign_gpus,
         held=_held_machines(state, seen, moved),
     )
+    if health is not None:  # before the figures: a machine held for its health is not free
+        read = health.read
+        partitions = {p.name: p.health for p in outcome.observed}
+        budget = read.budget if read.budget_is_new else None
+        writes.health(state.domain, partitions, hold=health.hold, budget=budget)
     writes.domain_figures(state.domain)  # in the same round trip, not a read of its own after it
     report.figures = (await writes.send(session, commit=True)).figures
     return report
@@ -214,24 +232,34 @@ def _record_gpu_observations(
     seen: Classified,
     pp_ids: dict[str, uuid.UUID],
     report: WriteBackReport,
+    healths: Mapping[int, str] | None,
 ) -> set[str]:
-    """Each GPU's observed partition (only the GPUs whose observation changed); the machines of those
-    GPUs."""
-    uids: list[str] = []
-    pps: list[str | None] = []
-    pids: list[int | None] = []
+    """Each GPU's observed partition (only the GPUs whose observation changed) and, with ``healths``
+    (GPU GUID -> health, as the fabric reported it), each GPU's health, in the same statement; the
+    machines of the GPUs whose observation changed."""
+    rows: list[queries.GpuWrite] = []
     machines: set[str] = set()
     for gpu in state.gpus.values():
         holder = seen.location.get(gpu.gpu_uid)
         fabric_pid = holder.nmx_partition_id if holder is not None else None
         pp_id = pp_ids.get(holder.name) if holder is not None else None
-        if pp_id != gpu.observed_physical_partition or fabric_pid != gpu.observed_fabric_partition:
-            uids.append(str(gpu.gpu_uid))
-            pps.append(str(pp_id) if pp_id else None)
-            pids.append(fabric_pid)
+        changed = pp_id != gpu.observed_physical_partition or fabric_pid != gpu.observed_fabric_partition
+        if changed:
             machines.add(gpu.machine_id)
-    writes.gpu_observations(uids, pps, pids)
+        if changed or healths is not None:
+            health = healths.get(gpu.gpu_uid) if healths is not None else None
+            rows.append(
+                queries.GpuWrite(gpu.gpu_uid, str(pp_id) if pp_id else None, fabric_pid, changed, health)
+            )
     report.machines_updated = len(machines)
+    if healths is None:
+        writes.gpu_observations([str(r.gpu_uid) for r in rows], [r.pp for r in rows], [r.pid for r in rows])
+        return machines
+    # GPUs the fabric reports that the domain's rows lack: their health is stored wherever they are.
+    rows += [
+        queries.GpuWrite(uid, None, None, False, h) for uid, h in healths.items() if uid not in state.gpus
+    ]
+    writes.gpu_observations_and_health(rows)
     return machines
 
 

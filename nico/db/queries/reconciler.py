@@ -355,6 +355,20 @@ _GPU_OBSERVATIONS = (
     "FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(pps)s AS uuid[]), CAST(%(pids)s AS bigint[])) "
     "AS v(uid, pp, pid) WHERE gpu.gpu_uid = v.uid"
 )
+# A pass that reads its domain's health writes it with the observations (each GPU row written once,
+# not twice: observation, then health). ``seen``: the GPU's observation changed (the others keep
+# theirs, and their observed_at); health NULL: not reported (kept). Rows that change in neither are not
+# written; GPUs nico does not know are ignored.
+_GPU_OBSERVATIONS_AND_HEALTH = (
+    "UPDATE gpu SET physical_partition_id = CASE WHEN v.seen THEN v.pp ELSE gpu.physical_partition_id END, "
+    "nmx_partition_id = CASE WHEN v.seen THEN v.pid ELSE gpu.nmx_partition_id END, "
+    "observed_at = CASE WHEN v.seen THEN now() ELSE gpu.observed_at END, "
+    "updated = CASE WHEN v.seen THEN now() ELSE gpu.updated END, health = COALESCE(v.health, gpu.health) "
+    "FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(pps)s AS uuid[]), CAST(%(pids)s AS bigint[]), "
+    "CAST(%(seen)s AS boolean[]), CAST(%(hs)s AS text[])) AS v(uid, pp, pid, seen, health) "
+    "WHERE gpu.gpu_uid = v.uid "
+    "AND (v.seen OR (v.health IS NOT NULL AND gpu.health IS DISTINCT FROM v.health))"
+)
 # The ids again as an array: joined by id alone, the planner (a hundred rows expected of the JSON)
 # read every intent ever recorded, once a pass.
 _CLOSE_INTENTS = (
@@ -419,6 +433,18 @@ _WAITING_NOTES = (
 )
 
 
+class GpuWrite(NamedTuple):
+    """One GPU's row as a pass writes it with its health (:meth:`PassWrites.gpu_observations_and_health`):
+    its observed physical partition and fabric partition, whether that observation changed, its
+    health (None: not reported)."""
+
+    gpu_uid: int
+    pp: str | None
+    pid: int | None
+    seen: bool
+    health: str | None
+
+
 class SettlingInstance(NamedTuple):
     """An instance locked to settle: its current status and NVLink config version, and the device
     instances of its live (not Deleting) bindings."""
@@ -471,6 +497,26 @@ class PassWrites:
                     {"uids": array_literal(gpu_uids), "pps": array_literal(pps), "pids": array_literal(pids)},
                 )
             )
+
+    def gpu_observations_and_health(self, gpus: Sequence[GpuWrite]) -> None:
+        """Store each GPU's observed partition where it changed and its health where reported (one
+        statement for the whole domain: :data:`_GPU_OBSERVATIONS_AND_HEALTH`)."""
+        if gpus:
+            params = {
+                "uids": array_literal([str(g.gpu_uid) for g in gpus]),
+                "pps": array_literal([g.pp for g in gpus]),
+                "pids": array_literal([g.pid for g in gpus]),
+                "seen": array_literal(["t" if g.seen else "f" for g in gpus]),
+                "hs": array_literal([g.health for g in gpus]),
+            }
+            self._statements.append(Statement(_GPU_OBSERVATIONS_AND_HEALTH, params))
+
+    def health(
+        self, domain: uuid.UUID, partitions: Mapping[str, str], *, hold: bool, budget: int | None
+    ) -> None:
+        """The rest of the domain's health after its GPUs' (:func:`record_health`'s statements): the
+        holds of its machines, its partitions' health, its multicast budget when newly read."""
+        self._statements += _health_statements(domain, partitions, hold=hold, budget=budget)
 
     def lock_settling(self, ids: Sequence[uuid.UUID]) -> None:
         """Lock the instances (FOR UPDATE, in id order, the order every set of them is locked in) and
@@ -700,17 +746,25 @@ async def record_health(
     out of placement (``hold``; otherwise release every hold): the machine pick and the capacity
     counts leave held machines out."""
     statements = [PASS_PLANS]  # by key, as a pass's
-    if budget is not None:
-        statements.append(Statement(_MULTICAST_BUDGET, {"b": budget, "d": domain}))
     if gpus:
         statements.append(
             Statement(_GPU_HEALTH, {"uids": array_literal(gpus), "hs": array_literal(gpus.values())})
         )
-    statements.append(Statement(_HEALTH_HOLDS, {"d": domain, "hold": hold}))
+    statements += _health_statements(domain, partitions, hold=hold, budget=budget)
+    await pipelined(await driver_connection(conn), statements, commit=True)
+
+
+def _health_statements(
+    domain: uuid.UUID, partitions: Mapping[str, str], *, hold: bool, budget: int | None
+) -> list[Statement]:
+    """The machines' holds, the partitions' health and the budget (:func:`record_health`)."""
+    statements = [Statement(_HEALTH_HOLDS, {"d": domain, "hold": hold})]
     if partitions:
         names, healths = array_literal(partitions), array_literal(partitions.values())
         statements.append(Statement(_PARTITION_HEALTH, {"d": domain, "names": names, "hs": healths}))
-    await pipelined(await driver_connection(conn), statements, commit=True)
+    if budget is not None:
+        statements.append(Statement(_MULTICAST_BUDGET, {"b": budget, "d": domain}))
+    return statements
 
 
 async def logical_partition_count(conn: AsyncConnection) -> int:
