@@ -129,17 +129,17 @@ async def write_back(
     (each GPU's in its observation's statement, the rest in the last round trip).
 
     Two round trips in the usual pass (the statements go out together, :class:`queries.PassWrites`):
-    intents, GPU observations and the lock of the instances to settle; then the instances settled,
-    the domain's pass and the commit. Partition records that change, instances that finish
-    terminating and logical partitions that finish deleting take round trips of their own, in between
-    (in the order of the locks: docs/architecture.md, "Locks")."""
+    partition records that change, intents, GPU observations and the lock of the instances to settle;
+    then the instances settled, the domain's pass (and its health) and the commit. Instances that
+    finish terminating and logical partitions that finish deleting take round trips of their own, in
+    between (in the order of the locks: docs/architecture.md, "Locks")."""
     report = WriteBackReport()
     created = {o.op.name for o in outcome.outcomes if isinstance(o.op, CreatePartition)}
     seen = classify(outcome.observed, state.owned_names() | created, state.adopted())
-    pp_ids = await _align_partitions(session, state, seen, outcome.before, report)
     desire = state.desire(mode, foreign) if desire is None else desire
     writes = queries.PassWrites()
     writes.plan_generically()
+    pp_ids = _align_partitions(writes, state, seen, outcome.before, report)
     writes.close_intents(_intent_updates(state, seen, outcome))
     healths = health.read.gpus if health is not None else None
     moved = _record_gpu_observations(writes, state, seen, pp_ids, report, healths)
@@ -184,14 +184,17 @@ async def write_back(
     return report
 
 
-async def _align_partitions(
-    session: AsyncSession,
+def _align_partitions(
+    writes: queries.PassWrites,
     state: DomainState,
     seen: Classified,
     before: list[FabricPartition],
     report: WriteBackReport,
 ) -> dict[str, uuid.UUID]:
-    """Recorded physical partitions follow the fabric; returns record ids by partition name."""
+    """Recorded physical partitions follow the fabric (queued before the GPUs' observations, which
+    find a new record by its name); returns the record id each partition will have, by name (a new
+    record's as made here: one of a partition whose logical partition already had a record on the
+    domain keeps that record's, and one whose logical partition is gone is not made)."""
     was = {p.name: p.nmx_partition_id for p in before}
     keep: dict[str, FabricPartition] = {p.name: p for p in seen.owned.values()}
     deleted: list[uuid.UUID] = []
@@ -205,24 +208,19 @@ async def _align_partitions(
     records: list[queries.PartitionRecord] = []
     for name, partition in keep.items():
         recorded = state.partitions.get(name)
+        pp_ids[name] = recorded.id if recorded is not None else uuid.uuid4()
         if (
             recorded is not None
             and recorded.nmx_partition_id == partition.nmx_partition_id
             and recorded.ref == partition.ref
         ):
-            pp_ids[name] = recorded.id  # recorded as the fabric has it: no statement
-            continue
-        record_id = recorded.id if recorded is not None else uuid.uuid4()
+            continue  # recorded as the fabric has it: no statement
         records.append(
             queries.PartitionRecord(
-                record_id, lp_of_name(name), state.domain, partition.nmx_partition_id, partition.ref, name
+                pp_ids[name], lp_of_name(name), state.domain, partition.nmx_partition_id, partition.ref, name
             )
         )
-    # The deletions and the records in one round trip (they were one each).
-    found = await queries.record_physical_partitions(session, deleted, records)
-    for made, pp_id in zip(records, found, strict=True):
-        if pp_id is not None:
-            pp_ids[made.name] = pp_id
+    writes.record_partitions(deleted, records)
     return pp_ids
 
 
@@ -236,7 +234,8 @@ def _record_gpu_observations(
 ) -> set[str]:
     """Each GPU's observed partition (only the GPUs whose observation changed) and, with ``healths``
     (GPU GUID -> health, as the fabric reported it), each GPU's health, in the same statement; the
-    machines of the GPUs whose observation changed."""
+    machines of the GPUs whose observation changed. (A GPU in a new record whose id turns out another,
+    :func:`_align_partitions`, is written as changed: the statement finds the record by its name.)"""
     rows: list[queries.GpuWrite] = []
     machines: set[str] = set()
     for gpu in state.gpus.values():
@@ -248,18 +247,12 @@ def _record_gpu_observations(
             machines.add(gpu.machine_id)
         if changed or healths is not None:
             health = healths.get(gpu.gpu_uid) if healths is not None else None
-            rows.append(
-                queries.GpuWrite(gpu.gpu_uid, str(pp_id) if pp_id else None, fabric_pid, changed, health)
-            )
+            name = holder.name if pp_id is not None and holder is not None else None
+            rows.append(queries.GpuWrite(gpu.gpu_uid, name, fabric_pid, changed, health))
     report.machines_updated = len(machines)
-    if healths is None:
-        writes.gpu_observations([str(r.gpu_uid) for r in rows], [r.pp for r in rows], [r.pid for r in rows])
-        return machines
-    # GPUs the fabric reports that the domain's rows lack: their health is stored wherever they are.
-    rows += [
-        queries.GpuWrite(uid, None, None, False, h) for uid, h in healths.items() if uid not in state.gpus
-    ]
-    writes.gpu_observations_and_health(rows)
+    if healths is not None:  # the fabric's GPUs the domain's rows lack: their health stored wherever they are
+        rows += [queries.GpuWrite(u, None, None, False, h) for u, h in healths.items() if u not in state.gpus]
+    writes.gpu_observations(state.domain, rows)
     return machines
 
 

@@ -325,7 +325,7 @@ _UPSERT_PHYSICAL_PARTITION = (
 @dataclass(frozen=True)
 class PartitionRecord:
     """A fabric partition of a logical partition on a domain to record
-    (:func:`record_physical_partitions`)."""
+    (:meth:`PassWrites.record_partitions`)."""
 
     id: uuid.UUID  # the record's id when it is new (an existing record keeps its own)
     logical_partition_id: uuid.UUID | None
@@ -335,37 +335,21 @@ class PartitionRecord:
     name: str
 
 
-async def record_physical_partitions(
-    session: AsyncSession, deleted: Sequence[uuid.UUID], records: Sequence[PartitionRecord]
-) -> list[uuid.UUID | None]:
-    """Delete the ``deleted`` physical partition records, then record each of ``records`` (a fabric
-    partition of a logical partition on a domain), in the session's transaction and one round trip;
-    returns each record's id, in order (None when its logical partition is gone)."""
-    statements = [Statement(_DELETE_PHYSICAL_PARTITION, {"id": pp_id}) for pp_id in deleted]
-    statements += [Statement(_UPSERT_PHYSICAL_PARTITION, vars(r)) for r in records]  # its fields by name
-    if not statements:
-        return []
-    results = await pipelined(await driver_connection(session), statements)
-    return [rows[0][0] if rows else None for rows in results[len(deleted) :]]
-
-
+# Each GPU's observed partition and its health, one statement for the domain's GPUs (each GPU row
+# written once in a pass that reads health: not once for its observation and again for its health).
+# ``seen``: the GPU's observation changed (the others keep theirs, and their observed_at); its physical
+# partition is looked up by the fabric name of the partition holding it (NULL: a partition nico keeps
+# no record of), so the records written earlier in the same transaction (new ones included) are found
+# without a round trip of their own; health NULL: not reported (kept). Rows that change in neither are
+# not written; GPUs nico does not know are ignored.
 _GPU_OBSERVATIONS = (
-    "UPDATE gpu SET physical_partition_id = v.pp, nmx_partition_id = v.pid, "
-    "observed_at = now(), updated = now() "
-    "FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(pps)s AS uuid[]), CAST(%(pids)s AS bigint[])) "
-    "AS v(uid, pp, pid) WHERE gpu.gpu_uid = v.uid"
-)
-# A pass that reads its domain's health writes it with the observations (each GPU row written once,
-# not twice: observation, then health). ``seen``: the GPU's observation changed (the others keep
-# theirs, and their observed_at); health NULL: not reported (kept). Rows that change in neither are not
-# written; GPUs nico does not know are ignored.
-_GPU_OBSERVATIONS_AND_HEALTH = (
-    "UPDATE gpu SET physical_partition_id = CASE WHEN v.seen THEN v.pp ELSE gpu.physical_partition_id END, "
+    "UPDATE gpu SET physical_partition_id = CASE WHEN v.seen THEN (SELECT p.id FROM physical_partition p "
+    "WHERE p.domain_uuid = %(d)s AND p.name = v.name) ELSE gpu.physical_partition_id END, "
     "nmx_partition_id = CASE WHEN v.seen THEN v.pid ELSE gpu.nmx_partition_id END, "
     "observed_at = CASE WHEN v.seen THEN now() ELSE gpu.observed_at END, "
     "updated = CASE WHEN v.seen THEN now() ELSE gpu.updated END, health = COALESCE(v.health, gpu.health) "
-    "FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(pps)s AS uuid[]), CAST(%(pids)s AS bigint[]), "
-    "CAST(%(seen)s AS boolean[]), CAST(%(hs)s AS text[])) AS v(uid, pp, pid, seen, health) "
+    "FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(names)s AS text[]), CAST(%(pids)s AS bigint[]), "
+    "CAST(%(seen)s AS boolean[]), CAST(%(hs)s AS text[])) AS v(uid, name, pid, seen, health) "
     "WHERE gpu.gpu_uid = v.uid "
     "AND (v.seen OR (v.health IS NOT NULL AND gpu.health IS DISTINCT FROM v.health))"
 )
@@ -434,12 +418,12 @@ _WAITING_NOTES = (
 
 
 class GpuWrite(NamedTuple):
-    """One GPU's row as a pass writes it with its health (:meth:`PassWrites.gpu_observations_and_health`):
-    its observed physical partition and fabric partition, whether that observation changed, its
-    health (None: not reported)."""
+    """One GPU's row as a pass writes it (:meth:`PassWrites.gpu_observations`): the name of the
+    partition nico records that holds it (None: none) and the fabric partition id holding it, whether
+    that observation changed, its health (None: not read or not reported)."""
 
     gpu_uid: int
-    pp: str | None
+    name: str | None
     pid: int | None
     seen: bool
     health: str | None
@@ -488,28 +472,25 @@ class PassWrites:
                 Statement(_CLOSE_INTENTS, {"rows": Jsonb(updates, dumps=_dumps), "ids": ids})
             )
 
-    def gpu_observations(self, gpu_uids: list[str], pps: list[str | None], pids: list[int | None]) -> None:
-        """Store each GPU's observed partition (one statement for the whole domain)."""
-        if gpu_uids:
-            self._statements.append(
-                Statement(
-                    _GPU_OBSERVATIONS,
-                    {"uids": array_literal(gpu_uids), "pps": array_literal(pps), "pids": array_literal(pids)},
-                )
-            )
+    def record_partitions(self, deleted: Sequence[uuid.UUID], records: Sequence[PartitionRecord]) -> None:
+        """Delete the ``deleted`` physical partition records, then record each of ``records`` (a fabric
+        partition of a logical partition on a domain; none when its logical partition is gone)."""
+        self._statements += [Statement(_DELETE_PHYSICAL_PARTITION, {"id": pp_id}) for pp_id in deleted]
+        self._statements += [Statement(_UPSERT_PHYSICAL_PARTITION, vars(r)) for r in records]
 
-    def gpu_observations_and_health(self, gpus: Sequence[GpuWrite]) -> None:
-        """Store each GPU's observed partition where it changed and its health where reported (one
-        statement for the whole domain: :data:`_GPU_OBSERVATIONS_AND_HEALTH`)."""
+    def gpu_observations(self, domain: uuid.UUID, gpus: Sequence[GpuWrite]) -> None:
+        """Store each GPU's observed partition where it changed and its health where reported
+        (:data:`_GPU_OBSERVATIONS`), after the domain's partition records."""
         if gpus:
             params = {
-                "uids": array_literal([str(g.gpu_uid) for g in gpus]),
-                "pps": array_literal([g.pp for g in gpus]),
-                "pids": array_literal([g.pid for g in gpus]),
-                "seen": array_literal(["t" if g.seen else "f" for g in gpus]),
+                "d": domain,
+                "uids": "{" + ",".join([str(g.gpu_uid) for g in gpus]) + "}",
+                "names": array_literal([g.name for g in gpus]),
+                "pids": "{" + ",".join(["NULL" if g.pid is None else str(g.pid) for g in gpus]) + "}",
+                "seen": "{" + ",".join(["t" if g.seen else "f" for g in gpus]) + "}",
                 "hs": array_literal([g.health for g in gpus]),
             }
-            self._statements.append(Statement(_GPU_OBSERVATIONS_AND_HEALTH, params))
+            self._statements.append(Statement(_GPU_OBSERVATIONS, params))
 
     def health(
         self, domain: uuid.UUID, partitions: Mapping[str, str], *, hold: bool, budget: int | None
