@@ -40,13 +40,11 @@ _DOMAIN_SITES = "SELECT uuid, site_id, max_multicast_groups FROM nvlink_domain W
 # terminating (then its GPUs must leave every tenant partition). Columns: domain (text: a uuid object
 # per row was the largest part of reading them; the load makes one per domain), gpu_uid (text),
 # machine id, device id, instance id, wanted logical partition, physical partition id, fabric
-# partition id, chassis serial, slot id. For many domains (a part of a deep scan) the instance and
-# the binding are looked up per GPU of a machine with an instance through their indexes
-# (uq_nvlink_interface_live_gpu gives at most one binding): joins were planned as reads of every
-# instance and binding of the site for each 50-domain part (40 parts a deep pass at 2,000 racks, 200
-# at 10,000: a cost growing with the site's square). For one domain (a pass), ``_GPU_WANTS_ONE``.
-_GPU_WANTS = """
-            SELECT m.domain_uuid::text, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
+# partition id, chassis serial, slot id. The instance and the binding are looked up per GPU of a
+# machine with an instance through their indexes (uq_nvlink_interface_live_gpu gives at most one
+# binding).
+_GPU_WANTS_COLUMNS = """
+            SELECT m.domain_uuid::text, g.gpu_uid::text, m.id, g.device_id, m.instance_id,
                    CASE WHEN m.instance_id IS NULL
                           OR (SELECT i.status FROM instance i WHERE i.id = m.instance_id) = 'Terminating'
                         THEN NULL
@@ -55,10 +53,24 @@ _GPU_WANTS = """
                                 AND ni.status <> 'Deleting')
                    END,
                    g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
-            FROM gpu g
-            JOIN machine m ON m.id = g.machine_id
-            WHERE m.domain_uuid IS NOT NULL
             """
+# Every domain's GPUs (the whole site: one pass over both tables).
+_GPU_WANTS = (
+    _GPU_WANTS_COLUMNS + "FROM gpu g JOIN machine m ON m.id = g.machine_id WHERE m.domain_uuid IS NOT NULL"
+)
+# The GPUs of named domains (a pass's one domain, a deep scan's part of 50): from the domains' machines
+# (machine.domain_uuid's index) to each machine's GPUs through a lateral subquery fenced with OFFSET 0
+# (never flattened into a join), so every row is looked up by key whatever the statistics say. A pass's
+# load is planned once per connection (generic plans) and, in a first pass after a site's racks were
+# imported, on tables not yet analysed: joined, the planner hashed every GPU and binding of the site
+# for each domain (230 ms a domain at 2,000 racks on PostgreSQL 15, three quarters of that first
+# pass's time) and every GPU of the site for each 50-domain part (53 ms at 2,000 racks against 20 ms,
+# and 16 ms either way once analysed).
+_GPU_WANTS_OF = (
+    _GPU_WANTS_COLUMNS + "FROM machine m CROSS JOIN LATERAL (SELECT g.gpu_uid, g.device_id, "
+    "g.physical_partition_id, g.nmx_partition_id, g.slot_id FROM gpu g WHERE g.machine_id = m.id OFFSET 0) g "
+    "WHERE m.domain_uuid = ANY(:domains)"
+)
 
 
 _PHYSICAL_PARTITIONS = (
@@ -141,7 +153,7 @@ async def domains_rows(conn: AsyncConnection, domains: Sequence[uuid.UUID] | Non
     more CPU than the reading."""
     sqls = [
         _DOMAIN_SITES + _domain_filter("uuid", domains),
-        _GPU_WANTS + _domain_filter("m.domain_uuid", domains),
+        _GPU_WANTS if domains is None else _GPU_WANTS_OF,
         _PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", domains),
         _OPEN_INTENTS + _domain_filter("domain_uuid", domains),
         _UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", domains),
@@ -150,29 +162,8 @@ async def domains_rows(conn: AsyncConnection, domains: Sequence[uuid.UUID] | Non
     return await pipelined(await driver_connection(conn), [Statement(_psycopg(sql), params) for sql in sqls])
 
 
-# A pass's load of one domain is planned once per connection (generic plans) and, in a first pass
-# after a site's racks were imported, on tables not yet analysed: each statement below goes from the
-# domain's machines (machine.domain_uuid's index) to each machine's rows through a lateral subquery
-# fenced with OFFSET 0 (never flattened into a join), so every row is looked up by key whatever the
-# statistics say. Joined, the planner hashed every GPU and binding of the site for each domain: the
-# GPU rows 230 ms and the limits 21 ms a domain at 2,000 racks (PostgreSQL 15; three quarters of that
-# first pass's time).
-_GPU_WANTS_ONE = """
-            SELECT m.domain_uuid::text, g.gpu_uid::text, m.id, g.device_id, m.instance_id,
-                   CASE WHEN m.instance_id IS NULL
-                          OR (SELECT i.status FROM instance i WHERE i.id = m.instance_id) = 'Terminating'
-                        THEN NULL
-                        ELSE (SELECT ni.logical_partition_id FROM nvlink_interface ni
-                              WHERE ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
-                                AND ni.status <> 'Deleting')
-                   END,
-                   g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
-            FROM machine m
-            CROSS JOIN LATERAL (SELECT g.gpu_uid, g.device_id, g.physical_partition_id, g.nmx_partition_id,
-                                       g.slot_id
-                                FROM gpu g WHERE g.machine_id = m.id OFFSET 0) g
-            WHERE m.domain_uuid = ANY(:domains)
-            """
+# The multicast limits of the logical partitions bound on a domain, looked up by key as in
+# ``_GPU_WANTS_OF`` (as a join: 21 ms a domain of a first pass at 2,000 racks).
 _DOMAIN_LIMITS = (
     "SELECT DISTINCT lp.id, lp.multicast_groups_limit FROM machine m "
     "CROSS JOIN LATERAL (SELECT ni.logical_partition_id FROM nvlink_interface ni "
@@ -194,7 +185,7 @@ _DOMAIN_ENDPOINTS = (
 )
 _ONE_DOMAIN = [
     _psycopg(_DOMAIN_SITES + _domain_filter("uuid", [])),
-    _psycopg(_GPU_WANTS_ONE),
+    _psycopg(_GPU_WANTS_OF),
     _psycopg(_PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", [])),
     _psycopg(_OPEN_INTENTS + _domain_filter("domain_uuid", [])),
     _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", [])),
