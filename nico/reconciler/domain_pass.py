@@ -179,7 +179,7 @@ async def locked_pass(
     intent_ids: dict[int, uuid.UUID] = {}
     observed = seen.partitions
     # The health read with the pass, stored with its write-back (not after it, aside: HealthDue).
-    reading = ctx.health_in_pass and not ctx.health_reads.fresh(domain)
+    reading, read_at = ctx.health_in_pass and not ctx.health_reads.fresh(domain), time.monotonic()
     if not result.operations or seen.still_running or observing:
         await conn.commit()
         read = await _health(ctx, state, seen.target) if reading else None
@@ -215,7 +215,7 @@ async def locked_pass(
     ctx.metrics.planned(domain, change_counts(again.operations), foreign_gpus=report.foreign_gpus)
     due = None
     if read is not None:
-        ctx.health_reads.store(domain)
+        ctx.health_reads.store(domain, read_at)
         health.export(ctx.metrics.health, domain, read, observed)
     elif not ctx.health_reads.fresh(domain) and not ctx.health_in_pass:
         ctx.health_reads.store(domain)  # taken: one read at a time; forgotten if it fails

@@ -3,10 +3,12 @@ health with the pass and stores it with the write-back: each GPU's health in the
 its observation (only the rows that change in either are written, a GPU's observation time moves only
 when its observation does), the machines' holds, the partitions' health and the multicast budget in the
 write-back's last round trip, before the domain's gauge figures. A health read that fails leaves the
-pass's results standing and is made again by the next pass."""
+pass's results standing and is made again by the next pass; one that a health event made old while it
+ran is not kept as fresh."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from datetime import datetime
 from typing import Any
@@ -17,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.models import Gpu, Machine, NvlinkDomain
 from nico.db.queries.reconciler import domain_figures
 from nico.fabric.backend import DomainTarget, FabricGpu, FabricUnavailable
+from nico.reconciler.last_reads import HealthReads
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler
 from tests.reconciler.test_domain_pass import uids
@@ -130,3 +133,16 @@ async def test_a_failed_health_read_leaves_the_pass_standing_and_the_next_pass_r
         assert budget == site.fabric.domain(d0).max_multicast_groups
     finally:
         await backend.close()
+
+
+def test_a_health_read_made_old_while_it_ran_is_not_kept_as_fresh() -> None:
+    # A health event during a pass's health read forgets the domain's last read; the read, which may
+    # predate what the event announces, must not then be kept as fresh (the pass the event brings
+    # would skip reading it, and the change would wait for the next read).
+    reads, domain = HealthReads(), uuid.uuid4()
+    began = time.monotonic()
+    reads.forget(domain)  # the event, while the read ran
+    reads.store(domain, began)
+    assert not reads.fresh(domain)
+    reads.store(domain, time.monotonic())  # a read begun after the event
+    assert reads.fresh(domain)
