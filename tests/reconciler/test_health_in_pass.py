@@ -23,6 +23,7 @@ from nico.reconciler.last_reads import HealthReads
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler
 from tests.reconciler.test_domain_pass import uids
+from tests.reconciler.test_health import placed_with_a_sick_gpu
 from tests.support import factories as f
 from tests.support.sim_site import SimSite, place
 
@@ -101,11 +102,7 @@ async def test_a_failed_health_read_leaves_the_pass_standing_and_the_next_pass_r
     session: AsyncSession, site: SimSite, make_reconciler: MakeReconciler
 ) -> None:
     d0 = site.domains[0]
-    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
-    machine = site.machines[d0][0]
-    await place(session, site, machine, dict.fromkeys(range(4), lp))
-    sick = min(uids(machine, site))
-    site.fabric.set_gpu_health(sick, "NO_NVLINK")
+    _, machine, sick = await placed_with_a_sick_gpu(session, site)
     backend = HealthDown(site.fabric, call_timeout=1.0)
     reconciler = make_reconciler(backend)
     try:
