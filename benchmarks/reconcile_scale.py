@@ -10,7 +10,11 @@ with tracemalloc (tracing made the passes it timed two to four times slower, unt
 
 Two kinds of full pass are timed: the routine one (fresh listing of every domain compared with the
 digest recorded when the domain last settled) and the deep one that runs every
-``deep_pass_every``-th time (every GPU compared, the fabric's GPU inventory audited).
+``deep_pass_every``-th time (every GPU compared, the fabric's GPU inventory audited). Two first passes
+too: "first", the first convergence of every domain (the seeded database wants a tenant partition per
+domain that the fresh simulator lacks: each domain gets a locked pass with its fabric calls), and
+"restart", the first full pass of a new reconciler (its own engine, no digests, read-backs or caches)
+started on the same site once it has converged: what restarting an operator's reconciler costs.
 
     python benchmarks/reconcile_scale.py [--sizes 20 200 2000] [--repeat 3]
     python benchmarks/reconcile_scale.py --sizes 200 2000 10000 --repeat 3
@@ -47,6 +51,7 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from bench_support import TENANT_SHARE, database_server, fresh_database, seed_converged
 from prometheus_client import CollectorRegistry
@@ -151,12 +156,11 @@ class GcTime:
 
 
 GC = GcTime()
+Cpu = tuple[float, float, float]  # CPU seconds of a pass: this process, PostgreSQL, garbage collection
 
 
 @contextlib.contextmanager
-def cpu(
-    kind: str, postgres: PostgresCpu | None, into: dict[str, tuple[float, float, float]]
-) -> Iterator[None]:
+def cpu(kind: str, postgres: PostgresCpu | None, into: dict[str, Cpu]) -> Iterator[None]:
     """This process's CPU seconds, PostgreSQL's and the garbage collector's over the block, into
     ``into[kind]``."""
     own, collecting = time.process_time(), GC.seconds
@@ -193,10 +197,46 @@ async def peak_heap(reconciler: Reconciler) -> int:
     return peak
 
 
-async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, float, int, float, float, float]:
-    """Median steady pass, deep pass, first pass (seconds), peak heap of the steady and deep passes
-    (bytes), seeding time, resident MB before the reconciler starts (simulator and seeding) and the
-    process's peak resident MB from then on (the reconciler's passes beside the simulator)."""
+class Figures(NamedTuple):
+    """One size's figures: seconds of the median steady pass, the deep pass, the first pass (the first
+    convergence) and a restarted reconciler's first pass; the peak heap of the steady and deep passes
+    (bytes); resident MB before the reconciler starts (simulator and seeding) and the process's peak
+    resident MB from then on (the reconciler's passes beside the simulator)."""
+
+    steady: float
+    deep: float
+    first: float
+    restart: float
+    peak_heap: int
+    rss_before: float
+    peak_rss: float
+
+
+def reconciler_on(url: str, fabric: SimFabric) -> tuple[AsyncEngine, Reconciler]:
+    """A reconciler as a process starts one: its own engine, nothing remembered."""
+    engine = make_engine(url, pool_size=10)
+    config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
+    metrics = ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0)
+    return engine, Reconciler(engine, InProcessBackend(fabric), config, metrics)
+
+
+async def restarted(
+    url: str, racks: int, fabric: SimFabric, postgres: PostgresCpu | None, used: dict[str, Cpu]
+) -> float:
+    """The first full pass (seconds) of a new reconciler on the converged site and the same fabric."""
+    engine, reconciler = reconciler_on(url, fabric)
+    try:
+        with profiled(racks, "restart"), cpu("restart", postgres, used):
+            report = await reconciler.full_pass()
+        assert report.errors == 0 and not report.results, "a restarted reconciler found work"
+        return report.duration_ms / 1000.0
+    finally:
+        await reconciler.close()
+        await engine.dispose()
+
+
+async def measure(url: str, racks: int, repeat: int) -> Figures:
+    """A size's figures (:class:`Figures`)."""
     fabric = SimFabric(racks=racks, seed=racks)
     started = time.monotonic()
     seed_converged(url, fabric)
@@ -204,13 +244,9 @@ async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, floa
     gc.collect()
     _reset_peak_rss()
     before = _memory("VmRSS")
-    engine = make_engine(url, pool_size=10)
-    config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
-    reconciler = Reconciler(
-        engine, InProcessBackend(fabric), config, ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0)
-    )
+    engine, reconciler = reconciler_on(url, fabric)
     postgres = await _postgres_cpu(engine)
-    used: dict[str, tuple[float, float, float]] = {}
+    used: dict[str, Cpu] = {}
     try:
         if MEMORY:
             tracemalloc.start()
@@ -234,11 +270,13 @@ async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, floa
             deep = await reconciler.full_pass()
         assert deep.deep and not deep.results, "a steady-state deep pass found work"
         peak = await peak_heap(reconciler)
+        restart = await restarted(url, racks, fabric, postgres, used)
         steady = [used[f"steady{i}"] for i in range(repeat)]
         shares = {
             "first": used["first"],
             "steady": tuple(statistics.median(s[i] for s in steady) for i in range(3)),
             "deep": used["deep"],
+            "restart": used["restart"],
         }
         print(
             f"{racks:>6}: CPU seconds, this process (the simulator's included; of it, garbage collection) / "
@@ -249,12 +287,13 @@ async def measure(url: str, racks: int, repeat: int) -> tuple[float, float, floa
             ),
             flush=True,
         )
-        return (
+        print(f"{racks:>6}: seeded in {seeded:.1f} s", flush=True)
+        return Figures(
             statistics.median(times),
             deep.duration_ms / 1000.0,
             converge.duration_ms / 1000.0,
+            restart,
             peak,
-            seeded,
             before,
             _memory("VmHWM"),
         )
@@ -351,14 +390,15 @@ def main() -> None:
         return
     server = database_server("nico-scale-")
     heading = f"{'racks':>6} {'GPUs':>8} {'steady pass':>12} {'deep pass':>10} {'first pass':>11}"
-    print(f"{heading} {'peak heap':>10} {'RSS before':>11} {'peak RSS':>9}")
+    print(f"{heading} {'restart':>8} {'peak heap':>10} {'RSS before':>11} {'peak RSS':>9}")
     results: list[tuple[int, float]] = []
     for racks in args.sizes:
         url = fresh_database(server, f"nico_scale_{racks}")
-        steady, deep, first, peak, _, before, rss = asyncio.run(measure(url, racks, args.repeat))
-        results.append((racks, steady))
-        figures = f"{steady:>11.3f}s {deep:>9.2f}s {first:>10.2f}s {peak / 2**20:>8.1f}MB"
-        print(f"{racks:>6} {racks * 72:>8} {figures} {before:>9.0f}MB {rss:>7.0f}MB", flush=True)
+        f = asyncio.run(measure(url, racks, args.repeat))
+        results.append((racks, f.steady))
+        figures = f"{f.steady:>11.3f}s {f.deep:>9.2f}s {f.first:>10.2f}s {f.restart:>7.2f}s"
+        memory = f"{f.peak_heap / 2**20:>8.1f}MB {f.rss_before:>9.0f}MB {f.peak_rss:>7.0f}MB"
+        print(f"{racks:>6} {racks * 72:>8} {figures} {memory}", flush=True)
     for (n1, t1), (n2, t2) in itertools.pairwise(results):
         print(f"growth exponent {n1}->{n2}: {math.log(t2 / t1) / math.log(n2 / n1):.2f}")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -10,6 +10,7 @@ everything it uses (:class:`PassContext`) and knows nothing of who runs it
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -31,6 +32,7 @@ from nico.reconciler.operations import CreatePartition, change_counts
 from nico.reconciler.outages import Outages
 from nico.reconciler.planner import DomainDesire, Plan, plan
 from nico.reconciler.writeback import (
+    PassHealth,
     PassOutcome,
     WriteBackReport,
     record_domain_error,
@@ -96,6 +98,9 @@ class PassContext:
     health_reads: HealthReads
     after_call: AfterCall | None = None
     outages: Outages = field(default_factory=Outages)
+    # The domain's health, when due, is read during the pass and stored with its write-back; otherwise
+    # after it, on a connection of its own (the loop's passes: the domain is free again sooner).
+    health_in_pass: bool = False
 
     @property
     def call_timeout(self) -> float:
@@ -173,14 +178,17 @@ async def locked_pass(
     outcomes: list[Outcome] = []
     intent_ids: dict[int, uuid.UUID] = {}
     observed = seen.partitions
+    # The health read with the pass, stored with its write-back (not after it, aside: HealthDue).
+    reading, read_at = ctx.health_in_pass and not ctx.health_reads.fresh(domain), time.monotonic()
     if not result.operations or seen.still_running or observing:
         await conn.commit()
+        read = await _health(ctx, state, seen.target) if reading else None
     else:
         intent_ids, outcomes = await _apply(conn, ctx, domain, seen.target, result)
         if any(o.status != "completed" for o in outcomes):
             reads.forget(domain)
         try:
-            observed = await _list(ctx, seen.target)
+            observed, read = await _read_back(ctx, state, seen.target, health_too=reading)
         except FabricError as exc:
             reads.forget(domain)
             # The calls are made and their intents recorded: the next pass adopts what they did.
@@ -197,13 +205,19 @@ async def locked_pass(
         resolved_operations=seen.resolved,
         settled=not again.operations and not again.blocked and not unfinished and not seen.still_running,
     )
+    stored = PassHealth(read, hold=not ctx.config.place_on_unhealthy) if read is not None else None
     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
-        report = await write_back(session, state, outcome, mode, ctx.config.foreign_partitions, wanted)
+        report = await write_back(
+            session, state, outcome, mode, ctx.config.foreign_partitions, wanted, stored
+        )
         await session.commit()  # committed by write_back already: nothing is sent
     ctx.metrics.gpus_without_home(domain, report.gpus_without_home)
     ctx.metrics.planned(domain, change_counts(again.operations), foreign_gpus=report.foreign_gpus)
     due = None
-    if not ctx.health_reads.fresh(domain):
+    if read is not None:
+        ctx.health_reads.store(domain, read_at)
+        health.export(ctx.metrics.health, domain, read, observed)
+    elif not ctx.health_reads.fresh(domain) and not ctx.health_in_pass:
         ctx.health_reads.store(domain)  # taken: one read at a time; forgotten if it fails
         due = HealthDue(seen.target, observed, state.multicast_budget)
     done = _result(ctx, state, outcome, result, again, report, still_running=seen.still_running)
@@ -255,6 +269,22 @@ async def _observe(ctx: PassContext, state: statemod.DomainState) -> _Observed:
     return _Observed(target, resolved, still_running, partitions)
 
 
+async def _read_back(
+    ctx: PassContext, state: statemod.DomainState, target: DomainTarget, *, health_too: bool
+) -> tuple[list[FabricPartition], health.HealthRead | None]:
+    """The listing after the pass's calls and, with ``health_too``, the domain's health beside it."""
+    if not health_too:
+        return await _list(ctx, target), None
+    return await asyncio.gather(_list(ctx, target), _health(ctx, state, target))
+
+
+async def _health(
+    ctx: PassContext, state: statemod.DomainState, target: DomainTarget
+) -> health.HealthRead | None:
+    """The domain's health (its multicast budget as loaded); None when the fabric could not say."""
+    return await health.fetch(ctx.backend, state.domain, target, state.multicast_budget)
+
+
 def _desire(ctx: PassContext, state: statemod.DomainState) -> DomainDesire:
     """What nico wants of the domain, by the configured homes and foreign partition policy."""
     return state.desire(ctx.config.default_partition_mode, ctx.config.foreign_partitions)
@@ -262,11 +292,7 @@ def _desire(ctx: PassContext, state: statemod.DomainState) -> DomainDesire:
 
 def _operation_ids(state: statemod.DomainState) -> list[str]:
     """The domain's tracked NMX-M operations."""
-    ids = []
-    for intent in state.pending_operations():
-        assert intent.operation_id is not None
-        ids.append(intent.operation_id)
-    return ids
+    return [intent.operation_id for intent in state.pending_operations() if intent.operation_id is not None]
 
 
 async def _list(ctx: PassContext, target: DomainTarget) -> list[FabricPartition]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -29,6 +30,39 @@ from nico.reconciler.health_metrics import HealthMetrics
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class HealthRead:
+    """What the fabric said of a domain's health: each GPU's (by GUID), its summary (None: the
+    backend gives none; :func:`export` counts it from the GPUs and partitions), its multicast budget
+    (None: unknown) and whether that budget was read now (to be stored)."""
+
+    gpus: dict[int, str]
+    summary: DomainHealth | None
+    budget: int | None
+    budget_is_new: bool
+
+
+async def fetch(
+    backend: FabricBackend, domain: uuid.UUID, target: DomainTarget, budget: int | None
+) -> HealthRead | None:
+    """Ask the fabric for the domain's health (and for its multicast budget when ``budget``, the one
+    stored, is None); None when it could not say (the failure is logged, never raised)."""
+    try:
+        reporting, topology = backend.capabilities.health, backend.capabilities.topology
+        if reporting is not None:
+            gpus = await reporting.health_gpus(target)
+            summary: DomainHealth | None = await reporting.domain_health(target)
+        else:
+            gpus, summary = await backend.list_gpus(target), None
+        new = False
+        if budget is None and topology is not None:
+            budget, new = (await topology.domain_limits(target)).max_multicast_groups, True
+    except FabricError as exc:
+        log.info("domain %s: health not read: %s", domain, exc.message)
+        return None
+    return HealthRead({g.gpu_uid: g.health for g in gpus}, summary, budget, new)
+
+
 async def observe(
     conn: AsyncConnection,
     backend: FabricBackend,
@@ -43,50 +77,49 @@ async def observe(
     """Read, store and export the domain's health; None when the fabric could not say. A machine with
     a GPU reporting anything but healthy is held out of placement unless ``place_on_unhealthy``.
     ``budget``: the domain's multicast budget as stored (loaded with the pass: no round trip of its
-    own); None, it is read from the fabric and stored."""
-    try:
-        reporting, topology = backend.capabilities.health, backend.capabilities.topology
-        if reporting is not None:
-            gpus = await reporting.health_gpus(target)
-            summary: DomainHealth | None = await reporting.domain_health(target)
-        else:
-            gpus, summary = await backend.list_gpus(target), None
-        new_budget = None
-        if budget is None and topology is not None:
-            budget = new_budget = (await topology.domain_limits(target)).max_multicast_groups
-    except FabricError as exc:
-        log.info("domain %s: health not read: %s", domain, exc.message)
+    own); None, it is read from the fabric and stored. (A pass whose health is not read aside writes
+    it with its write-back instead: :func:`fetch`, then :func:`export`.)"""
+    read = await fetch(backend, domain, target, budget)
+    if read is None:
         await conn.rollback()
         return None
+    await queries.record_health(
+        conn,
+        domain,
+        read.gpus,
+        {p.name: p.health for p in partitions},
+        hold=not place_on_unhealthy,
+        budget=read.budget if read.budget_is_new else None,
+    )
+    await conn.commit()  # committed by record_health already: nothing is sent
+    return export(metrics, domain, read, partitions)
+
+
+def export(
+    metrics: HealthMetrics | None, domain: uuid.UUID, read: HealthRead, partitions: Sequence[FabricPartition]
+) -> DomainHealth:
+    """The domain's health gauges, from a read stored already; its summary."""
+    summary = read.summary
     if summary is None:
         summary = DomainHealth(
             domain,
-            gpus=health_counts(g.health for g in gpus),
+            gpus=health_counts(read.gpus.values()),
             compute_nodes={},
             switch_nodes={},
             partitions=health_counts(p.health for p in partitions),
         )
-    await queries.record_health(
-        conn,
-        domain,
-        {g.gpu_uid: g.health for g in gpus},
-        {p.name: p.health for p in partitions},
-        hold=not place_on_unhealthy,
-        budget=new_budget,
-    )
-    await conn.commit()  # committed by record_health already: nothing is sent
     if metrics is not None:
         available = summary.available_multicast_groups
-        if available is None and budget is not None:
+        if available is None and read.budget is not None:
             reserved = sum(p.multicast_groups_limit or 0 for p in partitions)
-            available = max(budget - reserved, 0)
+            available = max(read.budget - reserved, 0)
         metrics.record(
             domain,
             gpus=summary.gpus,
             compute_nodes=summary.compute_nodes,
             switch_nodes=summary.switch_nodes,
             partitions=summary.partitions,
-            multicast_budget=budget,
+            multicast_budget=read.budget,
             multicast_available=available,
         )
     return summary

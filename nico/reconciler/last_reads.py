@@ -57,12 +57,18 @@ class HealthReads:
     def __init__(self, max_age: float = HEALTH_FRESH_SECONDS) -> None:
         self.max_age = max_age
         self._read: dict[uuid.UUID, float] = {}
+        self._forgotten: dict[uuid.UUID, float] = {}  # when each domain's read was last made old
 
     def fresh(self, domain: uuid.UUID) -> bool:
         return time.monotonic() - self._read.get(domain, -float("inf")) <= self.max_age
 
-    def store(self, domain: uuid.UUID) -> None:
+    def store(self, domain: uuid.UUID, read_at: float | None = None) -> None:
+        """The domain's health was read (begun at ``read_at``, monotonic: a read made old after it began,
+        by a health event, is not stored as fresh: it may have missed what the event announced)."""
+        if read_at is not None and self._forgotten.get(domain, -float("inf")) >= read_at:
+            return
         self._read[domain] = time.monotonic()
 
     def forget(self, domain: uuid.UUID) -> None:
         self._read.pop(domain, None)
+        self._forgotten[domain] = time.monotonic()

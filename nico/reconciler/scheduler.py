@@ -25,6 +25,7 @@ import math
 import time
 import uuid
 from collections.abc import Coroutine, Iterable
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -65,10 +66,7 @@ class Reconciler:
         *,
         after_call: AfterCall | None = None,
     ) -> None:
-        self.engine = engine
-        self.backend = backend
-        self.config = config
-        self.metrics = metrics
+        self.engine, self.backend, self.config, self.metrics = engine, backend, config, metrics
         self.after_call = after_call
         self.limit = asyncio.Semaphore(config.reconcile_concurrency)
         self.queue = WorkQueue()
@@ -82,8 +80,7 @@ class Reconciler:
         self.full_passes = 0
         self.outages = Outages()
         self.figures = Figures(engine, metrics, self.outages)
-        self.read_backs = ReadBacks()
-        self.health_reads = HealthReads()
+        self.read_backs, self.health_reads = ReadBacks(), HealthReads()
         self._running = self.queue.running  # the loop's passes under way, each within ``limit``
         # Partition events that arrived while the domain's pass ran (arrival, partition id): the pass's
         # own changes announce themselves this way. One more pass only for an event its read-back
@@ -276,9 +273,8 @@ class Reconciler:
 
     def _aside(self, work: Coroutine[Any, Any, None], name: str) -> None:
         """Run ``work`` beside the passes (cancelled by :meth:`close`)."""
-        task = asyncio.create_task(work, name=name)
+        (task := asyncio.create_task(work, name=name)).add_done_callback(self._health_tasks.discard)
         self._health_tasks.add(task)
-        task.add_done_callback(self._health_tasks.discard)
 
     async def _read_health(self, domain: uuid.UUID, due: domain_pass.HealthDue) -> None:
         try:
@@ -323,8 +319,10 @@ class Reconciler:
         return result
 
     async def reconcile_domain(self, domain: uuid.UUID) -> DomainResult:
-        """One locked pass over one domain (:mod:`nico.reconciler.domain_pass`)."""
-        return await domain_pass.reconcile_domain(self.context(), domain)
+        """One locked pass over one domain (:mod:`nico.reconciler.domain_pass`); its health read in it
+        when due, unless it is the loop's (read aside)."""
+        ctx = replace(self.context(), health_in_pass=domain not in self._running)
+        return await domain_pass.reconcile_domain(ctx, domain)
 
     def context(self) -> PassContext:
         """What a pass uses (``after_call`` as set now: tests set it on a running reconciler)."""

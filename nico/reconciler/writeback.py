@@ -14,7 +14,7 @@ status history.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +26,7 @@ from nico.fabric.backend import FabricPartition
 from nico.reconciler import lifecycle
 from nico.reconciler.executor import Outcome
 from nico.reconciler.fingerprint import fabric_digest
+from nico.reconciler.health import HealthRead
 from nico.reconciler.homes import Mode
 from nico.reconciler.operations import CreatePartition, Operation, metric_operation, op_gpus
 from nico.reconciler.planner import (
@@ -84,6 +85,15 @@ async def record_intents(
 
 
 @dataclass(frozen=True)
+class PassHealth:
+    """A domain's health read during its pass, to store with the write-back; ``hold``: machines with a
+    GPU reporting anything but HEALTHY are held out of placement (otherwise every hold is released)."""
+
+    read: HealthRead
+    hold: bool
+
+
+@dataclass(frozen=True)
 class PassOutcome:
     """What one locked pass over a domain learned, for :func:`write_back`.
 
@@ -110,26 +120,29 @@ async def write_back(
     mode: Mode = "domain",
     foreign: Foreign = "keep",
     desire: DomainDesire | None = None,
+    health: PassHealth | None = None,
 ) -> WriteBackReport:
     """Record the read-back of ``outcome`` for ``state.domain`` (module docstring) and commit it;
     ``mode`` is the default partition mode (where a GPU in no tenant partition belongs), ``foreign``
     what becomes of partitions nico did not make; ``desire``: the state's desire by them, when the
-    caller has it already.
+    caller has it already; ``health``: the domain's health read during the pass, stored with it
+    (each GPU's in its observation's statement, the rest in the last round trip).
 
     Two round trips in the usual pass (the statements go out together, :class:`queries.PassWrites`):
-    intents, GPU observations and the lock of the instances to settle; then the instances settled,
-    the domain's pass and the commit. Partition records that change, instances that finish
-    terminating and logical partitions that finish deleting take round trips of their own, in between
-    (in the order of the locks: docs/architecture.md, "Locks")."""
+    partition records that change, intents, GPU observations and the lock of the instances to settle;
+    then the instances settled, the domain's pass (and its health) and the commit. Instances that
+    finish terminating and logical partitions that finish deleting take round trips of their own, in
+    between (in the order of the locks: docs/architecture.md, "Locks")."""
     report = WriteBackReport()
     created = {o.op.name for o in outcome.outcomes if isinstance(o.op, CreatePartition)}
     seen = classify(outcome.observed, state.owned_names() | created, state.adopted())
-    pp_ids = await _align_partitions(session, state, seen, outcome.before, report)
     desire = state.desire(mode, foreign) if desire is None else desire
     writes = queries.PassWrites()
     writes.plan_generically()
+    pp_ids = _align_partitions(writes, state, seen, outcome.before, report)
     writes.close_intents(_intent_updates(state, seen, outcome))
-    moved = _record_gpu_observations(writes, state, seen, pp_ids, report)
+    healths = health.read.gpus if health is not None else None
+    moved = _record_gpu_observations(writes, state, seen, pp_ids, report, healths)
     # Instances: Ready only on an exact match for the version loaded at the start of the pass.
     finishing, observations = _observations(state, seen, outcome.blocked, report, desire)
     if observations and not finishing:
@@ -161,19 +174,27 @@ async def write_back(
         report.foreign_gpus,
         held=_held_machines(state, seen, moved),
     )
+    if health is not None:  # before the figures: a machine held for its health is not free
+        read = health.read
+        partitions = {p.name: p.health for p in outcome.observed}
+        budget = read.budget if read.budget_is_new else None
+        writes.health(state.domain, partitions, hold=health.hold, budget=budget)
     writes.domain_figures(state.domain)  # in the same round trip, not a read of its own after it
     report.figures = (await writes.send(session, commit=True)).figures
     return report
 
 
-async def _align_partitions(
-    session: AsyncSession,
+def _align_partitions(
+    writes: queries.PassWrites,
     state: DomainState,
     seen: Classified,
     before: list[FabricPartition],
     report: WriteBackReport,
 ) -> dict[str, uuid.UUID]:
-    """Recorded physical partitions follow the fabric; returns record ids by partition name."""
+    """Recorded physical partitions follow the fabric (queued before the GPUs' observations, which
+    find a new record by its name); returns the record id each partition will have, by name (a new
+    record's as made here: one of a partition whose logical partition already had a record on the
+    domain keeps that record's, and one whose logical partition is gone is not made)."""
     was = {p.name: p.nmx_partition_id for p in before}
     keep: dict[str, FabricPartition] = {p.name: p for p in seen.owned.values()}
     deleted: list[uuid.UUID] = []
@@ -187,24 +208,19 @@ async def _align_partitions(
     records: list[queries.PartitionRecord] = []
     for name, partition in keep.items():
         recorded = state.partitions.get(name)
+        pp_ids[name] = recorded.id if recorded is not None else uuid.uuid4()
         if (
             recorded is not None
             and recorded.nmx_partition_id == partition.nmx_partition_id
             and recorded.ref == partition.ref
         ):
-            pp_ids[name] = recorded.id  # recorded as the fabric has it: no statement
-            continue
-        record_id = recorded.id if recorded is not None else uuid.uuid4()
+            continue  # recorded as the fabric has it: no statement
         records.append(
             queries.PartitionRecord(
-                record_id, lp_of_name(name), state.domain, partition.nmx_partition_id, partition.ref, name
+                pp_ids[name], lp_of_name(name), state.domain, partition.nmx_partition_id, partition.ref, name
             )
         )
-    # The deletions and the records in one round trip (they were one each).
-    found = await queries.record_physical_partitions(session, deleted, records)
-    for made, pp_id in zip(records, found, strict=True):
-        if pp_id is not None:
-            pp_ids[made.name] = pp_id
+    writes.record_partitions(deleted, records)
     return pp_ids
 
 
@@ -214,24 +230,29 @@ def _record_gpu_observations(
     seen: Classified,
     pp_ids: dict[str, uuid.UUID],
     report: WriteBackReport,
+    healths: Mapping[int, str] | None,
 ) -> set[str]:
-    """Each GPU's observed partition (only the GPUs whose observation changed); the machines of those
-    GPUs."""
-    uids: list[str] = []
-    pps: list[str | None] = []
-    pids: list[int | None] = []
+    """Each GPU's observed partition (only the GPUs whose observation changed) and, with ``healths``
+    (GPU GUID -> health, as the fabric reported it), each GPU's health, in the same statement; the
+    machines of the GPUs whose observation changed. (A GPU in a new record whose id turns out another,
+    :func:`_align_partitions`, is written as changed: the statement finds the record by its name.)"""
+    rows: list[queries.GpuWrite] = []
     machines: set[str] = set()
     for gpu in state.gpus.values():
         holder = seen.location.get(gpu.gpu_uid)
         fabric_pid = holder.nmx_partition_id if holder is not None else None
         pp_id = pp_ids.get(holder.name) if holder is not None else None
-        if pp_id != gpu.observed_physical_partition or fabric_pid != gpu.observed_fabric_partition:
-            uids.append(str(gpu.gpu_uid))
-            pps.append(str(pp_id) if pp_id else None)
-            pids.append(fabric_pid)
+        changed = pp_id != gpu.observed_physical_partition or fabric_pid != gpu.observed_fabric_partition
+        if changed:
             machines.add(gpu.machine_id)
-    writes.gpu_observations(uids, pps, pids)
+        if changed or healths is not None:
+            health = healths.get(gpu.gpu_uid) if healths is not None else None
+            name = holder.name if pp_id is not None and holder is not None else None
+            rows.append(queries.GpuWrite(gpu.gpu_uid, name, fabric_pid, changed, health))
     report.machines_updated = len(machines)
+    if healths is not None:  # the fabric's GPUs the domain's rows lack: their health stored wherever they are
+        rows += [queries.GpuWrite(u, None, None, False, h) for u, h in healths.items() if u not in state.gpus]
+    writes.gpu_observations(state.domain, rows)
     return machines
 
 

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.models import Gpu, LogicalPartition, NvlinkDomain, PhysicalPartition
+from nico.db.models import Gpu, LogicalPartition, Machine, NvlinkDomain, PhysicalPartition
 from nico.reconciler.planner import partition_name
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler
@@ -54,15 +54,24 @@ async def test_partitions_are_created_with_their_multicast_limit_and_the_budget_
     assert registry.get_sample_value("nico_nvlink_multicast_groups_available", labels) == 1024 - 48
 
 
+async def placed_with_a_sick_gpu(
+    session: AsyncSession, site: SimSite
+) -> tuple[LogicalPartition, Machine, int]:
+    """A logical partition holding the first machine of the first domain, and that machine's first GPU
+    made NO_NVLINK on the fabric."""
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    machine = site.machines[site.domains[0]][0]
+    await place(session, site, machine, dict.fromkeys(range(4), lp))
+    sick = min(uids(machine, site))
+    site.fabric.set_gpu_health(sick, "NO_NVLINK")
+    return lp, machine, sick
+
+
 async def test_an_unhealthy_gpu_is_stored_shown_and_counted(
     session: AsyncSession, site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
 ) -> None:
     d0 = site.domains[0]
-    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
-    machine = site.machines[d0][0]
-    await place(session, site, machine, dict.fromkeys(range(4), lp))
-    sick = min(uids(machine, site))
-    site.fabric.set_gpu_health(sick, "NO_NVLINK")
+    lp, machine, sick = await placed_with_a_sick_gpu(session, site)
     registry = CollectorRegistry()
     reconciler = make_reconciler(backend, registry=registry)
 

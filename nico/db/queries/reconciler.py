@@ -17,7 +17,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
-from nico.db.raw import GENERIC_PLANS, Statement, array_literal, driver_connection, pipelined
+from nico.db.raw import Statement, array_literal, driver_connection, pipelined
 
 
 def _domain_filter(column: str, domains: Sequence[uuid.UUID] | None) -> str:
@@ -40,26 +40,11 @@ _DOMAIN_SITES = "SELECT uuid, site_id, max_multicast_groups FROM nvlink_domain W
 # terminating (then its GPUs must leave every tenant partition). Columns: domain (text: a uuid object
 # per row was the largest part of reading them; the load makes one per domain), gpu_uid (text),
 # machine id, device id, instance id, wanted logical partition, physical partition id, fabric
-# partition id, chassis serial, slot id. Two forms of one query, planned best for what they read: for
-# one domain (a pass), joins; for many (a part of a deep scan), the instance and the binding looked
-# up per GPU of a machine with an instance through their indexes (uq_nvlink_interface_live_gpu gives
-# at most one binding), since the joins were planned as reads of every instance and binding of the
-# site for each 50-domain part (40 parts a deep pass at 2,000 racks, 200 at 10,000: a cost growing
-# with the site's square), while for one domain they are a fifth cheaper than the lookups.
-_GPU_WANTS_JOINED = """
-            SELECT m.domain_uuid::text, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
-                   CASE WHEN i.status = 'Terminating' THEN NULL ELSE ni.logical_partition_id END,
-                   g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
-            FROM gpu g
-            JOIN machine m ON m.id = g.machine_id
-            LEFT JOIN instance i ON i.id = m.instance_id
-            LEFT JOIN nvlink_interface ni
-                   ON ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
-                  AND ni.status <> 'Deleting'
-            WHERE m.domain_uuid IS NOT NULL
-            """
-_GPU_WANTS = """
-            SELECT m.domain_uuid::text, g.gpu_uid::text, g.machine_id, g.device_id, m.instance_id,
+# partition id, chassis serial, slot id. The instance and the binding are looked up per GPU of a
+# machine with an instance through their indexes (uq_nvlink_interface_live_gpu gives at most one
+# binding).
+_GPU_WANTS_COLUMNS = """
+            SELECT m.domain_uuid::text, g.gpu_uid::text, m.id, g.device_id, m.instance_id,
                    CASE WHEN m.instance_id IS NULL
                           OR (SELECT i.status FROM instance i WHERE i.id = m.instance_id) = 'Terminating'
                         THEN NULL
@@ -68,10 +53,24 @@ _GPU_WANTS = """
                                 AND ni.status <> 'Deleting')
                    END,
                    g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
-            FROM gpu g
-            JOIN machine m ON m.id = g.machine_id
-            WHERE m.domain_uuid IS NOT NULL
             """
+# Every domain's GPUs (the whole site: one pass over both tables).
+_GPU_WANTS = (
+    _GPU_WANTS_COLUMNS + "FROM gpu g JOIN machine m ON m.id = g.machine_id WHERE m.domain_uuid IS NOT NULL"
+)
+# The GPUs of named domains (a pass's one domain, a deep scan's part of 50): from the domains' machines
+# (machine.domain_uuid's index) to each machine's GPUs through a lateral subquery fenced with OFFSET 0
+# (never flattened into a join), so every row is looked up by key whatever the statistics say. A pass's
+# load is planned once per connection (generic plans) and, in a first pass after a site's racks were
+# imported, on tables not yet analysed: joined, the planner hashed every GPU and binding of the site
+# for each domain (230 ms a domain at 2,000 racks on PostgreSQL 15, three quarters of that first
+# pass's time) and every GPU of the site for each 50-domain part (53 ms at 2,000 racks against 20 ms,
+# and 16 ms either way once analysed).
+_GPU_WANTS_OF = (
+    _GPU_WANTS_COLUMNS + "FROM machine m CROSS JOIN LATERAL (SELECT g.gpu_uid, g.device_id, "
+    "g.physical_partition_id, g.nmx_partition_id, g.slot_id FROM gpu g WHERE g.machine_id = m.id OFFSET 0) g "
+    "WHERE m.domain_uuid = ANY(:domains)"
+)
 
 
 _PHYSICAL_PARTITIONS = (
@@ -154,7 +153,7 @@ async def domains_rows(conn: AsyncConnection, domains: Sequence[uuid.UUID] | Non
     more CPU than the reading."""
     sqls = [
         _DOMAIN_SITES + _domain_filter("uuid", domains),
-        _GPU_WANTS + _domain_filter("m.domain_uuid", domains),
+        _GPU_WANTS if domains is None else _GPU_WANTS_OF,
         _PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", domains),
         _OPEN_INTENTS + _domain_filter("domain_uuid", domains),
         _UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", domains),
@@ -163,29 +162,44 @@ async def domains_rows(conn: AsyncConnection, domains: Sequence[uuid.UUID] | Non
     return await pipelined(await driver_connection(conn), [Statement(_psycopg(sql), params) for sql in sqls])
 
 
+# The multicast limits of the logical partitions bound on a domain, looked up by key as in
+# ``_GPU_WANTS_OF`` (as a join: 21 ms a domain of a first pass at 2,000 racks).
 _DOMAIN_LIMITS = (
-    "SELECT lp.id, lp.multicast_groups_limit FROM logical_partition lp WHERE lp.id IN ("
-    "SELECT ni.logical_partition_id FROM nvlink_interface ni "
-    "JOIN machine m ON m.instance_id = ni.instance_id WHERE m.domain_uuid = ANY(:domains))"
+    "SELECT DISTINCT lp.id, lp.multicast_groups_limit FROM machine m "
+    "CROSS JOIN LATERAL (SELECT ni.logical_partition_id FROM nvlink_interface ni "
+    "WHERE ni.instance_id = m.instance_id OFFSET 0) ni "
+    "CROSS JOIN LATERAL (SELECT lp.id, lp.multicast_groups_limit FROM logical_partition lp "
+    "WHERE lp.id = ni.logical_partition_id OFFSET 0) lp "
+    "WHERE m.domain_uuid = ANY(:domains)"
 )
 # The registry rows of the domain's chassis only: a pass that read the whole registry cost every pass
-# time in the number of racks (the first pass over 2,000 racks read 4 million rows). Looked up by the
-# trimmed serials as an array, through ix_nvlink_nmxc_endpoint_serial (as a semi-join the planner read
-# every row of the registry: 1.2 ms a pass at 2,000 racks).
+# time in the number of racks (the first pass over 2,000 racks read 4 million rows). Each of the
+# domain's trimmed serials looked up through ix_nvlink_nmxc_endpoint_serial (as a semi-join, or as an
+# array on an unanalysed registry, the planner read every row of it: 1.2-2 ms a pass at 2,000 racks).
 _DOMAIN_ENDPOINTS = (
-    "SELECT e.chassis_serial, e.endpoint FROM nvlink_nmxc_endpoint e "
-    "WHERE btrim(e.chassis_serial) = ANY(ARRAY("
-    "SELECT DISTINCT btrim(m.chassis_serial) FROM machine m WHERE m.domain_uuid = ANY(:domains)))"
+    "SELECT e.chassis_serial, e.endpoint "
+    "FROM (SELECT DISTINCT btrim(m.chassis_serial) AS serial FROM machine m "
+    "WHERE m.domain_uuid = ANY(:domains)) s "
+    "CROSS JOIN LATERAL (SELECT e.chassis_serial, e.endpoint FROM nvlink_nmxc_endpoint e "
+    "WHERE btrim(e.chassis_serial) = s.serial OFFSET 0) e"
 )
 _ONE_DOMAIN = [
     _psycopg(_DOMAIN_SITES + _domain_filter("uuid", [])),
-    _psycopg(_GPU_WANTS_JOINED + _domain_filter("m.domain_uuid", [])),
+    _psycopg(_GPU_WANTS_OF),
     _psycopg(_PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", [])),
     _psycopg(_OPEN_INTENTS + _domain_filter("domain_uuid", [])),
     _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", [])),
     _psycopg(_DOMAIN_LIMITS),
 ]
 _TRY_LOCK = "SELECT pg_try_advisory_lock(%(k)s)"
+# A pass's transaction (its load, its write-back) looks a domain's rows up by key: generic plans
+# (``nico.db.raw.GENERIC_PLANS``'s reason), and no JIT compilation. On unanalysed tables a generic
+# plan's cost is a guess far above the rows it reads (the domain's GPU rows: 500,000 for 72 rows), and
+# past ``jit_above_cost`` a server built with LLVM compiled the statement at every execution (28 ms
+# of a pass's load on PostgreSQL 15, more than the rest of the pass's SQL together).
+PASS_PLANS = Statement(
+    "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true)"
+)
 
 
 async def one_domain_rows(
@@ -213,7 +227,7 @@ async def one_domain_rows(
         statements.insert(0, Statement(_TRY_LOCK, {"k": lock}))
     # One domain's rows by key, and the pass's intents in the same transaction: generic plans (each
     # of these statements was planned anew at every pass, 1.5 ms of PostgreSQL's CPU per pass).
-    results = (await pipelined(driver, [GENERIC_PLANS, *statements]))[1:]
+    results = (await pipelined(driver, [PASS_PLANS, *statements]))[1:]
     locked = bool(results.pop(0)[0][0]) if lock is not None else True
     sites, gpus, partitions, intents, unsettled, limits = results[:6]
     registry = iter(results[6:])
@@ -302,7 +316,7 @@ _UPSERT_PHYSICAL_PARTITION = (
 @dataclass(frozen=True)
 class PartitionRecord:
     """A fabric partition of a logical partition on a domain to record
-    (:func:`record_physical_partitions`)."""
+    (:meth:`PassWrites.record_partitions`)."""
 
     id: uuid.UUID  # the record's id when it is new (an existing record keeps its own)
     logical_partition_id: uuid.UUID | None
@@ -312,25 +326,23 @@ class PartitionRecord:
     name: str
 
 
-async def record_physical_partitions(
-    session: AsyncSession, deleted: Sequence[uuid.UUID], records: Sequence[PartitionRecord]
-) -> list[uuid.UUID | None]:
-    """Delete the ``deleted`` physical partition records, then record each of ``records`` (a fabric
-    partition of a logical partition on a domain), in the session's transaction and one round trip;
-    returns each record's id, in order (None when its logical partition is gone)."""
-    statements = [Statement(_DELETE_PHYSICAL_PARTITION, {"id": pp_id}) for pp_id in deleted]
-    statements += [Statement(_UPSERT_PHYSICAL_PARTITION, vars(r)) for r in records]  # its fields by name
-    if not statements:
-        return []
-    results = await pipelined(await driver_connection(session), statements)
-    return [rows[0][0] if rows else None for rows in results[len(deleted) :]]
-
-
+# Each GPU's observed partition and its health, one statement for the domain's GPUs (each GPU row
+# written once in a pass that reads health: not once for its observation and again for its health).
+# ``seen``: the GPU's observation changed (the others keep theirs, and their observed_at); its physical
+# partition is looked up by the fabric name of the partition holding it (NULL: a partition nico keeps
+# no record of), so the records written earlier in the same transaction (new ones included) are found
+# without a round trip of their own; health NULL: not reported (kept). Rows that change in neither are
+# not written; GPUs nico does not know are ignored.
 _GPU_OBSERVATIONS = (
-    "UPDATE gpu SET physical_partition_id = v.pp, nmx_partition_id = v.pid, "
-    "observed_at = now(), updated = now() "
-    "FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(pps)s AS uuid[]), CAST(%(pids)s AS bigint[])) "
-    "AS v(uid, pp, pid) WHERE gpu.gpu_uid = v.uid"
+    "UPDATE gpu SET physical_partition_id = CASE WHEN v.seen THEN (SELECT p.id FROM physical_partition p "
+    "WHERE p.domain_uuid = %(d)s AND p.name = v.name) ELSE gpu.physical_partition_id END, "
+    "nmx_partition_id = CASE WHEN v.seen THEN v.pid ELSE gpu.nmx_partition_id END, "
+    "observed_at = CASE WHEN v.seen THEN now() ELSE gpu.observed_at END, "
+    "updated = CASE WHEN v.seen THEN now() ELSE gpu.updated END, health = COALESCE(v.health, gpu.health) "
+    "FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(names)s AS text[]), CAST(%(pids)s AS bigint[]), "
+    "CAST(%(seen)s AS boolean[]), CAST(%(hs)s AS text[])) AS v(uid, name, pid, seen, health) "
+    "WHERE gpu.gpu_uid = v.uid "
+    "AND (v.seen OR (v.health IS NOT NULL AND gpu.health IS DISTINCT FROM v.health))"
 )
 # The ids again as an array: joined by id alone, the planner (a hundred rows expected of the JSON)
 # read every intent ever recorded, once a pass.
@@ -396,6 +408,18 @@ _WAITING_NOTES = (
 )
 
 
+class GpuWrite(NamedTuple):
+    """One GPU's row as a pass writes it (:meth:`PassWrites.gpu_observations`): the name of the
+    partition nico records that holds it (None: none) and the fabric partition id holding it, whether
+    that observation changed, its health (None: not read or not reported)."""
+
+    gpu_uid: int
+    name: str | None
+    pid: int | None
+    seen: bool
+    health: str | None
+
+
 class SettlingInstance(NamedTuple):
     """An instance locked to settle: its current status and NVLink config version, and the device
     instances of its live (not Deleting) bindings."""
@@ -427,9 +451,9 @@ class PassWrites:
         self._figures: int | None = None
 
     def plan_generically(self) -> None:
-        """The transaction's statements from here on take generic plans (:data:`GENERIC_PLANS`): a
-        pass's write-back looks its rows up by key."""
-        self._statements.append(GENERIC_PLANS)
+        """The transaction's statements from here on take generic plans and no JIT (:data:`PASS_PLANS`):
+        a pass's write-back looks its rows up by key."""
+        self._statements.append(PASS_PLANS)
 
     def close_intents(self, updates: list[dict[str, object]]) -> None:
         """Set intents' final state (keys: id, state, error, op), one statement for all."""
@@ -439,15 +463,32 @@ class PassWrites:
                 Statement(_CLOSE_INTENTS, {"rows": Jsonb(updates, dumps=_dumps), "ids": ids})
             )
 
-    def gpu_observations(self, gpu_uids: list[str], pps: list[str | None], pids: list[int | None]) -> None:
-        """Store each GPU's observed partition (one statement for the whole domain)."""
-        if gpu_uids:
-            self._statements.append(
-                Statement(
-                    _GPU_OBSERVATIONS,
-                    {"uids": array_literal(gpu_uids), "pps": array_literal(pps), "pids": array_literal(pids)},
-                )
-            )
+    def record_partitions(self, deleted: Sequence[uuid.UUID], records: Sequence[PartitionRecord]) -> None:
+        """Delete the ``deleted`` physical partition records, then record each of ``records`` (a fabric
+        partition of a logical partition on a domain; none when its logical partition is gone)."""
+        self._statements += [Statement(_DELETE_PHYSICAL_PARTITION, {"id": pp_id}) for pp_id in deleted]
+        self._statements += [Statement(_UPSERT_PHYSICAL_PARTITION, vars(r)) for r in records]
+
+    def gpu_observations(self, domain: uuid.UUID, gpus: Sequence[GpuWrite]) -> None:
+        """Store each GPU's observed partition where it changed and its health where reported
+        (:data:`_GPU_OBSERVATIONS`), after the domain's partition records."""
+        if gpus:
+            params = {
+                "d": domain,
+                "uids": "{" + ",".join([str(g.gpu_uid) for g in gpus]) + "}",
+                "names": array_literal([g.name for g in gpus]),
+                "pids": "{" + ",".join(["NULL" if g.pid is None else str(g.pid) for g in gpus]) + "}",
+                "seen": "{" + ",".join(["t" if g.seen else "f" for g in gpus]) + "}",
+                "hs": array_literal([g.health for g in gpus]),
+            }
+            self._statements.append(Statement(_GPU_OBSERVATIONS, params))
+
+    def health(
+        self, domain: uuid.UUID, partitions: Mapping[str, str], *, hold: bool, budget: int | None
+    ) -> None:
+        """The rest of the domain's health after its GPUs' (:func:`record_health`'s statements): the
+        holds of its machines, its partitions' health, its multicast budget when newly read."""
+        self._statements += _health_statements(domain, partitions, hold=hold, budget=budget)
 
     def lock_settling(self, ids: Sequence[uuid.UUID]) -> None:
         """Lock the instances (FOR UPDATE, in id order, the order every set of them is locked in) and
@@ -638,16 +679,20 @@ _GPU_HEALTH = (
     "UPDATE gpu SET health = h.health FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(hs)s AS text[])) "
     "AS h(uid, health) WHERE gpu.gpu_uid = h.uid AND gpu.health IS DISTINCT FROM h.health"
 )
-# Rows already right are not written (the capacity triggers see only real changes). Every reading of
-# machine names the domain, so each goes through machine.domain_uuid's index whatever the planner's
-# statistics say: joined by id alone, a site whose statistics lagged (a first pass right after its
-# racks were imported) had each domain's health scan every machine of the site (21 ms a domain at
-# 2,000 racks, the largest cost of that first pass).
+# Rows already right are not written (the capacity triggers see only real changes). From the domain's
+# machines (machine.domain_uuid's index) to each one's GPUs by gpu's primary key, through a lateral
+# subquery fenced with OFFSET 0, whatever the planner's statistics say: joined, a site whose statistics
+# lagged (a first pass right after its racks were imported) had each domain's health scan every GPU of
+# the site (21 ms a domain at 2,000 racks; 28 ms at 10,000 once planned generically with a pass's
+# write-back, where a first pass spent more on it than on anything else). Machines without GPUs are
+# left as they are.
 _HEALTH_HOLDS = """
 WITH wanted AS (
-    SELECT g.machine_id, %(hold)s AND bool_or(g.health IS NOT NULL AND g.health <> 'HEALTHY') AS held
-    FROM gpu g JOIN machine x ON x.id = g.machine_id
-    WHERE x.domain_uuid = %(d)s GROUP BY g.machine_id
+    SELECT x.id AS machine_id, %(hold)s AND h.sick AS held
+    FROM machine x
+    CROSS JOIN LATERAL (SELECT bool_or(g.health IS NOT NULL AND g.health <> 'HEALTHY') AS sick, count(*) AS n
+                        FROM gpu g WHERE g.machine_id = x.id OFFSET 0) h
+    WHERE x.domain_uuid = %(d)s AND h.n > 0
 ), moving AS (
     SELECT m.id, w.held FROM machine m JOIN wanted w ON w.machine_id = m.id
     WHERE m.domain_uuid = %(d)s AND m.held_unhealthy IS DISTINCT FROM w.held ORDER BY m.id
@@ -676,18 +721,26 @@ async def record_health(
     newly read (``budget``); and hold the domain's machines with a GPU reporting anything but HEALTHY
     out of placement (``hold``; otherwise release every hold): the machine pick and the capacity
     counts leave held machines out."""
-    statements = []
-    if budget is not None:
-        statements.append(Statement(_MULTICAST_BUDGET, {"b": budget, "d": domain}))
+    statements = [PASS_PLANS]  # by key, as a pass's
     if gpus:
         statements.append(
             Statement(_GPU_HEALTH, {"uids": array_literal(gpus), "hs": array_literal(gpus.values())})
         )
-    statements.append(Statement(_HEALTH_HOLDS, {"d": domain, "hold": hold}))
+    statements += _health_statements(domain, partitions, hold=hold, budget=budget)
+    await pipelined(await driver_connection(conn), statements, commit=True)
+
+
+def _health_statements(
+    domain: uuid.UUID, partitions: Mapping[str, str], *, hold: bool, budget: int | None
+) -> list[Statement]:
+    """The machines' holds, the partitions' health and the budget (:func:`record_health`)."""
+    statements = [Statement(_HEALTH_HOLDS, {"d": domain, "hold": hold})]
     if partitions:
         names, healths = array_literal(partitions), array_literal(partitions.values())
         statements.append(Statement(_PARTITION_HEALTH, {"d": domain, "names": names, "hs": healths}))
-    await pipelined(await driver_connection(conn), statements, commit=True)
+    if budget is not None:
+        statements.append(Statement(_MULTICAST_BUDGET, {"b": budget, "d": domain}))
+    return statements
 
 
 async def logical_partition_count(conn: AsyncConnection) -> int:
