@@ -58,9 +58,10 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from nico.config import NvLinkConfig
+from nico.config import NvLinkConfig, Settings
 from nico.db.engine import make_engine
 from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.runtime import pool_size
 from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
@@ -214,8 +215,8 @@ class Figures(NamedTuple):
 
 def reconciler_on(url: str, fabric: SimFabric) -> tuple[AsyncEngine, Reconciler]:
     """A reconciler as a process starts one: its own engine, nothing remembered."""
-    engine = make_engine(url, pool_size=10)
     config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
+    engine = make_engine(url, pool_size=pool_size(Settings(nvlink_config=config)))  # as nico reconcile
     metrics = ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0)
     return engine, Reconciler(engine, InProcessBackend(fabric), config, metrics)
 

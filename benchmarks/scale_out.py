@@ -35,12 +35,13 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.config import NvLinkConfig
+from nico.config import NvLinkConfig, Settings
 from nico.db.engine import make_engine
 from nico.db.enums import InstanceStatus, NvLinkInterfaceStatus
 from nico.db.models import Instance, LogicalPartition, Machine, NvlinkInterface
 from nico.reconciler.domain_pass import DomainResult
 from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.runtime import pool_size
 from nico.reconciler.scheduler import Reconciler
 from nico.services.nvlink_events import desired_state_changed
 from nico.sim.fabric import SimFabric
@@ -67,8 +68,8 @@ async def child(url: str, racks: int, peers: int) -> None:
     """One reconciler process: joins, waits for ``peers`` members, runs, and reports on stdout (its
     first pass's start and end, who is running, every later full pass) until killed."""
     fabric = SimFabric(racks=racks, seed=racks)
-    engine = make_engine(url, pool_size=20)
     config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
+    engine = make_engine(url, pool_size=pool_size(Settings(nvlink_config=config)))  # as nico reconcile
     metrics = ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0)
     reconciler = Counted(engine, InProcessBackend(fabric), config, metrics)
     await reconciler.members.join()

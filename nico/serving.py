@@ -75,9 +75,9 @@ def serve_workers(settings: Settings, url: str, workers: int, *, reconciler: boo
 async def reconcile_forever(settings: Settings, url: str, registry: CollectorRegistry) -> None:
     """The reconciler on its own engine (disposed when it stops), metrics in ``registry``."""
     from nico.db.engine import make_engine
-    from nico.reconciler.runtime import run_reconciler
+    from nico.reconciler.runtime import pool_size, run_reconciler
 
-    engine = make_engine(url, pool_size=settings.db_pool_size)
+    engine = make_engine(url, pool_size=pool_size(settings))
     try:
         await run_reconciler(settings, engine, registry)
     finally:

@@ -12,12 +12,18 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 
 import pytest
+from prometheus_client import CollectorRegistry
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.config import NvLinkConfig, Settings
+from nico.db.engine import make_engine
 from nico.db.enums import InstanceStatus
 from nico.db.models import Instance
 from nico.fabric.backend import DomainTarget, FabricGpu
 from nico.reconciler.domain_pass import DomainResult
+from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.runtime import pool_size
 from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
@@ -137,3 +143,29 @@ async def test_two_reconcilers_split_a_first_pass_and_one_takes_over_when_the_ot
         for task in tasks:
             task.cancel()
         await stop_within("the reconcilers", asyncio.gather(*tasks, return_exceptions=True))
+
+
+@pytest.mark.parametrize("sized", [True, False], ids=["sized-for-its-concurrency", "default-pool"])
+async def test_a_reconcilers_own_engine_keeps_a_connection_for_every_pass_it_runs_at_once(
+    wide: SimSite, db: str, settings: Settings, sized: bool
+) -> None:
+    """``nico reconcile``'s engine (``runtime.pool_size``) holds a connection for every domain pass it
+    runs at once: a full pass over six domains, three at a time, closes none of the connections it
+    used. On the default pool (one connection here) the passes ran on overflow connections, each closed
+    when its pass returned it and opened again by the next: a server process and every prepared
+    statement each time."""
+    nv = NvLinkConfig(backend="nmxc", reconcile_concurrency=3, fabric_call_timeout="2s")
+    config = settings.model_copy(update={"db_pool_size": 1, "nvlink_config": nv})
+    engine = make_engine(db, pool_size=pool_size(config) if sized else config.db_pool_size)
+    closed: list[object] = []
+    event.listen(engine.sync_engine.pool, "close", lambda *_: closed.append(1))
+    backend = InProcessBackend(wide.fabric, call_timeout=1.0)
+    reconciler = Reconciler(engine, backend, nv, ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0))
+    try:
+        report = await reconciler.full_pass()
+        assert report.errors == 0 and len(wide.domains) == 6
+        assert (not closed) if sized else closed  # the default pool's churn is what the sizing removes
+    finally:
+        await reconciler.close()
+        await backend.close()
+        await engine.dispose()
