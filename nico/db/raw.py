@@ -11,12 +11,15 @@ server when taken from the pool (so a database restart costs no request).
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.array import ListBinaryDumper
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.orm import Session
@@ -142,6 +145,45 @@ async def pipelined(
         if commit:
             await driver.commit()
     return [await c.fetchall() if c.description is not None else [] for c in cursors]
+
+
+_NAMED = re.compile(r"%\((\w+)\)[sb]")
+
+
+@dataclass(frozen=True)
+class Numbered:
+    """A long statement written with psycopg's named placeholders (``%(name)s``, ``%(name)b``), sent
+    with PostgreSQL's own (``$1``, ``$2``, ...): psycopg caches the translation of a statement's
+    placeholders only for statements under 4 KB, and translates a longer one again at every execution
+    (0.3 ms of CPU for a create's insert). Translated once, here; its lists go in binary
+    (:func:`fetch_numbered`), as ``%(name)b`` asks."""
+
+    sql: str
+    names: tuple[str, ...]
+
+    @classmethod
+    def of(cls, sql: str) -> Numbered:
+        names: dict[str, int] = {}
+
+        def number(match: re.Match[str]) -> str:
+            return f"${names.setdefault(match[1], len(names) + 1)}"
+
+        numbered = _NAMED.sub(number, sql)
+        if "%" in numbered:
+            raise ValueError("a numbered statement holds no % but its placeholders")
+        return cls(numbered, tuple(names))
+
+
+async def fetch_numbered(
+    driver: psycopg.AsyncConnection[Any], statement: Numbered, params: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Run ``statement`` (prepared on its first execution on the connection) with ``params`` by name;
+    its rows as dicts. Every list goes in binary: dumped as text, arrays cost the server several times
+    the CPU to read."""
+    async with psycopg.AsyncRawCursor(driver, row_factory=dict_row) as cursor:
+        cursor.adapters.register_dumper(list, ListBinaryDumper)
+        await cursor.execute(statement.sql, [params[name] for name in statement.names], prepare=True)
+        return await cursor.fetchall()
 
 
 # The transaction's statements take the plan their prepared statement keeps for any values, from here on

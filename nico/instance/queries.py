@@ -31,7 +31,16 @@ from nico.db.models.capacity import NO_DOMAIN
 from nico.db.queries.common import columns, sites_of_provider, text_search
 from nico.db.queries.feed import CLIQUE_OF_INTERFACE
 from nico.db.queries.nvlink_interface import LOCK_PARTITIONS, locked_partitions
-from nico.db.raw import GENERIC_PLANS, AtCommit, Statement, driver_connection, pipelined, send_at_commit
+from nico.db.raw import (
+    GENERIC_PLANS,
+    AtCommit,
+    Numbered,
+    Statement,
+    driver_connection,
+    fetch_numbered,
+    pipelined,
+    send_at_commit,
+)
 from nico.logical_partition.queries import GPU_DOMAINS, RESERVED_DOMAINS
 
 # ---- creation -----------------------------------------------------------------------------------
@@ -589,6 +598,7 @@ LEFT JOIN n ON n.instance_id = i.id
 LEFT JOIN h ON h.instance_id = i.id
 CROSS JOIN note
 """.replace("{clique}", CLIQUE_OF_INTERFACE.strip())
+_INSERT = Numbered.of(_INSERT_INSTANCES)  # over 4 KB: see Numbered
 
 
 @dataclass(frozen=True)
@@ -664,10 +674,7 @@ async def insert_instances(
         "channel": channel,
         "notify": notify,
     }
-    async with conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(_INSERT_INSTANCES, params, prepare=True)
-        rows: list[dict[str, Any]] = await cursor.fetchall()
-    return rows
+    return await fetch_numbered(conn, _INSERT, params)
 
 
 # nico/db/sql/quota.sql: the tenant's reservations for the type locked (concurrent creates of one tenant and
