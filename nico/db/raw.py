@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import RowFactory, dict_row, tuple_row
 from psycopg.types.array import ListBinaryDumper
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
@@ -173,17 +173,30 @@ class Numbered:
             raise ValueError("a numbered statement holds no % but its placeholders")
         return cls(numbered, tuple(names))
 
+    def values(self, params: Mapping[str, Any]) -> list[Any]:
+        """The parameters in the statement's order."""
+        return [params[name] for name in self.names]
+
 
 async def fetch_numbered(
     driver: psycopg.AsyncConnection[Any], statement: Numbered, params: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
     """Run ``statement`` (prepared on its first execution on the connection) with ``params`` by name;
-    its rows as dicts. Every list goes in binary: dumped as text, arrays cost the server several times
-    the CPU to read."""
-    async with psycopg.AsyncRawCursor(driver, row_factory=dict_row) as cursor:
-        cursor.adapters.register_dumper(list, ListBinaryDumper)
-        await cursor.execute(statement.sql, [params[name] for name in statement.names], prepare=True)
+    its rows as dicts. Every list goes in binary (:func:`raw_cursor`): dumped as text, arrays cost the
+    server several times the CPU to read."""
+    async with raw_cursor(driver, row_factory=dict_row) as cursor:
+        await cursor.execute(statement.sql, statement.values(params), prepare=True)
         return await cursor.fetchall()
+
+
+def raw_cursor(
+    driver: psycopg.AsyncConnection[Any], row_factory: RowFactory[Any] = tuple_row
+) -> psycopg.AsyncRawCursor[Any]:
+    """A cursor for :class:`Numbered` statements (``$n`` placeholders, parameters in order): its lists
+    go in binary, as ``%(name)b`` has them go."""
+    cursor = psycopg.AsyncRawCursor(driver, row_factory=row_factory)
+    cursor.adapters.register_dumper(list, ListBinaryDumper)
+    return cursor
 
 
 # The transaction's statements take the plan their prepared statement keeps for any values, from here on
