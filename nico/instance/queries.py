@@ -30,9 +30,8 @@ from nico.db.models import (
 from nico.db.models.capacity import NO_DOMAIN
 from nico.db.queries.common import columns, sites_of_provider, text_search
 from nico.db.queries.feed import CLIQUE_OF_INTERFACE
-from nico.db.queries.nvlink_interface import LOCK_PARTITIONS, locked_partitions
+from nico.db.queries.nvlink_interface import locked_partitions
 from nico.db.raw import (
-    GENERIC_PLANS,
     AtCommit,
     Numbered,
     Statement,
@@ -46,35 +45,12 @@ from nico.logical_partition.queries import GPU_DOMAINS, RESERVED_DOMAINS
 
 # ---- creation -----------------------------------------------------------------------------------
 
-# Creation reads everything its checks need in one driver-level statement (the checks themselves
-# run in Python, in the reference's order): a batch is a hot path, and a dozen small ORM lookups
-# cost more CPU than all its SQL.
+# Creation reads everything its checks need, and takes its first locks, in one statement
+# (nico/db/sql/creation_context.sql; the checks themselves run in Python, in the reference's order): a
+# batch is a hot path, and a dozen small ORM lookups cost more CPU than all its SQL.
 _CREATION_CONTEXT = """
-SELECT t.id, t.targeted_instance_creation,
-       EXISTS (SELECT 1 FROM tenant r WHERE r.id = %(requested)s),
-       v.id, v.tenant_id, v.site_id, v.status, v.nvlink_logical_partition_id,
-       s.status,
-       it.id, it.site_id,
-       (SELECT coalesce(json_agg(json_build_object('id', sn.id, 'tenant_id', sn.tenant_id,
-                                                   'status', sn.status, 'vpc_id', sn.vpc_id)), '[]')
-        FROM subnet sn WHERE sn.id = ANY(%(subnets)s)),
-       (SELECT ARRAY[i.id::text, i.name] FROM instance i
-        WHERE i.tenant_id = t.id AND i.site_id = v.site_id AND i.name = ANY(%(names)s)
-        ORDER BY i.name LIMIT 1),
-       EXISTS (SELECT 1 FROM tenant_site ts WHERE ts.tenant_id = t.id AND ts.site_id = it.site_id),
-       (SELECT count(*) FROM instance i WHERE i.tenant_id = t.id AND i.instance_type_id = it.id),
-       (SELECT sum(ac.constraint_value) FROM allocation_constraint ac
-        JOIN allocation a ON a.id = ac.allocation_id
-        WHERE a.tenant_id = t.id AND ac.instance_type_id = it.id),
-       (SELECT coalesce(json_agg(json_build_object('name', mc.name, 'count', mc.count)
-                                 ORDER BY mc.position, mc.created), '[]')
-        FROM machine_capability mc
-        WHERE mc.instance_type_id = it.id AND mc.type = 'GPU' AND mc.device_type = 'NVLink')
-FROM tenant t
-LEFT JOIN vpc v ON v.id = %(vpc)s
-LEFT JOIN site s ON s.id = v.site_id
-LEFT JOIN instance_type it ON it.id = %(itype)s
-WHERE t.org = %(org)s
+SELECT * FROM nico_creation_context(%(org)s, %(requested)s, %(vpc)s, %(itype)s, %(subnets)s::uuid[],
+                                    %(names)s::text[], %(partitions)s::uuid[])
 """
 
 
@@ -125,12 +101,11 @@ async def creation_context(
     partition_ids: list[uuid.UUID],
     placement: PlacementAsk | None = None,
 ) -> tuple[CreationContext | None, dict[uuid.UUID, LogicalPartition]]:
-    """What creation checks, in one statement, then the VPC locked FOR SHARE (``_LOCK_VPC``), its
-    default logical partition FOR SHARE (``_LOCK_DEFAULT_PARTITION``), the logical partitions of
-    ``partition_ids`` that exist, locked FOR SHARE in id order (transient ORM objects, for reading),
-    and with ``placement`` what placement starts from (``PLACEMENT_INPUTS``, after the locks), all in
-    one round trip (a psycopg pipeline), the transaction's plans generic (``GENERIC_PLANS``). The
-    context is None when the org has no tenant."""
+    """What creation checks, the VPC and its default logical partition locked FOR SHARE and the logical
+    partitions of ``partition_ids`` that exist, locked FOR SHARE in id order (transient ORM objects,
+    for reading), the transaction's plans generic from then on (``nico_creation_context``), and with
+    ``placement`` what placement starts from (``PLACEMENT_INPUTS``, after the locks), in one round trip
+    (a psycopg pipeline). The context is None when the org has no tenant."""
     conn = await driver_connection(session)
     params = {
         "org": org,
@@ -139,21 +114,17 @@ async def creation_context(
         "itype": instance_type_id,
         "subnets": subnet_ids,
         "names": names,
+        "partitions": partition_ids,
     }
+    inputs = None
     async with conn.pipeline():  # leaving the block syncs: both results have arrived
-        # A create's statements (this transaction's, from here on) take the plan their prepared
-        # statement keeps for any values: each looks rows up by key, so the plan does not depend on
-        # them, and a pooled connection then plans each statement once, not for its first five
-        # executions too (PostgreSQL's default tries five custom plans before it settles on the generic
-        # one: with a pool of 16 connections taking requests in turn, that is the first 80 creates,
-        # planning the big insert each time). The statements are prepared on their first execution
-        # (``prepare=True``) for the same reason.
-        await conn.execute(GENERIC_PLANS.sql)
+        # The statements are prepared on their first execution (``prepare=True``), and from the context
+        # on the transaction's take the plan their prepared statement keeps for any values: each looks
+        # rows up by key, so the plan does not depend on them, and a pooled connection then plans each
+        # statement once, not for its first five executions too (PostgreSQL's default tries five
+        # custom plans before it settles on the generic one: with a pool of 16 connections taking
+        # requests in turn, that is the first 80 creates, planning the big insert each time).
         context = await conn.execute(_CREATION_CONTEXT, params, prepare=True)
-        await conn.execute(_LOCK_VPC, {"vpc": vpc_id}, prepare=True)
-        await conn.execute(_LOCK_DEFAULT_PARTITION, {"vpc": vpc_id}, prepare=True)
-        partitions = await conn.execute(LOCK_PARTITIONS, {"ids": partition_ids}) if partition_ids else None
-        inputs = None
         if placement is not None:
             inputs = raw_cursor(conn)
             values = placement_params(
@@ -165,24 +136,15 @@ async def creation_context(
             )
             await inputs.execute(PLACEMENT_INPUTS.sql, PLACEMENT_INPUTS.values(values), prepare=True)
     row = await context.fetchone()
-    found = locked_partitions(await partitions.fetchall() if partitions else ())
     if row is None:
-        return None, found
+        return None, {}
+    *checked, locked = row
+    found = locked_partitions(
+        (uuid.UUID(lp), uuid.UUID(tenant), uuid.UUID(site), status) for lp, tenant, site, status in locked
+    )
     placed = await inputs.fetchone() if inputs is not None else None
-    context_row = CreationContext(*row)
+    context_row = CreationContext(*checked)
     return replace(context_row, placement=inputs_of(placed)) if placed is not None else context_row, found
-
-
-# The VPC FOR SHARE, after the context's read: a concurrent change of the VPC's default partition
-# waits for this transaction.
-_LOCK_VPC = "SELECT 1 FROM vpc WHERE id = %(vpc)s FOR SHARE"
-
-# The VPC's default logical partition FOR SHARE, as the named ones (``LOCK_PARTITIONS``): a change of
-# the partition (singleNvLinkDomain set, a reservation changed) waits for the creates binding to it.
-_LOCK_DEFAULT_PARTITION = """
-SELECT 1 FROM logical_partition
-WHERE id = (SELECT v.nvlink_logical_partition_id FROM vpc v WHERE v.id = %(vpc)s) FOR SHARE
-"""
 
 
 # ---- giving free machines to new instances (driver-level: on a 200-rack site this is the create
