@@ -126,8 +126,13 @@ def serve(
         http=limited_protocol(settings),
     )
     hold_stop_signals()  # a stop now waits for the loop's handlers (no half-built loop)
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C before the event loop took it over
-        asyncio.run(serve_until_stopped(config))
+    # The event loop uvicorn would run (its ``loop="auto"``: uvloop when installed, as uvicorn[standard]
+    # brings it; asyncio's otherwise), as it does for ``--workers``: a request's CPU is largely the
+    # loop's own work (waking on each socket, each database round trip).
+    # (KeyboardInterrupt: Ctrl-C before the event loop took it over.)
+    loop_factory = config.get_loop_factory()
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(serve_until_stopped(config))
 
 
 @app.command()
