@@ -90,7 +90,7 @@ def serve(
     from nico.api.http_limits import limited_protocol
     from nico.db.engine import name_connections
     from nico.reconciler.runtime import run_reconciler
-    from nico.serving import hold_stop_signals, serve_until_stopped, stop_like_ctrl_c
+    from nico.serving import event_loop, hold_stop_signals, serve_until_stopped, stop_like_ctrl_c
 
     stop_like_ctrl_c()
     settings = settings_or_exit()
@@ -126,12 +126,9 @@ def serve(
         http=limited_protocol(settings),
     )
     hold_stop_signals()  # a stop now waits for the loop's handlers (no half-built loop)
-    # The event loop uvicorn would run (its ``loop="auto"``: uvloop when installed, as uvicorn[standard]
-    # brings it; asyncio's otherwise), as it does for ``--workers``: a request's CPU is largely the
-    # loop's own work (waking on each socket, each database round trip).
-    # (KeyboardInterrupt: Ctrl-C before the event loop took it over.)
-    loop_factory = config.get_loop_factory()
-    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=loop_factory) as runner:
+    # (KeyboardInterrupt: Ctrl-C before the event loop took it over.) The loop uvicorn runs for
+    # --workers too.
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=event_loop()) as runner:
         runner.run(serve_until_stopped(config))
 
 
