@@ -196,7 +196,14 @@ def reconcile(
     from prometheus_client import CollectorRegistry, start_http_server
 
     from nico.db.engine import name_connections
-    from nico.serving import hold_stop_signals, reconcile_forever, run_until, stop_like_ctrl_c, stop_requested
+    from nico.serving import (
+        event_loop,
+        hold_stop_signals,
+        reconcile_forever,
+        run_until,
+        stop_like_ctrl_c,
+        stop_requested,
+    )
 
     stop_like_ctrl_c()
     settings = settings_or_exit()
@@ -219,7 +226,8 @@ def reconcile(
             await run_until(reconcile_forever(settings, url, registry), stop)
 
     try:
-        asyncio.run(until_stopped())
+        with asyncio.Runner(loop_factory=event_loop()) as runner:  # the loop nico serve runs
+            runner.run(until_stopped())
     except KeyboardInterrupt:
         pass
     except ConfigError as exc:
