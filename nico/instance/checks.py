@@ -153,7 +153,7 @@ async def creation_context(
     (with a sample of ``per_kind`` domains of each kind, None: every domain), in one round trip."""
     explicit = list(dict.fromkeys(b.partition_id for b in spec.nvlink or ()))
     placement = (
-        queries.PlacementAsk(instance_type_id, explicit, per_kind) if instance_type_id is not None else None
+        queries.InputsAsk(instance_type_id, explicit, per_kind) if instance_type_id is not None else None
     )
     row, partitions = await queries.creation_context(
         session,

@@ -75,11 +75,11 @@ class CreationContext:
     instances_of_type: int
     reserved: int | None  # None: no allocation for the type
     capabilities: list[dict[str, Any]]  # name, count of the type's NVLink GPU capabilities
-    placement: Inputs | None = None  # what placement starts from, when asked (``PlacementAsk``)
+    placement: Inputs | None = None  # what placement starts from, when asked (``InputsAsk``)
 
 
 @dataclass(frozen=True)
-class PlacementAsk:
+class InputsAsk:
     """Placement's inputs asked with the creation context (``PLACEMENT_INPUTS``, budgets and homes
     included): for the partitions ``explicit`` (none: the VPC's default partition) at the VPC's site,
     with a sample of ``per_kind`` domains of each kind (None: no sample)."""
@@ -99,7 +99,7 @@ async def creation_context(
     subnet_ids: list[uuid.UUID],
     names: list[str],
     partition_ids: list[uuid.UUID],
-    placement: PlacementAsk | None = None,
+    placement: InputsAsk | None = None,
 ) -> tuple[CreationContext | None, dict[uuid.UUID, LogicalPartition]]:
     """What creation checks, the VPC and its default logical partition locked FOR SHARE and the logical
     partitions of ``partition_ids`` that exist, locked FOR SHARE in id order (transient ORM objects,
