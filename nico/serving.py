@@ -142,6 +142,13 @@ def stop_like_ctrl_c() -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
+def event_loop() -> Callable[[], asyncio.AbstractEventLoop]:
+    """The event loop a nico process runs: the one uvicorn runs by default (``loop="auto"``: uvloop
+    when installed, as uvicorn[standard] brings it; asyncio's otherwise). A request's or a pass's CPU
+    is largely the loop's own work (waking on each socket, each database round trip)."""
+    return uvicorn.Config(app="nico").get_loop_factory() or asyncio.new_event_loop
+
+
 async def serve_until_stopped(config: uvicorn.Config) -> None:
     """uvicorn until Ctrl-C or SIGTERM, then its graceful shutdown (the app's lifespan stops the
     reconciler, which lets its pass in flight finish). Unlike ``uvicorn.run``, the signal is not

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Annotated
 
 import anyio.to_thread
@@ -25,7 +26,8 @@ def context_of(request: Request) -> AppContext:
     return ctx
 
 
-async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
+@asynccontextmanager
+async def request_transaction(request: Request) -> AsyncIterator[AsyncSession]:
     """One transaction per request: commits once after the handler returns (before the response is
     sent, so a failed commit becomes an error response), rolls back if anything raises. Services never
     commit; what they ask to send with the commit (a create's quota check) goes out with it, in its
@@ -37,6 +39,12 @@ async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
             await session.rollback()
             raise
         await commit(session)
+
+
+async def get_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """:func:`request_transaction` as a dependency."""
+    async with request_transaction(request) as session:
+        yield session
 
 
 async def get_read_session(request: Request) -> AsyncIterator[AsyncSession]:

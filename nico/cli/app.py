@@ -90,7 +90,7 @@ def serve(
     from nico.api.http_limits import limited_protocol
     from nico.db.engine import name_connections
     from nico.reconciler.runtime import run_reconciler
-    from nico.serving import hold_stop_signals, serve_until_stopped, stop_like_ctrl_c
+    from nico.serving import event_loop, hold_stop_signals, serve_until_stopped, stop_like_ctrl_c
 
     stop_like_ctrl_c()
     settings = settings_or_exit()
@@ -126,8 +126,10 @@ def serve(
         http=limited_protocol(settings),
     )
     hold_stop_signals()  # a stop now waits for the loop's handlers (no half-built loop)
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C before the event loop took it over
-        asyncio.run(serve_until_stopped(config))
+    # (KeyboardInterrupt: Ctrl-C before the event loop took it over.) The loop uvicorn runs for
+    # --workers too.
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=event_loop()) as runner:
+        runner.run(serve_until_stopped(config))
 
 
 @app.command()
@@ -194,7 +196,14 @@ def reconcile(
     from prometheus_client import CollectorRegistry, start_http_server
 
     from nico.db.engine import name_connections
-    from nico.serving import hold_stop_signals, reconcile_forever, run_until, stop_like_ctrl_c, stop_requested
+    from nico.serving import (
+        event_loop,
+        hold_stop_signals,
+        reconcile_forever,
+        run_until,
+        stop_like_ctrl_c,
+        stop_requested,
+    )
 
     stop_like_ctrl_c()
     settings = settings_or_exit()
@@ -217,7 +226,8 @@ def reconcile(
             await run_until(reconcile_forever(settings, url, registry), stop)
 
     try:
-        asyncio.run(until_stopped())
+        with asyncio.Runner(loop_factory=event_loop()) as runner:  # the loop nico serve runs
+            runner.run(until_stopped())
     except KeyboardInterrupt:
         pass
     except ConfigError as exc:

@@ -137,6 +137,7 @@ class Context:
     capabilities: list[MachineCapability]
     # The logical partitions the request binds GPUs to that exist, locked FOR SHARE.
     partitions: dict[uuid.UUID, LogicalPartition]
+    placement: queries.Inputs | None  # what placement starts from, when asked
 
 
 async def creation_context(
@@ -146,7 +147,14 @@ async def creation_context(
     *,
     instance_type_id: uuid.UUID | None,
     names: Sequence[str],
+    per_kind: int | None = None,
 ) -> Context:
+    """What the checks read, and for a create of a type (placed by policy) what placement starts from
+    (with a sample of ``per_kind`` domains of each kind, None: every domain), in one round trip."""
+    explicit = list(dict.fromkeys(b.partition_id for b in spec.nvlink or ()))
+    placement = (
+        queries.InputsAsk(instance_type_id, explicit, per_kind) if instance_type_id is not None else None
+    )
     row, partitions = await queries.creation_context(
         session,
         org=org,
@@ -155,7 +163,8 @@ async def creation_context(
         instance_type_id=instance_type_id,
         subnet_ids=[p.subnet_id for p in spec.ports],
         names=list(names),
-        partition_ids=list(dict.fromkeys(b.partition_id for b in spec.nvlink or ())),
+        partition_ids=explicit,
+        placement=placement,
     )
     if row is None:
         raise bad_request("Org does not have a Tenant associated")
@@ -189,6 +198,7 @@ async def creation_context(
             for c in row.capabilities
         ],
         partitions=partitions,
+        placement=row.placement,
     )
 
 

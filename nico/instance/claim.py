@@ -32,6 +32,11 @@ PER_KIND = 8
 CHOICES = 8
 
 
+def sample_size(seed: int | None) -> int | None:
+    """Domains of each kind placement reads: a seeded request (tests) reads every domain."""
+    return PER_KIND if seed is None else None
+
+
 @dataclass(frozen=True)
 class Claimed:
     """A machine locked for a new instance, and its NVLink domain."""
@@ -47,6 +52,7 @@ async def claim(
     ask: Ask,
     partition_ids: Iterable[uuid.UUID] = (),
     seed: int | None = None,
+    inputs: queries.Inputs | None = None,
 ) -> list[Claimed]:
     """Lock ``ask.count`` machines for this transaction (the caller then sets their ``instance_id``).
 
@@ -56,18 +62,18 @@ async def claim(
     take from which domain, from counts (``domain_capacity``, kept by triggers; a random sample of
     each kind of domain when one fits); the database picks and locks that many in each (contiguous
     trays first), skipping machines other requests hold (:func:`_claim_free`).
+
+    ``inputs``: placement's inputs for ``partition_ids`` as the creation context read them (with a
+    sample of :func:`sample_size` domains, budgets and homes included), else read here.
     """
     wanted_lps = set(partition_ids)
     conn = await driver_connection(session)
-    # A seeded request (tests) or one near a multicast budget reads every domain; others a sample.
-    inputs = await queries.placement_inputs(
-        conn,
-        site_id,
-        ask.instance_type_id,
-        wanted_lps,
-        budgets=ask.needs_nvlink,
-        per_kind=PER_KIND if seed is None else None,
-    )
+    if inputs is None:
+        inputs = await queries.placement_inputs(
+            conn, site_id, ask.instance_type_id, wanted_lps, budgets=True, per_kind=sample_size(seed)
+        )
+    if not ask.needs_nvlink:  # no GPUs bound: no budget to draw from, no home to keep to
+        inputs = inputs._replace(budgets=[], homes=[])
     fence = Fence(inputs.homes)
     if fence.confined:  # decided one request after another: read again under the partitions' lock
         confined = [home.id for home in fence.confined]

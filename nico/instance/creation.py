@@ -28,7 +28,7 @@ from nico.instance.checks import (
     creation_context,
     requested_partitions,
 )
-from nico.instance.claim import Claimed, claim
+from nico.instance.claim import Claimed, claim, sample_size
 from nico.instance.confinement import refuse_outside_home
 from nico.instance.views import InstanceSpec, InstanceView, Port
 from nico.services.errors import bad_request, conflict, forbidden
@@ -106,7 +106,9 @@ async def _create(
     seed: int | None = None,
 ) -> list[InstanceView]:
     """The steps of every create, in order; ``texts`` says how single and batch creation differ."""
-    context = await creation_context(session, org, spec, instance_type_id=instance_type_id, names=names)
+    context = await creation_context(
+        session, org, spec, instance_type_id=instance_type_id, names=names, per_kind=sample_size(seed)
+    )
     checked = check_request(context, spec, texts, typed=instance_type_id is not None, count=len(names))
     tenant, vpc, itype = checked.tenant, checked.vpc, checked.itype
     explicit = list(spec.nvlink or ())
@@ -121,6 +123,7 @@ async def _create(
                 ask=ask,
                 partition_ids=requested_partitions(spec, vpc),
                 seed=seed,
+                inputs=context.placement,
             )
         except NoCapacity as exc:
             raise conflict(texts.no_capacity(exc, len(names))) from None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 import psycopg
@@ -30,41 +30,27 @@ from nico.db.models import (
 from nico.db.models.capacity import NO_DOMAIN
 from nico.db.queries.common import columns, sites_of_provider, text_search
 from nico.db.queries.feed import CLIQUE_OF_INTERFACE
-from nico.db.queries.nvlink_interface import LOCK_PARTITIONS, locked_partitions
-from nico.db.raw import GENERIC_PLANS, AtCommit, Statement, driver_connection, pipelined, send_at_commit
+from nico.db.queries.nvlink_interface import locked_partitions
+from nico.db.raw import (
+    AtCommit,
+    Numbered,
+    Statement,
+    driver_connection,
+    fetch_numbered,
+    pipelined,
+    raw_cursor,
+    send_at_commit,
+)
 from nico.logical_partition.queries import GPU_DOMAINS, RESERVED_DOMAINS
 
 # ---- creation -----------------------------------------------------------------------------------
 
-# Creation reads everything its checks need in one driver-level statement (the checks themselves
-# run in Python, in the reference's order): a batch is a hot path, and a dozen small ORM lookups
-# cost more CPU than all its SQL.
+# Creation reads everything its checks need, and takes its first locks, in one statement
+# (nico/db/sql/creation_context.sql; the checks themselves run in Python, in the reference's order): a
+# batch is a hot path, and a dozen small ORM lookups cost more CPU than all its SQL.
 _CREATION_CONTEXT = """
-SELECT t.id, t.targeted_instance_creation,
-       EXISTS (SELECT 1 FROM tenant r WHERE r.id = %(requested)s),
-       v.id, v.tenant_id, v.site_id, v.status, v.nvlink_logical_partition_id,
-       s.status,
-       it.id, it.site_id,
-       (SELECT coalesce(json_agg(json_build_object('id', sn.id, 'tenant_id', sn.tenant_id,
-                                                   'status', sn.status, 'vpc_id', sn.vpc_id)), '[]')
-        FROM subnet sn WHERE sn.id = ANY(%(subnets)s)),
-       (SELECT ARRAY[i.id::text, i.name] FROM instance i
-        WHERE i.tenant_id = t.id AND i.site_id = v.site_id AND i.name = ANY(%(names)s)
-        ORDER BY i.name LIMIT 1),
-       EXISTS (SELECT 1 FROM tenant_site ts WHERE ts.tenant_id = t.id AND ts.site_id = it.site_id),
-       (SELECT count(*) FROM instance i WHERE i.tenant_id = t.id AND i.instance_type_id = it.id),
-       (SELECT sum(ac.constraint_value) FROM allocation_constraint ac
-        JOIN allocation a ON a.id = ac.allocation_id
-        WHERE a.tenant_id = t.id AND ac.instance_type_id = it.id),
-       (SELECT coalesce(json_agg(json_build_object('name', mc.name, 'count', mc.count)
-                                 ORDER BY mc.position, mc.created), '[]')
-        FROM machine_capability mc
-        WHERE mc.instance_type_id = it.id AND mc.type = 'GPU' AND mc.device_type = 'NVLink')
-FROM tenant t
-LEFT JOIN vpc v ON v.id = %(vpc)s
-LEFT JOIN site s ON s.id = v.site_id
-LEFT JOIN instance_type it ON it.id = %(itype)s
-WHERE t.org = %(org)s
+SELECT * FROM nico_creation_context(%(org)s, %(requested)s, %(vpc)s, %(itype)s, %(subnets)s::uuid[],
+                                    %(names)s::text[], %(partitions)s::uuid[])
 """
 
 
@@ -89,6 +75,18 @@ class CreationContext:
     instances_of_type: int
     reserved: int | None  # None: no allocation for the type
     capabilities: list[dict[str, Any]]  # name, count of the type's NVLink GPU capabilities
+    placement: Inputs | None = None  # what placement starts from, when asked (``InputsAsk``)
+
+
+@dataclass(frozen=True)
+class InputsAsk:
+    """Placement's inputs asked with the creation context (``PLACEMENT_INPUTS``, budgets and homes
+    included): for the partitions ``explicit`` (none: the VPC's default partition) at the VPC's site,
+    with a sample of ``per_kind`` domains of each kind (None: no sample)."""
+
+    instance_type_id: uuid.UUID
+    explicit: list[uuid.UUID]
+    per_kind: int | None
 
 
 async def creation_context(
@@ -101,12 +99,13 @@ async def creation_context(
     subnet_ids: list[uuid.UUID],
     names: list[str],
     partition_ids: list[uuid.UUID],
+    placement: InputsAsk | None = None,
 ) -> tuple[CreationContext | None, dict[uuid.UUID, LogicalPartition]]:
-    """What creation checks, in one statement, then the VPC locked FOR SHARE (``_LOCK_VPC``), its
-    default logical partition FOR SHARE (``_LOCK_DEFAULT_PARTITION``), and the
-    logical partitions of ``partition_ids`` that exist, locked FOR SHARE in id order (transient ORM
-    objects, for reading), all in one round trip (a psycopg pipeline), the transaction's plans
-    generic (``GENERIC_PLANS``). The context is None when the org has no tenant."""
+    """What creation checks, the VPC and its default logical partition locked FOR SHARE and the logical
+    partitions of ``partition_ids`` that exist, locked FOR SHARE in id order (transient ORM objects,
+    for reading), the transaction's plans generic from then on (``nico_creation_context``), and with
+    ``placement`` what placement starts from (``PLACEMENT_INPUTS``, after the locks), in one round trip
+    (a psycopg pipeline). The context is None when the org has no tenant."""
     conn = await driver_connection(session)
     params = {
         "org": org,
@@ -115,35 +114,37 @@ async def creation_context(
         "itype": instance_type_id,
         "subnets": subnet_ids,
         "names": names,
+        "partitions": partition_ids,
     }
+    inputs = None
     async with conn.pipeline():  # leaving the block syncs: both results have arrived
-        # A create's statements (this transaction's, from here on) take the plan their prepared
-        # statement keeps for any values: each looks rows up by key, so the plan does not depend on
-        # them, and a pooled connection then plans each statement once, not for its first five
-        # executions too (PostgreSQL's default tries five custom plans before it settles on the generic
-        # one: with a pool of 16 connections taking requests in turn, that is the first 80 creates,
-        # planning the big insert each time). The statements are prepared on their first execution
-        # (``prepare=True``) for the same reason.
-        await conn.execute(GENERIC_PLANS.sql)
+        # The statements are prepared on their first execution (``prepare=True``), and from the context
+        # on the transaction's take the plan their prepared statement keeps for any values: each looks
+        # rows up by key, so the plan does not depend on them, and a pooled connection then plans each
+        # statement once, not for its first five executions too (PostgreSQL's default tries five
+        # custom plans before it settles on the generic one: with a pool of 16 connections taking
+        # requests in turn, that is the first 80 creates, planning the big insert each time).
         context = await conn.execute(_CREATION_CONTEXT, params, prepare=True)
-        await conn.execute(_LOCK_VPC, {"vpc": vpc_id}, prepare=True)
-        await conn.execute(_LOCK_DEFAULT_PARTITION, {"vpc": vpc_id}, prepare=True)
-        partitions = await conn.execute(LOCK_PARTITIONS, {"ids": partition_ids}) if partition_ids else None
+        if placement is not None:
+            inputs = raw_cursor(conn)
+            values = placement_params(
+                placement.instance_type_id,
+                site_id=None,
+                vpc_id=vpc_id,
+                partition_ids=placement.explicit or None,
+                per_kind=placement.per_kind,
+            )
+            await inputs.execute(PLACEMENT_INPUTS.sql, PLACEMENT_INPUTS.values(values), prepare=True)
     row = await context.fetchone()
-    found = locked_partitions(await partitions.fetchall() if partitions else ())
-    return (CreationContext(*row) if row is not None else None), found
-
-
-# The VPC FOR SHARE, after the context's read: a concurrent change of the VPC's default partition
-# waits for this transaction.
-_LOCK_VPC = "SELECT 1 FROM vpc WHERE id = %(vpc)s FOR SHARE"
-
-# The VPC's default logical partition FOR SHARE, as the named ones (``LOCK_PARTITIONS``): a change of
-# the partition (singleNvLinkDomain set, a reservation changed) waits for the creates binding to it.
-_LOCK_DEFAULT_PARTITION = """
-SELECT 1 FROM logical_partition
-WHERE id = (SELECT v.nvlink_logical_partition_id FROM vpc v WHERE v.id = %(vpc)s) FOR SHARE
-"""
+    if row is None:
+        return None, {}
+    *checked, locked = row
+    found = locked_partitions(
+        (uuid.UUID(lp), uuid.UUID(tenant), uuid.UUID(site), status) for lp, tenant, site, status in locked
+    )
+    placed = await inputs.fetchone() if inputs is not None else None
+    context_row = CreationContext(*checked)
+    return replace(context_row, placement=inputs_of(placed)) if placed is not None else context_row, found
 
 
 # ---- giving free machines to new instances (driver-level: on a 200-rack site this is the create
@@ -154,7 +155,7 @@ WHERE id = (SELECT v.nvlink_logical_partition_id FROM vpc v WHERE v.id = %(vpc)s
 # domain) per partition, one index probe per domain found, however many bindings wait there (13,000
 # with no reconciler running cost 9 ms read one by one; migration 0012).
 _PLACED = """
-WITH RECURSIVE placed AS (
+placed AS (
     SELECT lp.id AS lp_id,
            (SELECT n.placed_domain_uuid FROM nvlink_interface n
             WHERE n.logical_partition_id = lp.id AND n.status IN ('Pending', 'Provisioning', 'Error')
@@ -176,11 +177,6 @@ _LP_DOMAINS = """ARRAY(
     UNION
     SELECT placed.domain FROM placed WHERE placed.domain IS NOT NULL
 )"""
-_PARTITION_FACTS = f"""{_PLACED}
-SELECT {_LP_DOMAINS},
-(SELECT coalesce(json_object_agg(lp.id, lp.multicast_groups_limit), '{{}}') FROM logical_partition lp
- WHERE lp.id = ANY(%(ids)s))
-"""
 
 # One row per domain (migration 0009's triggers keep the counts), not a scan of every machine: the
 # cost follows the number of domains with free machines, whatever the site's size.
@@ -192,9 +188,8 @@ WHERE c.site_id = %(site)s AND c.instance_type_id = %(type)s AND c.free > 0
 # concurrent requests spread over equal domains), instead of all of them: (partition present, fragment
 # or untouched, free count) is what placement ranks by, so a list holding every kind gives the plan the
 # whole list would. Each kind's size comes along for the totals. No sort: one pass, grouped. The
-# domains where the logical partitions ``ids`` are present are found in the same statement, so that it
-# goes out beside ``_PARTITION_FACTS`` rather than after it.
-_SAMPLE = f"""{_PLACED}
+# domains where the logical partitions ``ids`` are present come from ``_PLACED``, in the same statement.
+_SAMPLE = f"""
 SELECT g.no_domain, g.free, g.n, g.domains[g.s:g.s + %(per_kind)s - 1], g.used[g.s:g.s + %(per_kind)s - 1]
 FROM (
     SELECT c.domain_uuid = %(none)s AS no_domain, c.free, count(*) AS n,
@@ -241,6 +236,45 @@ FROM logical_partition lp
 WHERE lp.id = ANY(%(ids)s) AND (lp.single_nvlink_domain OR lp.reservation_instance_type_id IS NOT NULL)
 ORDER BY lp.id
 """
+
+# Everything placement starts from, in one statement (``PLACEMENT_INPUTS``): the logical partitions the
+# request binds GPUs to (``ids``; NULL: the default partition of the VPC ``vpc``, if it has one) at the
+# site (``site``; NULL: the VPC's), where they are present (``_PLACED``, ``_LP_DOMAINS``), their multicast
+# groups limits, and with ``budgets`` the site's multicast budgets (``_BUDGETS``) and the single-domain
+# and reserving partitions' homes (``_HOMES``), and with ``per_kind`` the sample of the domains
+# (``_SAMPLE``). Given the VPC, it needs nothing a create's checks read: it goes out in the round trip of
+# the creation context, after its locks.
+_REQUEST = """
+req AS (
+    SELECT coalesce(%(site)s::uuid, (SELECT v.site_id FROM vpc v WHERE v.id = %(vpc)s)) AS site,
+           coalesce(%(ids)s::uuid[], ARRAY(SELECT v.nvlink_logical_partition_id FROM vpc v
+                                          WHERE v.id = %(vpc)s AND v.nvlink_logical_partition_id IS NOT NULL))
+           AS ids
+)"""
+_INPUTS = f"""{_PLACED}
+SELECT {_LP_DOMAINS},
+       (SELECT coalesce(json_object_agg(lp.id, lp.multicast_groups_limit), '{{}}') FROM logical_partition lp
+        WHERE lp.id = ANY(%(ids)s)),
+       CASE WHEN %(budgets)s THEN (
+           SELECT coalesce(json_agg(json_build_array(b.domain, b.budget, b.in_use, b.present)), '[]')
+           FROM ({_BUDGETS}) AS b(domain, budget, in_use, present)) END,
+       CASE WHEN %(budgets)s THEN (
+           SELECT coalesce(json_agg(json_build_array(h.id, h.name, h.single, h.rtype, h.gpus, h.reserved)
+                                    ORDER BY h.id), '[]')
+           FROM ({_HOMES}) AS h(id, name, single, rtype, gpus, reserved)) END,
+       CASE WHEN %(per_kind)s IS NOT NULL THEN (
+           SELECT coalesce(json_agg(json_build_array(g.no_domain, g.free, g.n, g.domains, g.used)), '[]')
+           FROM ({_SAMPLE}) AS g(no_domain, free, n, domains, used)) END
+"""
+PLACEMENT_INPUTS = Numbered.of(
+    f"WITH RECURSIVE {_REQUEST},"
+    + _INPUTS.replace("%(ids)s::uuid[]", "%(ids)s")
+    .replace("%(ids)s", "(SELECT r.ids FROM req r)::uuid[]")
+    .replace("%(site)s", "(SELECT r.site FROM req r)")
+    .replace("%(per_kind)s", "%(per_kind)s::int")
+    .replace("%(budgets)s", "%(budgets)s::boolean")
+)
+
 
 # Creates and binding updates that bind GPUs to a single-domain logical partition decide where they
 # go one after another: each takes the partition's transaction-level advisory lock (the two-key form,
@@ -383,42 +417,74 @@ async def placement_inputs(
     budgets: bool,
     per_kind: int | None,
 ) -> Inputs:
-    """In one round trip (a pipeline): where the logical partitions ``partition_ids`` are present
-    and their multicast groups limits (``_PARTITION_FACTS``); with ``budgets`` (a request that binds
-    GPUs), the site's multicast budgets when one of them has a limit and where the single-domain and
-    reserving ones among them are (``_HOMES``); with ``per_kind``, a sample of the domains (``_SAMPLE``: up
-    to ``per_kind`` domains of each kind placement ranks by, machines without a domain if free, and
-    the totals over every domain), ranked by the partitions' domains found in its own statement."""
-    ids = list(partition_ids)
-    statements = []
-    if ids:
-        statements.append(Statement(_PARTITION_FACTS, {"ids": ids}))
-        if budgets:
-            statements.append(Statement(_BUDGETS, {"site": site_id, "ids": ids}))
-            statements.append(Statement(_HOMES, {"ids": ids}))
-    if per_kind is not None:
-        params = {
-            "site": site_id,
-            "type": instance_type_id,
-            "none": NO_DOMAIN,
-            "per_kind": per_kind,
-            "ids": ids,
-        }
-        statements.append(Statement(_SAMPLE, params))
-    results = await pipelined(conn, statements) if statements else []
-    lp_domains: frozenset[uuid.UUID] = frozenset()
-    limits: dict[uuid.UUID, int] = {}
-    found: list[Budget] = []
-    homes: list[PartitionHome] = []
-    if ids:
-        ((domains, raw_limits),) = results.pop(0)
-        lp_domains = frozenset(d for d in domains if d is not None)
-        limits = {uuid.UUID(k): int(v) for k, v in raw_limits.items()}
-        if budgets:
-            found = [(d, cap, int(used), frozenset(present)) for d, cap, used, present in results.pop(0)]
-            homes = _homes(results.pop(0))
-    sample = _sample(results[0]) if per_kind is not None else None
-    return Inputs(lp_domains, limits, found, sample, homes)
+    """Where the logical partitions ``partition_ids`` are present and their multicast groups limits;
+    with ``budgets`` (a request that binds GPUs), the site's multicast budgets when one of them has a
+    limit and where the single-domain and reserving ones among them are; with ``per_kind``, a sample of
+    the domains (``_SAMPLE``: up to ``per_kind`` domains of each kind placement ranks by, machines
+    without a domain if free, and the totals over every domain). One statement
+    (``PLACEMENT_INPUTS``); a create sends it with its context (:func:`creation_context`)."""
+    params = placement_params(
+        instance_type_id, site_id=site_id, vpc_id=None, partition_ids=list(partition_ids), per_kind=per_kind
+    )
+    async with raw_cursor(conn) as cursor:
+        await cursor.execute(PLACEMENT_INPUTS.sql, PLACEMENT_INPUTS.values(params), prepare=True)
+        row = await cursor.fetchone()
+    assert row is not None
+    found = inputs_of(row)
+    return found if budgets else found._replace(budgets=[], homes=[])
+
+
+def placement_params(
+    instance_type_id: uuid.UUID,
+    *,
+    site_id: uuid.UUID | None,
+    vpc_id: uuid.UUID | None,
+    partition_ids: list[uuid.UUID] | None,
+    per_kind: int | None,
+) -> dict[str, Any]:
+    """``PLACEMENT_INPUTS``'s parameters: at ``site_id`` (None: the VPC's) for ``partition_ids`` (None:
+    the VPC's default partition), budgets and homes read."""
+    return {
+        "site": site_id,
+        "vpc": vpc_id,
+        "ids": partition_ids,
+        "budgets": True,
+        "per_kind": per_kind,
+        "none": NO_DOMAIN,
+        "type": instance_type_id,
+    }
+
+
+def inputs_of(row: Sequence[Any]) -> Inputs:
+    """:class:`Inputs` from ``PLACEMENT_INPUTS``'s row (its JSON holds uuids as text)."""
+    domains, raw_limits, raw_budgets, raw_homes, raw_sample = row
+    budgets: list[Budget] = [
+        (uuid.UUID(d), int(cap), int(used), frozenset(uuid.UUID(p) for p in present))
+        for d, cap, used, present in raw_budgets or ()
+    ]
+    homes = [
+        PartitionHome(
+            uuid.UUID(lp),
+            name,
+            single,
+            uuid.UUID(rtype) if rtype is not None else None,
+            frozenset(uuid.UUID(d) for d in gpus),
+            frozenset(uuid.UUID(d) for d in reserved),
+        )
+        for lp, name, single, rtype, gpus, reserved in raw_homes or ()
+    ]
+    sample = (
+        _sample([(n, free, k, [uuid.UUID(d) for d in ds], used) for n, free, k, ds, used in raw_sample])
+        if raw_sample is not None
+        else None
+    )
+    return Inputs(
+        frozenset(d for d in domains if d is not None),
+        {uuid.UUID(k): int(v) for k, v in raw_limits.items()},
+        budgets,
+        sample,
+        homes,
+    )
 
 
 async def machine_counts_by_domain(
@@ -589,6 +655,7 @@ LEFT JOIN n ON n.instance_id = i.id
 LEFT JOIN h ON h.instance_id = i.id
 CROSS JOIN note
 """.replace("{clique}", CLIQUE_OF_INTERFACE.strip())
+_INSERT = Numbered.of(_INSERT_INSTANCES)  # over 4 KB: see Numbered
 
 
 @dataclass(frozen=True)
@@ -664,10 +731,7 @@ async def insert_instances(
         "channel": channel,
         "notify": notify,
     }
-    async with conn.cursor(row_factory=dict_row) as cursor:
-        await cursor.execute(_INSERT_INSTANCES, params, prepare=True)
-        rows: list[dict[str, Any]] = await cursor.fetchall()
-    return rows
+    return await fetch_numbered(conn, _INSERT, params)
 
 
 # nico/db/sql/quota.sql: the tenant's reservations for the type locked (concurrent creates of one tenant and

@@ -294,10 +294,15 @@ async def stream(
         else:
             yield sse("hello", {"retentionSeconds": retention_seconds}, cursor)
         params = scope.params() | {"limit": BATCH}
+        events_after = q.events_after(
+            tenant=scope.tenant_id is not None,
+            provider=scope.provider_id is not None,
+            site=scope.site_id is not None,
+        )
         while True:
             seen = waiter.generation
             after = {"after_txid": cursor.txid, "after_id": cursor.id}
-            rows = await _rows(raw, q.EVENTS_AFTER, params | after)
+            rows = await _rows(raw, events_after, params | after)
             pending = None
             events: list[str] = []
             for row in rows:

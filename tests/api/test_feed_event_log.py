@@ -19,7 +19,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.engine import libpq_url
 from nico.db.models import FeedEvent, Instance, Machine, NvlinkInterface, PhysicalPartition
-from nico.db.raw import RawPool
+from nico.db.queries import feed
+from nico.db.raw import Numbered, RawPool, driver_connection
 from nico.services.feed_export import Scope
 from nico.services.feed_stream import FeedListener, Waiter, parse_audience, stream
 from tests.api.conftest import BASE, batch_body, instance_body
@@ -340,3 +341,35 @@ def test_a_notification_names_its_audience_or_everyone() -> None:
     assert parse_audience("") is None  # too many pairs to name: every stream reads
     assert parse_audience("not a pair") is None  # a writer that names no audience
     assert Waiter(Scope(tenant_id=tenant)).concerned(None)
+
+
+async def test_a_tenant_or_site_stream_reads_a_range_of_its_scope_s_index_for_any_values(
+    session: AsyncSession,
+) -> None:
+    """A stream's read is planned once per connection: its generic plan (the one PostgreSQL settles on
+    for any values) is a range of the scope's index, not a walk of every event after the cursor
+    filtered by tenant (what a read with optional filters gets), nor a plan for each read."""
+    world = await f.nvlink_site(session, racks=1, trays=1)
+    others = [uuid.uuid4() for _ in range(16)]
+    await session.execute(
+        text(
+            "INSERT INTO placement_event (id, txid, created, tenant_id, site_id, instance_id, instance_name,"
+            " interface_id, device_instance, kind, logical_partition_id)"
+            " SELECT g, 1000 + g / 4, now(), (CAST(:tenants AS uuid[]))[1 + (g / 8) % 17], :site,"
+            " gen_random_uuid(), 'x', gen_random_uuid(), g % 4, 'Ready', gen_random_uuid()"
+            " FROM generate_series(1, 4000) g"
+        ),
+        {"tenants": [world.tenant.id, *others], "site": world.site.id},
+    )
+    await session.execute(text("ANALYZE placement_event"))
+    driver = await driver_connection(session)
+    for scope, index in [
+        ({"tenant": True, "provider": False, "site": False}, "ix_placement_event_tenant"),
+        ({"tenant": True, "provider": False, "site": True}, "ix_placement_event_tenant"),
+        ({"tenant": False, "provider": True, "site": True}, "ix_placement_event_site"),
+    ]:
+        numbered = Numbered.of(feed.events_after(**scope))
+        explained = await driver.execute(f"EXPLAIN (GENERIC_PLAN) {numbered.sql}", prepare=False)
+        plan = "\n".join(row[0] for row in await explained.fetchall())
+        assert f"Index Scan using {index}" in plan, plan
+        assert "ROW(txid, id)" not in plan, plan  # the range starts at the scope's key

@@ -14,7 +14,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
-from nico.db.models import Instance, Machine
+from nico.db.models import Instance, Machine, Vpc
 from nico.db.raw import driver_connection
 from nico.instance import queries as instance_queries
 from nico.instance.claim import claim
@@ -258,6 +258,43 @@ async def test_a_create_that_loses_its_best_domain_takes_the_next_in_one_stateme
         assert calls == ["lock_first_free"]
         await creating.rollback()
         await holder.rollback()
+
+
+async def test_a_create_holds_its_vpc_and_its_default_partition_from_its_first_round_trip(
+    session: AsyncSession,
+) -> None:
+    """The creation context also locks the VPC and the VPC's default logical partition FOR SHARE in its
+    round trip, after reading the context: a change of the VPC's default partition, or of that
+    partition (singleNvLinkDomain, its reservation), waits for the create. Another VPC stays free."""
+    world = await f.nvlink_site(session, racks=1, trays=2)
+    default = await f.logical_partition(session, world.tenant, world.site, name="default")
+    await session.execute(
+        update(Vpc).where(Vpc.id == world.vpc.id).values(nvlink_logical_partition_id=default.id)
+    )
+    other = await f.vpc(session, world.tenant, world.site, name="other")
+    await session.commit()
+    async with another_session(session) as creating, another_session(session) as changing:
+        context, _ = await instance_queries.creation_context(
+            creating,
+            org=world.tenant.org,
+            requested_tenant=None,
+            vpc_id=world.vpc.id,
+            instance_type_id=world.instance_type.id,
+            subnet_ids=[world.subnet.id],
+            names=["held"],
+            partition_ids=[],
+        )
+        assert context is not None and context.vpc_default_partition_id == default.id
+        changer = await driver_connection(changing)
+        await (
+            await changer.execute("SELECT 1 FROM vpc WHERE id = %s FOR UPDATE NOWAIT", [other.id])
+        ).fetchall()
+        for table, row in [("vpc", world.vpc.id), ("logical_partition", default.id)]:
+            with pytest.raises(psycopg.errors.LockNotAvailable):
+                await changer.execute(f"SELECT 1 FROM {table} WHERE id = %s FOR UPDATE NOWAIT", [row])
+            await changing.rollback()
+            changer = await driver_connection(changing)
+        await creating.rollback()
 
 
 async def test_a_create_holds_its_partitions_from_its_first_round_trip(session: AsyncSession) -> None:

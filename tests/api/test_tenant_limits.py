@@ -15,6 +15,7 @@ from fastapi import FastAPI
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from nico.api import messages
 from nico.api.app import build_context, create_app
 from nico.api.context import AppContext
 from nico.config import QuotaConfig, QuotaLimits
@@ -211,3 +212,44 @@ async def test_every_api_replica_draws_from_the_same_bucket(
             assert statuses == [201, 201, 429, 429]
     finally:
         await other_context.close()
+
+
+async def test_the_hoisted_create_checks_as_the_router_did_in_its_order(
+    app: FastAPI,
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    session: AsyncSession,
+    monkeypatch: pytest.MonkeyPatch,
+    app_context: AppContext,
+) -> None:
+    """``POST /instance`` is served ahead of the routers (``HOT_ROUTES``); its checks run by hand in the
+    order the route's dependencies ran: the token, the role, the body, the rate; and a refusal of
+    any of them spends no token and changes nothing."""
+    hoisted = [getattr(route, "path", "") for route in app.router.routes[:4]]
+    assert "/v2/org/{org}/nico/instance" in hoisted
+    quotas = limits(monkeypatch, app_context, fabric_requests_per_second=0.01, fabric_request_burst=1)
+    before = await fingerprint(session)
+    body = instance_body(world)
+    assert (await client.post(INSTANCE, json=body)).status_code == 401
+    provider = {"Authorization": headers["Authorization"]}
+    assert (
+        await client.post("/v2/org/other-org/nico/instance", json=body, headers=provider)
+    ).status_code == 403
+    unreadable = await client.post(
+        INSTANCE, content=b"{", headers=headers | {"content-type": "application/json"}
+    )
+    assert unreadable.status_code == 400
+    invalid = await client.post(INSTANCE, json=body | {"name": ""}, headers=headers)
+    assert invalid.status_code == 400 and invalid.json()["message"] == messages.INSTANCE_CREATE_INVALID
+    assert await fingerprint(session) == before
+    made = await client.post(INSTANCE, json=body, headers=headers)  # the one token of the burst
+    assert made.status_code == 201, made.text
+    # The body is checked before the rate: an invalid body is a 400 even with the bucket empty.
+    again = await client.post(INSTANCE, json=body | {"name": ""}, headers=headers)
+    assert again.status_code == 400 and again.json()["message"] == messages.INSTANCE_CREATE_INVALID
+    refused = await client.post(INSTANCE, json=instance_body(world, name="inst-2"), headers=headers)
+    assert (refused.status_code, refused.json()["message"]) == (429, rate_exceeded(quotas))
+    # The list of the same path still reaches the router.
+    listed = await client.get(INSTANCE, headers=headers)
+    assert listed.status_code == 200 and [i["id"] for i in listed.json()] == [made.json()["id"]]

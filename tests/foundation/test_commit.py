@@ -5,9 +5,10 @@ Any other commit of such a session is refused, so a registered check is never sk
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.raw import AtCommit, Statement, send_at_commit
+from nico.db.raw import AtCommit, Statement, commit, send_at_commit, together
 
 
 async def test_a_commit_that_would_leave_a_registered_statement_behind_is_refused() -> None:
@@ -18,3 +19,58 @@ async def test_a_commit_that_would_leave_a_registered_statement_behind_is_refuse
             await session.commit()
         await session.rollback()  # the transaction is gone, and what it registered with it
         await session.commit()
+
+
+class Refused(Exception):
+    """What a check's refusal becomes (the check named by its SQLSTATE)."""
+
+
+def check(sql: str, params: dict[str, object], sqlstate: str) -> AtCommit:
+    return AtCommit(
+        Statement(sql, params), lambda exc: Refused(sqlstate) if exc.sqlstate == sqlstate else None
+    )
+
+
+# 22012 and 22P02 when asked, raised when the statement runs (random(): nothing folded in planning), as
+# a check function's are.
+DIVIDES = "SELECT CASE WHEN %(divide)s THEN 1 / floor(random() * 0)::int END"
+PARSES = "SELECT CASE WHEN %(parse)s THEN CAST(%(text)s || floor(random() * 0)::int::text AS integer) END"
+
+
+async def test_checks_sent_together_run_in_their_order_and_refuse_the_commit(session: AsyncSession) -> None:
+    """Several checks go out as one statement (``together``): the first registered that refuses is the
+    refusal; checks that all pass let the commit through."""
+    for first, second, expected in [
+        (
+            check(DIVIDES, {"divide": True}, "22012"),
+            check(PARSES, {"parse": True, "text": "x"}, "22P02"),
+            "22012",
+        ),
+        (
+            check(PARSES, {"parse": True, "text": "x"}, "22P02"),
+            check(DIVIDES, {"divide": True}, "22012"),
+            "22P02",
+        ),
+        (
+            check(DIVIDES, {"divide": False}, "22012"),
+            check(PARSES, {"parse": True, "text": "x"}, "22P02"),
+            "22P02",
+        ),
+    ]:
+        assert len(together([first.statement, second.statement])) == 1
+        await session.execute(text("SELECT 1"))
+        send_at_commit(session, first)
+        send_at_commit(session, second)
+        with pytest.raises(Refused, match=expected):
+            await commit(session)
+        await session.rollback()
+    for passing in [
+        check(DIVIDES, {"divide": False}, "22012"),
+        check(PARSES, {"parse": False, "text": "1"}, "22P02"),
+    ]:
+        send_at_commit(session, passing)
+    await session.execute(text("SELECT 1"))
+    await commit(session)  # nothing refused
+    # One parameter name with two values: sent apart, in their order.
+    clashing = [Statement("SELECT %(n)s::int", {"n": 1}), Statement("SELECT %(n)s::int", {"n": 2})]
+    assert together(clashing) == clashing

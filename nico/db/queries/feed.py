@@ -142,6 +142,38 @@ ORDER BY e.txid, e.id
 LIMIT %(limit)s
 """
 
+_EVENTS_IN_RANGE = f"""
+SELECT e.id, e.txid, e.created, e.tenant_id, e.site_id, e.instance_id, e.instance_name, e.interface_id,
+       e.device_instance, e.kind, e.domain_uuid, e.logical_partition_id, e.clique_id, e.health,
+       {_HORIZON} AS horizon
+FROM placement_event e
+WHERE e.{{key}} = %({{value}})s
+  AND (e.{{key}}, e.txid, e.id) > (%({{value}})s, %(after_txid)s, %(after_id)s){{rest}}
+ORDER BY e.{{key}}, e.txid, e.id
+LIMIT %(limit)s
+"""
+_OF_PROVIDER = (
+    "\n  AND e.site_id IN (SELECT s.id FROM site s WHERE s.infrastructure_provider_id = %(provider)s::uuid)"
+)
+
+
+def events_after(*, tenant: bool, provider: bool, site: bool) -> str:
+    """``EVENTS_AFTER`` for a scope of a tenant (``tenant``), or of a site (``site`` without
+    ``tenant``), as a range of that scope's index ((tenant_id, txid, id), (site_id, txid, id)) with the
+    scope's other filters, and only those: a statement whose best plan is the same for any values, so
+    PostgreSQL settles on its generic plan after the fifth read on a connection. ``EVENTS_AFTER``'s
+    optional filters make a plan for the values at hand always look better to it: every read of a
+    stream was planned again (0.25 ms of its CPU). Any other scope reads ``EVENTS_AFTER``."""
+    if tenant:
+        key, value = "tenant_id", "tenant"
+        rest = ("\n  AND e.site_id = %(site)s" if site else "") + (_OF_PROVIDER if provider else "")
+    elif site:
+        key, value, rest = "site_id", "site", _OF_PROVIDER if provider else ""
+    else:
+        return EVENTS_AFTER
+    return _EVENTS_IN_RANGE.format(key=key, value=value, rest=rest)
+
+
 # The horizon now (a stream's events at txids below it have become final).
 HORIZON = f"SELECT {_HORIZON} AS horizon"
 
