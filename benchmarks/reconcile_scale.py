@@ -63,6 +63,7 @@ from nico.db.engine import make_engine
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.runtime import pool_size
 from nico.reconciler.scheduler import Reconciler
+from nico.serving import collect_less
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 
@@ -375,6 +376,7 @@ def wire_main(sizes: list[int], repeat: int, per_tray: bool) -> None:
 
 
 def main() -> None:
+    collect_less()  # the collector's thresholds of nico reconcile (the simulator's work beside it too)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[20, 200, 2000])
     parser.add_argument("--repeat", type=int, default=3)

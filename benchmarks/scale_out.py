@@ -44,6 +44,7 @@ from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.runtime import pool_size
 from nico.reconciler.scheduler import Reconciler
 from nico.services.nvlink_events import desired_state_changed
+from nico.serving import collect_less
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 
@@ -252,6 +253,7 @@ async def main(racks: list[int]) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        collect_less()  # as nico reconcile does
         asyncio.run(child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
         sys.exit(0)
     parser = argparse.ArgumentParser(

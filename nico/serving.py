@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import signal
 import threading
@@ -38,6 +39,7 @@ def app_factory() -> FastAPI:
     from nico.api.app import build_context, create_app
     from nico.config import load_settings
 
+    collect_less()
     settings = load_settings()
     url = os.environ.get(DATABASE_URL_VARIABLE) or None
     return create_app(settings, context=build_context(settings, url), owns_context=True)
@@ -140,6 +142,21 @@ def stop_like_ctrl_c() -> None:
     until an event loop takes both over (:func:`stop_requested`): a stop during start-up ends
     cleanly instead of killing the process where it stands."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
+# The collector's thresholds for nico's long-running processes (generation 0 collected every 50,000
+# allocations, not CPython's 700; the older ones after 20 of the younger, not 10). A full pass allocates
+# a few objects per GPU, and at the default every few hundred allocations started a collection that,
+# every hundredth time, walked every object the process keeps (the reconciler's state of every
+# domain): 13% of a 2,000-rack first pass's CPU, 30% of a deep pass's, a third of a restart's.
+# Reference counting frees all but cycles at once; the cycles wait a little longer.
+SERVICE_COLLECTOR_THRESHOLDS = (50_000, 20, 20)
+
+
+def collect_less() -> None:
+    """Set :data:`SERVICE_COLLECTOR_THRESHOLDS` for this process (``nico serve`` and its workers,
+    ``nico reconcile``)."""
+    gc.set_threshold(*SERVICE_COLLECTOR_THRESHOLDS)
 
 
 def event_loop() -> Callable[[], asyncio.AbstractEventLoop]:

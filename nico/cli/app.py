@@ -90,9 +90,16 @@ def serve(
     from nico.api.http_limits import limited_protocol
     from nico.db.engine import name_connections
     from nico.reconciler.runtime import run_reconciler
-    from nico.serving import event_loop, hold_stop_signals, serve_until_stopped, stop_like_ctrl_c
+    from nico.serving import (
+        collect_less,
+        event_loop,
+        hold_stop_signals,
+        serve_until_stopped,
+        stop_like_ctrl_c,
+    )
 
     stop_like_ctrl_c()
+    collect_less()
     settings = settings_or_exit()
     if host is not None:
         settings.api.host = host
@@ -197,6 +204,7 @@ def reconcile(
 
     from nico.db.engine import name_connections
     from nico.serving import (
+        collect_less,
         event_loop,
         hold_stop_signals,
         reconcile_forever,
@@ -206,6 +214,7 @@ def reconcile(
     )
 
     stop_like_ctrl_c()
+    collect_less()
     settings = settings_or_exit()
     setup_logging(settings, verbose=verbose)
     name_connections("nico reconcile")
