@@ -14,7 +14,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import Settings
-from nico.db.models import Instance, Machine, Vpc
+from nico.db.models import Instance, LogicalPartition, Machine, Vpc
 from nico.db.raw import driver_connection
 from nico.instance import queries as instance_queries
 from nico.instance.claim import claim
@@ -260,6 +260,23 @@ async def test_a_create_that_loses_its_best_domain_takes_the_next_in_one_stateme
         await holder.rollback()
 
 
+async def held_creation_context(
+    creating: AsyncSession, world: f.NvlinkSite, partition_ids: list[uuid.UUID]
+) -> tuple[instance_queries.CreationContext | None, dict[uuid.UUID, LogicalPartition]]:
+    """The creation context of an instance ``held`` in the world's VPC, naming ``partition_ids``, read
+    (and its locks taken) in ``creating``'s transaction."""
+    return await instance_queries.creation_context(
+        creating,
+        org=world.tenant.org,
+        requested_tenant=None,
+        vpc_id=world.vpc.id,
+        instance_type_id=world.instance_type.id,
+        subnet_ids=[world.subnet.id],
+        names=["held"],
+        partition_ids=partition_ids,
+    )
+
+
 async def test_a_create_holds_its_vpc_and_its_default_partition_from_its_first_round_trip(
     session: AsyncSession,
 ) -> None:
@@ -274,16 +291,7 @@ async def test_a_create_holds_its_vpc_and_its_default_partition_from_its_first_r
     other = await f.vpc(session, world.tenant, world.site, name="other")
     await session.commit()
     async with another_session(session) as creating, another_session(session) as changing:
-        context, _ = await instance_queries.creation_context(
-            creating,
-            org=world.tenant.org,
-            requested_tenant=None,
-            vpc_id=world.vpc.id,
-            instance_type_id=world.instance_type.id,
-            subnet_ids=[world.subnet.id],
-            names=["held"],
-            partition_ids=[],
-        )
+        context, _ = await held_creation_context(creating, world, [])
         assert context is not None and context.vpc_default_partition_id == default.id
         changer = await driver_connection(changing)
         await (
@@ -308,16 +316,8 @@ async def test_a_create_holds_its_partitions_from_its_first_round_trip(session: 
     await session.commit()
     lock = "SELECT 1 FROM logical_partition WHERE id = %s FOR UPDATE NOWAIT"
     async with another_session(session) as creating, another_session(session) as deleting:
-        context, found = await instance_queries.creation_context(
-            creating,
-            org=world.tenant.org,
-            requested_tenant=None,
-            vpc_id=world.vpc.id,
-            instance_type_id=world.instance_type.id,
-            subnet_ids=[world.subnet.id],
-            names=["held"],
-            partition_ids=[named.id, uuid.uuid4()],  # the second exists nowhere: not found, no error
-        )
+        # The second partition exists nowhere: not found, no error.
+        context, found = await held_creation_context(creating, world, [named.id, uuid.uuid4()])
         assert context is not None and set(found) == {named.id}
         assert found[named.id].status == "Ready" and found[named.id].tenant_id == world.tenant.id
         deleter = await driver_connection(deleting)

@@ -47,8 +47,10 @@ async def placed(
     return partition.id, out
 
 
-async def get(client: httpx.AsyncClient, headers: dict[str, str], fmt: str, **params: str) -> httpx.Response:
-    response = await client.get(EXPORT, params={"format": fmt, **params}, headers=headers)
+async def get(
+    client: httpx.AsyncClient, headers: dict[str, str], fmt: str, *, url: str = EXPORT, **params: str
+) -> httpx.Response:
+    response = await client.get(url, params={"format": fmt, **params}, headers=headers)
     assert response.status_code == 200, response.text
     return response
 
@@ -314,14 +316,6 @@ async def test_a_document_format_refuses_a_page(
     assert error(bad) == (400, "Failed to validate pagination request data")
 
 
-async def labels_of(
-    client: httpx.AsyncClient, url: str, headers: dict[str, str], params: dict[str, str]
-) -> httpx.Response:
-    response = await client.get(url, params={"format": "kubernetes-labels", **params}, headers=headers)
-    assert response.status_code == 200, response.text
-    return response
-
-
 async def test_node_pages_of_every_scope_add_up_to_that_scopes_document(
     client: httpx.AsyncClient,
     headers: dict[str, str],
@@ -352,13 +346,13 @@ async def test_node_pages_of_every_scope_add_up_to_that_scopes_document(
         (provider_export, provider, {"scope": "provider", "siteId": str(world.site.id)}),
         (provider_export, provider, {"scope": "provider", "siteId": str(elsewhere.id)}),
     ):
-        whole = json.loads((await labels_of(client, url, who, params)).text)["items"]
+        whole = json.loads((await get(client, who, "kubernetes-labels", url=url, **params)).text)["items"]
         expected = 0 if params.get("siteId") == str(elsewhere.id) else 3
         assert [n["metadata"]["name"] for n in whole] == [f"node-{n}" for n in range(expected)], params
         pages = []
         for number in (1, 2, 3):
             page = {**params, "pageNumber": str(number), "pageSize": "2"}
-            response = await labels_of(client, url, who, page)
+            response = await get(client, who, "kubernetes-labels", url=url, **page)
             assert json.loads(response.headers["X-Pagination"])["total"] == expected, params
             pages += json.loads(response.text)["items"]
         assert pages == whole, params
