@@ -27,13 +27,15 @@ SELECT n.id, {CLIQUE_OF_INTERFACE} AS clique_id FROM nvlink_interface n WHERE n.
 # Every instance in scope with an NVLink domain (its machine's, else its realised interfaces'), by
 # name: who it is and where. Scope: a tenant (``tenant``), or a provider's sites (``provider``),
 # optionally one site (``site``).
-_PLACED = """
+# The NVLink domain of instance ``i``'s realised interfaces (for one whose machine is in none).
+_INTERFACES_DOMAIN = """(SELECT n.domain_uuid FROM nvlink_interface n
+               WHERE n.instance_id = i.id AND n.domain_uuid IS NOT NULL LIMIT 1)"""
+# Who instance ``i`` (on machine ``m``, at site ``s``) is and where.
+_PLACED_COLUMNS = f"""i.id AS instance_id, i.name AS instance_name, i.site_id, s.name AS site_name,
+           m.id AS machine_id, m.hostname, coalesce(m.domain_uuid, {_INTERFACES_DOMAIN}) AS domain_uuid"""
+_PLACED = f"""
 SELECT * FROM (
-    SELECT i.id AS instance_id, i.name AS instance_name, i.site_id, s.name AS site_name,
-           m.id AS machine_id, m.hostname,
-           coalesce(m.domain_uuid, (
-               SELECT n.domain_uuid FROM nvlink_interface n
-               WHERE n.instance_id = i.id AND n.domain_uuid IS NOT NULL LIMIT 1)) AS domain_uuid
+    SELECT {_PLACED_COLUMNS}
     FROM instance i
     JOIN site s ON s.id = i.site_id
     LEFT JOIN machine m ON m.instance_id = i.id
@@ -70,11 +72,10 @@ PLACEMENT = f"SELECT p.*, {_GPUS_OF_PLACED} FROM ({_PLACED}) p ORDER BY p.instan
 # before it, no table rows: at 50,000 nodes the last page and the count cost ~25 ms each, where sorting
 # every node of the scope whole cost ~0.1 s a page. Scope: ``tenant`` or ``provider`` (the sites of),
 # optionally ``site``, each its own text so that PostgreSQL plans each on its index.
-_IS_NODE = """(
+_IS_NODE = f"""(
     i.id IN (SELECT m.instance_id FROM machine m
              WHERE m.instance_id IS NOT NULL AND m.domain_uuid IS NOT NULL)
-    OR (SELECT n.domain_uuid FROM nvlink_interface n
-        WHERE n.instance_id = i.id AND n.domain_uuid IS NOT NULL LIMIT 1) IS NOT NULL
+    OR {_INTERFACES_DOMAIN} IS NOT NULL
 )"""
 
 
@@ -105,12 +106,7 @@ WITH k AS MATERIALIZED (
 )
 SELECT p.*, {_GPUS_OF_PLACED}
 FROM (
-    SELECT i.id AS instance_id, i.name AS instance_name, i.site_id, s.name AS site_name,
-           m.id AS machine_id, m.hostname,
-           coalesce(m.domain_uuid, (
-               SELECT n.domain_uuid FROM nvlink_interface n
-               WHERE n.instance_id = i.id AND n.domain_uuid IS NOT NULL LIMIT 1)) AS domain_uuid,
-           k.total
+    SELECT {_PLACED_COLUMNS}, k.total
     FROM k
     JOIN instance i ON i.id = k.id
     JOIN site s ON s.id = i.site_id
@@ -128,10 +124,12 @@ _FINAL = f"e.txid < {_HORIZON}"
 # Events after the cursor (``after_txid``, ``after_id``) in scope (scope parameters as PLACEMENT),
 # final or not, each with the horizon of the statement's snapshot: the rows before the first one at
 # or past it are final; that one's txid is what the stream waits for the horizon to pass.
+# An event's columns, with the horizon of the statement's snapshot.
+_EVENT_COLUMNS = f"""e.id, e.txid, e.created, e.tenant_id, e.site_id, e.instance_id, e.instance_name,
+       e.interface_id, e.device_instance, e.kind, e.domain_uuid, e.logical_partition_id, e.clique_id,
+       e.health, {_HORIZON} AS horizon"""
 EVENTS_AFTER = f"""
-SELECT e.id, e.txid, e.created, e.tenant_id, e.site_id, e.instance_id, e.instance_name, e.interface_id,
-       e.device_instance, e.kind, e.domain_uuid, e.logical_partition_id, e.clique_id, e.health,
-       {_HORIZON} AS horizon
+SELECT {_EVENT_COLUMNS}
 FROM placement_event e
 WHERE (e.txid, e.id) > (%(after_txid)s, %(after_id)s)
   AND (%(tenant)s::uuid IS NULL OR e.tenant_id = %(tenant)s::uuid)
@@ -143,9 +141,7 @@ LIMIT %(limit)s
 """
 
 _EVENTS_IN_RANGE = f"""
-SELECT e.id, e.txid, e.created, e.tenant_id, e.site_id, e.instance_id, e.instance_name, e.interface_id,
-       e.device_instance, e.kind, e.domain_uuid, e.logical_partition_id, e.clique_id, e.health,
-       {_HORIZON} AS horizon
+SELECT {_EVENT_COLUMNS}
 FROM placement_event e
 WHERE e.{{key}} = %({{value}})s
   AND (e.{{key}}, e.txid, e.id) > (%({{value}})s, %(after_txid)s, %(after_id)s){{rest}}
