@@ -100,6 +100,7 @@ def profiled(racks: int, kind: str) -> Iterator[None]:
         yield
     finally:
         profile.disable()
+        os.makedirs(PROFILE, exist_ok=True)
         path = f"{PROFILE}/{racks}-{kind}.pstats"
         profile.dump_stats(path)
         print(f"--- {kind} pass at {racks} racks ({path}): heaviest by own time, then by cumulative")
