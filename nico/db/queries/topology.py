@@ -9,13 +9,14 @@ from collections.abc import Sequence
 from itertools import groupby
 from typing import NamedTuple
 
-from sqlalchemy import ColumnElement, and_, case, func, select, true
+from sqlalchemy import ColumnElement, Select, and_, case, func, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import NvLinkInterfaceStatus
 from nico.db.models import (
     Gpu,
     Instance,
+    LogicalPartition,
     Machine,
     NvlinkDomain,
     NvlinkInterface,
@@ -76,63 +77,102 @@ async def tenant_domains(
     return page, total
 
 
-class TopologyGpuRow(NamedTuple):
-    """One GPU of a domain, with the tenant's binding on it (instance fields None when the GPU's
-    machine is free or holds another tenant's instance)."""
+class DomainChassisRow(NamedTuple):
+    """One domain of a topology page: its chassis as the body's JSON (the contents of its ``chassis``
+    array, written by PostgreSQL), how many of the tenant's GPUs on it are Pending, and the tenant's
+    logical partitions its GPUs are shown in."""
 
     domain_uuid: uuid.UUID
-    chassis_serial: str
-    tray_index: int
-    device_id: int
-    holder: uuid.UUID | None  # the instance on the machine, the tenant's or not
-    instance_id: uuid.UUID | None  # the tenant's instance
-    instance_name: str | None
-    binding_status: str | None
-    partition_id: uuid.UUID | None
-    partition_name: str | None
-    partition_status: str | None
-    observed_partition_id: uuid.UUID | None  # the logical partition the fabric holds the GPU in
-    health: str | None = None  # the GPU's health as the fabric last reported it
-    foreign_gpus: int = 0  # GPUs of its machine in partitions nico did not make (the machine is held)
+    chassis_json: str
+    pending: int
+    partitions: list[uuid.UUID]
 
 
-# Every GPU of the domains ``domains`` (an array) with the tenant's (``tenant``) binding on it: see
-# topology_gpus. At the driver level: a page of 100 domains is 7,200 rows, and SQLAlchemy's result
-# machinery cost ~3 µs a row more than the rows themselves.
-_TOPOLOGY_GPUS = f"""
-SELECT m.domain_uuid, m.chassis_serial, m.tray_index, g.device_id, m.instance_id, i.id, i.name, n.status,
-       lp.id, lp.name, lp.status, pp.logical_partition_id, g.health, m.foreign_gpus
-FROM machine m
-JOIN gpu g ON g.machine_id = m.id
-LEFT JOIN instance i ON i.id = m.instance_id AND i.tenant_id = %(tenant)s
-LEFT JOIN nvlink_interface n ON n.instance_id = i.id AND n.device_instance = g.device_id - 1
-LEFT JOIN logical_partition lp ON lp.id = n.logical_partition_id
-LEFT JOIN physical_partition pp ON pp.id = g.physical_partition_id
-WHERE m.domain_uuid = ANY(%(domains)s) AND m.tray_index IS NOT NULL
-ORDER BY m.domain_uuid, m.chassis_serial, m.tray_index, g.device_id,
-         n.status = '{NvLinkInterfaceStatus.DELETING}'
+# The fields every GPU but the tenant's own writes as null (after deviceInstance and state).
+_NOBODY = (
+    '"instanceId":null,"instanceName":null,"nvLinkLogicalPartitionId":null,'
+    '"nvLinkLogicalPartitionName":null,"status":null,"observed":false'
+)
+
+# Every GPU of the domains ``domains`` (an array) with the tenant's (``tenant``) binding on it, written
+# as the topology body's JSON (TopologyGpu's fields in its order, text escaped by to_json as pydantic
+# escapes it; tests/api/test_topology_body.py holds the page equal to the schema's dump), grouped into
+# trays (a machine is one tray), chassis and domains: a page of 100 domains is 7,200 GPUs, and making
+# each a Python object and writing it again cost more than the SQL reading it.
+#
+# A GPU is the tenant's ("mine": its instance is on the machine), another tenant's ("other"), held (its
+# machine has GPUs in a partition another fabric manager made) or free; health is shown for free and
+# own GPUs only. Of a GPU's bindings the live one is shown (one at most: uq_nvlink_interface_live_gpu),
+# else a Deleting one. The instance and partition are looked up by key for the page's machines
+# (OFFSET 0 keeps them lookups: a join would hash every instance and partition of the tenant).
+_DOMAIN_CHASSIS = f"""
+WITH gpus AS (
+  SELECT DISTINCT ON (m.id, g.device_id)
+         m.id AS machine, m.domain_uuid, m.chassis_serial, m.tray_index, g.device_id,
+         '{{"deviceInstance":' || g.device_id - 1 || CASE
+           WHEN i.id IS NOT NULL THEN
+             ',"state":"mine","instanceId":"' || i.id || '","instanceName":'
+             || coalesce(to_json(i.name)::text, 'null')
+             || ',"nvLinkLogicalPartitionId":' || coalesce('"' || lp.id || '"', 'null')
+             || ',"nvLinkLogicalPartitionName":' || coalesce(to_json(lp.name)::text, 'null')
+             || ',"status":' || coalesce(to_json(n.status)::text, 'null')
+             || ',"observed":' || (lp.id IS NOT NULL AND pp.logical_partition_id IS NOT DISTINCT FROM lp.id)
+             || coalesce(',"health":' || to_json(g.health), '')
+           WHEN m.instance_id IS NOT NULL THEN ',"state":"other",{_NOBODY}'
+           WHEN m.foreign_gpus > 0 THEN ',"state":"held",{_NOBODY}'
+           ELSE ',"state":"free",{_NOBODY}' || coalesce(',"health":' || to_json(g.health), '')
+         END || '}}' AS body,
+         n.status = '{NvLinkInterfaceStatus.PENDING}' AS pending, lp.id AS partition_id
+  FROM machine m
+  JOIN gpu g ON g.machine_id = m.id
+  LEFT JOIN LATERAL (
+    SELECT id, name FROM instance WHERE id = m.instance_id AND tenant_id = %(tenant)s OFFSET 0
+  ) i ON true
+  LEFT JOIN nvlink_interface n ON n.instance_id = i.id AND n.device_instance = g.device_id - 1
+  LEFT JOIN LATERAL (
+    SELECT id, name FROM logical_partition WHERE id = n.logical_partition_id OFFSET 0
+  ) lp ON true
+  LEFT JOIN physical_partition pp ON pp.id = g.physical_partition_id
+  WHERE m.domain_uuid = ANY(%(domains)s) AND m.tray_index IS NOT NULL
+  ORDER BY m.id, g.device_id, n.status = '{NvLinkInterfaceStatus.DELETING}'
+), trays AS (
+  SELECT domain_uuid, chassis_serial, tray_index,
+         '{{"trayIndex":' || tray_index || ',"gpus":[' || string_agg(body, ',' ORDER BY device_id) || ']}}'
+           AS body
+  FROM gpus GROUP BY machine, domain_uuid, chassis_serial, tray_index
+), chassis AS (
+  SELECT domain_uuid, chassis_serial,
+         '{{"chassisSerial":' || to_json(chassis_serial)
+           || ',"trays":[' || string_agg(body, ',' ORDER BY tray_index) || ']}}' AS body
+  FROM trays GROUP BY domain_uuid, chassis_serial
+), figures AS (
+  SELECT domain_uuid, count(*) FILTER (WHERE pending) AS pending,
+         coalesce(array_agg(DISTINCT partition_id) FILTER (WHERE partition_id IS NOT NULL), '{{}}')
+           AS partitions
+  FROM gpus GROUP BY domain_uuid
+)
+SELECT c.domain_uuid, string_agg(c.body, ',' ORDER BY c.chassis_serial), f.pending::int, f.partitions
+FROM chassis c JOIN figures f USING (domain_uuid)
+GROUP BY c.domain_uuid, f.pending, f.partitions
 """
 
 
-async def topology_gpus(
+async def domain_chassis(
     session: AsyncSession, tenant_id: uuid.UUID, domains: Sequence[uuid.UUID]
-) -> list[TopologyGpuRow]:
-    """Every GPU on ``domains`` by domain, chassis, tray and device; a GPU with a live binding and
-    Deleting ones comes once per binding, the live one first."""
+) -> list[DomainChassisRow]:
+    """The chassis of each of ``domains`` that has placed trays, as the tenant may see them (see
+    ``_DOMAIN_CHASSIS``), read at the driver level (100 rows of ~15 kB)."""
     driver = await driver_connection(session)
     async with driver.cursor() as cursor:
-        await cursor.execute(_TOPOLOGY_GPUS, {"tenant": tenant_id, "domains": list(domains)})
-        return [TopologyGpuRow._make(row) for row in await cursor.fetchall()]
+        await cursor.execute(_DOMAIN_CHASSIS, {"tenant": tenant_id, "domains": list(domains)})
+        return [DomainChassisRow._make(row) for row in await cursor.fetchall()]
 
 
-async def partition_domains(
-    session: AsyncSession, tenant_id: uuid.UUID, partitions: Sequence[uuid.UUID]
-) -> dict[uuid.UUID, set[uuid.UUID]]:
-    """The NVLink domains where each of ``partitions`` (the tenant's) has a GPU bound on a placed tray,
-    on any page (read from the partitions' bindings, by their index, not from the site's GPUs)."""
-    if not partitions:
-        return {}
-    rows = await session.execute(
+def _reach(tenant_id: uuid.UUID, partitions: Sequence[uuid.UUID]) -> Select[uuid.UUID, uuid.UUID | None]:
+    """(partition, domain) of each of ``partitions`` (the tenant's) and each NVLink domain where it has
+    a GPU bound on a placed tray, on any page (read from the partitions' bindings, by their index, not
+    from the site's GPUs)."""
+    return (
         select(NvlinkInterface.logical_partition_id, Machine.domain_uuid)
         .distinct()
         .join(Instance, and_(Instance.id == NvlinkInterface.instance_id, Instance.tenant_id == tenant_id))
@@ -143,11 +183,48 @@ async def partition_domains(
             Machine.tray_index.is_not(None),
         )
     )
+
+
+async def partition_domains(
+    session: AsyncSession, tenant_id: uuid.UUID, partitions: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, set[uuid.UUID]]:
+    """The NVLink domains where each of ``partitions`` (the tenant's) has a GPU bound on a placed tray,
+    on any page."""
+    if not partitions:
+        return {}
     found: dict[uuid.UUID, set[uuid.UUID]] = {}
-    for partition, domain in rows.all():
+    for partition, domain in (await session.execute(_reach(tenant_id, partitions))).all():
         assert domain is not None  # WHERE domain_uuid IS NOT NULL
         found.setdefault(partition, set()).add(domain)
     return found
+
+
+class PartitionLegendRow(NamedTuple):
+    partition_id: uuid.UUID
+    name: str
+    status: str
+    domains: list[uuid.UUID]
+
+
+async def partition_legend(
+    session: AsyncSession, tenant_id: uuid.UUID, partitions: Sequence[uuid.UUID]
+) -> list[PartitionLegendRow]:
+    """Each of ``partitions`` (the tenant's) with its name, status and the NVLink domains where it has a
+    GPU bound on a placed tray, on any page, in one statement."""
+    if not partitions:
+        return []
+    reach = _reach(tenant_id, partitions).subquery("reach")
+    rows = await session.execute(
+        select(
+            LogicalPartition.id,
+            LogicalPartition.name,
+            LogicalPartition.status,
+            func.array_agg(reach.c.domain_uuid),
+        )
+        .join(reach, reach.c.logical_partition_id == LogicalPartition.id)
+        .group_by(LogicalPartition.id)
+    )
+    return [PartitionLegendRow._make(row) for row in rows.all()]
 
 
 class DomainFigureRow(NamedTuple):
