@@ -168,19 +168,27 @@ async def domain_chassis(
         return [DomainChassisRow._make(row) for row in await cursor.fetchall()]
 
 
-def _reach(tenant_id: uuid.UUID, partitions: Sequence[uuid.UUID]) -> Select[uuid.UUID, uuid.UUID | None]:
+def _reach(tenant_id: uuid.UUID, partitions: Sequence[uuid.UUID]) -> Select[uuid.UUID, uuid.UUID]:
     """(partition, domain) of each of ``partitions`` (the tenant's) and each NVLink domain where it has
-    a GPU bound on a placed tray, on any page (read from the partitions' bindings, by their index, not
-    from the site's GPUs)."""
-    return (
-        select(NvlinkInterface.logical_partition_id, Machine.domain_uuid)
-        .distinct()
-        .join(Instance, and_(Instance.id == NvlinkInterface.instance_id, Instance.tenant_id == tenant_id))
-        .join(Machine, Machine.instance_id == Instance.id)
+    a GPU bound on a placed tray, on any page: read from the partitions' bindings by their index, each
+    binding's machine looked up by its instance (OFFSET 0 keeps it a lookup: PostgreSQL would otherwise
+    walk every placed machine to merge them), the tenant checked on the binding's own column."""
+    placed = (
+        select(Machine.domain_uuid)
         .where(
-            NvlinkInterface.logical_partition_id.in_(list(partitions)),
+            Machine.instance_id == NvlinkInterface.instance_id,
             Machine.domain_uuid.is_not(None),
             Machine.tray_index.is_not(None),
+        )
+        .offset(0)
+        .lateral("placed")
+    )
+    return (
+        select(NvlinkInterface.logical_partition_id, placed.c.domain_uuid)
+        .distinct()
+        .join(placed, true())
+        .where(
+            NvlinkInterface.logical_partition_id.in_(list(partitions)), NvlinkInterface.tenant_id == tenant_id
         )
     )
 
@@ -194,7 +202,6 @@ async def partition_domains(
         return {}
     found: dict[uuid.UUID, set[uuid.UUID]] = {}
     for partition, domain in (await session.execute(_reach(tenant_id, partitions))).all():
-        assert domain is not None  # WHERE domain_uuid IS NOT NULL
         found.setdefault(partition, set()).add(domain)
     return found
 
@@ -222,6 +229,7 @@ async def partition_legend(
             func.array_agg(reach.c.domain_uuid),
         )
         .join(reach, reach.c.logical_partition_id == LogicalPartition.id)
+        .where(LogicalPartition.id.in_(list(partitions)))
         .group_by(LogicalPartition.id)
     )
     return [PartitionLegendRow._make(row) for row in rows.all()]
