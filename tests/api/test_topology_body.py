@@ -57,7 +57,7 @@ async def test_the_body_is_the_schemas_dump_byte_for_byte(
     await session.execute(
         update(Gpu).where(Gpu.machine_id.in_([mine.id, free.id]), Gpu.device_id == 1).values(health=SHORT)
     )
-    # A held tray, a binding the fabric holds (observed) and a Deleting one behind a live one.
+    # A held tray, a binding the fabric holds (observed) and a Deleting one behind it (GPU 0).
     held = await session.scalar(select(Machine).where(Machine.instance_id.is_(None), Machine.id != free.id))
     assert held is not None
     await session.execute(update(Machine).where(Machine.id == held.id).values(foreign_gpus=1))
@@ -80,15 +80,22 @@ async def test_the_body_is_the_schemas_dump_byte_for_byte(
         .where(NvlinkInterface.instance_id == mine.instance_id, NvlinkInterface.device_instance == 0)
         .values(status=NvLinkInterfaceStatus.READY)
     )
-    session.add(
-        NvlinkInterface(
-            instance_id=mine.instance_id,
-            logical_partition_id=uuid.UUID(lp["id"]),
-            site_id=net.site.id,
-            device_instance=0,
-            status=NvLinkInterfaceStatus.DELETING,
-        )
+    # GPU 3's binding on its way out with an older one: two Deleting bindings and no live one.
+    await session.execute(
+        update(NvlinkInterface)
+        .where(NvlinkInterface.instance_id == mine.instance_id, NvlinkInterface.device_instance == 3)
+        .values(status=NvLinkInterfaceStatus.DELETING)
     )
+    for device in (0, 3):
+        session.add(
+            NvlinkInterface(
+                instance_id=mine.instance_id,
+                logical_partition_id=uuid.UUID(lp["id"]),
+                site_id=net.site.id,
+                device_instance=device,
+                status=NvLinkInterfaceStatus.DELETING,
+            )
+        )
     await session.commit()
 
     response = await client.get(f"{base(ALPHA)}/nvlink-topology", headers=headers)
@@ -115,6 +122,7 @@ async def test_the_body_is_the_schemas_dump_byte_for_byte(
     first, second = gpus["mine"][:2]
     assert (first["status"], first["observed"], first["health"]) == ("Ready", True, SHORT)
     assert (second["status"], second["observed"]) == ("Pending", False)
+    assert [g["status"] for g in gpus["mine"]] == ["Ready", "Pending", "Pending", "Deleting"]
     assert SHORT in {g.get("health") for g in gpus["free"]}
     assert AWKWARD in {c["chassisSerial"] for d in shown["domains"] for c in d["chassis"]}
     assert [p["name"] for p in shown["nvLinkLogicalPartitions"]] == [AWKWARD]

@@ -103,12 +103,12 @@ _NOBODY = (
 # A GPU is the tenant's ("mine": its instance is on the machine), another tenant's ("other"), held (its
 # machine has GPUs in a partition another fabric manager made) or free; health is shown for free and
 # own GPUs only. Of a GPU's bindings the live one is shown (one at most: uq_nvlink_interface_live_gpu),
-# else a Deleting one. The instance and partition are looked up by key for the page's machines
-# (OFFSET 0 keeps them lookups: a join would hash every instance and partition of the tenant).
+# else its first Deleting one (the condition is read for Deleting bindings only, so no GPU is sorted to
+# drop the ones behind). The instance is looked up by key for the page's machines (OFFSET 0 keeps it a
+# lookup: a join would hash every instance of the tenant).
 _DOMAIN_CHASSIS = f"""
 WITH gpus AS (
-  SELECT DISTINCT ON (m.id, g.device_id)
-         m.id AS machine, m.domain_uuid, m.chassis_serial, m.tray_index, g.device_id,
+  SELECT m.id AS machine, m.domain_uuid, m.chassis_serial, m.tray_index, g.device_id,
          '{{"deviceInstance":' || g.device_id - 1 || CASE
            WHEN i.id IS NOT NULL THEN
              ',"state":"mine","instanceId":"' || i.id || '","instanceName":'
@@ -129,12 +129,13 @@ WITH gpus AS (
     SELECT id, name FROM instance WHERE id = m.instance_id AND tenant_id = %(tenant)s OFFSET 0
   ) i ON true
   LEFT JOIN nvlink_interface n ON n.instance_id = i.id AND n.device_instance = g.device_id - 1
-  LEFT JOIN LATERAL (
-    SELECT id, name FROM logical_partition WHERE id = n.logical_partition_id OFFSET 0
-  ) lp ON true
+    AND (n.status <> '{NvLinkInterfaceStatus.DELETING}' OR NOT EXISTS (
+      SELECT FROM nvlink_interface o
+      WHERE o.instance_id = n.instance_id AND o.device_instance = n.device_instance
+        AND (o.status <> '{NvLinkInterfaceStatus.DELETING}' OR o.id < n.id)))
+  LEFT JOIN logical_partition lp ON lp.id = n.logical_partition_id
   LEFT JOIN physical_partition pp ON pp.id = g.physical_partition_id
   WHERE m.domain_uuid = ANY(%(domains)s) AND m.tray_index IS NOT NULL
-  ORDER BY m.id, g.device_id, n.status = '{NvLinkInterfaceStatus.DELETING}'
 ), trays AS (
   SELECT domain_uuid, chassis_serial, tray_index,
          '{{"trayIndex":' || tray_index || ',"gpus":[' || string_agg(body, ',' ORDER BY device_id) || ']}}'
