@@ -159,10 +159,10 @@ WITH gpus AS (
          coalesce(array_agg(DISTINCT partition_id) FILTER (WHERE partition_id IS NOT NULL), '{{}}')
            AS partitions
   FROM gpus GROUP BY domain_uuid
+), bodies AS (
+  SELECT domain_uuid, string_agg(body, ',' ORDER BY chassis_serial) AS body FROM chassis GROUP BY domain_uuid
 )
-SELECT c.domain_uuid, string_agg(c.body, ',' ORDER BY c.chassis_serial), f.pending::int, f.partitions
-FROM chassis c JOIN figures f USING (domain_uuid)
-GROUP BY c.domain_uuid, f.pending, f.partitions
+SELECT b.domain_uuid, b.body, f.pending::int, f.partitions FROM bodies b JOIN figures f USING (domain_uuid)
 """
 
 
