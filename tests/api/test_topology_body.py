@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.api.schemas.topology import NVLinkTopology
 from nico.config import Settings
 from nico.db.enums import NvLinkInterfaceStatus
-from nico.db.models import Gpu, Instance, LogicalPartition, Machine, NvlinkInterface, PhysicalPartition
-from tests.api.test_topology import ALPHA, BETA, base, make_instance
+from nico.db.models import Gpu, Instance, LogicalPartition, Machine, NvlinkInterface
+from tests.api.test_topology import ALPHA, BETA, base, beta_network, fabric_holds, make_instance
 from tests.support import factories as f
 from tests.support.auth import bearer
 
@@ -31,10 +31,7 @@ async def test_the_body_is_the_schemas_dump_byte_for_byte(
     client: httpx.AsyncClient, session: AsyncSession, settings: Settings
 ) -> None:
     net = await f.nvlink_site(session, racks=2, trays=4, tenant_org=ALPHA, quota=2)
-    beta = await f.tenant(session, BETA)
-    await f.allocation(session, beta, net.site, net.instance_type, 1)
-    beta_vpc = await f.vpc(session, beta, net.site, name="beta-vpc")
-    beta_subnet = await f.subnet(session, beta_vpc, name="beta-subnet")
+    beta_vpc, beta_subnet = await beta_network(session, net, 1)
     await session.commit()
     headers = bearer(settings, ALPHA)
     lp, instance = await make_instance(client, ALPHA, headers, net, net.vpc, net.subnet)
@@ -61,20 +58,7 @@ async def test_the_body_is_the_schemas_dump_byte_for_byte(
     held = await session.scalar(select(Machine).where(Machine.instance_id.is_(None), Machine.id != free.id))
     assert held is not None
     await session.execute(update(Machine).where(Machine.id == held.id).values(foreign_gpus=1))
-    physical = PhysicalPartition(
-        logical_partition_id=uuid.UUID(lp["id"]),
-        domain_uuid=mine.domain_uuid,
-        nmx_partition_id=1,
-        fabric_ref="1",
-        name=f"nico-{lp['id']}",
-    )
-    session.add(physical)
-    await session.flush()
-    await session.execute(
-        update(Gpu)
-        .where(Gpu.machine_id == mine.id, Gpu.device_id == 1)
-        .values(physical_partition_id=physical.id)
-    )
+    await fabric_holds(session, lp["id"], mine, [1])
     await session.execute(
         update(NvlinkInterface)
         .where(NvlinkInterface.instance_id == mine.instance_id, NvlinkInterface.device_instance == 0)
