@@ -12,7 +12,11 @@
   (``/nvlink-topology/export``) of the tenant and of the provider: pages of 100 nodes of the node
   formats, and every format whole.
 
-    python benchmarks/topology_page.py [--racks 200 2000] [--repeat 3] [--no-browser]
+    python benchmarks/topology_page.py [--racks 200 2000] [--repeat 3] [--no-browser] [--keep DIR]
+
+``--keep DIR`` keeps the embedded PostgreSQL and its seeded sites in DIR: a later run with the same DIR
+measures the site seeded there (warm OS cache, no seeding), so two checkouts can be compared on one
+site run by run.
 
 Needs Chromium and chromedriver (Debian packages ``chromium``, ``chromium-driver``) and selenium (the
 test extra). Uses ``NICO_DATABASE_URL`` (a server where the user may create databases) or an embedded
@@ -36,6 +40,7 @@ from pathlib import Path
 import httpx
 import psutil
 from bench_support import (
+    RACK_TRAYS,
     SECRET,
     database_server,
     free_port,
@@ -62,21 +67,24 @@ CHROMIUM_FLAGS = (
 
 
 def seed(url: str, racks: int) -> None:
-    """The converged site, the tenant's right to see it (its site link), and the planner's statistics
-    of it (what autovacuum gathers on a live site soon after such a change)."""
+    """The converged site, the tenant's right to see it (its site link), then what autovacuum does on a
+    live site soon after such a change: the planner's statistics, and the visibility map. Rows just
+    copied in are on pages not yet marked all-visible, so every index-only scan of the lists fetched
+    each row from the table (the interface and machine pages at 2-4x their time on a vacuumed site),
+    and autovacuum woke a minute after the seeding to vacuum 720,000 GPU rows while the pages were
+    being measured (its CPU counted as PostgreSQL's per request)."""
     import psycopg
 
     from nico.db.engine import libpq_url
 
     seed_converged(url, SimFabric(racks=racks, seed=racks))
-    with psycopg.connect(libpq_url(url)) as conn:
+    with psycopg.connect(libpq_url(url), autocommit=True) as conn:
         conn.execute(
             "INSERT INTO tenant_site (tenant_id, site_id) "
             "SELECT tenant.id, site.id FROM tenant, site WHERE tenant.org = %s",
             (TENANT,),
         )
-        conn.commit()
-        conn.execute("ANALYZE")
+        conn.execute("VACUUM (ANALYZE)")
 
 
 def timed(client: httpx.Client, path: str, **params: str | int) -> tuple[float, httpx.Response]:
@@ -235,13 +243,37 @@ def page_loads(page: str, mark: str, repeat: int) -> list[float]:
     return loads[1:]
 
 
-def measure(server: str, postmaster: int | None, racks: int, repeat: int, browser: bool) -> None:
-    url = fresh_database(server, f"nico_topology_page_{racks}")
+def seeded_site(server: str, racks: int, keep: bool) -> str:
+    """The URL of the site of ``racks`` racks: seeded now, or (``keep``) the one seeded by an earlier
+    run on this server, migrated to this checkout's head."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    from nico.db import migrate
+    from nico.db.engine import libpq_url
+
+    name = f"nico_topology_page_{racks}"
+    url = make_url(server).set(database=name).render_as_string(hide_password=False)
+    if keep:
+        with psycopg.connect(libpq_url(server), autocommit=True) as conn:
+            there = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if there:
+            with psycopg.connect(libpq_url(url)) as conn:
+                row = conn.execute("SELECT count(*) FROM machine").fetchone()
+            if row and row[0] == racks * RACK_TRAYS:
+                migrate.upgrade(url)
+                print(f"{racks} racks ({racks * 72:,} GPUs): the site kept from an earlier run")
+                return url
+    url = fresh_database(server, name)
     started = time.monotonic()
     seed(url, racks)
-    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    seeded = time.monotonic() - started
-    print(f"{racks} racks ({racks * 72:,} GPUs): seeded in {seeded:.1f} s; load average {load}")
+    print(f"{racks} racks ({racks * 72:,} GPUs): seeded in {time.monotonic() - started:.1f} s")
+    return url
+
+
+def measure(server: str, postmaster: int | None, racks: int, repeat: int, browser: bool, keep: bool) -> None:
+    url = seeded_site(server, racks, keep)
+    print(f"load average {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     port = free_port()
     data = Path(tempfile.mkdtemp(prefix="nico-topology-page-"))
     command = [sys.executable, "-m", "nico.cli", "serve", "--no-reconciler", "--port", str(port)]
@@ -290,15 +322,23 @@ def main() -> None:
     parser.add_argument("--racks", type=int, nargs="+", default=[200, 2000])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-browser", action="store_true", help="the API's pages only, no Chromium")
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="an embedded PostgreSQL kept in DIR with its seeded sites"
+    )
     args = parser.parse_args()
     postmaster = None
-    if os.environ.get("NICO_DATABASE_URL"):
+    if args.keep:
+        from nico.db.embedded import start_embedded_postgres
+
+        server = start_embedded_postgres(args.keep, "postgres")
+        postmaster = int((args.keep / "postgres" / "postmaster.pid").read_text().split()[0])
+    elif os.environ.get("NICO_DATABASE_URL"):
         server = database_server("nico-topology-page-pg-")
     else:
         data, server = scratch_postgres("nico-topology-page-pg-", "postgres")
         postmaster = int((data / "postgres" / "postmaster.pid").read_text().split()[0])
     for racks in args.racks:
-        measure(server, postmaster, racks, args.repeat, not args.no_browser)
+        measure(server, postmaster, racks, args.repeat, not args.no_browser, args.keep is not None)
 
 
 if __name__ == "__main__":

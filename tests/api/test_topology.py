@@ -5,6 +5,7 @@ domain errors without other tenants' ids, in a fixed number of queries."""
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -64,14 +65,38 @@ def gpus_by_state(body: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     return found
 
 
+async def beta_network(session: AsyncSession, net: f.NvlinkSite, machines: int) -> tuple[Any, Any]:
+    """BETA, a second tenant with ``machines`` of the site's allocation, and its VPC and subnet."""
+    beta = await f.tenant(session, BETA)
+    await f.allocation(session, beta, net.site, net.instance_type, machines)
+    beta_vpc = await f.vpc(session, beta, net.site, name="beta-vpc")
+    return beta_vpc, await f.subnet(session, beta_vpc, name="beta-subnet")
+
+
+async def fabric_holds(session: AsyncSession, lp_id: str, machine: Machine, devices: Sequence[int]) -> None:
+    """The fabric seen holding ``devices`` (device ids) of the machine's GPUs in the logical partition
+    (a physical partition of it in the machine's domain)."""
+    physical = PhysicalPartition(
+        logical_partition_id=uuid.UUID(lp_id),
+        domain_uuid=machine.domain_uuid,
+        nmx_partition_id=1,
+        fabric_ref="1",
+        name=f"nico-{lp_id}",
+    )
+    session.add(physical)
+    await session.flush()
+    await session.execute(
+        update(Gpu)
+        .where(Gpu.machine_id == machine.id, Gpu.device_id.in_(devices))
+        .values(physical_partition_id=physical.id)
+    )
+
+
 async def test_a_tenant_sees_its_gpus_and_only_that_others_are_in_use(
     client: httpx.AsyncClient, session: AsyncSession, settings: Settings, app_context: AppContext
 ) -> None:
     net = await f.nvlink_site(session, racks=2, trays=3, tenant_org=ALPHA, quota=3)
-    beta = await f.tenant(session, BETA)
-    await f.allocation(session, beta, net.site, net.instance_type, 3)
-    beta_vpc = await f.vpc(session, beta, net.site, name="beta-vpc")
-    beta_subnet = await f.subnet(session, beta_vpc, name="beta-subnet")
+    beta_vpc, beta_subnet = await beta_network(session, net, 3)
     await session.commit()
     alpha_headers, beta_headers = bearer(settings, ALPHA), bearer(settings, BETA)
     alpha_lp, alpha_instance = await make_instance(client, ALPHA, alpha_headers, net, net.vpc, net.subnet)
@@ -156,20 +181,7 @@ async def test_realised_bindings_are_ready_and_observed_and_a_deleting_one_hides
     lp, instance = await make_instance(client, ALPHA, headers, net, net.vpc, net.subnet)
     machine = await session.scalar(select(Machine).where(Machine.instance_id == uuid.UUID(instance["id"])))
     assert machine is not None and machine.domain_uuid is not None
-    physical = PhysicalPartition(
-        logical_partition_id=uuid.UUID(lp["id"]),
-        domain_uuid=machine.domain_uuid,
-        nmx_partition_id=1,
-        fabric_ref="1",
-        name=f"nico-{lp['id']}",
-    )
-    session.add(physical)
-    await session.flush()
-    await session.execute(
-        update(Gpu)
-        .where(Gpu.machine_id == machine.id, Gpu.device_id <= 2)
-        .values(physical_partition_id=physical.id)
-    )
+    await fabric_holds(session, lp["id"], machine, [1, 2])
     await session.execute(
         update(NvlinkInterface)
         .where(NvlinkInterface.instance_id == uuid.UUID(instance["id"]), NvlinkInterface.device_instance <= 1)

@@ -3,14 +3,13 @@ and the site overview's cells (one per domain, counts only)."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from datetime import datetime
 
 from pydantic import Field, TypeAdapter
 
 from nico.api.schemas.common import ResponseModel, omit_if_none
-from nico.services.topology import ChassisView, DomainView, GpuState, GpuView, PartitionLegend, TopologyView
+from nico.services.topology import DomainView, GpuState, PartitionLegend, TopologyView
 from nico.services.topology_overview import DomainCell
 
 
@@ -31,20 +30,6 @@ class TopologyGpu(ResponseModel):
         description="the GPU's NVLink health as the fabric last reported it (free and own GPUs)",
         exclude_if=omit_if_none,
     )
-
-    @classmethod
-    def of(cls, gpu: GpuView) -> TopologyGpu:
-        return cls(
-            device_instance=gpu.device_instance,
-            state=gpu.state,
-            instance_id=gpu.instance_id,
-            instance_name=gpu.instance_name,
-            nv_link_logical_partition_id=gpu.partition_id,
-            nv_link_logical_partition_name=gpu.partition_name,
-            status=gpu.status,
-            observed=gpu.observed,
-            health=gpu.health,
-        )
 
 
 class TopologyTray(ResponseModel):
@@ -76,21 +61,6 @@ class TopologyDomain(ResponseModel):
         "after the reconciler's last pass; nico keeps those partitions whole and does not place their trays",
     )
     chassis: list[TopologyChassis]
-
-    @classmethod
-    def of(cls, domain: DomainView) -> TopologyDomain:
-        head = cls.head(domain)
-        head.chassis = [
-            TopologyChassis(
-                chassis_serial=c.serial,
-                trays=[
-                    TopologyTray(tray_index=t.tray_index, gpus=[TopologyGpu.of(g) for g in t.gpus])
-                    for t in c.trays
-                ],
-            )
-            for c in domain.chassis
-        ]
-        return head
 
     @classmethod
     def head(cls, domain: DomainView) -> TopologyDomain:
@@ -135,55 +105,22 @@ class NVLinkTopology(ResponseModel):
         description="the caller's logical partitions that hold GPUs drawn here"
     )
 
-    @classmethod
-    def of(cls, view: TopologyView) -> NVLinkTopology:
-        return cls(
-            domains=[TopologyDomain.of(d) for d in view.domains],
-            nv_link_logical_partitions=[TopologyPartition.of(p) for p in view.partitions],
-        )
-
 
 def topology_body(view: TopologyView) -> bytes:
-    """``NVLinkTopology.of(view).model_dump_json()``, byte for byte, without a model per GPU: a page of
-    100 domains holds 7,200 GPUs, and a pydantic model for each cost ~40 µs of the page's CPU. Each
-    domain is dumped by its model with no chassis (the last field), and its chassis are written after it
-    (tests/unit/test_topology_body.py holds the two equal)."""
+    """An ``NVLinkTopology`` body: each domain dumped by its model with no chassis (the last field),
+    its chassis written after it as PostgreSQL wrote them (queries.domain_chassis), the legend by its
+    models. tests/api/test_topology_body.py holds a page byte for byte equal to the schema's dump of
+    it."""
     domains = []
     for domain in view.domains:
         head = TopologyDomain.head(domain).model_dump_json()
         assert head.endswith('"chassis":[]}')
-        chassis = ",".join(_chassis_json(c) for c in domain.chassis)
-        domains.append(f"{head[:-3]}[{chassis}]}}")
+        domains.append(f"{head[:-3]}[{domain.chassis_json}]}}")
     partitions = _PARTITIONS.dump_json([TopologyPartition.of(p) for p in view.partitions]).decode()
     return f'{{"domains":[{",".join(domains)}],"nvLinkLogicalPartitions":{partitions}}}'.encode()
 
 
 _PARTITIONS: TypeAdapter[list[TopologyPartition]] = TypeAdapter(list[TopologyPartition])
-_text = json.JSONEncoder(ensure_ascii=False).encode  # pydantic's escaping: ", \\ and control characters
-
-
-def _chassis_json(chassis: ChassisView) -> str:
-    trays = ",".join(
-        f'{{"trayIndex":{tray.tray_index},"gpus":[{",".join(map(_gpu_json, tray.gpus))}]}}'
-        for tray in chassis.trays
-    )
-    return f'{{"chassisSerial":{_text(chassis.serial)},"trays":[{trays}]}}'
-
-
-def _gpu_json(gpu: GpuView) -> str:
-    instance = f'"{gpu.instance_id}"' if gpu.instance_id is not None else "null"
-    partition = f'"{gpu.partition_id}"' if gpu.partition_id is not None else "null"
-    health = f',"health":{_text(gpu.health)}' if gpu.health is not None else ""
-    return (
-        f'{{"deviceInstance":{gpu.device_instance},"state":"{gpu.state}","instanceId":{instance},'
-        f'"instanceName":{_optional(gpu.instance_name)},"nvLinkLogicalPartitionId":{partition},'
-        f'"nvLinkLogicalPartitionName":{_optional(gpu.partition_name)},"status":{_optional(gpu.status)},'
-        f'"observed":{"true" if gpu.observed else "false"}{health}}}'
-    )
-
-
-def _optional(value: str | None) -> str:
-    return "null" if value is None else _text(value)
 
 
 class TopologyDomainCell(ResponseModel):

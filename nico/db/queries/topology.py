@@ -7,15 +7,16 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from itertools import groupby
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from sqlalchemy import ColumnElement, and_, case, func, select, true
+from sqlalchemy import ARRAY, ColumnElement, Select, Uuid, and_, any_, bindparam, case, func, select, true
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import NvLinkInterfaceStatus
 from nico.db.models import (
     Gpu,
     Instance,
+    LogicalPartition,
     Machine,
     NvlinkDomain,
     NvlinkInterface,
@@ -23,6 +24,14 @@ from nico.db.models import (
     TenantSite,
 )
 from nico.db.raw import driver_connection
+
+
+def _one_of(column: Any, ids: Sequence[uuid.UUID]) -> ColumnElement[bool]:
+    """``column`` among ``ids``, bound as one array: a page's 100 ids bound one by one (``IN``) made a
+    statement of over 50 parameters, which psycopg parses anew on every execution (it caches only
+    statements of up to 50)."""
+    among: ColumnElement[bool] = column == any_(bindparam(None, list(ids), type_=ARRAY(Uuid())))
+    return among
 
 
 async def tenant_domains(
@@ -76,78 +85,163 @@ async def tenant_domains(
     return page, total
 
 
-class TopologyGpuRow(NamedTuple):
-    """One GPU of a domain, with the tenant's binding on it (instance fields None when the GPU's
-    machine is free or holds another tenant's instance)."""
+class DomainChassisRow(NamedTuple):
+    """One domain of a topology page: its chassis as the body's JSON (the contents of its ``chassis``
+    array, written by PostgreSQL), how many of the tenant's GPUs on it are Pending, and the tenant's
+    logical partitions its GPUs are shown in."""
 
     domain_uuid: uuid.UUID
-    chassis_serial: str
-    tray_index: int
-    device_id: int
-    holder: uuid.UUID | None  # the instance on the machine, the tenant's or not
-    instance_id: uuid.UUID | None  # the tenant's instance
-    instance_name: str | None
-    binding_status: str | None
-    partition_id: uuid.UUID | None
-    partition_name: str | None
-    partition_status: str | None
-    observed_partition_id: uuid.UUID | None  # the logical partition the fabric holds the GPU in
-    health: str | None = None  # the GPU's health as the fabric last reported it
-    foreign_gpus: int = 0  # GPUs of its machine in partitions nico did not make (the machine is held)
+    chassis_json: str
+    pending: int
+    partitions: list[uuid.UUID]
 
 
-# Every GPU of the domains ``domains`` (an array) with the tenant's (``tenant``) binding on it: see
-# topology_gpus. At the driver level: a page of 100 domains is 7,200 rows, and SQLAlchemy's result
-# machinery cost ~3 µs a row more than the rows themselves.
-_TOPOLOGY_GPUS = f"""
-SELECT m.domain_uuid, m.chassis_serial, m.tray_index, g.device_id, m.instance_id, i.id, i.name, n.status,
-       lp.id, lp.name, lp.status, pp.logical_partition_id, g.health, m.foreign_gpus
-FROM machine m
-JOIN gpu g ON g.machine_id = m.id
-LEFT JOIN instance i ON i.id = m.instance_id AND i.tenant_id = %(tenant)s
-LEFT JOIN nvlink_interface n ON n.instance_id = i.id AND n.device_instance = g.device_id - 1
-LEFT JOIN logical_partition lp ON lp.id = n.logical_partition_id
-LEFT JOIN physical_partition pp ON pp.id = g.physical_partition_id
-WHERE m.domain_uuid = ANY(%(domains)s) AND m.tray_index IS NOT NULL
-ORDER BY m.domain_uuid, m.chassis_serial, m.tray_index, g.device_id,
-         n.status = '{NvLinkInterfaceStatus.DELETING}'
+# The fields every GPU but the tenant's own writes as null (after deviceInstance and state).
+_NOBODY = (
+    '"instanceId":null,"instanceName":null,"nvLinkLogicalPartitionId":null,'
+    '"nvLinkLogicalPartitionName":null,"status":null,"observed":false'
+)
+
+# Every GPU of the domains ``domains`` (an array) with the tenant's (``tenant``) binding on it, written
+# as the topology body's JSON (TopologyGpu's fields in its order, text escaped by to_json as pydantic
+# escapes it; tests/api/test_topology_body.py holds the page equal to the schema's dump), grouped into
+# trays (a machine is one tray), chassis and domains: a page of 100 domains is 7,200 GPUs, and making
+# each a Python object and writing it again cost more than the SQL reading it.
+#
+# A GPU is the tenant's ("mine": its instance is on the machine), another tenant's ("other"), held (its
+# machine has GPUs in a partition another fabric manager made) or free; health is shown for free and
+# own GPUs only. Of a GPU's bindings the live one is shown (one at most: uq_nvlink_interface_live_gpu),
+# else its first Deleting one (the condition is read for Deleting bindings only, so no GPU is sorted to
+# drop the ones behind). The instance is looked up by key for the page's machines (OFFSET 0 keeps it a
+# lookup: a join would hash every instance of the tenant).
+_DOMAIN_CHASSIS = f"""
+WITH gpus AS (
+  SELECT m.id AS machine, m.domain_uuid, m.chassis_serial, m.tray_index, g.device_id,
+         '{{"deviceInstance":' || g.device_id - 1 || CASE
+           WHEN i.id IS NOT NULL THEN
+             ',"state":"mine","instanceId":"' || i.id || '","instanceName":'
+             || coalesce(to_json(i.name)::text, 'null')
+             || ',"nvLinkLogicalPartitionId":' || coalesce('"' || lp.id || '"', 'null')
+             || ',"nvLinkLogicalPartitionName":' || coalesce(to_json(lp.name)::text, 'null')
+             || ',"status":' || coalesce(to_json(n.status)::text, 'null')
+             || ',"observed":' || (lp.id IS NOT NULL AND pp.logical_partition_id IS NOT DISTINCT FROM lp.id)
+             || coalesce(',"health":' || to_json(g.health), '')
+           WHEN m.instance_id IS NOT NULL THEN ',"state":"other",{_NOBODY}'
+           WHEN m.foreign_gpus > 0 THEN ',"state":"held",{_NOBODY}'
+           ELSE ',"state":"free",{_NOBODY}' || coalesce(',"health":' || to_json(g.health), '')
+         END || '}}' AS body,
+         n.status = '{NvLinkInterfaceStatus.PENDING}' AS pending, lp.id AS partition_id
+  FROM machine m
+  JOIN gpu g ON g.machine_id = m.id
+  LEFT JOIN LATERAL (
+    SELECT id, name FROM instance WHERE id = m.instance_id AND tenant_id = %(tenant)s OFFSET 0
+  ) i ON true
+  LEFT JOIN nvlink_interface n ON n.instance_id = i.id AND n.device_instance = g.device_id - 1
+    AND (n.status <> '{NvLinkInterfaceStatus.DELETING}' OR NOT EXISTS (
+      SELECT FROM nvlink_interface o
+      WHERE o.instance_id = n.instance_id AND o.device_instance = n.device_instance
+        AND (o.status <> '{NvLinkInterfaceStatus.DELETING}' OR o.id < n.id)))
+  LEFT JOIN logical_partition lp ON lp.id = n.logical_partition_id
+  LEFT JOIN physical_partition pp ON pp.id = g.physical_partition_id
+  WHERE m.domain_uuid = ANY(%(domains)s) AND m.tray_index IS NOT NULL
+), trays AS (
+  SELECT domain_uuid, chassis_serial, tray_index,
+         '{{"trayIndex":' || tray_index || ',"gpus":[' || string_agg(body, ',' ORDER BY device_id) || ']}}'
+           AS body
+  FROM gpus GROUP BY machine, domain_uuid, chassis_serial, tray_index
+), chassis AS (
+  SELECT domain_uuid, chassis_serial,
+         '{{"chassisSerial":' || to_json(chassis_serial)
+           || ',"trays":[' || string_agg(body, ',' ORDER BY tray_index) || ']}}' AS body
+  FROM trays GROUP BY domain_uuid, chassis_serial
+), figures AS (
+  SELECT domain_uuid, count(*) FILTER (WHERE pending) AS pending,
+         coalesce(array_agg(DISTINCT partition_id) FILTER (WHERE partition_id IS NOT NULL), '{{}}')
+           AS partitions
+  FROM gpus GROUP BY domain_uuid
+), bodies AS (
+  SELECT domain_uuid, string_agg(body, ',' ORDER BY chassis_serial) AS body FROM chassis GROUP BY domain_uuid
+)
+SELECT b.domain_uuid, b.body, f.pending::int, f.partitions FROM bodies b JOIN figures f USING (domain_uuid)
 """
 
 
-async def topology_gpus(
+async def domain_chassis(
     session: AsyncSession, tenant_id: uuid.UUID, domains: Sequence[uuid.UUID]
-) -> list[TopologyGpuRow]:
-    """Every GPU on ``domains`` by domain, chassis, tray and device; a GPU with a live binding and
-    Deleting ones comes once per binding, the live one first."""
+) -> list[DomainChassisRow]:
+    """The chassis of each of ``domains`` that has placed trays, as the tenant may see them (see
+    ``_DOMAIN_CHASSIS``), read at the driver level (100 rows of ~15 kB)."""
     driver = await driver_connection(session)
     async with driver.cursor() as cursor:
-        await cursor.execute(_TOPOLOGY_GPUS, {"tenant": tenant_id, "domains": list(domains)})
-        return [TopologyGpuRow._make(row) for row in await cursor.fetchall()]
+        await cursor.execute(_DOMAIN_CHASSIS, {"tenant": tenant_id, "domains": list(domains)})
+        return [DomainChassisRow._make(row) for row in await cursor.fetchall()]
+
+
+def _reach(tenant_id: uuid.UUID, partitions: Sequence[uuid.UUID]) -> Select[uuid.UUID, uuid.UUID]:
+    """(partition, domain) of each of ``partitions`` (the tenant's) and each NVLink domain where it has
+    a GPU bound on a placed tray, on any page: read from the partitions' bindings by their index, each
+    binding's machine looked up by its instance (OFFSET 0 keeps it a lookup: PostgreSQL would otherwise
+    walk every placed machine to merge them), the tenant checked on the binding's own column."""
+    placed = (
+        select(Machine.domain_uuid)
+        .where(
+            Machine.instance_id == NvlinkInterface.instance_id,
+            Machine.domain_uuid.is_not(None),
+            Machine.tray_index.is_not(None),
+        )
+        .offset(0)
+        .lateral("placed")
+    )
+    return (
+        select(NvlinkInterface.logical_partition_id, placed.c.domain_uuid)
+        .distinct()
+        .join(placed, true())
+        .where(
+            _one_of(NvlinkInterface.logical_partition_id, partitions), NvlinkInterface.tenant_id == tenant_id
+        )
+    )
 
 
 async def partition_domains(
     session: AsyncSession, tenant_id: uuid.UUID, partitions: Sequence[uuid.UUID]
 ) -> dict[uuid.UUID, set[uuid.UUID]]:
     """The NVLink domains where each of ``partitions`` (the tenant's) has a GPU bound on a placed tray,
-    on any page (read from the partitions' bindings, by their index, not from the site's GPUs)."""
+    on any page."""
     if not partitions:
         return {}
-    rows = await session.execute(
-        select(NvlinkInterface.logical_partition_id, Machine.domain_uuid)
-        .distinct()
-        .join(Instance, and_(Instance.id == NvlinkInterface.instance_id, Instance.tenant_id == tenant_id))
-        .join(Machine, Machine.instance_id == Instance.id)
-        .where(
-            NvlinkInterface.logical_partition_id.in_(list(partitions)),
-            Machine.domain_uuid.is_not(None),
-            Machine.tray_index.is_not(None),
-        )
-    )
     found: dict[uuid.UUID, set[uuid.UUID]] = {}
-    for partition, domain in rows.all():
-        assert domain is not None  # WHERE domain_uuid IS NOT NULL
+    for partition, domain in (await session.execute(_reach(tenant_id, partitions))).all():
         found.setdefault(partition, set()).add(domain)
     return found
+
+
+class PartitionLegendRow(NamedTuple):
+    partition_id: uuid.UUID
+    name: str
+    status: str
+    domains: list[uuid.UUID]
+
+
+async def partition_legend(
+    session: AsyncSession, tenant_id: uuid.UUID, partitions: Sequence[uuid.UUID]
+) -> list[PartitionLegendRow]:
+    """Each of ``partitions`` (the tenant's) with its name, status and the NVLink domains where it has a
+    GPU bound on a placed tray, on any page, in one statement."""
+    if not partitions:
+        return []
+    reach = _reach(tenant_id, partitions).subquery("reach")
+    rows = await session.execute(
+        select(
+            LogicalPartition.id,
+            LogicalPartition.name,
+            LogicalPartition.status,
+            func.array_agg(reach.c.domain_uuid),
+        )
+        .join(reach, reach.c.logical_partition_id == LogicalPartition.id)
+        .where(_one_of(LogicalPartition.id, partitions))
+        .group_by(LogicalPartition.id)
+    )
+    return [PartitionLegendRow._make(row) for row in rows.all()]
 
 
 class DomainFigureRow(NamedTuple):
@@ -194,7 +288,7 @@ async def domain_figures(
         .select_from(Machine)
         .join(per_tray, true())
         .outerjoin(Instance, and_(Instance.id == Machine.instance_id, Instance.tenant_id == tenant_id))
-        .where(Machine.domain_uuid.in_(list(domains)), Machine.tray_index.is_not(None))
+        .where(_one_of(Machine.domain_uuid, domains), Machine.tray_index.is_not(None))
         .group_by(Machine.domain_uuid)
     )
     return [DomainFigureRow._make(row) for row in rows.all()]
@@ -211,7 +305,7 @@ async def binding_figures(
         select(Machine.domain_uuid, NvlinkInterface.logical_partition_id, func.sum(pending))
         .join(Instance, and_(Instance.id == NvlinkInterface.instance_id, Instance.tenant_id == tenant_id))
         .join(Machine, Machine.instance_id == Instance.id)
-        .where(Machine.domain_uuid.in_(list(domains)), Machine.tray_index.is_not(None))
+        .where(_one_of(Machine.domain_uuid, domains), Machine.tray_index.is_not(None))
         .group_by(Machine.domain_uuid, NvlinkInterface.logical_partition_id)
     )
     return [(domain, partition, int(count)) for domain, partition, count in rows.all()]
