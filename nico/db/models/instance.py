@@ -40,7 +40,7 @@ class Instance(Base):
         # The scheduler export's nodes in name order, of a tenant and at a provider's sites (migration 0022).
         Index("ix_instance_tenant_name", "tenant_id", "name", "id", postgresql_include=["site_id"]),
         Index("ix_instance_name", "name", "id", postgresql_include=["site_id"]),
-        # A tenant's instances in the list's default order (migration 0026).
+        # A tenant's instances in the list's default order (migration 0024).
         Index("ix_instance_tenant_order", "tenant_id", "created", "id"),
     )
 

@@ -6,7 +6,7 @@ deep page. ``ix_instance_tenant_order`` (tenant, created, id) pages them in orde
 deep page reads the index entries before it, no table rows), as ``ix_nvlink_interface_tenant_order``
 does for the NVLink interfaces.
 
-Revision ID: 0026
+Revision ID: 0024
 Revises: 0023
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0026"
+revision: str = "0024"
 down_revision: str | None = "0023"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
