@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -153,7 +153,7 @@ async def _locked_part(
     """The part's passes, once its locks are taken and its states loaded, in the load's transaction."""
     mode, foreign = ctx.config.default_partition_mode, ctx.config.foreign_partitions
     works = [_Work(s, s.desire(mode, foreign)) for s in states]
-    await asyncio.gather(*(_look(ctx, w, limit) for w in works))
+    await _each(_look(ctx, w, limit) for w in works)
     rows: list[dict[str, Any]] = []
     for work in works:
         if work.acts:
@@ -162,7 +162,7 @@ async def _locked_part(
     # Every intent of the part is committed before any of its calls (one round trip).
     await queries.insert_intents(conn, rows, commit=True)
     await conn.commit()
-    await asyncio.gather(*(_act(ctx, w, limit) for w in works))
+    await _each(_act(ctx, w, limit) for w in works)
     writes = {w.state.domain: _written(ctx, w) for w in works if w.error is None}
     errors = {
         w.state.domain: error_label(w.error, ctx.backend.capabilities.manager) for w in works if w.error
@@ -179,6 +179,17 @@ async def _locked_part(
             again = writes[domain][1]
             results.append(_done(ctx, work, writes[domain][0], again, reports[domain], loaded_at))
     return results
+
+
+async def _each(steps: Iterable[Coroutine[Any, Any, None]]) -> None:
+    """Run the domains' steps at once; the first to fail (a bug: a fabric error is the domain's own)
+    stops the others (no call is made after the part gave up), and its error is raised."""
+    tasks = [asyncio.ensure_future(step) for step in steps]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()  # those still running (none, unless one failed or the part is stopped)
 
 
 async def _look(ctx: PassContext, work: _Work, limit: asyncio.Semaphore) -> None:
