@@ -159,9 +159,9 @@ async def test_a_reconcilers_own_engine_keeps_a_connection_for_every_pass_it_run
 ) -> None:
     """``nico reconcile``'s engine (``runtime.pool_size``) holds a connection for every domain pass it
     runs at once: passes over six domains (the loop's kind, a domain each), three at a time, close
-    none of the connections they used. On the default pool (one connection here) the passes ran on overflow connections, each closed
-    when its pass returned it and opened again by the next: a server process and every prepared
-    statement each time."""
+    none of the connections they used. On the default pool (one connection here) the passes ran on
+    overflow connections, each closed when its pass returned it and opened again by the next: a
+    server process and every prepared statement each time."""
     nv = NvLinkConfig(backend="nmxc", reconcile_concurrency=3, fabric_call_timeout="2s")
     config = settings.model_copy(update={"db_pool_size": 1, "nvlink_config": nv})
     engine = make_engine(db, pool_size=pool_size(config) if sized else config.db_pool_size)
