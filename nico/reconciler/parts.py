@@ -83,8 +83,10 @@ class _Work:
 
 
 def split(domains: list[uuid.UUID]) -> list[list[uuid.UUID]]:
-    """The domains in parts of :data:`PART_SIZE`."""
-    return [domains[i : i + PART_SIZE] for i in range(0, len(domains), PART_SIZE)]
+    """The domains in parts of :data:`PART_SIZE` at most, as even as can be."""
+    count = -(-len(domains) // PART_SIZE)
+    size = -(-len(domains) // count) if count else 1
+    return [domains[i : i + size] for i in range(0, len(domains), size)]
 
 
 async def pass_part(
@@ -197,8 +199,10 @@ async def _look(ctx: PassContext, work: _Work, limit: asyncio.Semaphore) -> None
     observing = ctx.config.mode == "observe"
     async with limit:
         try:
+            # The scan's listing, and its plan, when the domain is as the scan found it.
+            planned = ctx.read_backs.use_scan(work.state)
             seen = await _observe(ctx, work.state)
-            result = plan(work.wanted, seen.partitions)
+            result = planned if planned is not None and seen.cached else plan(work.wanted, seen.partitions)
             if seen.cached and (observing or not result.operations):
                 # Nothing to change by the last read-back: only a listing now may say what is Ready.
                 seen = replace(seen, partitions=await _list(ctx, seen.target), cached=False)

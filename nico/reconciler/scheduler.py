@@ -377,15 +377,15 @@ class Reconciler:
         every = await scans.every_domain(ctx)
         if report.deep:  # ask every endpoint again which domain it serves (one moved is noticed)
             ctx.observer.endpoints.forget()
-        # A deep scan goes a part at a time: the loop's passes run between the parts' loads and
-        # compares, and each part is this reconciler's share of it as the reconcilers running now
-        # split it (one that starts or stops meanwhile changes the share of what is left).
-        size = scans.DEEP_PART if report.deep else max(len(every), 1)
-        for start in range(0, len(every), size):
-            part = [d for d in every[start : start + size] if self.members.covers(d)]
-            needs_work = await scans.scan(ctx, self.scan_limit, report, part) if part else []
-            if needs_work:
-                report.results.update(await self.reconcile(needs_work, figures=False, full=True))
+        passing: asyncio.Task[dict[uuid.UUID, DomainResult]] | None = None
+        try:  # the locked passes of a part's domains with work go on while the next part is scanned
+            async for needs_work in scans.in_parts(ctx, self.scan_limit, report, every, self.members.covers):
+                report.results.update(await passing if passing else {})
+                passing = asyncio.create_task(self.reconcile(needs_work, figures=False, full=True))
+            report.results.update(await passing if passing else {})
+        finally:
+            if passing is not None:
+                passing.cancel()
         report.reconciled = sum(1 for r in report.results.values() if r.status == "ok")
         if report.deep:
             self.metrics.snapshot.info_mismatches = report.mismatches
