@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.queries import reconciler as queries
+from nico.db.queries.reconciler_parts import DomainHealth, DomainPass, PartWrites
 from nico.reconciler import lifecycle
 from nico.reconciler.fingerprint import fabric_digest
 from nico.reconciler.homes import Mode
@@ -71,7 +72,7 @@ async def write_back_part(
 ) -> dict[uuid.UUID, WriteBackReport]:
     """Record each domain's read-back (``writes``) and each failed domain's error (``errors``: domain
     -> how it failed) and commit (module docstring); the domains' reports."""
-    pending = queries.PassWrites()
+    pending = PartWrites()
     pending.plan_generically()
     queued: list[_Queued] = []
     alone: list[DomainWrite] = []
@@ -89,6 +90,7 @@ async def write_back_part(
         updates += _intent_updates(state, item.seen, write.outcome)
         item.moved = _record_gpu_observations(pending, state, item.seen, pp_ids, item.report, healths)
         queued.append(item)
+    pending.records_and_observations()
     pending.close_intents(updates)
     observations = [o for item in queued for o in item.observations]
     if observations:
@@ -107,7 +109,7 @@ async def write_back_part(
     applied = set(settled.applied)
     for item in queued:
         _ready(item.report, item.write.state, [i for i in item.write.state.unsettled if i in applied])
-        _record_pass(pending, item, mode)
+    _record_passes(pending, queued, mode)
     if queued:
         queued[0].report.partitions_removed = removed
         pending.domain_figures(*(item.write.state.domain for item in queued))
@@ -131,23 +133,30 @@ def _classified(write: DomainWrite) -> _Queued:
     return _Queued(write, WriteBackReport(), seen)
 
 
-def _record_pass(pending: queries.PassWrites, item: _Queued, mode: Mode) -> None:
-    """The domain's pass, its waiting notes and its health, queued (as :func:`write_back` does)."""
-    write, report = item.write, item.report
-    state, outcome = write.state, write.outcome
-    report.gpus_without_home = len(without_home(write.desire, item.seen))
-    report.foreign_gpus = sum(len(p.gpu_uids) for p in item.seen.unknown)
-    pending.note_waiting(report.waiting_on_foreign)
-    pending.record_domain_pass(
-        state.domain,
-        fabric_digest(outcome.observed, mode),
-        outcome.settled and not report.unsatisfiable,
-        report.gpus_without_home,
-        report.foreign_gpus,
-        held=_held_machines(state, item.seen, item.moved),
-    )
-    if write.health is not None:  # before the figures: a machine held for its health is not free
-        read = write.health.read
-        partitions = {p.name: p.health for p in outcome.observed}
-        budget = read.budget if read.budget_is_new else None
-        pending.health(state.domain, partitions, hold=write.health.hold, budget=budget)
+def _record_passes(pending: PartWrites, queued: list[_Queued], mode: Mode) -> None:
+    """The domains' passes, their waiting notes and their health, queued (as :func:`write_back` does
+    for one domain, a statement for them all)."""
+    passes: list[DomainPass] = []
+    healths: dict[bool, list[DomainHealth]] = {}
+    waiting: dict[uuid.UUID, str] = {}
+    for item in queued:
+        write, report = item.write, item.report
+        state, outcome = write.state, write.outcome
+        report.gpus_without_home = len(without_home(write.desire, item.seen))
+        report.foreign_gpus = sum(len(p.gpu_uids) for p in item.seen.unknown)
+        waiting |= report.waiting_on_foreign
+        digest = fabric_digest(outcome.observed, mode)
+        settled = outcome.settled and not report.unsatisfiable
+        held = _held_machines(state, item.seen, item.moved)
+        passes.append(
+            DomainPass(state.domain, digest, settled, report.gpus_without_home, report.foreign_gpus, held)
+        )
+        if write.health is not None:  # before the figures: a machine held for its health is not free
+            read = write.health.read
+            partitions = {p.name: p.health for p in outcome.observed}
+            budget = read.budget if read.budget_is_new else None
+            healths.setdefault(write.health.hold, []).append(DomainHealth(state.domain, partitions, budget))
+    pending.note_waiting(waiting)
+    pending.domain_passes(passes)
+    for hold, of_domains in healths.items():
+        pending.healths(of_domains, hold=hold)
