@@ -95,10 +95,22 @@ async def converged(session: AsyncSession, site: Site, domain: uuid.UUID) -> Non
     (fabric_id,) = [
         p.partition_id for p in site.sim.fabric.partitions(domain) if p.name == partition_name(site.lp.id)
     ]
-    recorded = await session.scalar(
-        select(PhysicalPartition.nmx_partition_id).where(PhysicalPartition.domain_uuid == domain)
+    recorded = (
+        await session.execute(
+            select(PhysicalPartition.id, PhysicalPartition.nmx_partition_id).where(
+                PhysicalPartition.domain_uuid == domain
+            )
+        )
+    ).one()
+    assert recorded.nmx_partition_id == fabric_id
+    # Each GPU's observation is the fabric's, its partition's record found by the domain and name.
+    rows = await session.execute(
+        text("SELECT gpu_uid, physical_partition_id, nmx_partition_id FROM gpu WHERE gpu_uid = ANY(:u)"),
+        {"u": sorted(members)},
     )
-    assert recorded == fabric_id
+    assert {(int(u), pp, pid) for u, pp, pid in rows} == {(u, recorded.id, fabric_id) for u in members}
+    settled = await session.scalar(text("SELECT settled FROM nvlink_domain WHERE uuid = :d"), {"d": domain})
+    assert settled is True
 
 
 async def domain_error(session: AsyncSession, domain: uuid.UUID) -> tuple[str | None, int]:

@@ -106,14 +106,15 @@ class PartWrites(PassWrites):
         super().__init__()
         self._deleted: list[uuid.UUID] = []
         self._records: list[PartitionRecord] = []
-        self._gpus: list[tuple[uuid.UUID, GpuWrite]] = []
+        self._gpus: list[tuple[str, GpuWrite]] = []  # (the domain as text, a GPU of it)
 
     def record_partitions(self, deleted: Sequence[uuid.UUID], records: Sequence[PartitionRecord]) -> None:
         self._deleted += deleted
         self._records += records
 
     def gpu_observations(self, domain: uuid.UUID, gpus: Sequence[GpuWrite]) -> None:
-        self._gpus += [(domain, g) for g in gpus]
+        text = str(domain)  # once a domain, not once a GPU
+        self._gpus += [(text, g) for g in gpus]
 
     def records_and_observations(self) -> None:
         """Queue the gathered partition records (the deleted ones first) and then the GPUs'
@@ -142,7 +143,7 @@ class PartWrites(PassWrites):
                 "pids": "{" + ",".join(["NULL" if g.pid is None else str(g.pid) for _, g in gpus]) + "}",
                 "seen": "{" + ",".join(["t" if g.seen else "f" for _, g in gpus]) + "}",
                 "hs": array_literal([g.health for _, g in gpus]),
-                "ds": array_literal([str(d) for d, _ in gpus]),
+                "ds": "{" + ",".join([d for d, _ in gpus]) + "}",  # uuids: nothing to quote
             }
             self._statements.append(Statement(_GPU_OBSERVATIONS, params))
 
