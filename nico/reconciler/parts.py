@@ -118,17 +118,17 @@ async def reconcile_part(
     """Take the locks of ``domains`` and make one pass over each domain locked (module docstring);
     each domain's fabric steps within ``limit``. Busy and gone domains have a result too."""
     can = ctx.backend.capabilities
-    keys = {lock_key(d): d for d in domains}
+    keys = list(dict.fromkeys(lock_key(d) for d in domains))  # (two domains may share a key: once)
     async with ctx.engine.connect() as conn:
         loaded_at = time.monotonic()
         try:
             states, registry, taken = await statemod.load_part(
-                conn, domains, list(keys), endpoints=can.per_endpoint, credentials=can.credentials is not None
+                conn, domains, keys, endpoints=can.per_endpoint, credentials=can.credentials is not None
             )
         except BaseException:
             await conn.invalidate()  # some locks may be taken: end the session, and them with it
             raise
-        locked = [keys[k] for k in keys if k in taken]
+        locked = [d for d in domains if lock_key(d) in taken]
         results = [DomainResult(d, "busy") for d in domains if lock_key(d) not in taken]
         if not locked:
             await conn.commit()
@@ -142,7 +142,7 @@ async def reconcile_part(
             try:
                 await conn.rollback()
                 await conn.execution_options(isolation_level="AUTOCOMMIT")
-                await queries.release_domain_locks(conn, [lock_key(d) for d in locked])
+                await queries.release_domain_locks(conn, [k for k in keys if k in taken])
             except Exception:  # the session is gone and its locks with it; never reuse it
                 await conn.invalidate()
 
