@@ -56,19 +56,20 @@ class ReadBacks:
         it without the domain's lock (``plan``: the plan it made, if it made one)."""
         self._scans[target.domain_uuid] = (target, partitions, read_at, state, plan)
 
-    def use_scan(self, state: DomainState) -> Plan | None:
+    def use_scan(self, state: DomainState) -> tuple[DomainState, Plan | None]:
         """Once the domain's pass has loaded ``state`` under its lock: when that is the state the scan
         compared (no pass wrote anything of the domain in between, nor began to change it: no intent),
         the scan's listing becomes the domain's latest read-back (a change is planned on it while it
-        is fresh), and the scan's plan is returned (the planner is pure: the same state on the same
-        listing plans the same). Otherwise (another reconciler passed the domain meanwhile: the
-        listing may predate its changes) the scan is forgotten. Once."""
+        is fresh), and the scan's state (equal, its desire made already) and plan are returned (the
+        planner is pure: the same state on the same listing plans the same). Otherwise (another
+        reconciler passed the domain meanwhile: the listing may predate its changes) the scan is
+        forgotten, and ``state`` is returned without a plan. Once."""
         found = self._scans.pop(state.domain, None)
         if found is None or found[3] != state:
-            return None
-        target, partitions, read_at, _, plan = found
+            return state, None
+        target, partitions, read_at, scanned, plan = found
         self.store(target, partitions, read_at)
-        return plan
+        return scanned, plan
 
     def listed_since(self, domain: uuid.UUID, at: float) -> bool:
         """Whether the domain's latest read-back is a listing started at ``at`` or later (so it holds

@@ -71,7 +71,7 @@ class _Work:
     """One domain of the part as its pass goes on."""
 
     state: statemod.DomainState
-    wanted: DomainDesire
+    wanted: DomainDesire = field(init=False)
     seen: _Observed | None = None
     result: Plan = field(default_factory=lambda: Plan([]))
     acts: bool = False  # changes the fabric: intents recorded, calls made
@@ -156,7 +156,7 @@ async def _locked_part(
 ) -> list[DomainResult]:
     """The part's passes, once its locks are taken and its states loaded, in the load's transaction."""
     mode, foreign = ctx.config.default_partition_mode, ctx.config.foreign_partitions
-    works = [_Work(s, s.desire(mode, foreign)) for s in states]
+    works = [_Work(s) for s in states]
     await _each(_look(ctx, w, limit) for w in works)
     rows: list[dict[str, Any]] = []
     for work in works:
@@ -201,8 +201,9 @@ async def _look(ctx: PassContext, work: _Work, limit: asyncio.Semaphore) -> None
     observing = ctx.config.mode == "observe"
     async with limit:
         try:
-            # The scan's listing, and its plan, when the domain is as the scan found it.
-            planned = ctx.read_backs.use_scan(work.state)
+            # The scan's listing, its plan and its state's desire, when the domain is as the scan found it.
+            work.state, planned = ctx.read_backs.use_scan(work.state)
+            work.wanted = work.state.desire(ctx.config.default_partition_mode, ctx.config.foreign_partitions)
             seen = await _observe(ctx, work.state)
             result = planned if planned is not None and seen.cached else plan(work.wanted, seen.partitions)
             if seen.cached and (observing or not result.operations):
