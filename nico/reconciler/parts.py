@@ -5,13 +5,13 @@ where the database is concerned.
 One round trip takes the part's advisory locks (each domain whose lock another reconciler holds is
 left to it: ``busy``) and loads their state; each domain is observed and planned on its own; one
 transaction records the intents of every domain that changes something and commits them before any
-call; the domains' calls and read-backs go on at once (each domain has its own manager), each step
-within the full pass's limit; one transaction writes every domain's read-back back
-(:mod:`nico.reconciler.part_writeback`), then the locks go in one statement. A domain whose fabric
-fails is recorded as failed in that transaction while the others' read-backs land; everything else
-(observe mode, foreign partitions, health read with the pass, metrics, echoes, Ready only from a
-listing made in the pass) is as for a single domain. A tenant's pass of a domain of the part waits for
-the part to end: the part is kept small (:data:`PART_SIZE`).
+call; the domains' calls and read-backs go on at once (each domain has its own manager), at most
+``reconcile_concurrency`` steps at once (:class:`Limits`); one transaction writes every domain's
+read-back back (:mod:`nico.reconciler.part_writeback`), then the locks go in one statement. A domain
+whose fabric fails is recorded as failed in that transaction while the others' read-backs land;
+everything else (observe mode, foreign partitions, health read with the pass, metrics, echoes, Ready
+only from a listing made in the pass) is as for a single domain. A tenant's pass of a domain of the
+part waits for the part to end: the part is kept small (:data:`PART_SIZE`).
 """
 
 from __future__ import annotations
@@ -64,6 +64,21 @@ PART_SIZE = 16
 # plans and calls keep this process busy (at 2,000 racks on two cores, three at once ended the first
 # pass sooner than two; more make each part, and a tenant's pass waiting for one, longer).
 PARTS_AT_ONCE = 3
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The full pass's parts under way at once, and its domains' fabric steps at once (as many as
+    ``reconcile_concurrency`` domains). A part waits for the loop's passes before it takes its locks
+    (the scheduler's ``Yielding`` limit), never while it holds them: a tenant's pass of one of its
+    domains would wait for it the longer."""
+
+    parts: asyncio.Semaphore
+    steps: asyncio.Semaphore
+
+    @classmethod
+    def of(cls, concurrency: int) -> Limits:
+        return cls(asyncio.Semaphore(PARTS_AT_ONCE), asyncio.Semaphore(concurrency))
 
 
 @dataclass

@@ -94,7 +94,7 @@ class Reconciler:
         self._heard = asyncio.Event()  # the NOTIFY listener has connected (once)
         self._full_again = False  # who covers what changed during the running full pass
         self._full_domains: set[uuid.UUID] = set()  # the full pass's locked passes under way
-        self._parts = asyncio.Semaphore(parts.PARTS_AT_ONCE)  # the full pass's parts under way
+        self._parts = parts.Limits.of(config.reconcile_concurrency)  # the full pass's parts and steps
         self.last_full: FullPassReport | None = None
         self.flapping = Flapping(config.instance_change_interval.total_seconds())
 
@@ -294,11 +294,11 @@ class Reconciler:
     async def _full_part(self, part: list[uuid.UUID]) -> list[DomainResult]:
         """The full pass's locked passes of a part of domains (:mod:`nico.reconciler.parts`), those
         the loop's passes leave it (they do all this would). A change's pass waits for this part only."""
-        async with self._parts:
+        async with self._parts.parts, self.scan_limit:  # the loop's passes first, before its locks
             part = [d for d in part if d not in self._running]
             self._full_domains.update(part)
             try:
-                results = await parts.pass_part(self.context(), part, self.scan_limit)
+                results = await parts.pass_part(self.context(), part, self._parts.steps)
                 for result in results:
                     self.echoes.expect(result.domain, result.changed)  # their events bring no pass
             finally:

@@ -295,3 +295,15 @@ async def test_a_tenants_change_on_a_domain_of_a_part_under_way_waits_and_conver
         task.cancel()
         await stop_within("the reconciler", asyncio.gather(task, return_exceptions=True))
         await backend.close()
+
+
+async def test_a_part_passes_with_one_domain_at_a_time_allowed(
+    session: AsyncSession, part_site: Site, make_reconciler: MakeReconciler
+) -> None:
+    """``reconcile_concurrency`` 1: the part holds the full pass's one slot while its domains' steps
+    go one at a time on a limit of their own (on the same slot, they would wait for the part forever)."""
+    reconciler = make_reconciler(part_site.backend, reconcile_concurrency=1)
+    report = await asyncio.wait_for(reconciler.full_pass(), 30)
+    assert {r.status for r in report.results.values()} == {"ok"}
+    for domain in part_site.domains:
+        await converged(session, part_site, domain)
