@@ -25,6 +25,7 @@ from nico.reconciler import state as statemod
 from nico.reconciler import trays
 from nico.reconciler.domain_pass import DomainResult, PassContext, error_label, refresh_registry
 from nico.reconciler.fingerprint import fabric_digest
+from nico.reconciler.parts import PART_SIZE, PARTS_AT_ONCE
 from nico.reconciler.planner import DomainDesire, Plan, classify, plan, without_home
 from nico.reconciler.writeback import finish_deleted_partitions
 
@@ -39,7 +40,9 @@ class Listing(NamedTuple):
     read_at: float = 0.0
 
 
-DEEP_PART = 50  # domains a deep scan loads and compares at a time (the loop's passes run between)
+# Domains a deep scan loads and compares at a time (the loop's passes run between): as many as the
+# parts passed at once take, so the domains with work of a part of the scan fill them.
+DEEP_PART = PART_SIZE * PARTS_AT_ONCE
 
 
 @dataclass
