@@ -140,6 +140,11 @@ async def test_a_part_of_domains_converges_on_the_fabric(
             "add": 0,
             "remove": 0,
         }
+        # Its health was read with the pass: the multicast budget the fabric reports is stored.
+        budget = await session.scalar(
+            text("SELECT max_multicast_groups FROM nvlink_domain WHERE uuid = :d"), {"d": domain}
+        )
+        assert budget == part_site.sim.fabric.domain(domain).max_multicast_groups
     intents = list(await session.scalars(select(FabricIntent.state)))
     assert intents and set(intents) == {"completed"}
     # Settled: the next (routine) full pass finds nothing to do anywhere.

@@ -72,7 +72,10 @@ _PARTITION_HEALTH = (
     "AS h(domain, name, health) "
     "WHERE p.domain_uuid = h.domain AND p.name = h.name AND p.health IS DISTINCT FROM h.health"
 )
-_MULTICAST_BUDGET = "UPDATE nvlink_domain SET max_multicast_groups = %(b)s WHERE uuid = %(d)s"
+_MULTICAST_BUDGETS = (
+    "UPDATE nvlink_domain d SET max_multicast_groups = v.b "
+    "FROM unnest(CAST(%(ds)s AS uuid[]), CAST(%(bs)s AS int[])) AS v(d, b) WHERE d.uuid = v.d"
+)
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,7 @@ class PartWrites(PassWrites):
 
     def healths(self, healths: Sequence[DomainHealth], *, hold: bool) -> None:
         """The rest of the domains' health after their GPUs' (:meth:`PassWrites.health`, each): the
-        holds of their machines, their partitions' health, each one's multicast budget when newly read."""
+        holds of their machines, their partitions' health, their multicast budgets when newly read."""
         if not healths:
             return
         domains = array_literal([str(h.domain) for h in healths])
@@ -180,6 +183,10 @@ class PartWrites(PassWrites):
                 "hs": array_literal([r[2] for r in rows]),
             }
             self._statements.append(Statement(_PARTITION_HEALTH, params))
-        for h in healths:
-            if h.budget is not None:
-                self._statements.append(Statement(_MULTICAST_BUDGET, {"b": h.budget, "d": h.domain}))
+        budgets = [h for h in healths if h.budget is not None]
+        if budgets:
+            params = {
+                "ds": array_literal([str(h.domain) for h in budgets]),
+                "bs": array_literal([h.budget for h in budgets]),
+            }
+            self._statements.append(Statement(_MULTICAST_BUDGETS, params))
