@@ -52,7 +52,7 @@ POLL = 0.01
 
 
 class Counted(Reconciler):
-    """Counts its locked domain passes (the full pass's and the loop's)."""
+    """Counts the loop's locked domain passes (the full pass's, a part at a time, are its results)."""
 
     locked = 0
 
@@ -89,7 +89,8 @@ async def child(url: str, racks: int, peers: int) -> None:
             passes = reconciler.full_passes
             report = reconciler.last_full
             seconds = report.duration_ms / 1000.0
-            say(event="pass", n=passes, seconds=seconds, domains=report.domains, locked=reconciler.locked)
+            locked = reconciler.locked + len(report.results)  # the loop's and the full pass's (in parts)
+            say(event="pass", n=passes, seconds=seconds, domains=report.domains, locked=locked)
     await running
 
 

@@ -7,6 +7,12 @@ import time
 import uuid
 
 from nico.fabric.backend import DomainTarget, FabricPartition
+from nico.reconciler.planner import Plan
+from nico.reconciler.state import DomainState
+
+# A full pass's scan's listing of a domain with work (where it was listed, the listing, when the
+# listing began), the state the scan compared it with, and the plan the scan made (None: none).
+Scanned = tuple[DomainTarget, list[FabricPartition], float, DomainState, Plan | None]
 
 # How long a domain's last read-back stands in for the listing before a change. Only ever used to plan
 # a change: the read-back after the change (and a pass with nothing to do) always lists the fabric, so
@@ -23,6 +29,7 @@ class ReadBacks:
     def __init__(self, max_age: float = FRESH_SECONDS) -> None:
         self.max_age = max_age
         self._seen: dict[uuid.UUID, tuple[float, str | None, list[FabricPartition]]] = {}
+        self._scans: dict[uuid.UUID, Scanned] = {}  # for the pass that follows (:meth:`use_scan`)
 
     def fresh(self, target: DomainTarget) -> list[FabricPartition] | None:
         found = self._seen.get(target.domain_uuid)
@@ -35,6 +42,34 @@ class ReadBacks:
 
     def forget(self, domain: uuid.UUID) -> None:
         self._seen.pop(domain, None)
+        self._scans.pop(domain, None)
+
+    def scanned(
+        self,
+        target: DomainTarget,
+        partitions: list[FabricPartition],
+        read_at: float,
+        state: DomainState,
+        plan: Plan | None,
+    ) -> None:
+        """A scan listed the domain (beginning at ``read_at``) and found work by ``state``, as it loaded
+        it without the domain's lock (``plan``: the plan it made, if it made one)."""
+        self._scans[target.domain_uuid] = (target, partitions, read_at, state, plan)
+
+    def use_scan(self, state: DomainState) -> tuple[DomainState, Plan | None]:
+        """Once the domain's pass has loaded ``state`` under its lock: when that is the state the scan
+        compared (no pass wrote anything of the domain in between, nor began to change it: no intent),
+        the scan's listing becomes the domain's latest read-back (a change is planned on it while it
+        is fresh), and the scan's state (equal, its desire made already) and plan are returned (the
+        planner is pure: the same state on the same listing plans the same). Otherwise (another
+        reconciler passed the domain meanwhile: the listing may predate its changes) the scan is
+        forgotten, and ``state`` is returned without a plan. Once."""
+        found = self._scans.pop(state.domain, None)
+        if found is None or found[3] != state:
+            return state, None
+        target, partitions, read_at, scanned, plan = found
+        self.store(target, partitions, read_at)
+        return scanned, plan
 
     def listed_since(self, domain: uuid.UUID, at: float) -> bool:
         """Whether the domain's latest read-back is a listing started at ``at`` or later (so it holds

@@ -10,24 +10,39 @@ the full pass hands a deep scan its domains a part at a time, and only its recon
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
-from collections.abc import Collection, Iterable
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.engine import reading
 from nico.db.queries.reconciler import all_domain_uuids
-from nico.fabric.backend import FabricError, FabricGpu, FabricPartition
+from nico.fabric.backend import DomainTarget, FabricError, FabricGpu, FabricPartition
 from nico.reconciler import state as statemod
 from nico.reconciler import trays
 from nico.reconciler.domain_pass import DomainResult, PassContext, error_label, refresh_registry
 from nico.reconciler.fingerprint import fabric_digest
-from nico.reconciler.planner import DomainDesire, classify, plan, without_home
+from nico.reconciler.parts import PART_SIZE, PARTS_AT_ONCE
+from nico.reconciler.planner import DomainDesire, Plan, classify, plan, without_home
 from nico.reconciler.writeback import finish_deleted_partitions
 
-Listing = tuple[list[FabricPartition] | None, list[FabricGpu] | None, str | None]
-DEEP_PART = 50  # domains a deep scan loads and compares at a time (the loop's passes run between)
+
+class Listing(NamedTuple):
+    """A domain's partitions and GPUs as a scan read them (None: not read: ``error`` says why)."""
+
+    partitions: list[FabricPartition] | None
+    gpus: list[FabricGpu] | None
+    error: str | None
+    target: DomainTarget | None = None
+    read_at: float = 0.0
+
+
+# Domains a deep scan loads and compares at a time (the loop's passes run between): as many as the
+# parts passed at once take, so the domains with work of a part of the scan fill them.
+DEEP_PART = PART_SIZE * PARTS_AT_ONCE
 
 
 @dataclass
@@ -58,6 +73,24 @@ async def scan(
     return await _quick_scan(ctx, limit, report, domains)
 
 
+async def in_parts(
+    ctx: PassContext,
+    limit: asyncio.Semaphore,
+    report: FullPassReport,
+    every: list[uuid.UUID],
+    covers: Callable[[uuid.UUID], bool],
+) -> AsyncIterator[list[uuid.UUID]]:
+    """:func:`scan` of the domains of ``every`` this reconciler ``covers``, a part at a time: the
+    domains of each part that need a locked pass. A deep scan goes :data:`DEEP_PART` domains at a
+    time (the loop's passes run between the parts' loads and compares, and the part's locked passes
+    beside the next part's scan), each part this reconciler's share of it as the reconcilers running
+    now split it (one that starts or stops meanwhile changes the share of what is left)."""
+    size = DEEP_PART if report.deep else max(len(every), 1)
+    for start in range(0, len(every), size):
+        part = [d for d in every[start : start + size] if covers(d)]
+        yield await scan(ctx, limit, report, part) if part else []
+
+
 async def _quick_scan(
     ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport, domains: Collection[uuid.UUID]
 ) -> list[uuid.UUID]:
@@ -70,7 +103,7 @@ async def _quick_scan(
         *(_observe(ctx, limit, s.domain, s.chassis_serials, gpus=False) for s in found.values())
     )
     needs_work = []
-    for summary, (partitions, _, error) in zip(found.values(), listed, strict=True):
+    for summary, (partitions, _, error, *_) in zip(found.values(), listed, strict=True):
         if error is not None or partitions is None:
             report.errors += 1
             needs_work.append(summary.domain)
@@ -95,8 +128,8 @@ async def _deep_scan(
         *(_observe(ctx, limit, s.domain, s.chassis_serials, gpus=True) for s in states.values())
     )
     needs_work: list[uuid.UUID] = []
-    for s, (partitions, gpus, error) in zip(states.values(), observed, strict=True):
-        if error is not None or partitions is None:
+    for s, (partitions, gpus, error, target, read_at) in zip(states.values(), observed, strict=True):
+        if error is not None or partitions is None or target is None:
             report.errors += 1
             needs_work.append(s.domain)  # records the error (and retries with backoff)
             continue
@@ -109,8 +142,10 @@ async def _deep_scan(
                 continue
             report.mismatches += _mismatches(s, gpus)
         desire = s.desire(ctx.config.default_partition_mode, ctx.config.foreign_partitions)
-        if _has_work(s, desire, partitions):
+        work, planned = _has_work(s, desire, partitions)
+        if work:
             needs_work.append(s.domain)
+            ctx.read_backs.scanned(target, partitions, read_at, s, planned)  # for its pass
         else:  # no pass will set its homeless-GPU gauge: a restarted reconciler still reports every domain
             seen = classify(partitions, desire.owned_names, desire.adopted)
             ctx.metrics.gpus_without_home(s.domain, len(without_home(desire, seen)))
@@ -128,11 +163,12 @@ async def _observe(
     async with limit:
         try:
             target = await ctx.observer.target(domain, chassis_serials)
+            read_at = time.monotonic()
             partitions = await ctx.backend.list_partitions(target)
             listed = await ctx.backend.list_gpus(target) if gpus else None
         except FabricError as exc:
-            return None, None, error_label(exc, ctx.backend.capabilities.manager)
-        return partitions, listed, None
+            return Listing(None, None, error_label(exc, ctx.backend.capabilities.manager))
+        return Listing(partitions, listed, None, target, read_at)
 
 
 async def finish_deleted(ctx: PassContext) -> None:
@@ -143,20 +179,24 @@ async def finish_deleted(ctx: PassContext) -> None:
         await session.commit()
 
 
-def _has_work(s: statemod.DomainState, desire: DomainDesire, partitions: list[FabricPartition]) -> bool:
+def _has_work(
+    s: statemod.DomainState, desire: DomainDesire, partitions: list[FabricPartition]
+) -> tuple[bool, Plan | None]:
     """Whether a domain needs a locked pass: operations to do (``desire``: what ``s`` wants of the
-    fabric), instances to settle, intents to close, records or observations that no longer match."""
+    fabric), instances to settle, intents to close, records or observations that no longer match;
+    and the plan made to tell (None: none was)."""
     if s.unsettled or s.intents:
-        return True
-    if plan(desire, partitions).operations:
-        return True
+        return True, None
+    planned = plan(desire, partitions)
+    if planned.operations:
+        return True, planned
     by_name = {p.name: p for p in partitions}
     for name, record in s.partitions.items():
         found = by_name.get(name)
         if found is None or found.nmx_partition_id != record.nmx_partition_id:
-            return True
+            return True, planned
     location = {g: p.nmx_partition_id for p in partitions for g in p.gpu_uids}
-    return any(location.get(g.gpu_uid) != g.observed_fabric_partition for g in s.gpus.values())
+    return any(location.get(g.gpu_uid) != g.observed_fabric_partition for g in s.gpus.values()), planned
 
 
 def _mismatches(s: statemod.DomainState, gpus: list[FabricGpu]) -> int:

@@ -33,7 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from nico.config import NvLinkConfig
 from nico.fabric.backend import FabricBackend, PartitionEvent
 from nico.fabric.observation import FabricObserver
-from nico.reconciler import domain_pass, scans, stopping, trays
+from nico.reconciler import domain_pass, parts, scans, stopping, trays
 from nico.reconciler.domain_pass import DomainResult, PassContext
 from nico.reconciler.echoes import Echoes
 from nico.reconciler.executor import AfterCall
@@ -74,8 +74,9 @@ class Reconciler:
         self.members = Members(engine)
         self.due, self.wake = self.queue.due, self.queue.wake
         self._health_limit = asyncio.Semaphore(config.reconcile_concurrency)  # health reads at a time
+        self.echoes = Echoes()  # a new event stream proves itself again (``deaf`` when one ends)
         self.observer = FabricObserver(
-            backend, config.nmxc_endpoints, on_event=self._on_event, on_end=self._stream_ended
+            backend, config.nmxc_endpoints, on_event=self._on_event, on_end=self.echoes.deaf
         )
         self.full_passes = 0
         self.outages = Outages()
@@ -86,7 +87,6 @@ class Reconciler:
         # own changes announce themselves this way. One more pass only for an event its read-back
         # began before that is not the echo of one of its own calls.
         self._events_in_pass: dict[uuid.UUID, list[tuple[float, int | None]]] = {}
-        self.echoes = Echoes()
         # Health reads the loop's passes left due, made beside the next passes.
         self._health_tasks: set[asyncio.Task[None]] = set()
         self._full: asyncio.Task[None] | None = None  # the loop's full pass under way
@@ -94,6 +94,7 @@ class Reconciler:
         self._heard = asyncio.Event()  # the NOTIFY listener has connected (once)
         self._full_again = False  # who covers what changed during the running full pass
         self._full_domains: set[uuid.UUID] = set()  # the full pass's locked passes under way
+        self._parts = parts.Limits.of(config.reconcile_concurrency)  # the full pass's parts and steps
         self.last_full: FullPassReport | None = None
         self.flapping = Flapping(config.instance_change_interval.total_seconds())
 
@@ -252,8 +253,9 @@ class Reconciler:
         way, so the domain is free for its next pass at once); then refresh those domains' gauge
         figures (``figures``; the full pass refreshes every domain's)."""
         wanted = list(dict.fromkeys(domains))
-        passes = await asyncio.gather(*(self._full_domain(d) if full else self._guarded(d) for d in wanted))
-        results = [r for r in passes if r is not None]
+        # The full pass's a part of domains at a time (at most PARTS_AT_ONCE parts at once).
+        each = map(self._full_part, parts.split(wanted)) if full else map(self._guarded, wanted)
+        results = [r for done in await asyncio.gather(*each) for r in done]
         for result in results:
             failures = self.metrics.snapshot.failures.get(result.domain, 1)
             self.queue.after(result, failures, self.config.retry_backoff_max.total_seconds())
@@ -285,26 +287,28 @@ class Reconciler:
                 log.warning("health of domain %s not recorded: %s", domain, exc)
             self.health_reads.forget(domain)
 
-    async def _guarded(self, domain: uuid.UUID) -> DomainResult:
+    async def _guarded(self, domain: uuid.UUID) -> list[DomainResult]:
         async with self.limit:
-            return await self._attempt(domain)
+            return [await self._attempt(domain)]
 
-    async def _full_domain(self, domain: uuid.UUID) -> DomainResult | None:
-        """The full pass's locked pass of a domain, within the full pass's own limit; None when the
-        loop's pass has it (that does all this would). A change's pass waits for this one only."""
-        async with self.scan_limit:
-            if domain in self._running:
-                return None
-            self._full_domains.add(domain)
+    async def _full_part(self, part: list[uuid.UUID]) -> list[DomainResult]:
+        """The full pass's locked passes of a part of domains (:mod:`nico.reconciler.parts`), those
+        the loop's passes leave it (they do all this would). A change's pass waits for this part only."""
+        async with self._parts.parts, self.scan_limit:  # the loop's passes first, before its locks
+            part = [d for d in part if d not in self._running]
+            self._full_domains.update(part)
             try:
-                result = await self._attempt(domain)
-                self.echoes.expect(domain, result.changed)  # its own changes' events bring no pass
+                results = await parts.pass_part(self.context(), part, self._parts.steps)
+                for result in results:
+                    self.echoes.expect(result.domain, result.changed)  # their events bring no pass
             finally:
-                self._full_domains.discard(domain)
-                self._after_events(domain)
+                for domain in part:
+                    self._full_domains.discard(domain)
+                    self._after_events(domain)
                 self.wake.set()
-        self.queue.covered(result)
-        return result
+        for result in results:
+            self.queue.covered(result)
+        return results
 
     async def _attempt(self, domain: uuid.UUID) -> DomainResult:
         try:
@@ -362,9 +366,6 @@ class Reconciler:
         if await trays.after_topology_change(self.context(), domain):
             self.request([domain])
 
-    def _stream_ended(self, domain: uuid.UUID) -> None:
-        self.echoes.deaf(domain)  # a new stream proves itself again
-
     async def full_pass(self) -> FullPassReport:
         """Every domain: read without locks, reconcile (locked) only those with something to do, and
         refresh the gauges. Every ``deep_pass_every``-th pass (the first included) compares each GPU
@@ -376,15 +377,15 @@ class Reconciler:
         every = await scans.every_domain(ctx)
         if report.deep:  # ask every endpoint again which domain it serves (one moved is noticed)
             ctx.observer.endpoints.forget()
-        # A deep scan goes a part at a time: the loop's passes run between the parts' loads and
-        # compares, and each part is this reconciler's share of it as the reconcilers running now
-        # split it (one that starts or stops meanwhile changes the share of what is left).
-        size = scans.DEEP_PART if report.deep else max(len(every), 1)
-        for start in range(0, len(every), size):
-            part = [d for d in every[start : start + size] if self.members.covers(d)]
-            needs_work = await scans.scan(ctx, self.scan_limit, report, part) if part else []
-            if needs_work:
-                report.results.update(await self.reconcile(needs_work, figures=False, full=True))
+        passing: asyncio.Task[dict[uuid.UUID, DomainResult]] | None = None
+        try:  # the locked passes of a part's domains with work go on while the next part is scanned
+            async for needs_work in scans.in_parts(ctx, self.scan_limit, report, every, self.members.covers):
+                report.results.update(await passing if passing else {})
+                passing = asyncio.create_task(self.reconcile(needs_work, figures=False, full=True))
+            report.results.update(await passing if passing else {})
+        finally:
+            if passing is not None:
+                passing.cancel()
         report.reconciled = sum(1 for r in report.results.values() if r.status == "ok")
         if report.deep:
             self.metrics.snapshot.info_mismatches = report.mismatches

@@ -158,6 +158,25 @@ async def load_one(
     return state, registry, rows.locked
 
 
+async def load_part(
+    conn: AsyncConnection,
+    domains: Sequence[uuid.UUID],
+    locks: Sequence[int],
+    *,
+    endpoints: bool = True,
+    credentials: bool = True,
+) -> tuple[dict[uuid.UUID, DomainState], Registry, set[int]]:
+    """:func:`load_one` for a part of a full pass: the states of ``domains``, the registry of their
+    chassis, and which of the advisory locks ``locks`` were taken, in one round trip
+    (:func:`queries.part_rows`). A domain whose lock was not taken is not to be acted on."""
+    rows, taken = await queries.part_rows(conn, domains, locks, endpoints=endpoints, credentials=credentials)
+    states = _build(rows.sites, rows.gpus, rows.partitions, rows.intents, rows.unsettled)
+    _limits(states, rows.limits)
+    serials = frozenset(serial for s in states.values() for serial in s.chassis_serials)
+    found = _endpoint_map(rows.endpoints)
+    return states, Registry(found, rows.credentials, covers=serials | frozenset(found)), taken
+
+
 @dataclass(frozen=True)
 class Registry:
     """Where the fabric managers are and how to sign in, as stored: chassis serial -> NMX-C endpoint

@@ -62,6 +62,17 @@ async def record_intents(
 ) -> dict[int, uuid.UUID]:
     """Write what is about to be asked of the fabric and commit it (before any call is made), in one
     round trip. Returns intent ids by position in ``operations``."""
+    ids, rows = intent_rows(domain, operations)
+    await queries.insert_intents(conn, rows, commit=True)
+    await conn.commit()  # SQLAlchemy's own: the transaction is committed already, nothing is sent
+    return ids
+
+
+def intent_rows(
+    domain: uuid.UUID, operations: Sequence[Operation]
+) -> tuple[dict[int, uuid.UUID], list[dict[str, Any]]]:
+    """The intent rows of a domain's operations (:func:`queries.insert_intents`), and their ids by
+    position in ``operations``."""
     ids: dict[int, uuid.UUID] = {}
     rows = []
     for index, op in enumerate(operations):
@@ -79,9 +90,7 @@ async def record_intents(
                 "gpus": [str(g) for g in sorted(op_gpus(op))],
             }
         )
-    await queries.insert_intents(conn, rows, commit=True)
-    await conn.commit()  # SQLAlchemy's own: the transaction is committed already, nothing is sent
-    return ids
+    return ids, rows
 
 
 @dataclass(frozen=True)

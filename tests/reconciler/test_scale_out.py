@@ -129,8 +129,11 @@ async def test_two_reconcilers_split_a_first_pass_and_one_takes_over_when_the_ot
         assert a.last_full.domains > 0 and b.last_full.domains > 0
         assert a.last_full.domains + b.last_full.domains == len(wide.domains)
         assert not set(a.last_full.results) & set(b.last_full.results)  # nor passed by both
-        # One locked pass per domain in all: no pass for every domain at start-up beside the scan.
-        assert passes == Counter(wide.domains)
+        # One locked pass per domain in all (the full passes', a part at a time): no pass of the
+        # loop's for every domain at start-up beside the scan.
+        assert not passes
+        assert Counter([*a.last_full.results, *b.last_full.results]) == Counter(wide.domains)
+        assert all(r.status == "ok" for r in [*a.last_full.results.values(), *b.last_full.results.values()])
         assert a.full_passes == b.full_passes == 1
         share_of_b = [d for d in wide.domains if b.members.covers(d)]
         assert share_of_b and not any(a.members.covers(d) for d in share_of_b)
@@ -155,10 +158,10 @@ async def test_a_reconcilers_own_engine_keeps_a_connection_for_every_pass_it_run
     wide: SimSite, db: str, settings: Settings, sized: bool
 ) -> None:
     """``nico reconcile``'s engine (``runtime.pool_size``) holds a connection for every domain pass it
-    runs at once: a full pass over six domains, three at a time, closes none of the connections it
-    used. On the default pool (one connection here) the passes ran on overflow connections, each closed
-    when its pass returned it and opened again by the next: a server process and every prepared
-    statement each time."""
+    runs at once: passes over six domains (the loop's kind, a domain each), three at a time, close
+    none of the connections they used. On the default pool (one connection here) the passes ran on
+    overflow connections, each closed when its pass returned it and opened again by the next: a
+    server process and every prepared statement each time."""
     nv = NvLinkConfig(backend="nmxc", reconcile_concurrency=3, fabric_call_timeout="2s")
     config = settings.model_copy(update={"db_pool_size": 1, "nvlink_config": nv})
     engine = make_engine(db, pool_size=pool_size(config) if sized else config.db_pool_size)
@@ -167,8 +170,8 @@ async def test_a_reconcilers_own_engine_keeps_a_connection_for_every_pass_it_run
     backend = InProcessBackend(wide.fabric, call_timeout=1.0)
     reconciler = Reconciler(engine, backend, nv, ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0))
     try:
-        report = await reconciler.full_pass()
-        assert report.errors == 0 and len(wide.domains) == 6
+        results = await reconciler.reconcile(wide.domains)
+        assert [r.status for r in results.values()] == ["ok"] * len(wide.domains) == ["ok"] * 6
         assert (not closed) if sized else closed  # the default pool's churn is what the sizing removes
     finally:
         await reconciler.close()

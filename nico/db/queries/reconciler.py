@@ -246,6 +246,39 @@ async def one_domain_rows(
     )
 
 
+# The advisory locks of several domains (a part of a full pass), each tried once: the keys taken.
+_TRY_LOCKS = "SELECT k FROM unnest(CAST(%(keys)s AS bigint[])) AS k WHERE pg_try_advisory_lock(k)"
+
+
+async def part_rows(
+    conn: AsyncConnection,
+    domains: Sequence[uuid.UUID],
+    locks: Sequence[int],
+    *,
+    endpoints: bool = True,
+    credentials: bool = True,
+) -> tuple[DomainRows, set[int]]:
+    """:func:`one_domain_rows` for several domains (a part of a full pass), after trying each of the
+    advisory locks ``locks`` (the second value: the keys taken), in one round trip. The rows of a
+    domain whose lock was not taken are to be thrown away."""
+    driver = await driver_connection(conn)
+    params = {"domains": list(domains)}
+    statements = [PASS_PLANS, Statement(_TRY_LOCKS, {"keys": list(locks)})]
+    statements += [Statement(sql, params) for sql in _ONE_DOMAIN]
+    if endpoints:
+        statements.append(Statement(_psycopg(_DOMAIN_ENDPOINTS), params))
+    if credentials:
+        statements.append(Statement(_NMXM_CREDENTIALS))
+    results = (await pipelined(driver, statements))[1:]
+    taken = {int(key) for (key,) in results.pop(0)}
+    sites, gpus, partitions, intents, unsettled, limits = results[:6]
+    registry = iter(results[6:])
+    endpoint_rows = next(registry) if endpoints else []
+    stored = next(registry) if credentials else []
+    found = (str(stored[0][0]), str(stored[0][1])) if stored else None
+    return DomainRows(sites, gpus, partitions, intents, unsettled, limits, endpoint_rows, found), taken
+
+
 async def domain_summaries(conn: AsyncConnection) -> Sequence[Any]:
     """(domain, fabric digest, settled, chassis serials, busy) per domain, computed in the database."""
     rows = await conn.execute(
@@ -276,6 +309,13 @@ async def all_domain_uuids(conn: AsyncConnection) -> list[uuid.UUID]:
 
 async def release_domain_lock(conn: AsyncConnection, key: int) -> None:
     await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+
+
+async def release_domain_locks(conn: AsyncConnection, keys: Sequence[int]) -> None:
+    """Release several domains' advisory locks (a part of a full pass), one statement."""
+    await conn.execute(
+        text("SELECT pg_advisory_unlock(k) FROM unnest(CAST(:keys AS bigint[])) AS k"), {"keys": list(keys)}
+    )
 
 
 # ---- write-back ---------------------------------------------------------------------------------
@@ -496,13 +536,13 @@ class PassWrites:
         self._settling = len(self._statements)
         self._statements.append(Statement(_LOCKED_SETTLING, {"ids": list(ids)}))
 
-    def domain_figures(self, domain: uuid.UUID) -> None:
-        """Read the domain's gauge figures (:func:`domain_figures`) as the transaction sees them
+    def domain_figures(self, *domains: uuid.UUID) -> None:
+        """Read the domains' gauge figures (:func:`domain_figures`) as the transaction sees them
         (:attr:`PassRows.figures`)."""
         self._figures = len(self._statements)
-        filtered = {key: _domain_filter(column, [domain]) for key, column in _FIGURE_FILTERS.items()}
+        filtered = {key: _domain_filter(column, domains) for key, column in _FIGURE_FILTERS.items()}
         sql = _psycopg(_DOMAIN_FIGURES.format(**filtered))
-        self._statements.append(Statement(sql, {"domains": [domain]}))
+        self._statements.append(Statement(sql, {"domains": list(domains)}))
 
     def deleting_partitions(self) -> None:
         """Read the logical partitions being deleted that have no physical partition left."""
