@@ -127,23 +127,40 @@ class Statement:
 
 
 async def pipelined(
-    driver: psycopg.AsyncConnection[Any], statements: Sequence[Statement], *, commit: bool = False
+    driver: psycopg.AsyncConnection[Any],
+    statements: Sequence[Statement],
+    *,
+    commit: bool = False,
+    then: Sequence[Statement] = (),
 ) -> list[list[Any]]:
-    """Send ``statements`` (and then COMMIT, with ``commit``) in one psycopg pipeline: one round trip
-    for all of them, run one after another in order, in the connection's current transaction. Returns
-    each statement's rows (none for a statement without rows); the first error raises, and what
-    follows it is not run.
+    """Send ``statements`` (and then COMMIT, with ``commit``; and then ``then``, outside any
+    transaction) in one psycopg pipeline: one round trip for all of them, run one after another in
+    order, in the connection's current transaction. Returns each statement's rows (none for a
+    statement without rows), ``then``'s last; the first error raises, and what follows it is not run.
 
     The caller's SQLAlchemy transaction must have begun on the connection (the statements are in it);
     after ``commit`` its own commit finds nothing to do and sends nothing."""
+    if then and not commit:
+        raise ValueError("statements to send after the COMMIT, and no COMMIT")
     cursors = []
     async with driver.pipeline():  # leaving the block syncs: every result has arrived
         for statement in statements:
             cursor = driver.cursor()
             await cursor.execute(statement.sql, statement.params)
             cursors.append(cursor)
-        if commit:
+        if then:
+            # The COMMIT as a statement: the connection's commit() waits for it, and a statement sent
+            # after that would begin a transaction. Until the pipeline syncs the connection is never
+            # idle, so what follows goes out as it is, each its own transaction.
+            await driver.cursor().execute("COMMIT", prepare=False)
+            for statement in then:
+                cursor = driver.cursor()
+                await cursor.execute(statement.sql, statement.params)
+                cursors.append(cursor)
+        elif commit:
             await driver.commit()
+    if then and driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        await driver.commit()  # never left open by ``then``, whatever the driver did
     return [await c.fetchall() if c.description is not None else [] for c in cursors]
 
 

@@ -55,6 +55,7 @@ class WriteBackReport:
     foreign_gpus: int = 0  # GPUs of the domain in partitions nico did not make, after the pass
     waiting_on_foreign: dict[uuid.UUID, str] = field(default_factory=dict)  # instance -> why it waits
     figures: list[Any] | None = None  # the domain's gauge figures as the write-back left them
+    unlocked: bool = False  # the domain's lock was let go with the COMMIT (``write_back``'s ``unlock``)
 
 
 async def record_intents(
@@ -121,12 +122,16 @@ async def write_back(
     foreign: Foreign = "keep",
     desire: DomainDesire | None = None,
     health: PassHealth | None = None,
+    *,
+    unlock: int | None = None,
 ) -> WriteBackReport:
     """Record the read-back of ``outcome`` for ``state.domain`` (module docstring) and commit it;
     ``mode`` is the default partition mode (where a GPU in no tenant partition belongs), ``foreign``
     what becomes of partitions nico did not make; ``desire``: the state's desire by them, when the
     caller has it already; ``health``: the domain's health read during the pass, stored with it
-    (each GPU's in its observation's statement, the rest in the last round trip).
+    (each GPU's in its observation's statement, the rest in the last round trip); ``unlock``: the
+    domain lock the session holds, with generic plans (``queries.one_domain_rows``), let go right
+    after the COMMIT, in its round trip (``report.unlocked``).
 
     Two round trips in the usual pass (the statements go out together, :class:`queries.PassWrites`):
     partition records that change, intents, GPU observations and the lock of the instances to settle;
@@ -138,7 +143,8 @@ async def write_back(
     seen = classify(outcome.observed, state.owned_names() | created, state.adopted())
     desire = state.desire(mode, foreign) if desire is None else desire
     writes = queries.PassWrites()
-    writes.plan_generically()
+    if unlock is None:  # the lock's session plans generically already
+        writes.plan_generically()
     pp_ids = _align_partitions(writes, state, seen, outcome.before, report)
     writes.close_intents(_intent_updates(state, seen, outcome))
     healths = health.read.gpus if health is not None else None
@@ -180,7 +186,8 @@ async def write_back(
         budget = read.budget if read.budget_is_new else None
         writes.health(state.domain, partitions, hold=health.hold, budget=budget)
     writes.domain_figures(state.domain)  # in the same round trip, not a read of its own after it
-    report.figures = (await writes.send(session, commit=True)).figures
+    report.figures = (await writes.send(session, commit=True, unlock_after=unlock)).figures
+    report.unlocked = unlock is not None
     return report
 
 

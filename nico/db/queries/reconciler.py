@@ -191,7 +191,27 @@ _ONE_DOMAIN = [
     _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", [])),
     _psycopg(_DOMAIN_LIMITS),
 ]
-_TRY_LOCK = "SELECT pg_try_advisory_lock(%(k)s)"
+# The domain's lock tried and, once taken, generic plans and no JIT for the session (PASS_PLANS's
+# reasons) until it is let go (:func:`unlock`): one statement for the lock and both of the pass's
+# transactions, none of its own in either. The session's own settings come back with the unlock (the
+# connection may be the API's: ``nico serve`` runs a reconciler on its engine).
+_TRY_LOCK = (
+    "SELECT l, CASE WHEN l THEN set_config('plan_cache_mode', 'force_generic_plan', false) END, "
+    "CASE WHEN l THEN set_config('jit', 'off', false) END FROM pg_try_advisory_lock(%(k)s) AS l"
+)
+# set_config with NULL resets a setting to the session's default, as RESET does.
+_UNLOCK = (
+    "SELECT pg_advisory_unlock(%(k)s), set_config('plan_cache_mode', NULL, false), "
+    "set_config('jit', NULL, false)"
+)
+
+
+def unlock(key: int) -> Statement:
+    """Let go of the domain lock ``key`` taken by :func:`one_domain_rows`, and put the session's plan
+    settings back."""
+    return Statement(_UNLOCK, {"k": key})
+
+
 # A pass's transaction (its load, its write-back) looks a domain's rows up by key: generic plans
 # (``nico.db.raw.GENERIC_PLANS``'s reason), and no JIT compilation. On unanalysed tables a generic
 # plan's cost is a guess far above the rows it reads (the domain's GPU rows: 500,000 for 72 rows), and
@@ -215,7 +235,8 @@ async def one_domain_rows(
     no use for is not read), in one round trip: the statements go out together in a psycopg
     pipeline, in the connection's current transaction. With ``lock``, the domain's session-level
     advisory lock ``lock`` is tried first in the same round trip; when another session holds it,
-    ``locked`` is False and the rows are to be thrown away."""
+    ``locked`` is False and the rows are to be thrown away. A lock taken holds generic plans for the
+    session until :func:`unlock` lets go of it."""
     driver = await driver_connection(conn)
     params = {"domains": [domain]}
     statements = [Statement(sql, params) for sql in _ONE_DOMAIN]
@@ -223,12 +244,13 @@ async def one_domain_rows(
         statements.append(Statement(_psycopg(_DOMAIN_ENDPOINTS), params))
     if credentials:
         statements.append(Statement(_NMXM_CREDENTIALS))
-    if lock is not None:
-        statements.insert(0, Statement(_TRY_LOCK, {"k": lock}))
     # One domain's rows by key, and the pass's intents in the same transaction: generic plans (each
-    # of these statements was planned anew at every pass, 1.5 ms of PostgreSQL's CPU per pass).
-    results = (await pipelined(driver, [PASS_PLANS, *statements]))[1:]
-    locked = bool(results.pop(0)[0][0]) if lock is not None else True
+    # of these statements was planned anew at every pass, 1.5 ms of PostgreSQL's CPU per pass), with
+    # the lock when there is one.
+    statements.insert(0, Statement(_TRY_LOCK, {"k": lock}) if lock is not None else PASS_PLANS)
+    results = await pipelined(driver, statements)
+    first = results.pop(0)
+    locked = bool(first[0][0]) if lock is not None else True
     sites, gpus, partitions, intents, unsettled, limits = results[:6]
     registry = iter(results[6:])
     endpoint_rows = next(registry) if endpoints else []
@@ -275,7 +297,8 @@ async def all_domain_uuids(conn: AsyncConnection) -> list[uuid.UUID]:
 
 
 async def release_domain_lock(conn: AsyncConnection, key: int) -> None:
-    await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+    """:func:`unlock`, outside any transaction."""
+    await pipelined(await driver_connection(conn), [unlock(key)])
 
 
 # ---- write-back ---------------------------------------------------------------------------------
@@ -553,9 +576,12 @@ class PassWrites:
             params = {"ids": list(messages), "messages": list(messages.values())}
             self._statements.append(Statement(_WAITING_NOTES, params))
 
-    async def send(self, session: AsyncSession, *, commit: bool = False) -> PassRows:
-        """Run the queued statements in the session's transaction (then commit it, with ``commit``)
-        and empty the queue."""
+    async def send(
+        self, session: AsyncSession, *, commit: bool = False, unlock_after: int | None = None
+    ) -> PassRows:
+        """Run the queued statements in the session's transaction (then commit it, with ``commit``,
+        and then, with ``unlock_after``, let go of that domain lock: :func:`unlock`, in the same round
+        trip) and empty the queue."""
         statements, self._statements = self._statements, []
         settling, deleting, figures = self._settling, self._deleting, self._figures
         self._settling = self._deleting = self._figures = None
@@ -563,7 +589,8 @@ class PassWrites:
             return PassRows()
         if commit:
             await session.flush()  # nothing of the ORM's may be left to a later transaction
-        results = await pipelined(await driver_connection(session), statements, commit=commit)
+        then = [unlock(unlock_after)] if unlock_after is not None else []
+        results = await pipelined(await driver_connection(session), statements, commit=commit, then=then)
         return PassRows(
             [SettlingInstance(*row) for row in results[settling]] if settling is not None else [],
             [lp_id for (lp_id,) in results[deleting]] if deleting is not None else [],
