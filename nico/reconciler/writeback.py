@@ -55,6 +55,7 @@ class WriteBackReport:
     foreign_gpus: int = 0  # GPUs of the domain in partitions nico did not make, after the pass
     waiting_on_foreign: dict[uuid.UUID, str] = field(default_factory=dict)  # instance -> why it waits
     figures: list[Any] | None = None  # the domain's gauge figures as the write-back left them
+    records_dropped: int = 0  # physical partition records deleted (gone from the fabric, or replaced)
     unlocked: bool = False  # the domain's lock was let go with the COMMIT (``write_back``'s ``unlock``)
 
 
@@ -153,7 +154,8 @@ async def write_back(
     finishing, observations = _observations(state, seen, outcome.blocked, report, desire)
     if observations and not finishing:
         writes.lock_settling([o.instance_id for o in observations])
-    writes.deleting_partitions()
+    if report.records_dropped:  # only then can a logical partition being deleted have nothing left
+        writes.deleting_partitions()
     found = await writes.send(session)
     for instance_id in finishing:  # before the others are locked, as always (rare: deletions)
         if await lifecycle.finish_instance_termination(session, instance_id):
@@ -228,6 +230,7 @@ def _align_partitions(
             )
         )
     writes.record_partitions(deleted, records)
+    report.records_dropped = len(deleted)
     return pp_ids
 
 
@@ -264,14 +267,20 @@ def _record_gpu_observations(
 
 
 def _held_machines(state: DomainState, seen: Classified, moved: set[str]) -> dict[str, int]:
-    """Each machine's GPUs in foreign partitions, for the machines that have some now and those whose
-    GPUs moved (which may have had some): the rows whose count may have changed."""
+    """Each machine's GPUs in foreign partitions, for the machines that have some now, had some as
+    loaded, or whose GPUs moved, where the count differs from the one loaded (the machine's row, read
+    under the domain's lock: only its passes write it); none when no count changes (the statement that
+    writes them, and the capacity triggers it fires, are left out)."""
     foreign = {id(p) for p in seen.unknown}
     counts = dict.fromkeys(moved, 0)
+    loaded: dict[str, int] = {}
     for gpu in state.gpus.values():
+        if gpu.machine_foreign:
+            loaded[gpu.machine_id] = gpu.machine_foreign
+            counts.setdefault(gpu.machine_id, 0)
         if id(seen.location.get(gpu.gpu_uid)) in foreign:
             counts[gpu.machine_id] = counts.get(gpu.machine_id, 0) + 1
-    return counts
+    return {machine: n for machine, n in counts.items() if n != loaded.get(machine, 0)}
 
 
 async def finish_deleted_partitions(session: AsyncSession) -> int:

@@ -40,9 +40,9 @@ _DOMAIN_SITES = "SELECT uuid, site_id, max_multicast_groups FROM nvlink_domain W
 # terminating (then its GPUs must leave every tenant partition). Columns: domain (text: a uuid object
 # per row was the largest part of reading them; the load makes one per domain), gpu_uid (text),
 # machine id, device id, instance id, wanted logical partition, physical partition id, fabric
-# partition id, chassis serial, slot id. The instance and the binding are looked up per GPU of a
-# machine with an instance through their indexes (uq_nvlink_interface_live_gpu gives at most one
-# binding).
+# partition id, chassis serial, slot id, the machine's GPUs in foreign partitions as last recorded.
+# The instance and the binding are looked up per GPU of a machine with an instance through their
+# indexes (uq_nvlink_interface_live_gpu gives at most one binding).
 _GPU_WANTS_COLUMNS = """
             SELECT m.domain_uuid::text, g.gpu_uid::text, m.id, g.device_id, m.instance_id,
                    CASE WHEN m.instance_id IS NULL
@@ -52,7 +52,7 @@ _GPU_WANTS_COLUMNS = """
                               WHERE ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
                                 AND ni.status <> 'Deleting')
                    END,
-                   g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
+                   g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id, m.foreign_gpus
             """
 # Every domain's GPUs (the whole site: one pass over both tables).
 _GPU_WANTS = (

@@ -1,0 +1,67 @@
+"""Work a pass's write-back leaves out when its answer cannot have changed, and the cases where it
+must not: a machine's count of GPUs in foreign partitions is written only where it differs from the
+row as loaded (so a wrong row is put right even when none of its GPUs moved), and logical partitions
+being deleted are looked for only when the pass dropped a physical partition record (so one whose
+last record goes in the pass still finishes in it)."""
+
+from __future__ import annotations
+
+from sqlalchemy import select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.models import LogicalPartition, Machine, PhysicalPartition
+from nico.services.nvlink_events import desired_state_changed
+from nico.sim.inprocess import InProcessBackend
+from tests.reconciler.conftest import MakeReconciler
+from tests.support import factories as f
+from tests.support.sim_site import SimSite, place
+
+
+async def foreign_counts(session: AsyncSession, machines: list[str]) -> dict[str, int]:
+    rows = await session.execute(
+        select(Machine.id, Machine.foreign_gpus)
+        .where(Machine.id.in_(machines))
+        .execution_options(populate_existing=True)
+    )
+    return {str(row[0]): int(row[1]) for row in rows.all()}
+
+
+async def test_a_wrong_foreign_count_is_put_right_though_no_gpu_of_its_machine_moved(
+    session: AsyncSession, site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
+) -> None:
+    d0 = site.domains[0]
+    reconciler = make_reconciler(backend)
+    await reconciler.reconcile([d0])  # every GPU observed: the next pass moves none
+    machine = site.machines[d0][1]
+    await session.execute(update(Machine).where(Machine.id == machine.id).values(foreign_gpus=3))
+    await session.commit()
+
+    assert (await reconciler.reconcile([d0]))[d0].status == "ok"
+
+    assert await foreign_counts(session, [machine.id]) == {machine.id: 0}
+
+
+async def test_a_deleting_partition_whose_last_record_goes_in_a_pass_finishes_in_it(
+    session: AsyncSession, site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
+) -> None:
+    d0 = site.domains[0]
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    instance = await place(session, site, site.machines[d0][0], {0: lp})
+    reconciler = make_reconciler(backend)
+    await reconciler.reconcile([d0])
+    assert await session.scalar(
+        select(PhysicalPartition.id).where(PhysicalPartition.logical_partition_id == lp.id)
+    )
+
+    # The partition is marked Deleting while its record is still there (its instance going at once).
+    await session.execute(
+        update(LogicalPartition).where(LogicalPartition.id == lp.id).values(status="Deleting")
+    )
+    await session.execute(
+        update(type(instance)).where(type(instance).id == instance.id).values(status="Terminating")
+    )
+    await desired_state_changed(session, instance_ids=[instance.id])
+    await session.commit()
+    await reconciler.reconcile([d0])  # the instance finishes, its binding with it; the record goes
+
+    assert await session.get(LogicalPartition, lp.id, populate_existing=True) is None
