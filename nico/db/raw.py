@@ -131,28 +131,32 @@ async def pipelined(
     statements: Sequence[Statement],
     *,
     commit: bool = False,
-    then: Sequence[Statement] = (),
+    then: Sequence[Statement] | None = None,
 ) -> list[list[Any]]:
-    """Send ``statements`` (and then COMMIT, with ``commit``; and then ``then``, outside any
-    transaction) in one psycopg pipeline: one round trip for all of them, run one after another in
-    order, in the connection's current transaction. Returns each statement's rows (none for a
-    statement without rows), ``then``'s last; the first error raises, and what follows it is not run.
+    """Send ``statements`` (and then COMMIT, with ``commit``) in one psycopg pipeline: one round trip
+    for all of them, run one after another in order, in the connection's current transaction. Returns
+    each statement's rows (none for a statement without rows), ``then``'s last; the first error
+    raises, and what follows it is not run.
+
+    With ``then`` (with ``commit``, even empty) the COMMIT goes out as a statement, with the others:
+    the connection's commit() waits for its answer before anything else is sent (a round trip of its
+    own), and a statement sent after it would begin a transaction. ``then`` follows it, each
+    statement its own transaction: until the pipeline syncs the connection is never idle.
 
     The caller's SQLAlchemy transaction must have begun on the connection (the statements are in it);
     after ``commit`` its own commit finds nothing to do and sends nothing."""
-    if then and not commit:
+    if then is not None and not commit:
         raise ValueError("statements to send after the COMMIT, and no COMMIT")
+    idle = driver.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     cursors = []
     async with driver.pipeline():  # leaving the block syncs: every result has arrived
         for statement in statements:
             cursor = driver.cursor()
             await cursor.execute(statement.sql, statement.params)
             cursors.append(cursor)
-        if then:
-            # The COMMIT as a statement: the connection's commit() waits for it, and a statement sent
-            # after that would begin a transaction. Until the pipeline syncs the connection is never
-            # idle, so what follows goes out as it is, each its own transaction.
-            await driver.cursor().execute("COMMIT", prepare=False)
+        if then is not None:
+            if statements or not idle:  # else there is no transaction to commit
+                await driver.cursor().execute("COMMIT", prepare=False)
             for statement in then:
                 cursor = driver.cursor()
                 await cursor.execute(statement.sql, statement.params)

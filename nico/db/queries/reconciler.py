@@ -318,7 +318,7 @@ async def insert_intents(conn: AsyncConnection, rows: list[dict[str, Any]], *, c
     """Insert pending intents (keys: id, domain, lp, operation, name, ref, gpus: GPU uids as text),
     one statement for all, and with ``commit`` commit them, in one round trip."""
     statements = [Statement(_INSERT_INTENTS, {"rows": Jsonb(rows, dumps=_dumps)})] if rows else []
-    await pipelined(await driver_connection(conn), statements, commit=commit)
+    await pipelined(await driver_connection(conn), statements, commit=commit, then=[] if commit else None)
 
 
 def _dumps(value: Any) -> str:
@@ -589,7 +589,7 @@ class PassWrites:
             return PassRows()
         if commit:
             await session.flush()  # nothing of the ORM's may be left to a later transaction
-        then = [unlock(unlock_after)] if unlock_after is not None else []
+        then = [unlock(unlock_after)] if unlock_after is not None else [] if commit else None
         results = await pipelined(await driver_connection(session), statements, commit=commit, then=then)
         return PassRows(
             [SettlingInstance(*row) for row in results[settling]] if settling is not None else [],
@@ -754,7 +754,7 @@ async def record_health(
             Statement(_GPU_HEALTH, {"uids": array_literal(gpus), "hs": array_literal(gpus.values())})
         )
     statements += _health_statements(domain, partitions, hold=hold, budget=budget)
-    await pipelined(await driver_connection(conn), statements, commit=True)
+    await pipelined(await driver_connection(conn), statements, commit=True, then=[])
 
 
 def _health_statements(
