@@ -132,6 +132,7 @@ async def pipelined(
     *,
     commit: bool = False,
     then: Sequence[Statement] | None = None,
+    begin: bool = False,
 ) -> list[list[Any]]:
     """Send ``statements`` (and then COMMIT, with ``commit``) in one psycopg pipeline: one round trip
     for all of them, run one after another in order, in the connection's current transaction. Returns
@@ -141,21 +142,28 @@ async def pipelined(
     With ``then`` (with ``commit``, even empty) the COMMIT goes out as a statement, with the others:
     the connection's commit() waits for its answer before anything else is sent (a round trip of its
     own), and a statement sent after it would begin a transaction. ``then`` follows it, each
-    statement its own transaction: until the pipeline syncs the connection is never idle.
+    statement its own transaction: until the pipeline syncs the connection is never idle. With
+    ``begin``, on a connection in autocommit mode and outside any transaction, a BEGIN goes out first
+    (psycopg begins a transaction with a round trip of its own): the statements are in a transaction
+    that a later call commits.
 
     The caller's SQLAlchemy transaction must have begun on the connection (the statements are in it);
     after ``commit`` its own commit finds nothing to do and sends nothing."""
     if then is not None and not commit:
         raise ValueError("statements to send after the COMMIT, and no COMMIT")
-    idle = driver.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    in_transaction = driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+    beginning = begin and driver.autocommit and not in_transaction
+    in_transaction = in_transaction or beginning or bool(statements and not driver.autocommit)
     cursors = []
     async with driver.pipeline():  # leaving the block syncs: every result has arrived
+        if beginning:
+            await driver.cursor().execute("BEGIN ISOLATION LEVEL READ COMMITTED", prepare=False)
         for statement in statements:
             cursor = driver.cursor()
             await cursor.execute(statement.sql, statement.params)
             cursors.append(cursor)
         if then is not None:
-            if statements or not idle:  # else there is no transaction to commit
+            if in_transaction:  # else the statements are their own transactions
                 await driver.cursor().execute("COMMIT", prepare=False)
             for statement in then:
                 cursor = driver.cursor()
@@ -163,7 +171,7 @@ async def pipelined(
                 cursors.append(cursor)
         elif commit:
             await driver.commit()
-    if then and driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+    if then and not driver.autocommit and driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         await driver.commit()  # never left open by ``then``, whatever the driver did
     return [await c.fetchall() if c.description is not None else [] for c in cursors]
 

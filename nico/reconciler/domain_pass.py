@@ -111,10 +111,12 @@ async def reconcile_domain(ctx: PassContext, domain: uuid.UUID) -> DomainResult:
     """Take the domain's lock (``busy`` if another reconciler holds it) and make one pass."""
     can = ctx.backend.capabilities  # what the registry read is for
     async with ctx.engine.connect() as conn:
+        # The load and the intents need no transaction (psycopg's BEGIN waits a round trip of its own).
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
         key = lock_key(domain)
         loaded_at = time.monotonic()
         try:
-            # The lock is the session's; the load goes out with it (one round trip), in its transaction.
+            # The lock is the session's; the load goes out with it (one round trip).
             state, registry, locked = await statemod.load_one(
                 conn, domain, lock=key, endpoints=can.per_endpoint, credentials=can.credentials is not None
             )
@@ -122,7 +124,6 @@ async def reconcile_domain(ctx: PassContext, domain: uuid.UUID) -> DomainResult:
             await conn.invalidate()  # the lock may be taken: end the session, and the lock with it
             raise
         if not locked:
-            await conn.commit()  # it read only; a ROLLBACK would cost the connection its prepared statements
             return DomainResult(domain, "busy")
         released = False
         try:
@@ -164,15 +165,14 @@ async def locked_pass(
     *,
     lock: int | None = None,
 ) -> DomainResult:
-    """The pass, once the domain's lock is taken and its state loaded (at ``loaded_at``, monotonic),
-    in the load's transaction; ``lock``: the lock's key, let go with the write-back's COMMIT when the
-    pass makes one (``report.unlocked``)."""
+    """The pass, once the domain's lock (``lock``: let go with the write-back's COMMIT, then
+    ``report.unlocked``) is taken and its state loaded (at ``loaded_at``, monotonic)."""
     if state is None:
         return DomainResult(domain, "gone")
     reads = ctx.read_backs
     mode, observing = ctx.config.default_partition_mode, ctx.config.mode == "observe"
-    # The load's transaction (read-only so far) stays open until the plan is known: a pass that
-    # changes something writes its intents in it. One desire for the pass's state:
+    # The load's transaction, if any, stays open until the plan is known: a pass that changes
+    # something writes its intents in it. One desire for the pass's state:
     wanted = state.desire(mode, ctx.config.foreign_partitions)
     try:
         seen = await _observe(ctx, state)
@@ -204,7 +204,8 @@ async def locked_pass(
             # The calls are made and their intents recorded: the next pass adopts what they did.
             return await failed(conn, ctx, domain, exc, operations=len(outcomes))
     unfinished = [o for o in outcomes if o.status != "completed"]
-    desire = replace(wanted, owned_names=wanted.owned_names | _created(outcomes))
+    created = {o.op.name for o in outcomes if isinstance(o.op, CreatePartition)}
+    desire = replace(wanted, owned_names=wanted.owned_names | created)
     again = plan(desire, observed)
     outcome = PassOutcome(
         before=seen.partitions,
@@ -307,8 +308,8 @@ async def _list(ctx: PassContext, target: DomainTarget) -> list[FabricPartition]
 async def _apply(
     conn: AsyncConnection, ctx: PassContext, domain: uuid.UUID, target: DomainTarget, result: Plan
 ) -> tuple[dict[int, uuid.UUID], list[Outcome]]:
-    """Record the plan's intents in the load's transaction and commit it before any call (one round
-    trip), then make the calls."""
+    """Record the plan's intents (in the load's transaction, if any) and commit them before any call
+    (one round trip), then make the calls."""
     intent_ids = await record_intents(conn, domain, result.operations)
     outcomes = await execute(
         ctx.backend,
@@ -387,10 +388,6 @@ def changed_partitions(
         else:
             calls[o.call] = (o.op.partition.nmx_partition_id, o.done_at)
     return tuple(calls.values())
-
-
-def _created(outcomes: list[Outcome]) -> frozenset[str]:
-    return frozenset(o.op.name for o in outcomes if isinstance(o.op, CreatePartition))
 
 
 def error_label(exc: FabricError, manager: str) -> str:

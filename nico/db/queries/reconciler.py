@@ -579,9 +579,10 @@ class PassWrites:
     async def send(
         self, session: AsyncSession, *, commit: bool = False, unlock_after: int | None = None
     ) -> PassRows:
-        """Run the queued statements in the session's transaction (then commit it, with ``commit``,
-        and then, with ``unlock_after``, let go of that domain lock: :func:`unlock`, in the same round
-        trip) and empty the queue."""
+        """Run the queued statements in the session's transaction (begun with them on a connection in
+        autocommit mode: a domain's pass) (then commit it, with ``commit``, and then, with
+        ``unlock_after``, let go of that domain lock: :func:`unlock`, in the same round trip) and
+        empty the queue."""
         statements, self._statements = self._statements, []
         settling, deleting, figures = self._settling, self._deleting, self._figures
         self._settling = self._deleting = self._figures = None
@@ -590,7 +591,8 @@ class PassWrites:
         if commit:
             await session.flush()  # nothing of the ORM's may be left to a later transaction
         then = [unlock(unlock_after)] if unlock_after is not None else [] if commit else None
-        results = await pipelined(await driver_connection(session), statements, commit=commit, then=then)
+        driver = await driver_connection(session)
+        results = await pipelined(driver, statements, commit=commit, then=then, begin=True)
         return PassRows(
             [SettlingInstance(*row) for row in results[settling]] if settling is not None else [],
             [lp_id for (lp_id,) in results[deleting]] if deleting is not None else [],
