@@ -70,17 +70,15 @@ async def record_intents(
         intent_id = uuid.uuid4()
         ids[index] = intent_id
         name = op.name if isinstance(op, CreatePartition) else op.partition.name
-        rows.append(
-            {
-                "id": intent_id,
-                "domain": domain,
-                "lp": op.lp,
-                "operation": metric_operation(op),
-                "name": name,
-                "ref": None if isinstance(op, CreatePartition) else op.partition.ref,
-                "gpus": [str(g) for g in sorted(op_gpus(op))],
-            }
-        )
+        ref = None if isinstance(op, CreatePartition) else op.partition.ref
+        gpus = [str(g) for g in sorted(op_gpus(op))]
+        row: dict[str, object] = {
+            "id": intent_id,
+            "domain": domain,
+            "lp": op.lp,
+            "operation": metric_operation(op),
+        }
+        rows.append(row | {"name": name, "ref": ref, "gpus": gpus})
     await queries.insert_intents(conn, rows, commit=True)
     await conn.commit()  # SQLAlchemy's own: the transaction is committed already, nothing is sent
     return ids
@@ -134,11 +132,10 @@ async def write_back(
     domain lock the session holds, with generic plans (``queries.one_domain_rows``), let go right
     after the COMMIT, in its round trip (``report.unlocked``).
 
-    Two round trips in the usual pass (the statements go out together, :class:`queries.PassWrites`):
-    partition records that change, intents, GPU observations and the lock of the instances to settle;
-    then the instances settled, the domain's pass (and its health) and the commit. Instances that
-    finish terminating and logical partitions that finish deleting take round trips of their own, in
-    between (in the order of the locks: docs/architecture.md, "Locks")."""
+    One round trip in the usual pass (the statements go out together, :class:`queries.PassWrites`):
+    partition records that change, intents, GPU observations, the instances settled, the domain's
+    pass (and its health), its figures and the commit. Instances that finish terminating and logical
+    partitions that finish deleting take round trips of their own, before (:func:`_settle_apart`)."""
     report = WriteBackReport()
     created = {o.op.name for o in outcome.outcomes if isinstance(o.op, CreatePartition)}
     seen = classify(outcome.observed, state.owned_names() | created, state.adopted())
@@ -152,24 +149,14 @@ async def write_back(
     moved = _record_gpu_observations(writes, state, seen, pp_ids, report, healths)
     # Instances: Ready only on an exact match for the version loaded at the start of the pass.
     finishing, observations = _observations(state, seen, outcome.blocked, report, desire)
-    if observations and not finishing:
-        writes.lock_settling([o.instance_id for o in observations])
-    if report.records_dropped:  # only then can a logical partition being deleted have nothing left
-        writes.deleting_partitions()
-    found = await writes.send(session)
-    for instance_id in finishing:  # before the others are locked, as always (rare: deletions)
-        if await lifecycle.finish_instance_termination(session, instance_id):
-            report.instances_terminated += 1
-    if observations and finishing:
-        ids = [o.instance_id for o in observations]
-        found.settling = await queries.locked_settling_instances(session, ids)
-    settled = lifecycle.settlement(observations, found.settling)
-    if settled.versions:
-        writes.settle(settled.versions, settled.waiting, settled.gpus)
-    if found.deleting:  # the settle goes first, then each partition under its own lock
-        await writes.send(session)
-        report.partitions_removed = await _finish_partitions(session, found.deleting)
-    _ready(report, state, settled.applied)
+    # Usually nothing finishes: the instances settle in one statement, all in one round trip.
+    together = not finishing and not report.records_dropped
+    if together and observations:
+        writes.settle_observed(
+            {o.instance_id: o.version for o in observations},
+            [(o.instance_id, device, *gpu) for o in observations for device, gpu in o.gpus.items()],
+        )
+    applied = None if together else await _settle_apart(session, writes, observations, finishing, report)
     # Every GPU always has a home (#6644): checked on every pass, repaired by the next plan.
     report.gpus_without_home = len(without_home(desire, seen))
     report.foreign_gpus = sum(len(p.gpu_uids) for p in seen.unknown)
@@ -188,9 +175,41 @@ async def write_back(
         budget = read.budget if read.budget_is_new else None
         writes.health(state.domain, partitions, hold=health.hold, budget=budget)
     writes.domain_figures(state.domain)  # in the same round trip, not a read of its own after it
-    report.figures = (await writes.send(session, commit=True, unlock_after=unlock)).figures
-    report.unlocked = unlock is not None
+    found = await writes.send(session, commit=True, unlock_after=unlock)
+    report.figures, report.unlocked = found.figures, unlock is not None
+    settled = [o.instance_id for o in observations if o.instance_id in found.settled]
+    _ready(report, state, settled if applied is None else applied)
     return report
+
+
+async def _settle_apart(
+    session: AsyncSession,
+    writes: queries.PassWrites,
+    observations: list[lifecycle.Observation],
+    finishing: list[uuid.UUID],
+    report: WriteBackReport,
+) -> list[uuid.UUID]:
+    """The instances when some finish (``finishing``) or a record was dropped (a partition being deleted
+    may have nothing left), each in the order of the locks (docs/architecture.md, "Locks"), after the
+    statements queued so far. The settle is queued; returns the instances it applies."""
+    if observations and not finishing:
+        writes.lock_settling([o.instance_id for o in observations])
+    if report.records_dropped:  # only then can a logical partition being deleted have nothing left
+        writes.deleting_partitions()
+    found = await writes.send(session)
+    for instance_id in finishing:  # before the others are locked, as always
+        if await lifecycle.finish_instance_termination(session, instance_id):
+            report.instances_terminated += 1
+    if observations and finishing:
+        ids = [o.instance_id for o in observations]
+        found.settling = await queries.locked_settling_instances(session, ids)
+    settled = lifecycle.settlement(observations, found.settling)
+    if settled.versions:
+        writes.settle(settled.versions, settled.waiting, settled.gpus)
+    if found.deleting:  # the settle goes first, then each partition under its own lock
+        await writes.send(session)
+        report.partitions_removed = await _finish_partitions(session, found.deleting)
+    return settled.applied
 
 
 def _align_partitions(
@@ -357,7 +376,7 @@ def _observations(
         if any(lp in blocked for lp in instance.bindings.values()):
             continue
         if waiting := sorted(device for device, g in gpus.items() if g.gpu_uid in kept):
-            report.waiting_on_foreign[instance.id] = _waiting_message(waiting)
+            report.waiting_on_foreign[instance.id] = lifecycle.waiting_message(waiting)
             continue
         if not all(
             satisfied(g.gpu_uid, instance.bindings.get(device), seen, desire) for device, g in gpus.items()
@@ -366,18 +385,6 @@ def _observations(
         observation = {device: (state.domain, g.gpu_uid) for device, g in gpus.items()}
         observations.append(lifecycle.Observation(instance.id, instance.version, observation))
     return finishing, observations
-
-
-def _waiting_message(devices: list[int]) -> str:
-    """Why an instance is not Ready while GPUs of its (``devices``: their device instances) sit in a
-    partition nico did not make and keeps (said without that partition's name: it is another
-    manager's, maybe another tenant's)."""
-    which = ", ".join(str(d) for d in devices)
-    gpus = f"GPU {which} (deviceInstance) is" if len(devices) == 1 else f"GPUs {which} (deviceInstance) are"
-    return (
-        f"NVLink: {gpus} in a partition another fabric manager made; nico keeps that partition whole, "
-        "and the instance waits until it releases them"
-    )
 
 
 def _ready(report: WriteBackReport, state: DomainState, applied: list[uuid.UUID]) -> None:

@@ -1,15 +1,18 @@
-"""Work a pass's write-back leaves out when its answer cannot have changed, and the cases where it
-must not: a machine's count of GPUs in foreign partitions is written only where it differs from the
-row as loaded (so a wrong row is put right even when none of its GPUs moved), and logical partitions
+"""Work a pass's write-back leaves out or folds together, and the cases where that must not change
+what it writes: a machine's count of GPUs in foreign partitions is written only where it differs from
+the row as loaded (so a wrong row is put right even when none of its GPUs moved); logical partitions
 being deleted are looked for only when the pass dropped a physical partition record (so one whose
-last record goes in the pass still finishes in it)."""
+last record goes in the pass still finishes in it); the instances observed realised are locked,
+checked and settled in one statement (so one the tenant deleted meanwhile is not made Ready)."""
 
 from __future__ import annotations
 
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.models import LogicalPartition, Machine, PhysicalPartition
+from nico.db.enums import InstanceStatus
+from nico.db.models import Instance, LogicalPartition, Machine, PhysicalPartition
+from nico.reconciler.operations import CreatePartition, Operation
 from nico.services.nvlink_events import desired_state_changed
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler
@@ -65,3 +68,27 @@ async def test_a_deleting_partition_whose_last_record_goes_in_a_pass_finishes_in
     await reconciler.reconcile([d0])  # the instance finishes, its binding with it; the record goes
 
     assert await session.get(LogicalPartition, lp.id, populate_existing=True) is None
+
+
+async def test_an_instance_terminated_during_the_pass_is_not_made_ready_by_it(
+    session: AsyncSession, site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
+) -> None:
+    d0 = site.domains[0]
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    instance = await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp))
+    reconciler = make_reconciler(backend)
+
+    async def tenant_deletes_it(op: Operation) -> None:
+        if isinstance(op, CreatePartition):
+            async with reconciler.engine.begin() as conn:
+                await conn.execute(
+                    update(Instance).where(Instance.id == instance.id).values(status="Terminating")
+                )
+
+    reconciler.after_call = tenant_deletes_it
+    result = (await reconciler.reconcile([d0]))[d0]
+
+    assert instance.id not in (result.report.instances_ready if result.report else [])
+    found = await session.get(Instance, instance.id, populate_existing=True)
+    assert found is not None and found.status == InstanceStatus.TERMINATING
+    assert found.nvlink_applied_version is None

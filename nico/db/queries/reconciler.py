@@ -401,6 +401,39 @@ _SETTLE = (
     "SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM bound), "
     "(SELECT count(*) FROM applied), (SELECT count(*) FROM history)"
 )
+# :data:`_LOCKED_SETTLING`, the settlement of ``nico.reconciler.lifecycle`` and :data:`_SETTLE` as one
+# statement, for instances observed realised (``ids`` at ``versions``; ``g_*``: every GPU of their
+# machines): each is locked (in id order) and settles only when, as locked, it is not Terminating, is
+# still at the version observed and has no live binding on a device without an observed GPU. The
+# waiting ones (Pending, Configuring) become Ready with a status history entry. Returns the instances
+# settled. One statement and no round trip between the lock and the writes.
+_SETTLE_OBSERVED = (
+    "WITH observed AS (SELECT * FROM unnest(CAST(%(ids)s AS uuid[]), CAST(%(versions)s AS bigint[])) "
+    "AS o(id, version)), "
+    "locked AS (SELECT i.id, i.status, i.nvlink_config_version AS version FROM instance i "
+    "WHERE i.id = ANY(CAST(%(ids)s AS uuid[])) ORDER BY i.id FOR UPDATE OF i), "
+    "gpus AS (SELECT * FROM unnest(CAST(%(g_inst)s AS uuid[]), CAST(%(g_dev)s AS int[]), "
+    "CAST(%(g_dom)s AS uuid[]), CAST(%(g_uid)s AS numeric[])) AS g(instance_id, device, domain, gpu)), "
+    "ok AS (SELECT l.id, l.version, l.status IN ('Pending', 'Configuring') AS waiting "
+    "FROM locked l JOIN observed o ON o.id = l.id "
+    "WHERE l.status <> 'Terminating' AND l.version = o.version "
+    "AND NOT EXISTS (SELECT 1 FROM nvlink_interface n WHERE n.instance_id = l.id AND n.status <> 'Deleting' "
+    "AND NOT EXISTS (SELECT 1 FROM gpus g WHERE g.instance_id = l.id AND g.device = n.device_instance))), "
+    "gone AS (DELETE FROM nvlink_interface WHERE instance_id IN (SELECT id FROM ok) "
+    "AND status = 'Deleting' RETURNING 1), "
+    "bound AS (UPDATE nvlink_interface n SET status = 'Ready', domain_uuid = g.domain, "
+    "gpu_uid = g.gpu, updated = now() FROM gpus g JOIN ok ON ok.id = g.instance_id "
+    "WHERE n.instance_id = g.instance_id AND n.device_instance = g.device AND n.status <> 'Deleting' "
+    "AND (n.status <> 'Ready' OR n.domain_uuid IS DISTINCT FROM g.domain "
+    "OR n.gpu_uid IS DISTINCT FROM g.gpu) RETURNING 1), "
+    "applied AS (UPDATE instance i SET nvlink_applied_version = ok.version, "
+    "status = CASE WHEN ok.waiting THEN 'Ready' ELSE i.status END, updated = now() "
+    "FROM ok WHERE i.id = ok.id AND (i.nvlink_applied_version IS DISTINCT FROM ok.version OR ok.waiting) "
+    "RETURNING 1), "
+    "history AS (INSERT INTO status_detail (instance_id, status, message) "
+    "SELECT ok.id, 'Ready', 'Instance is ready for use' FROM ok WHERE ok.waiting RETURNING 1) "
+    "SELECT ok.id FROM ok"
+)
 _DELETING_WITH_NOTHING_LEFT = (
     "SELECT lp.id FROM logical_partition lp WHERE lp.status = 'Deleting' "
     "AND NOT EXISTS (SELECT 1 FROM physical_partition pp WHERE pp.logical_partition_id = lp.id)"
@@ -461,6 +494,7 @@ class PassRows:
     settling: list[SettlingInstance] = field(default_factory=list)
     deleting: list[uuid.UUID] = field(default_factory=list)
     figures: list[Any] | None = None  # rows of domain_figures, when asked for
+    settled: set[uuid.UUID] = field(default_factory=set)  # the instances settle_observed settled
 
 
 class PassWrites:
@@ -472,6 +506,7 @@ class PassWrites:
         self._settling: int | None = None
         self._deleting: int | None = None
         self._figures: int | None = None
+        self._settled: int | None = None
 
     def plan_generically(self) -> None:
         """The transaction's statements from here on take generic plans and no JIT (:data:`PASS_PLANS`):
@@ -550,6 +585,23 @@ class PassWrites:
         }
         self._statements.append(Statement(_SETTLE, params))
 
+    def settle_observed(
+        self, versions: Mapping[uuid.UUID, int], gpus: Sequence[tuple[uuid.UUID, int, uuid.UUID, int]]
+    ) -> None:
+        """Lock, check and settle the instances observed realised (``versions``: at which NVLink config
+        version each was; ``gpus``: every GPU of their machines, as instance, device_instance, domain,
+        gpu_uid) in one statement (:data:`_SETTLE_OBSERVED`; :attr:`PassRows.settled`)."""
+        self._settled = len(self._statements)
+        params = {
+            "ids": list(versions),
+            "versions": list(versions.values()),
+            "g_inst": [g[0] for g in gpus],
+            "g_dev": [g[1] for g in gpus],
+            "g_dom": [g[2] for g in gpus],
+            "g_uid": [str(g[3]) for g in gpus],
+        }
+        self._statements.append(Statement(_SETTLE_OBSERVED, params))
+
     def record_domain_pass(
         self,
         domain: uuid.UUID,
@@ -584,8 +636,8 @@ class PassWrites:
         ``unlock_after``, let go of that domain lock: :func:`unlock`, in the same round trip) and
         empty the queue."""
         statements, self._statements = self._statements, []
-        settling, deleting, figures = self._settling, self._deleting, self._figures
-        self._settling = self._deleting = self._figures = None
+        settling, deleting, figures, settled = self._settling, self._deleting, self._figures, self._settled
+        self._settling = self._deleting = self._figures = self._settled = None
         if not statements and not commit:
             return PassRows()
         if commit:
@@ -597,6 +649,7 @@ class PassWrites:
             [SettlingInstance(*row) for row in results[settling]] if settling is not None else [],
             [lp_id for (lp_id,) in results[deleting]] if deleting is not None else [],
             results[figures] if figures is not None else None,
+            {instance_id for (instance_id,) in results[settled]} if settled is not None else set(),
         )
 
 
