@@ -183,14 +183,48 @@ _DOMAIN_ENDPOINTS = (
     "CROSS JOIN LATERAL (SELECT e.chassis_serial, e.endpoint FROM nvlink_nmxc_endpoint e "
     "WHERE btrim(e.chassis_serial) = s.serial OFFSET 0) e"
 )
-_ONE_DOMAIN = [
-    _psycopg(_DOMAIN_SITES + _domain_filter("uuid", [])),
-    _psycopg(_GPU_WANTS_OF),
-    _psycopg(_PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", [])),
-    _psycopg(_OPEN_INTENTS + _domain_filter("domain_uuid", [])),
-    _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", [])),
-    _psycopg(_DOMAIN_LIMITS),
-]
+_ONE_DOMAIN = [_psycopg(_GPU_WANTS_OF), _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", []))]
+# The few rows of a domain's other statements (its own row, physical partitions, open intents, the
+# multicast limits of its partitions; its chassis' registry rows and the NMX-M credentials when asked
+# for), each as one JSON array of its rows, in one statement: a statement costs psycopg and PostgreSQL
+# more than a handful of rows as JSON costs them.
+_SMALL = {
+    "sites": _DOMAIN_SITES + _domain_filter("uuid", []),
+    "partitions": _PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", []),
+    "intents": _OPEN_INTENTS + _domain_filter("domain_uuid", []),
+    "limits": _DOMAIN_LIMITS,
+    "endpoints": _DOMAIN_ENDPOINTS,
+    "credentials": _NMXM_CREDENTIALS,
+}
+
+
+def _small_rows(parts: Sequence[str]) -> str:
+    """The statement of :data:`_SMALL`'s ``parts``: one column per part, NULL for no rows."""
+    columns = ", ".join(f"(SELECT json_agg(x) FROM ({_SMALL[part]}) x)" for part in parts)
+    return _psycopg("SELECT " + columns)
+
+
+def _uuid(value: str | None) -> uuid.UUID | None:
+    return uuid.UUID(value) if value is not None else None
+
+
+def _small_values(parts: Sequence[str], row: Sequence[Any]) -> dict[str, list[Any]]:
+    """:func:`_small_rows`'s row as each part's rows, with the types their own statements give."""
+    found: dict[str, list[Any]] = {}
+    for part, rows in zip(parts, row, strict=True):
+        values: list[Any] = [list(r.values()) for r in rows or ()]
+        if part == "sites":
+            values = [(uuid.UUID(d), _uuid(site), budget) for d, site, budget in values]
+        elif part == "partitions":
+            values = [(uuid.UUID(i), _uuid(lp), uuid.UUID(d), *rest) for i, lp, d, *rest in values]
+        elif part == "intents":
+            values = [(uuid.UUID(i), uuid.UUID(d), *rest) for i, d, *rest in values]
+        elif part == "limits":
+            values = [(uuid.UUID(lp), limit) for lp, limit in values]
+        found[part] = values
+    return found
+
+
 # The domain's lock tried and, once taken, generic plans and no JIT for the session (PASS_PLANS's
 # reasons) until it is let go (:func:`unlock`): one statement for the lock and both of the pass's
 # transactions, none of its own in either. The session's own settings come back with the unlock (the
@@ -239,32 +273,26 @@ async def one_domain_rows(
     session until :func:`unlock` lets go of it."""
     driver = await driver_connection(conn)
     params = {"domains": [domain]}
-    statements = [Statement(sql, params) for sql in _ONE_DOMAIN]
-    if endpoints:
-        statements.append(Statement(_psycopg(_DOMAIN_ENDPOINTS), params))
-    if credentials:
-        statements.append(Statement(_NMXM_CREDENTIALS))
+    parts = ["sites", "partitions", "intents", "limits"]
+    parts += ["endpoints"] * endpoints + ["credentials"] * credentials
     # One domain's rows by key, and the pass's intents in the same transaction: generic plans (each
     # of these statements was planned anew at every pass, 1.5 ms of PostgreSQL's CPU per pass), with
     # the lock when there is one.
-    statements.insert(0, Statement(_TRY_LOCK, {"k": lock}) if lock is not None else PASS_PLANS)
-    results = await pipelined(driver, statements)
-    first = results.pop(0)
-    locked = bool(first[0][0]) if lock is not None else True
-    sites, gpus, partitions, intents, unsettled, limits = results[:6]
-    registry = iter(results[6:])
-    endpoint_rows = next(registry) if endpoints else []
-    stored = next(registry) if credentials else []
+    statements = [Statement(_TRY_LOCK, {"k": lock}) if lock is not None else PASS_PLANS]
+    statements += [Statement(sql, params) for sql in [*_ONE_DOMAIN, _small_rows(parts)]]
+    first, gpus, unsettled, small = await pipelined(driver, statements)
+    found = _small_values(parts, small[0])
+    stored = found.get("credentials")
     return DomainRows(
-        sites,
+        found["sites"],
         gpus,
-        partitions,
-        intents,
+        found["partitions"],
+        found["intents"],
         unsettled,
-        limits,
-        endpoint_rows,
+        found["limits"],
+        found.get("endpoints", []),
         (str(stored[0][0]), str(stored[0][1])) if stored else None,
-        locked,
+        bool(first[0][0]) if lock is not None else True,
     )
 
 
