@@ -3,15 +3,18 @@ what it writes: a machine's count of GPUs in foreign partitions is written only 
 the row as loaded (so a wrong row is put right even when none of its GPUs moved); logical partitions
 being deleted are looked for only when the pass dropped a physical partition record (so one whose
 last record goes in the pass still finishes in it); the instances observed realised are locked,
-checked and settled in one statement (so one the tenant deleted meanwhile is not made Ready)."""
+checked and settled in one statement (so one the tenant deleted meanwhile is not made Ready); the
+domain's pass record and its gauge figures go out as one statement (the figures still those after the
+settle)."""
 
 from __future__ import annotations
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus
 from nico.db.models import Instance, LogicalPartition, Machine, PhysicalPartition
+from nico.db.queries.reconciler import domain_figures
 from nico.reconciler.operations import CreatePartition, Operation
 from nico.services.nvlink_events import desired_state_changed
 from nico.sim.inprocess import InProcessBackend
@@ -92,3 +95,31 @@ async def test_an_instance_terminated_during_the_pass_is_not_made_ready_by_it(
     found = await session.get(Instance, instance.id, populate_existing=True)
     assert found is not None and found.status == InstanceStatus.TERMINATING
     assert found.nvlink_applied_version is None
+
+
+async def test_the_figures_read_with_the_pass_record_are_the_domains_after_the_settle(
+    session: AsyncSession, site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
+) -> None:
+    d0 = site.domains[0]
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    instance = await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp))
+    await session.execute(
+        text("UPDATE nvlink_domain SET last_pass_at = NULL, fabric_digest = NULL WHERE uuid = :d"), {"d": d0}
+    )
+    await session.commit()
+
+    reconciler = make_reconciler(backend)
+    reconciler.health_reads.store(d0)  # read just now: none with this pass, as in most of the loop's
+    result = (await reconciler.reconcile([d0]))[d0]
+
+    assert result.report is not None and instance.id in result.report.instances_ready
+    now = await domain_figures(await session.connection(), [d0])
+    assert result.report.figures is not None
+    assert [tuple(r) for r in result.report.figures] == [tuple(r) for r in now]
+    _, physical, pending, _, used, _ = now[0]
+    assert (physical, pending) == (1, 0) and used >= 1  # the settle's effects, not the load's
+    record = await session.execute(
+        text("SELECT last_pass_at IS NOT NULL, fabric_digest IS NOT NULL FROM nvlink_domain WHERE uuid = :d"),
+        {"d": d0},
+    )
+    assert record.one() == (True, True)

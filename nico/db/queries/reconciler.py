@@ -481,6 +481,9 @@ _HELD_MACHINES_AND_DOMAIN_PASS = (
     "WHERE m.id = v.id AND m.id = ANY(CAST(%(ids)s AS varchar[])) AND m.foreign_gpus <> v.n "
     "RETURNING 1) " + _RECORD_DOMAIN_PASS
 )
+# Intents closed and GPUs observed in one statement (one statement fewer per pass; they touch other
+# tables).
+_CLOSING_AND_OBSERVING = f"WITH closed AS ({_CLOSE_INTENTS}) {_GPU_OBSERVATIONS}"
 # A note in an instance's status history, unless its latest entry says the same already.
 _WAITING_NOTES = (
     "INSERT INTO status_detail (instance_id, status, message) "
@@ -567,7 +570,11 @@ class PassWrites:
                 "seen": "{" + ",".join(["t" if g.seen else "f" for g in gpus]) + "}",
                 "hs": array_literal([g.health for g in gpus]),
             }
-            self._statements.append(Statement(_GPU_OBSERVATIONS, params))
+            last = self._statements[-1] if self._statements else None
+            if last is not None and last.sql is _CLOSE_INTENTS:  # one statement for both: other tables
+                self._statements[-1] = Statement(_CLOSING_AND_OBSERVING, {**(last.params or {}), **params})
+            else:
+                self._statements.append(Statement(_GPU_OBSERVATIONS, params))
 
     def health(
         self, domain: uuid.UUID, partitions: Mapping[str, str], *, hold: bool, budget: int | None
@@ -585,10 +592,12 @@ class PassWrites:
     def domain_figures(self, domain: uuid.UUID) -> None:
         """Read the domain's gauge figures (:func:`domain_figures`) as the transaction sees them
         (:attr:`PassRows.figures`)."""
-        self._figures = len(self._statements)
-        filtered = {key: _domain_filter(column, [domain]) for key, column in _FIGURE_FILTERS.items()}
-        sql = _psycopg(_DOMAIN_FIGURES.format(**filtered))
-        self._statements.append(Statement(sql, {"domains": [domain]}))
+        last = self._statements[-1] if self._statements else None
+        if last is not None and last.sql is _RECORD_DOMAIN_PASS:  # one statement for both
+            self._statements[-1] = Statement(_PASS_AND_FIGURES, {**(last.params or {}), "domains": [domain]})
+        else:
+            self._statements.append(Statement(_ONE_DOMAIN_FIGURES, {"domains": [domain]}))
+        self._figures = len(self._statements) - 1
 
     def deleting_partitions(self) -> None:
         """Read the logical partitions being deleted that have no physical partition left."""
@@ -758,6 +767,14 @@ WHERE true{domains}
 
 # The column each of _DOMAIN_FIGURES's domain filters is on.
 _FIGURE_FILTERS = {"partitions": "domain_uuid", "machines": "m.domain_uuid", "domains": "d.uuid"}
+
+
+_ONE_DOMAIN_FIGURES = _psycopg(
+    _DOMAIN_FIGURES.format(**{key: _domain_filter(column, []) for key, column in _FIGURE_FILTERS.items()})
+)
+# A pass's record of its domain and the domain's figures, in one statement: the record changes nothing
+# the figures count (held machines' counts, which they do count, go out with the record otherwise).
+_PASS_AND_FIGURES = f"WITH pass AS ({_RECORD_DOMAIN_PASS}) {_ONE_DOMAIN_FIGURES}"
 
 
 async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
