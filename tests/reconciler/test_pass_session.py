@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import pytest_asyncio
 from prometheus_client import CollectorRegistry
 from sqlalchemy import event, text
@@ -44,6 +45,19 @@ async def settings_of(engine: AsyncEngine) -> tuple[str, str]:
     return str(row[0]), str(row[1])
 
 
+async def converging(session: AsyncSession, site: SimSite) -> None:
+    """An instance on the first domain whose partition its next pass makes."""
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    await place(session, site, site.machines[site.domains[0]][0], dict.fromkeys(range(4), lp))
+    await session.commit()
+
+
+async def lock_is_free(session: AsyncSession, site: SimSite) -> bool:
+    key = lock_key(site.domains[0])
+    taken = await session.scalar(text("SELECT pg_try_advisory_lock(:k)"), {"k": key})
+    return bool(taken) and bool(await session.scalar(text("SELECT pg_advisory_unlock(:k)"), {"k": key}))
+
+
 async def reconcile_once(engine: AsyncEngine, backend: InProcessBackend, site: SimSite, **config: Any) -> str:
     nv = NvLinkConfig(backend="nmxc", monitor_run_interval="60s", **config)
     metrics = ReconcilerMetrics(CollectorRegistry(), "nmxc", hold_seconds=120.0)
@@ -55,22 +69,24 @@ async def reconcile_once(engine: AsyncEngine, backend: InProcessBackend, site: S
         await reconciler.close()
 
 
-async def test_a_pass_lets_go_of_its_lock_and_its_plan_settings_with_its_commit(
+@pytest.mark.parametrize("fabric", ["answers", "hangs"])
+async def test_a_pass_lets_go_of_its_lock_and_its_plan_settings_whatever_its_end(
     session: AsyncSession,
     site: SimSite,
     backend: InProcessBackend,
     one_connection: tuple[AsyncEngine, list[Any]],
+    fabric: str,
 ) -> None:
+    """With the write-back's COMMIT when the pass makes one; after it fails, on the way out."""
     engine, opened = one_connection
     before = await settings_of(engine)
     assert before[0] != "force_generic_plan"
-    d0 = site.domains[0]
-    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
-    await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp))
-    await session.commit()
+    await converging(session, site)
+    site.fabric.set_faults(site.domains[0], hang=fabric == "hangs")
 
-    assert await reconcile_once(engine, backend, site) == "ok"
+    status = await reconcile_once(engine, backend, site, fabric_call_timeout="300ms")
 
+    assert status == ("ok" if fabric == "answers" else "error")
     assert len(opened) == 1  # the pass's connection is the one checked
     assert await settings_of(engine) == before
     async with engine.connect() as conn:
@@ -79,29 +95,4 @@ async def test_a_pass_lets_go_of_its_lock_and_its_plan_settings_with_its_commit(
         )
         await conn.commit()
     assert held == 0
-    taken = await session.scalar(text("SELECT pg_try_advisory_lock(:k)"), {"k": lock_key(d0)})
-    assert taken
-    assert await session.scalar(text("SELECT pg_advisory_unlock(:k)"), {"k": lock_key(d0)})
-
-
-async def test_a_failed_pass_lets_go_of_its_lock_and_its_plan_settings_too(
-    session: AsyncSession,
-    site: SimSite,
-    backend: InProcessBackend,
-    one_connection: tuple[AsyncEngine, list[Any]],
-) -> None:
-    engine, opened = one_connection
-    before = await settings_of(engine)
-    d0 = site.domains[0]
-    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
-    await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp))
-    await session.commit()
-    site.fabric.set_faults(d0, hang=True)
-
-    assert await reconcile_once(engine, backend, site, fabric_call_timeout="300ms") == "error"
-
-    assert len(opened) == 1
-    assert await settings_of(engine) == before
-    taken = await session.scalar(text("SELECT pg_try_advisory_lock(:k)"), {"k": lock_key(d0)})
-    assert taken
-    assert await session.scalar(text("SELECT pg_advisory_unlock(:k)"), {"k": lock_key(d0)})
+    assert await lock_is_free(session, site)

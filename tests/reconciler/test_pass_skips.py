@@ -32,6 +32,12 @@ async def foreign_counts(session: AsyncSession, machines: list[str]) -> dict[str
     return {str(row[0]): int(row[1]) for row in rows.all()}
 
 
+async def placed(session: AsyncSession, site: SimSite) -> tuple[LogicalPartition, Instance]:
+    """A partition and an instance of four GPUs in it on the first domain, not yet passed."""
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    return lp, await place(session, site, site.machines[site.domains[0]][0], dict.fromkeys(range(4), lp))
+
+
 async def test_a_wrong_foreign_count_is_put_right_though_no_gpu_of_its_machine_moved(
     session: AsyncSession, site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
 ) -> None:
@@ -77,8 +83,7 @@ async def test_an_instance_terminated_during_the_pass_is_not_made_ready_by_it(
     session: AsyncSession, site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
 ) -> None:
     d0 = site.domains[0]
-    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
-    instance = await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp))
+    _, instance = await placed(session, site)
     reconciler = make_reconciler(backend)
 
     async def tenant_deletes_it(op: Operation) -> None:
@@ -101,8 +106,7 @@ async def test_the_figures_read_with_the_pass_record_are_the_domains_after_the_s
     session: AsyncSession, site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
 ) -> None:
     d0 = site.domains[0]
-    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
-    instance = await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp))
+    _, instance = await placed(session, site)
     await session.execute(
         text("UPDATE nvlink_domain SET last_pass_at = NULL, fabric_digest = NULL WHERE uuid = :d"), {"d": d0}
     )
