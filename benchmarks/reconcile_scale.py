@@ -218,7 +218,8 @@ class Figures(NamedTuple):
 def reconciler_on(url: str, fabric: SimFabric) -> tuple[AsyncEngine, Reconciler]:
     """A reconciler as a process starts one: its own engine, nothing remembered."""
     config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
-    engine = make_engine(url, pool_size=pool_size(Settings(nvlink_config=config)))  # as nico reconcile
+    # As nico reconcile makes it.
+    engine = make_engine(url, pool_size=pool_size(Settings(nvlink_config=config)), lifo=True)
     metrics = ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0)
     return engine, Reconciler(engine, InProcessBackend(fabric), config, metrics)
 

@@ -70,7 +70,8 @@ async def child(url: str, racks: int, peers: int) -> None:
     first pass's start and end, who is running, every later full pass) until killed."""
     fabric = SimFabric(racks=racks, seed=racks)
     config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
-    engine = make_engine(url, pool_size=pool_size(Settings(nvlink_config=config)))  # as nico reconcile
+    # As nico reconcile makes it.
+    engine = make_engine(url, pool_size=pool_size(Settings(nvlink_config=config)), lifo=True)
     metrics = ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0)
     reconciler = Counted(engine, InProcessBackend(fabric), config, metrics)
     await reconciler.members.join()

@@ -86,11 +86,17 @@ def _check_out(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
 PREPARE_THRESHOLD = 0
 
 
-def make_engine(url: str, *, pool_size: int = 10) -> AsyncEngine:
+def make_engine(url: str, *, pool_size: int = 10, lifo: bool = False) -> AsyncEngine:
+    """An engine whose pool holds up to ``pool_size`` connections (and as many more at a peak); with
+    ``lifo`` the connection returned last is handed out first, so a process whose work is mostly one
+    thing at a time keeps reusing the same few connections and the statements prepared on them (a
+    queue hands out the one idle longest: each of the pool's connections in turn, every statement
+    parsed and planned again on each)."""
     engine = create_async_engine(
         normalize_url(url),
         pool_size=pool_size,
         max_overflow=pool_size,
+        pool_use_lifo=lifo,
         pool_pre_ping=False,  # is_stale on check-out finds dead connections without a round trip
         pool_recycle=1800,
         connect_args={"prepare_threshold": PREPARE_THRESHOLD},

@@ -127,23 +127,52 @@ class Statement:
 
 
 async def pipelined(
-    driver: psycopg.AsyncConnection[Any], statements: Sequence[Statement], *, commit: bool = False
+    driver: psycopg.AsyncConnection[Any],
+    statements: Sequence[Statement],
+    *,
+    commit: bool = False,
+    then: Sequence[Statement] | None = None,
+    begin: bool = False,
 ) -> list[list[Any]]:
     """Send ``statements`` (and then COMMIT, with ``commit``) in one psycopg pipeline: one round trip
     for all of them, run one after another in order, in the connection's current transaction. Returns
-    each statement's rows (none for a statement without rows); the first error raises, and what
-    follows it is not run.
+    each statement's rows (none for a statement without rows), ``then``'s last; the first error
+    raises, and what follows it is not run.
+
+    With ``then`` (with ``commit``, even empty) the COMMIT goes out as a statement, with the others:
+    the connection's commit() waits for its answer before anything else is sent (a round trip of its
+    own), and a statement sent after it would begin a transaction. ``then`` follows it, each
+    statement its own transaction: until the pipeline syncs the connection is never idle. With
+    ``begin``, on a connection in autocommit mode and outside any transaction, a BEGIN goes out first
+    (psycopg begins a transaction with a round trip of its own): the statements are in a transaction
+    that a later call commits.
 
     The caller's SQLAlchemy transaction must have begun on the connection (the statements are in it);
     after ``commit`` its own commit finds nothing to do and sends nothing."""
+    if then is not None and not commit:
+        raise ValueError("statements to send after the COMMIT, and no COMMIT")
+    in_transaction = driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+    beginning = begin and driver.autocommit and not in_transaction
+    in_transaction = in_transaction or beginning or bool(statements and not driver.autocommit)
     cursors = []
     async with driver.pipeline():  # leaving the block syncs: every result has arrived
+        if beginning:
+            await driver.cursor().execute("BEGIN ISOLATION LEVEL READ COMMITTED", prepare=False)
         for statement in statements:
             cursor = driver.cursor()
             await cursor.execute(statement.sql, statement.params)
             cursors.append(cursor)
-        if commit:
+        if then is not None:
+            if in_transaction:  # else the statements are their own transactions
+                await driver.cursor().execute("COMMIT", prepare=False)
+            for statement in then:
+                cursor = driver.cursor()
+                await cursor.execute(statement.sql, statement.params)
+                cursors.append(cursor)
+        elif commit:
             await driver.commit()
+    if then and not driver.autocommit and driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        await driver.commit()  # never left open by ``then``, whatever the driver did
     return [await c.fetchall() if c.description is not None else [] for c in cursors]
 
 

@@ -25,18 +25,18 @@ from nico.fabric.backend import DomainTarget, FabricBackend, FabricError, Fabric
 from nico.fabric.observation import FabricObserver
 from nico.reconciler import health
 from nico.reconciler import state as statemod
-from nico.reconciler.executor import AfterCall, Outcome, execute
+from nico.reconciler.executor import AfterCall, Outcome, created_names, execute
+from nico.reconciler.intents import record_intents
 from nico.reconciler.last_reads import HealthReads, ReadBacks
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.operations import CreatePartition, change_counts
 from nico.reconciler.outages import Outages
-from nico.reconciler.planner import DomainDesire, Plan, plan
+from nico.reconciler.planner import Plan, plan
 from nico.reconciler.writeback import (
     PassHealth,
     PassOutcome,
     WriteBackReport,
     record_domain_error,
-    record_intents,
     write_back,
 )
 
@@ -111,10 +111,12 @@ async def reconcile_domain(ctx: PassContext, domain: uuid.UUID) -> DomainResult:
     """Take the domain's lock (``busy`` if another reconciler holds it) and make one pass."""
     can = ctx.backend.capabilities  # what the registry read is for
     async with ctx.engine.connect() as conn:
+        # The load and the intents need no transaction (psycopg's BEGIN waits a round trip of its own).
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
         key = lock_key(domain)
         loaded_at = time.monotonic()
         try:
-            # The lock is the session's; the load goes out with it (one round trip), in its transaction.
+            # The lock is the session's; the load goes out with it (one round trip).
             state, registry, locked = await statemod.load_one(
                 conn, domain, lock=key, endpoints=can.per_endpoint, credentials=can.credentials is not None
             )
@@ -122,20 +124,27 @@ async def reconcile_domain(ctx: PassContext, domain: uuid.UUID) -> DomainResult:
             await conn.invalidate()  # the lock may be taken: end the session, and the lock with it
             raise
         if not locked:
-            await conn.commit()  # it read only; a ROLLBACK would cost the connection its prepared statements
             return DomainResult(domain, "busy")
+        released = False
         try:
             use_registry(ctx.observer, registry)
-            return await locked_pass(conn, ctx, domain, state, loaded_at)
+            result = await locked_pass(conn, ctx, domain, state, loaded_at, lock=key)
+            released = result.report is not None and result.report.unlocked  # with the write-back's COMMIT
+            return result
         finally:
-            try:
-                await conn.rollback()
-                # Outside any transaction: one round trip, not BEGIN, unlock, COMMIT (the pool puts
-                # the isolation level back when the connection returns).
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
-                await queries.release_domain_lock(conn, key)
-            except Exception:  # the session is gone and its lock with it; never reuse it
-                await conn.invalidate()
+            if not released:
+                await _let_go(conn, key)
+
+
+async def _let_go(conn: AsyncConnection, key: int) -> None:
+    """End the pass's transaction, if open, and let go of its domain lock ``key``."""
+    try:
+        await conn.rollback()
+        # Outside any transaction: one round trip (the pool puts the isolation level back).
+        await conn.execution_options(isolation_level="AUTOCOMMIT")
+        await queries.release_domain_lock(conn, key)
+    except Exception:  # the session is gone and its lock with it; never reuse it
+        await conn.invalidate()
 
 
 @dataclass
@@ -153,17 +162,18 @@ async def locked_pass(
     domain: uuid.UUID,
     state: statemod.DomainState | None,
     loaded_at: float,
+    *,
+    lock: int | None = None,
 ) -> DomainResult:
-    """The pass, once the domain's lock is taken and its state loaded (at ``loaded_at``, monotonic),
-    in the load's transaction."""
+    """The pass, once the domain's lock (``lock``: let go with the write-back's COMMIT, then
+    ``report.unlocked``) is taken and its state loaded (at ``loaded_at``, monotonic)."""
     if state is None:
         return DomainResult(domain, "gone")
     reads = ctx.read_backs
-    mode = ctx.config.default_partition_mode
-    observing = ctx.config.mode == "observe"
-    # The load's transaction (read-only so far) stays open until the plan is known: the intents of a
-    # pass that changes something are written in it (one transaction fewer).
-    wanted = _desire(ctx, state)  # the state does not change during the pass: one desire for it
+    mode, observing = ctx.config.default_partition_mode, ctx.config.mode == "observe"
+    # The load's transaction, if any, stays open until the plan is known: a pass that changes
+    # something writes its intents in it. One desire for the pass's state:
+    wanted = state.desire(mode, ctx.config.foreign_partitions)
     try:
         seen = await _observe(ctx, state)
         result = plan(wanted, seen.partitions)
@@ -194,7 +204,7 @@ async def locked_pass(
             # The calls are made and their intents recorded: the next pass adopts what they did.
             return await failed(conn, ctx, domain, exc, operations=len(outcomes))
     unfinished = [o for o in outcomes if o.status != "completed"]
-    desire = replace(wanted, owned_names=wanted.owned_names | _created(outcomes))
+    desire = replace(wanted, owned_names=wanted.owned_names | created_names(outcomes))
     again = plan(desire, observed)
     outcome = PassOutcome(
         before=seen.partitions,
@@ -208,7 +218,7 @@ async def locked_pass(
     stored = PassHealth(read, hold=not ctx.config.place_on_unhealthy) if read is not None else None
     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
         report = await write_back(
-            session, state, outcome, mode, ctx.config.foreign_partitions, wanted, stored
+            session, state, outcome, mode, ctx.config.foreign_partitions, wanted, stored, unlock=lock
         )
         await session.commit()  # committed by write_back already: nothing is sent
     ctx.metrics.gpus_without_home(domain, report.gpus_without_home)
@@ -261,7 +271,8 @@ def use_registry(observer: FabricObserver, registry: statemod.Registry) -> None:
 
 async def _observe(ctx: PassContext, state: statemod.DomainState) -> _Observed:
     target = await ctx.observer.target(state.domain, state.chassis_serials)
-    resolved, still_running = await ctx.observer.operation_states(_operation_ids(state))
+    tracked = [i.operation_id for i in state.pending_operations() if i.operation_id is not None]
+    resolved, still_running = await ctx.observer.operation_states(tracked)  # the NMX-M operations
     cached = ctx.read_backs.fresh(target) if not state.pending_operations() else None
     if cached is not None:
         return _Observed(target, resolved, still_running, cached, cached=True)
@@ -285,16 +296,6 @@ async def _health(
     return await health.fetch(ctx.backend, state.domain, target, state.multicast_budget)
 
 
-def _desire(ctx: PassContext, state: statemod.DomainState) -> DomainDesire:
-    """What nico wants of the domain, by the configured homes and foreign partition policy."""
-    return state.desire(ctx.config.default_partition_mode, ctx.config.foreign_partitions)
-
-
-def _operation_ids(state: statemod.DomainState) -> list[str]:
-    """The domain's tracked NMX-M operations."""
-    return [intent.operation_id for intent in state.pending_operations() if intent.operation_id is not None]
-
-
 async def _list(ctx: PassContext, target: DomainTarget) -> list[FabricPartition]:
     """List the domain's partitions, and keep the listing as the domain's latest read-back."""
     read_at = time.monotonic()
@@ -306,8 +307,8 @@ async def _list(ctx: PassContext, target: DomainTarget) -> list[FabricPartition]
 async def _apply(
     conn: AsyncConnection, ctx: PassContext, domain: uuid.UUID, target: DomainTarget, result: Plan
 ) -> tuple[dict[int, uuid.UUID], list[Outcome]]:
-    """Record the plan's intents in the load's transaction and commit it before any call (one round
-    trip), then make the calls."""
+    """Record the plan's intents (in the load's transaction, if any) and commit them before any call
+    (one round trip), then make the calls."""
     intent_ids = await record_intents(conn, domain, result.operations)
     outcomes = await execute(
         ctx.backend,
@@ -386,10 +387,6 @@ def changed_partitions(
         else:
             calls[o.call] = (o.op.partition.nmx_partition_id, o.done_at)
     return tuple(calls.values())
-
-
-def _created(outcomes: list[Outcome]) -> frozenset[str]:
-    return frozenset(o.op.name for o in outcomes if isinstance(o.op, CreatePartition))
 
 
 def error_label(exc: FabricError, manager: str) -> str:

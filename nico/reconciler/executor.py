@@ -51,6 +51,11 @@ class Outcome:
     done_at: float | None = None  # when the call ended (time.monotonic())
 
 
+def created_names(outcomes: list[Outcome]) -> frozenset[str]:
+    """The names of the partitions ``outcomes`` created (nico's from then on, before any record)."""
+    return frozenset(o.op.name for o in outcomes if isinstance(o.op, CreatePartition))
+
+
 async def execute(
     backend: FabricBackend,
     target: DomainTarget,

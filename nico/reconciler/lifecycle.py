@@ -111,3 +111,15 @@ async def finish_partition_deletion(session: AsyncSession, logical_partition_id:
         return False
     await partitions.delete_partition(session, logical_partition_id)
     return True
+
+
+def waiting_message(devices: list[int]) -> str:
+    """Why an instance is not Ready while GPUs of its (``devices``: their device instances) sit in a
+    partition nico did not make and keeps (said without that partition's name: it is another
+    manager's, maybe another tenant's)."""
+    which = ", ".join(str(d) for d in devices)
+    gpus = f"GPU {which} (deviceInstance) is" if len(devices) == 1 else f"GPUs {which} (deviceInstance) are"
+    return (
+        f"NVLink: {gpus} in a partition another fabric manager made; nico keeps that partition whole, "
+        "and the instance waits until it releases them"
+    )

@@ -21,9 +21,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from nico.db.queries import reconciler as queries
 from nico.db.queries.reconciler_parts import DomainHealth, DomainPass, PartWrites
 from nico.reconciler import lifecycle
+from nico.reconciler.executor import created_names
 from nico.reconciler.fingerprint import fabric_digest
 from nico.reconciler.homes import Mode
-from nico.reconciler.operations import CreatePartition
 from nico.reconciler.planner import Classified, DomainDesire, Foreign, classify, without_home
 from nico.reconciler.state import DomainState
 from nico.reconciler.writeback import (
@@ -128,7 +128,7 @@ def _classified(write: DomainWrite) -> _Queued:
     """The domain's read-back classified as its write-back does (the partitions this pass created are
     nico's)."""
     outcome = write.outcome
-    created = {o.op.name for o in outcome.outcomes if isinstance(o.op, CreatePartition)}
+    created = created_names(outcome.outcomes)
     seen = classify(outcome.observed, write.state.owned_names() | created, write.state.adopted())
     return _Queued(write, WriteBackReport(), seen)
 

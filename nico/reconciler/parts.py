@@ -34,7 +34,6 @@ from nico.reconciler.domain_pass import (
     DomainResult,
     HealthDue,
     PassContext,
-    _created,
     _health,
     _list,
     _observe,
@@ -46,12 +45,13 @@ from nico.reconciler.domain_pass import (
     lock_key,
     use_registry,
 )
-from nico.reconciler.executor import Outcome, execute
+from nico.reconciler.executor import Outcome, created_names, execute
 from nico.reconciler.health import HealthRead
+from nico.reconciler.intents import intent_rows
 from nico.reconciler.operations import change_counts
 from nico.reconciler.part_writeback import DomainWrite, write_back_part
 from nico.reconciler.planner import DomainDesire, Plan, plan
-from nico.reconciler.writeback import PassHealth, PassOutcome, WriteBackReport, intent_rows
+from nico.reconciler.writeback import PassHealth, PassOutcome, WriteBackReport
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +268,7 @@ def _written(ctx: PassContext, work: _Work) -> tuple[DomainWrite, Plan]:
     assert work.seen is not None
     seen = work.seen
     unfinished = [o for o in work.outcomes if o.status != "completed"]
-    desire = replace(work.wanted, owned_names=work.wanted.owned_names | _created(work.outcomes))
+    desire = replace(work.wanted, owned_names=work.wanted.owned_names | created_names(work.outcomes))
     again = plan(desire, work.observed) if work.outcomes else work.result
     outcome = PassOutcome(
         before=seen.partitions,

@@ -33,6 +33,7 @@ class GpuRow(NamedTuple):  # a tuple: a deep scan builds one per GPU of the site
     observed_fabric_partition: int | None
     chassis_serial: str = ""
     slot_id: int | None = None  # the tray's rack slot, for its home partition in tray mode
+    machine_foreign: int = 0  # the machine's GPUs in foreign partitions as recorded (machine.foreign_gpus)
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,7 @@ def _build(
     by_text: dict[str, DomainState] = {}
     s: DomainState | None = None
     last = ""
-    for domain, uid, machine_id, device_id, instance_id, wants, pp, fabric_pid, chassis, slot in gpus:
+    for domain, uid, machine_id, device_id, instance_id, wants, pp, fabric_pid, chassis, slot, held in gpus:
         if s is None or domain != last:
             s = by_text.get(domain) or by_text.setdefault(domain, state(uuid.UUID(domain)))
             last = domain
@@ -232,6 +233,7 @@ def _build(
             fabric_pid,
             serial,
             slot,
+            held,
         )
         s.chassis_serials.add(serial)
     for pid, lp, domain, fabric_pid, ref, name in partitions:

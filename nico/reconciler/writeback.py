@@ -14,21 +14,20 @@ status history.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.queries import reconciler as queries
 from nico.fabric.backend import FabricPartition
 from nico.reconciler import lifecycle
-from nico.reconciler.executor import Outcome
+from nico.reconciler.executor import Outcome, created_names
 from nico.reconciler.fingerprint import fabric_digest
 from nico.reconciler.health import HealthRead
 from nico.reconciler.homes import Mode
-from nico.reconciler.operations import CreatePartition, Operation, metric_operation, op_gpus
 from nico.reconciler.planner import (
     Classified,
     DomainDesire,
@@ -55,42 +54,8 @@ class WriteBackReport:
     foreign_gpus: int = 0  # GPUs of the domain in partitions nico did not make, after the pass
     waiting_on_foreign: dict[uuid.UUID, str] = field(default_factory=dict)  # instance -> why it waits
     figures: list[Any] | None = None  # the domain's gauge figures as the write-back left them
-
-
-async def record_intents(
-    conn: AsyncConnection, domain: uuid.UUID, operations: Sequence[Operation]
-) -> dict[int, uuid.UUID]:
-    """Write what is about to be asked of the fabric and commit it (before any call is made), in one
-    round trip. Returns intent ids by position in ``operations``."""
-    ids, rows = intent_rows(domain, operations)
-    await queries.insert_intents(conn, rows, commit=True)
-    await conn.commit()  # SQLAlchemy's own: the transaction is committed already, nothing is sent
-    return ids
-
-
-def intent_rows(
-    domain: uuid.UUID, operations: Sequence[Operation]
-) -> tuple[dict[int, uuid.UUID], list[dict[str, Any]]]:
-    """The intent rows of a domain's operations (:func:`queries.insert_intents`), and their ids by
-    position in ``operations``."""
-    ids: dict[int, uuid.UUID] = {}
-    rows = []
-    for index, op in enumerate(operations):
-        intent_id = uuid.uuid4()
-        ids[index] = intent_id
-        name = op.name if isinstance(op, CreatePartition) else op.partition.name
-        rows.append(
-            {
-                "id": intent_id,
-                "domain": domain,
-                "lp": op.lp,
-                "operation": metric_operation(op),
-                "name": name,
-                "ref": None if isinstance(op, CreatePartition) else op.partition.ref,
-                "gpus": [str(g) for g in sorted(op_gpus(op))],
-            }
-        )
-    return ids, rows
+    records_dropped: int = 0  # physical partition records deleted (gone from the fabric, or replaced)
+    unlocked: bool = False  # the domain's lock was let go with the COMMIT (``write_back``'s ``unlock``)
 
 
 @dataclass(frozen=True)
@@ -130,47 +95,41 @@ async def write_back(
     foreign: Foreign = "keep",
     desire: DomainDesire | None = None,
     health: PassHealth | None = None,
+    *,
+    unlock: int | None = None,
 ) -> WriteBackReport:
     """Record the read-back of ``outcome`` for ``state.domain`` (module docstring) and commit it;
     ``mode`` is the default partition mode (where a GPU in no tenant partition belongs), ``foreign``
     what becomes of partitions nico did not make; ``desire``: the state's desire by them, when the
     caller has it already; ``health``: the domain's health read during the pass, stored with it
-    (each GPU's in its observation's statement, the rest in the last round trip).
+    (each GPU's in its observation's statement, the rest in the last round trip); ``unlock``: the
+    domain lock the session holds, with generic plans (``queries.one_domain_rows``), let go right
+    after the COMMIT, in its round trip (``report.unlocked``).
 
-    Two round trips in the usual pass (the statements go out together, :class:`queries.PassWrites`):
-    partition records that change, intents, GPU observations and the lock of the instances to settle;
-    then the instances settled, the domain's pass (and its health) and the commit. Instances that
-    finish terminating and logical partitions that finish deleting take round trips of their own, in
-    between (in the order of the locks: docs/architecture.md, "Locks")."""
+    One round trip in the usual pass (the statements go out together, :class:`queries.PassWrites`):
+    partition records that change, intents, GPU observations, the instances settled, the domain's
+    pass (and its health), its figures and the commit. Instances that finish terminating and logical
+    partitions that finish deleting take round trips of their own, before (:func:`_settle_apart`)."""
     report = WriteBackReport()
-    created = {o.op.name for o in outcome.outcomes if isinstance(o.op, CreatePartition)}
-    seen = classify(outcome.observed, state.owned_names() | created, state.adopted())
+    seen = classify(outcome.observed, state.owned_names() | created_names(outcome.outcomes), state.adopted())
     desire = state.desire(mode, foreign) if desire is None else desire
     writes = queries.PassWrites()
-    writes.plan_generically()
+    if unlock is None:  # the lock's session plans generically already
+        writes.plan_generically()
     pp_ids = _align_partitions(writes, state, seen, outcome.before, report)
     writes.close_intents(_intent_updates(state, seen, outcome))
     healths = health.read.gpus if health is not None else None
     moved = _record_gpu_observations(writes, state, seen, pp_ids, report, healths)
     # Instances: Ready only on an exact match for the version loaded at the start of the pass.
     finishing, observations = _observations(state, seen, outcome.blocked, report, desire)
-    if observations and not finishing:
-        writes.lock_settling([o.instance_id for o in observations])
-    writes.deleting_partitions()
-    found = await writes.send(session)
-    for instance_id in finishing:  # before the others are locked, as always (rare: deletions)
-        if await lifecycle.finish_instance_termination(session, instance_id):
-            report.instances_terminated += 1
-    if observations and finishing:
-        ids = [o.instance_id for o in observations]
-        found.settling = await queries.locked_settling_instances(session, ids)
-    settled = lifecycle.settlement(observations, found.settling)
-    if settled.versions:
-        writes.settle(settled.versions, settled.waiting, settled.gpus)
-    if found.deleting:  # the settle goes first, then each partition under its own lock
-        await writes.send(session)
-        report.partitions_removed = await _finish_partitions(session, found.deleting)
-    _ready(report, state, settled.applied)
+    # Usually nothing finishes: the instances settle in one statement, all in one round trip.
+    together = not finishing and not report.records_dropped
+    if together and observations:
+        writes.settle_observed(
+            {o.instance_id: o.version for o in observations},
+            [(o.instance_id, device, *gpu) for o in observations for device, gpu in o.gpus.items()],
+        )
+    applied = None if together else await _settle_apart(session, writes, observations, finishing, report)
     # Every GPU always has a home (#6644): checked on every pass, repaired by the next plan.
     report.gpus_without_home = len(without_home(desire, seen))
     report.foreign_gpus = sum(len(p.gpu_uids) for p in seen.unknown)
@@ -189,8 +148,41 @@ async def write_back(
         budget = read.budget if read.budget_is_new else None
         writes.health(state.domain, partitions, hold=health.hold, budget=budget)
     writes.domain_figures(state.domain)  # in the same round trip, not a read of its own after it
-    report.figures = (await writes.send(session, commit=True)).figures
+    found = await writes.send(session, commit=True, unlock_after=unlock)
+    report.figures, report.unlocked = found.figures, unlock is not None
+    settled = [o.instance_id for o in observations if o.instance_id in found.settled]
+    _ready(report, state, settled if applied is None else applied)
     return report
+
+
+async def _settle_apart(
+    session: AsyncSession,
+    writes: queries.PassWrites,
+    observations: list[lifecycle.Observation],
+    finishing: list[uuid.UUID],
+    report: WriteBackReport,
+) -> list[uuid.UUID]:
+    """The instances when some finish (``finishing``) or a record was dropped (a partition being deleted
+    may have nothing left), each in the order of the locks (docs/architecture.md, "Locks"), after the
+    statements queued so far. The settle is queued; returns the instances it applies."""
+    if observations and not finishing:
+        writes.lock_settling([o.instance_id for o in observations])
+    if report.records_dropped:  # only then can a logical partition being deleted have nothing left
+        writes.deleting_partitions()
+    found = await writes.send(session)
+    for instance_id in finishing:  # before the others are locked, as always
+        if await lifecycle.finish_instance_termination(session, instance_id):
+            report.instances_terminated += 1
+    if observations and finishing:
+        ids = [o.instance_id for o in observations]
+        found.settling = await queries.locked_settling_instances(session, ids)
+    settled = lifecycle.settlement(observations, found.settling)
+    if settled.versions:
+        writes.settle(settled.versions, settled.waiting, settled.gpus)
+    if found.deleting:  # the settle goes first, then each partition under its own lock
+        await writes.send(session)
+        report.partitions_removed = await _finish_partitions(session, found.deleting)
+    return settled.applied
 
 
 def _align_partitions(
@@ -230,6 +222,7 @@ def _align_partitions(
             )
         )
     writes.record_partitions(deleted, records)
+    report.records_dropped = len(deleted)
     return pp_ids
 
 
@@ -266,14 +259,20 @@ def _record_gpu_observations(
 
 
 def _held_machines(state: DomainState, seen: Classified, moved: set[str]) -> dict[str, int]:
-    """Each machine's GPUs in foreign partitions, for the machines that have some now and those whose
-    GPUs moved (which may have had some): the rows whose count may have changed."""
+    """Each machine's GPUs in foreign partitions, for the machines that have some now, had some as
+    loaded, or whose GPUs moved, where the count differs from the one loaded (the machine's row, read
+    under the domain's lock: only its passes write it); none when no count changes (the statement that
+    writes them, and the capacity triggers it fires, are left out)."""
     foreign = {id(p) for p in seen.unknown}
     counts = dict.fromkeys(moved, 0)
+    loaded: dict[str, int] = {}
     for gpu in state.gpus.values():
+        if gpu.machine_foreign:
+            loaded[gpu.machine_id] = gpu.machine_foreign
+            counts.setdefault(gpu.machine_id, 0)
         if id(seen.location.get(gpu.gpu_uid)) in foreign:
             counts[gpu.machine_id] = counts.get(gpu.machine_id, 0) + 1
-    return counts
+    return {machine: n for machine, n in counts.items() if n != loaded.get(machine, 0)}
 
 
 async def finish_deleted_partitions(session: AsyncSession) -> int:
@@ -350,7 +349,7 @@ def _observations(
         if any(lp in blocked for lp in instance.bindings.values()):
             continue
         if waiting := sorted(device for device, g in gpus.items() if g.gpu_uid in kept):
-            report.waiting_on_foreign[instance.id] = _waiting_message(waiting)
+            report.waiting_on_foreign[instance.id] = lifecycle.waiting_message(waiting)
             continue
         if not all(
             satisfied(g.gpu_uid, instance.bindings.get(device), seen, desire) for device, g in gpus.items()
@@ -359,18 +358,6 @@ def _observations(
         observation = {device: (state.domain, g.gpu_uid) for device, g in gpus.items()}
         observations.append(lifecycle.Observation(instance.id, instance.version, observation))
     return finishing, observations
-
-
-def _waiting_message(devices: list[int]) -> str:
-    """Why an instance is not Ready while GPUs of its (``devices``: their device instances) sit in a
-    partition nico did not make and keeps (said without that partition's name: it is another
-    manager's, maybe another tenant's)."""
-    which = ", ".join(str(d) for d in devices)
-    gpus = f"GPU {which} (deviceInstance) is" if len(devices) == 1 else f"GPUs {which} (deviceInstance) are"
-    return (
-        f"NVLink: {gpus} in a partition another fabric manager made; nico keeps that partition whole, "
-        "and the instance waits until it releases them"
-    )
 
 
 def _ready(report: WriteBackReport, state: DomainState, applied: list[uuid.UUID]) -> None:

@@ -16,7 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.context import AppContext
 from nico.db.enums import InstanceStatus
-from nico.db.models import Gpu, Instance
+from nico.db.models import FabricIntent, Gpu, Instance
 from nico.fabric.backend import DEFAULT_PARTITION_ID, DomainTarget, FabricGpu, FabricPartition, PartitionEvent
 from nico.fabric.nmxm.client import NmxmBackend
 from nico.reconciler import state as statemod
@@ -444,6 +444,21 @@ async def test_a_pass_loads_its_domain_in_one_round_trip_as_the_bulk_load_does(
     await place(session, site, site.machines[d0][1], {0: lp, 1: other}, name="unsettled")
     await place(session, site, site.machines[d1][0], dict.fromkeys(range(4), other), name="elsewhere")
     await fabric_registry.set_nmxm_credentials(session, "operator", "s3cret")
+    # An NMX-M operation still open and a multicast budget read: every kind of the domain's rows.
+    session.add(
+        FabricIntent(
+            domain_uuid=d0,
+            logical_partition_id=lp.id,
+            operation="create",
+            partition_name="open",
+            gpu_uids=[],
+            state="timedout",
+            operation_id="op-7",
+        )
+    )
+    await session.execute(
+        text("UPDATE nvlink_domain SET max_multicast_groups = 24 WHERE uuid = :d"), {"d": d0}
+    )
     await session.commit()
 
     async with app_context.engine.connect() as conn:
@@ -457,6 +472,7 @@ async def test_a_pass_loads_its_domain_in_one_round_trip_as_the_bulk_load_does(
         nmxm, for_nmxm, _ = await statemod.load_one(conn, d0, endpoints=False)
 
     assert one == bulk
+    assert one is not None and one.intents and one.multicast_budget == 24 and one.site_id is not None
     assert (
         one is not None
         and one.partitions

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from psycopg.types.json import Jsonb
@@ -40,9 +40,9 @@ _DOMAIN_SITES = "SELECT uuid, site_id, max_multicast_groups FROM nvlink_domain W
 # terminating (then its GPUs must leave every tenant partition). Columns: domain (text: a uuid object
 # per row was the largest part of reading them; the load makes one per domain), gpu_uid (text),
 # machine id, device id, instance id, wanted logical partition, physical partition id, fabric
-# partition id, chassis serial, slot id. The instance and the binding are looked up per GPU of a
-# machine with an instance through their indexes (uq_nvlink_interface_live_gpu gives at most one
-# binding).
+# partition id, chassis serial, slot id, the machine's GPUs in foreign partitions as last recorded.
+# The instance and the binding are looked up per GPU of a machine with an instance through their
+# indexes (uq_nvlink_interface_live_gpu gives at most one binding).
 _GPU_WANTS_COLUMNS = """
             SELECT m.domain_uuid::text, g.gpu_uid::text, m.id, g.device_id, m.instance_id,
                    CASE WHEN m.instance_id IS NULL
@@ -52,7 +52,7 @@ _GPU_WANTS_COLUMNS = """
                               WHERE ni.instance_id = m.instance_id AND ni.device_instance = g.device_id - 1
                                 AND ni.status <> 'Deleting')
                    END,
-                   g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id
+                   g.physical_partition_id, g.nmx_partition_id, m.chassis_serial, g.slot_id, m.foreign_gpus
             """
 # Every domain's GPUs (the whole site: one pass over both tables).
 _GPU_WANTS = (
@@ -183,15 +183,69 @@ _DOMAIN_ENDPOINTS = (
     "CROSS JOIN LATERAL (SELECT e.chassis_serial, e.endpoint FROM nvlink_nmxc_endpoint e "
     "WHERE btrim(e.chassis_serial) = s.serial OFFSET 0) e"
 )
-_ONE_DOMAIN = [
-    _psycopg(_DOMAIN_SITES + _domain_filter("uuid", [])),
-    _psycopg(_GPU_WANTS_OF),
-    _psycopg(_PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", [])),
-    _psycopg(_OPEN_INTENTS + _domain_filter("domain_uuid", [])),
-    _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", [])),
-    _psycopg(_DOMAIN_LIMITS),
-]
-_TRY_LOCK = "SELECT pg_try_advisory_lock(%(k)s)"
+_ONE_DOMAIN = [_psycopg(_GPU_WANTS_OF), _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", []))]
+# The few rows of a domain's other statements (its own row, physical partitions, open intents, the
+# multicast limits of its partitions; its chassis' registry rows and the NMX-M credentials when asked
+# for), each as one JSON array of its rows, in one statement: a statement costs psycopg and PostgreSQL
+# more than a handful of rows as JSON costs them.
+_SMALL = {
+    "sites": _DOMAIN_SITES + _domain_filter("uuid", []),
+    "partitions": _PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", []),
+    "intents": _OPEN_INTENTS + _domain_filter("domain_uuid", []),
+    "limits": _DOMAIN_LIMITS,
+    "endpoints": _DOMAIN_ENDPOINTS,
+    "credentials": _NMXM_CREDENTIALS,
+}
+
+
+def _small_rows(parts: Sequence[str]) -> str:
+    """The statement of :data:`_SMALL`'s ``parts``: one column per part, NULL for no rows."""
+    columns = ", ".join(f"(SELECT json_agg(x) FROM ({_SMALL[part]}) x)" for part in parts)
+    return _psycopg("SELECT " + columns)
+
+
+def _uuid(value: str | None) -> uuid.UUID | None:
+    return uuid.UUID(value) if value is not None else None
+
+
+def _small_values(parts: Sequence[str], row: Sequence[Any]) -> dict[str, list[Any]]:
+    """:func:`_small_rows`'s row as each part's rows, with the types their own statements give."""
+    found: dict[str, list[Any]] = {}
+    for part, rows in zip(parts, row, strict=True):
+        values: list[Any] = [list(r.values()) for r in rows or ()]
+        if part == "sites":
+            values = [(uuid.UUID(d), _uuid(site), budget) for d, site, budget in values]
+        elif part == "partitions":
+            values = [(uuid.UUID(i), _uuid(lp), uuid.UUID(d), *rest) for i, lp, d, *rest in values]
+        elif part == "intents":
+            values = [(uuid.UUID(i), uuid.UUID(d), *rest) for i, d, *rest in values]
+        elif part == "limits":
+            values = [(uuid.UUID(lp), limit) for lp, limit in values]
+        found[part] = values
+    return found
+
+
+# The domain's lock tried and, once taken, generic plans and no JIT for the session (PASS_PLANS's
+# reasons) until it is let go (:func:`unlock`): one statement for the lock and both of the pass's
+# transactions, none of its own in either. The session's own settings come back with the unlock (the
+# connection may be the API's: ``nico serve`` runs a reconciler on its engine).
+_TRY_LOCK = (
+    "SELECT l, CASE WHEN l THEN set_config('plan_cache_mode', 'force_generic_plan', false) END, "
+    "CASE WHEN l THEN set_config('jit', 'off', false) END FROM pg_try_advisory_lock(%(k)s) AS l"
+)
+# set_config with NULL resets a setting to the session's default, as RESET does.
+_UNLOCK = (
+    "SELECT pg_advisory_unlock(%(k)s), set_config('plan_cache_mode', NULL, false), "
+    "set_config('jit', NULL, false)"
+)
+
+
+def unlock(key: int) -> Statement:
+    """Let go of the domain lock ``key`` taken by :func:`one_domain_rows`, and put the session's plan
+    settings back."""
+    return Statement(_UNLOCK, {"k": key})
+
+
 # A pass's transaction (its load, its write-back) looks a domain's rows up by key: generic plans
 # (``nico.db.raw.GENERIC_PLANS``'s reason), and no JIT compilation. On unanalysed tables a generic
 # plan's cost is a guess far above the rows it reads (the domain's GPU rows: 500,000 for 72 rows), and
@@ -215,34 +269,41 @@ async def one_domain_rows(
     no use for is not read), in one round trip: the statements go out together in a psycopg
     pipeline, in the connection's current transaction. With ``lock``, the domain's session-level
     advisory lock ``lock`` is tried first in the same round trip; when another session holds it,
-    ``locked`` is False and the rows are to be thrown away."""
-    driver = await driver_connection(conn)
-    params = {"domains": [domain]}
-    statements = [Statement(sql, params) for sql in _ONE_DOMAIN]
-    if endpoints:
-        statements.append(Statement(_psycopg(_DOMAIN_ENDPOINTS), params))
-    if credentials:
-        statements.append(Statement(_NMXM_CREDENTIALS))
-    if lock is not None:
-        statements.insert(0, Statement(_TRY_LOCK, {"k": lock}))
-    # One domain's rows by key, and the pass's intents in the same transaction: generic plans (each
-    # of these statements was planned anew at every pass, 1.5 ms of PostgreSQL's CPU per pass).
-    results = (await pipelined(driver, [PASS_PLANS, *statements]))[1:]
-    locked = bool(results.pop(0)[0][0]) if lock is not None else True
-    sites, gpus, partitions, intents, unsettled, limits = results[:6]
-    registry = iter(results[6:])
-    endpoint_rows = next(registry) if endpoints else []
-    stored = next(registry) if credentials else []
-    return DomainRows(
-        sites,
+    ``locked`` is False and the rows are to be thrown away. A lock taken holds generic plans for the
+    session until :func:`unlock` lets go of it."""
+    statement = Statement(_TRY_LOCK, {"k": lock}) if lock is not None else PASS_PLANS
+    first, rows = await _domain_rows(
+        conn, [statement], [domain], endpoints=endpoints, credentials=credentials
+    )
+    return replace(rows, locked=bool(first[0][0]) if lock is not None else True)
+
+
+async def _domain_rows(
+    conn: AsyncConnection,
+    first: Sequence[Statement],
+    domains: Sequence[uuid.UUID],
+    *,
+    endpoints: bool,
+    credentials: bool,
+) -> tuple[list[Any], DomainRows]:
+    """The rows of the last of ``first`` and the pass's load of ``domains`` after them, in one round
+    trip (generic plans once ``first`` has set them: :data:`_TRY_LOCK` or :data:`PASS_PLANS`)."""
+    parts = ["sites", "partitions", "intents", "limits"]
+    parts += ["endpoints"] * endpoints + ["credentials"] * credentials
+    params = {"domains": list(domains)}
+    statements = [*first] + [Statement(sql, params) for sql in [*_ONE_DOMAIN, _small_rows(parts)]]
+    *heads, gpus, unsettled, small = await pipelined(await driver_connection(conn), statements)
+    found = _small_values(parts, small[0])
+    stored = found.get("credentials")
+    return heads[-1], DomainRows(
+        found["sites"],
         gpus,
-        partitions,
-        intents,
+        found["partitions"],
+        found["intents"],
         unsettled,
-        limits,
-        endpoint_rows,
+        found["limits"],
+        found.get("endpoints", []),
         (str(stored[0][0]), str(stored[0][1])) if stored else None,
-        locked,
     )
 
 
@@ -261,22 +322,10 @@ async def part_rows(
     """:func:`one_domain_rows` for several domains (a part of a full pass), after trying each of the
     advisory locks ``locks`` (the second value: the keys taken), in one round trip. The rows of a
     domain whose lock was not taken are to be thrown away."""
-    driver = await driver_connection(conn)
-    params = {"domains": list(domains)}
-    statements = [PASS_PLANS, Statement(_TRY_LOCKS, {"keys": list(locks)})]
-    statements += [Statement(sql, params) for sql in _ONE_DOMAIN]
-    if endpoints:
-        statements.append(Statement(_psycopg(_DOMAIN_ENDPOINTS), params))
-    if credentials:
-        statements.append(Statement(_NMXM_CREDENTIALS))
-    results = (await pipelined(driver, statements))[1:]
-    taken = {int(key) for (key,) in results.pop(0)}
-    sites, gpus, partitions, intents, unsettled, limits = results[:6]
-    registry = iter(results[6:])
-    endpoint_rows = next(registry) if endpoints else []
-    stored = next(registry) if credentials else []
-    found = (str(stored[0][0]), str(stored[0][1])) if stored else None
-    return DomainRows(sites, gpus, partitions, intents, unsettled, limits, endpoint_rows, found), taken
+    # The part's transaction plans generically (PASS_PLANS), as the lock's session does for one domain.
+    tried = [PASS_PLANS, Statement(_TRY_LOCKS, {"keys": list(locks)})]
+    first, rows = await _domain_rows(conn, tried, domains, endpoints=endpoints, credentials=credentials)
+    return rows, {int(key) for (key,) in first}
 
 
 async def domain_summaries(conn: AsyncConnection) -> Sequence[Any]:
@@ -308,7 +357,8 @@ async def all_domain_uuids(conn: AsyncConnection) -> list[uuid.UUID]:
 
 
 async def release_domain_lock(conn: AsyncConnection, key: int) -> None:
-    await conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+    """:func:`unlock`, outside any transaction."""
+    await pipelined(await driver_connection(conn), [unlock(key)])
 
 
 async def release_domain_locks(conn: AsyncConnection, keys: Sequence[int]) -> None:
@@ -335,7 +385,7 @@ async def insert_intents(conn: AsyncConnection, rows: list[dict[str, Any]], *, c
     """Insert pending intents (keys: id, domain, lp, operation, name, ref, gpus: GPU uids as text),
     one statement for all, and with ``commit`` commit them, in one round trip."""
     statements = [Statement(_INSERT_INTENTS, {"rows": Jsonb(rows, dumps=_dumps)})] if rows else []
-    await pipelined(await driver_connection(conn), statements, commit=commit)
+    await pipelined(await driver_connection(conn), statements, commit=commit, then=[] if commit else None)
 
 
 def _dumps(value: Any) -> str:
@@ -418,6 +468,39 @@ _SETTLE = (
     "SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM bound), "
     "(SELECT count(*) FROM applied), (SELECT count(*) FROM history)"
 )
+# :data:`_LOCKED_SETTLING`, the settlement of ``nico.reconciler.lifecycle`` and :data:`_SETTLE` as one
+# statement, for instances observed realised (``ids`` at ``versions``; ``g_*``: every GPU of their
+# machines): each is locked (in id order) and settles only when, as locked, it is not Terminating, is
+# still at the version observed and has no live binding on a device without an observed GPU. The
+# waiting ones (Pending, Configuring) become Ready with a status history entry. Returns the instances
+# settled. One statement and no round trip between the lock and the writes.
+_SETTLE_OBSERVED = (
+    "WITH observed AS (SELECT * FROM unnest(CAST(%(ids)s AS uuid[]), CAST(%(versions)s AS bigint[])) "
+    "AS o(id, version)), "
+    "locked AS (SELECT i.id, i.status, i.nvlink_config_version AS version FROM instance i "
+    "WHERE i.id = ANY(CAST(%(ids)s AS uuid[])) ORDER BY i.id FOR UPDATE OF i), "
+    "gpus AS (SELECT * FROM unnest(CAST(%(g_inst)s AS uuid[]), CAST(%(g_dev)s AS int[]), "
+    "CAST(%(g_dom)s AS uuid[]), CAST(%(g_uid)s AS numeric[])) AS g(instance_id, device, domain, gpu)), "
+    "ok AS (SELECT l.id, l.version, l.status IN ('Pending', 'Configuring') AS waiting "
+    "FROM locked l JOIN observed o ON o.id = l.id "
+    "WHERE l.status <> 'Terminating' AND l.version = o.version "
+    "AND NOT EXISTS (SELECT 1 FROM nvlink_interface n WHERE n.instance_id = l.id AND n.status <> 'Deleting' "
+    "AND NOT EXISTS (SELECT 1 FROM gpus g WHERE g.instance_id = l.id AND g.device = n.device_instance))), "
+    "gone AS (DELETE FROM nvlink_interface WHERE instance_id IN (SELECT id FROM ok) "
+    "AND status = 'Deleting' RETURNING 1), "
+    "bound AS (UPDATE nvlink_interface n SET status = 'Ready', domain_uuid = g.domain, "
+    "gpu_uid = g.gpu, updated = now() FROM gpus g JOIN ok ON ok.id = g.instance_id "
+    "WHERE n.instance_id = g.instance_id AND n.device_instance = g.device AND n.status <> 'Deleting' "
+    "AND (n.status <> 'Ready' OR n.domain_uuid IS DISTINCT FROM g.domain "
+    "OR n.gpu_uid IS DISTINCT FROM g.gpu) RETURNING 1), "
+    "applied AS (UPDATE instance i SET nvlink_applied_version = ok.version, "
+    "status = CASE WHEN ok.waiting THEN 'Ready' ELSE i.status END, updated = now() "
+    "FROM ok WHERE i.id = ok.id AND (i.nvlink_applied_version IS DISTINCT FROM ok.version OR ok.waiting) "
+    "RETURNING 1), "
+    "history AS (INSERT INTO status_detail (instance_id, status, message) "
+    "SELECT ok.id, 'Ready', 'Instance is ready for use' FROM ok WHERE ok.waiting RETURNING 1) "
+    "SELECT ok.id FROM ok"
+)
 _DELETING_WITH_NOTHING_LEFT = (
     "SELECT lp.id FROM logical_partition lp WHERE lp.status = 'Deleting' "
     "AND NOT EXISTS (SELECT 1 FROM physical_partition pp WHERE pp.logical_partition_id = lp.id)"
@@ -437,6 +520,9 @@ _HELD_MACHINES_AND_DOMAIN_PASS = (
     "WHERE m.id = v.id AND m.id = ANY(CAST(%(ids)s AS varchar[])) AND m.foreign_gpus <> v.n "
     "RETURNING 1) " + _RECORD_DOMAIN_PASS
 )
+# Intents closed and GPUs observed in one statement (one statement fewer per pass; they touch other
+# tables).
+_CLOSING_AND_OBSERVING = f"WITH closed AS ({_CLOSE_INTENTS}) {_GPU_OBSERVATIONS}"
 # A note in an instance's status history, unless its latest entry says the same already.
 _WAITING_NOTES = (
     "INSERT INTO status_detail (instance_id, status, message) "
@@ -478,6 +564,7 @@ class PassRows:
     settling: list[SettlingInstance] = field(default_factory=list)
     deleting: list[uuid.UUID] = field(default_factory=list)
     figures: list[Any] | None = None  # rows of domain_figures, when asked for
+    settled: set[uuid.UUID] = field(default_factory=set)  # the instances settle_observed settled
 
 
 class PassWrites:
@@ -489,6 +576,7 @@ class PassWrites:
         self._settling: int | None = None
         self._deleting: int | None = None
         self._figures: int | None = None
+        self._settled: int | None = None
 
     def plan_generically(self) -> None:
         """The transaction's statements from here on take generic plans and no JIT (:data:`PASS_PLANS`):
@@ -521,7 +609,11 @@ class PassWrites:
                 "seen": "{" + ",".join(["t" if g.seen else "f" for g in gpus]) + "}",
                 "hs": array_literal([g.health for g in gpus]),
             }
-            self._statements.append(Statement(_GPU_OBSERVATIONS, params))
+            last = self._statements[-1] if self._statements else None
+            if last is not None and last.sql is _CLOSE_INTENTS:  # one statement for both: other tables
+                self._statements[-1] = Statement(_CLOSING_AND_OBSERVING, {**(last.params or {}), **params})
+            else:
+                self._statements.append(Statement(_GPU_OBSERVATIONS, params))
 
     def health(
         self, domain: uuid.UUID, partitions: Mapping[str, str], *, hold: bool, budget: int | None
@@ -539,10 +631,13 @@ class PassWrites:
     def domain_figures(self, *domains: uuid.UUID) -> None:
         """Read the domains' gauge figures (:func:`domain_figures`) as the transaction sees them
         (:attr:`PassRows.figures`)."""
-        self._figures = len(self._statements)
-        filtered = {key: _domain_filter(column, domains) for key, column in _FIGURE_FILTERS.items()}
-        sql = _psycopg(_DOMAIN_FIGURES.format(**filtered))
-        self._statements.append(Statement(sql, {"domains": list(domains)}))
+        last = self._statements[-1] if self._statements else None
+        if last is not None and last.sql is _RECORD_DOMAIN_PASS and len(domains) == 1:  # one statement
+            params = {**(last.params or {}), "domains": list(domains)}
+            self._statements[-1] = Statement(_PASS_AND_FIGURES, params)
+        else:
+            self._statements.append(Statement(_ONE_DOMAIN_FIGURES, {"domains": list(domains)}))
+        self._figures = len(self._statements) - 1
 
     def deleting_partitions(self) -> None:
         """Read the logical partitions being deleted that have no physical partition left."""
@@ -566,6 +661,23 @@ class PassWrites:
             "g_uid": [str(g[3]) for g in gpus],
         }
         self._statements.append(Statement(_SETTLE, params))
+
+    def settle_observed(
+        self, versions: Mapping[uuid.UUID, int], gpus: Sequence[tuple[uuid.UUID, int, uuid.UUID, int]]
+    ) -> None:
+        """Lock, check and settle the instances observed realised (``versions``: at which NVLink config
+        version each was; ``gpus``: every GPU of their machines, as instance, device_instance, domain,
+        gpu_uid) in one statement (:data:`_SETTLE_OBSERVED`; :attr:`PassRows.settled`)."""
+        self._settled = len(self._statements)
+        params = {
+            "ids": list(versions),
+            "versions": list(versions.values()),
+            "g_inst": [g[0] for g in gpus],
+            "g_dev": [g[1] for g in gpus],
+            "g_dom": [g[2] for g in gpus],
+            "g_uid": [str(g[3]) for g in gpus],
+        }
+        self._statements.append(Statement(_SETTLE_OBSERVED, params))
 
     def record_domain_pass(
         self,
@@ -593,21 +705,28 @@ class PassWrites:
             params = {"ids": list(messages), "messages": list(messages.values())}
             self._statements.append(Statement(_WAITING_NOTES, params))
 
-    async def send(self, session: AsyncSession, *, commit: bool = False) -> PassRows:
-        """Run the queued statements in the session's transaction (then commit it, with ``commit``)
-        and empty the queue."""
+    async def send(
+        self, session: AsyncSession, *, commit: bool = False, unlock_after: int | None = None
+    ) -> PassRows:
+        """Run the queued statements in the session's transaction (begun with them on a connection in
+        autocommit mode: a domain's pass) (then commit it, with ``commit``, and then, with
+        ``unlock_after``, let go of that domain lock: :func:`unlock`, in the same round trip) and
+        empty the queue."""
         statements, self._statements = self._statements, []
-        settling, deleting, figures = self._settling, self._deleting, self._figures
-        self._settling = self._deleting = self._figures = None
+        settling, deleting, figures, settled = self._settling, self._deleting, self._figures, self._settled
+        self._settling = self._deleting = self._figures = self._settled = None
         if not statements and not commit:
             return PassRows()
         if commit:
             await session.flush()  # nothing of the ORM's may be left to a later transaction
-        results = await pipelined(await driver_connection(session), statements, commit=commit)
+        then = [unlock(unlock_after)] if unlock_after is not None else [] if commit else None
+        driver = await driver_connection(session)
+        results = await pipelined(driver, statements, commit=commit, then=then, begin=True)
         return PassRows(
             [SettlingInstance(*row) for row in results[settling]] if settling is not None else [],
             [lp_id for (lp_id,) in results[deleting]] if deleting is not None else [],
             results[figures] if figures is not None else None,
+            {instance_id for (instance_id,) in results[settled]} if settled is not None else set(),
         )
 
 
@@ -690,6 +809,14 @@ WHERE true{domains}
 _FIGURE_FILTERS = {"partitions": "domain_uuid", "machines": "m.domain_uuid", "domains": "d.uuid"}
 
 
+_ONE_DOMAIN_FIGURES = _psycopg(
+    _DOMAIN_FIGURES.format(**{key: _domain_filter(column, []) for key, column in _FIGURE_FILTERS.items()})
+)
+# A pass's record of its domain and the domain's figures, in one statement: the record changes nothing
+# the figures count (held machines' counts, which they do count, go out with the record otherwise).
+_PASS_AND_FIGURES = f"WITH pass AS ({_RECORD_DOMAIN_PASS}) {_ONE_DOMAIN_FIGURES}"
+
+
 async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
     """Per domain of ``domains`` (all when None): (domain, physical partitions recorded, instances
     pending on the fabric (not terminating, applied version behind the desired one), Ready machines
@@ -767,7 +894,7 @@ async def record_health(
             Statement(_GPU_HEALTH, {"uids": array_literal(gpus), "hs": array_literal(gpus.values())})
         )
     statements += _health_statements(domain, partitions, hold=hold, budget=budget)
-    await pipelined(await driver_connection(conn), statements, commit=True)
+    await pipelined(await driver_connection(conn), statements, commit=True, then=[])
 
 
 def _health_statements(
