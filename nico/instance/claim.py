@@ -196,19 +196,18 @@ class _Counts:
 
 def _over_budget(budgets: list[queries.Budget], limits: dict[uuid.UUID, int]) -> dict[uuid.UUID, str]:
     """Domains that cannot take the logical partitions (``limits``: each one's multicast groups
-    limit): each not yet present there would draw its limit from the domain's budget
-    (``max_multicast_groups``), and the sum does not fit. Domain -> why (the 409's words)."""
+    limit), as the placement inputs found them (``budgets``: each not yet present there would draw its
+    limit from the domain's budget, ``max_multicast_groups``, and the sum does not fit). Domain -> why
+    (the 409's words)."""
     if not any(limits.values()):
         return {}
-    over: dict[uuid.UUID, str] = {}
-    for domain, budget, in_use, present in budgets:
-        need = sum(limit for lp, limit in limits.items() if lp not in present)
-        if need and in_use + need > budget:
-            over[domain] = (
-                f"NVLink domain {domain} has {budget - in_use} of its {budget} multicast groups "
-                f"(max_multicast_groups) left; the logical partition needs {need} (multicastGroupsLimit)"
-            )
-    return over
+    return {
+        domain: (
+            f"NVLink domain {domain} has {budget - in_use} of its {budget} multicast groups "
+            f"(max_multicast_groups) left; the logical partition needs {need} (multicastGroupsLimit)"
+        )
+        for domain, budget, in_use, need in budgets
+    }
 
 
 def _plan_within_budgets(
