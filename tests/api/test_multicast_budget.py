@@ -12,6 +12,8 @@ from sqlalchemy import func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import Instance, LogicalPartition, Machine, NvlinkDomain, PhysicalPartition
+from nico.db.raw import driver_connection
+from nico.instance.queries import placement_inputs
 from tests.api.conftest import BASE, error, instance_body
 from tests.support import factories as f
 
@@ -122,3 +124,44 @@ async def test_placement_avoids_full_budgets_and_answers_409_when_none_has_room(
         .where(Machine.domain_uuid == d0, Machine.instance_id.is_(None))
     )
     assert free_in_d0 and free_in_d0 > 0
+
+
+async def test_placement_reads_only_the_domains_over_budget_with_their_figures(
+    client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
+) -> None:
+    """Placement's inputs name the domains a request's partitions do not fit (budget, groups in use,
+    groups the partitions not yet there would add) and no other: a domain where a partition is
+    present already needs nothing for it, and a domain with room is not sent at all (every domain's
+    list of present partitions, read for every create, grew with the site)."""
+    await set_budget(session, world, 40)
+    lps: dict[str, uuid.UUID] = {}
+    for name, limit in (("a", 32), ("b", 16), ("c", 16)):
+        response = await create_lp(client, headers, world, name=f"lp-{name}", multicastGroupsLimit=limit)
+        lps[name] = uuid.UUID(response.json()["id"])
+    d0, d1 = world.domains
+    site_id, type_id = world.site.id, world.instance_type.id
+    # a (32) is present in domain 0; b (16) in domain 1.
+    for n, (lp, domain) in enumerate(((lps["a"], d0), (lps["b"], d1))):
+        session.add(
+            PhysicalPartition(
+                logical_partition_id=lp,
+                domain_uuid=domain,
+                nmx_partition_id=n + 1,
+                fabric_ref=str(n + 1),
+                name=f"pp-{n}",
+            )
+        )
+    await session.commit()
+
+    async def over(*names: str) -> list[tuple[uuid.UUID, int, int, int]]:
+        conn = await driver_connection(session)
+        ids = [lps[n] for n in names]
+        found = await placement_inputs(conn, site_id, type_id, ids, budgets=True, per_kind=8)
+        await session.rollback()
+        return sorted(found.budgets)
+
+    # b is in domain 1 already (nothing needed there); domain 0 holds a's 32 of 40.
+    assert await over("b") == [(d0, 40, 32, 16)]
+    assert await over("a") == [(d1, 40, 16, 32)]  # a is in domain 0 already
+    assert await over("c") == [(d0, 40, 32, 16)]  # domain 1 has room for c: not sent
+    assert await over("a", "c") == sorted([(d0, 40, 32, 16), (d1, 40, 16, 48)])
