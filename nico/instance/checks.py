@@ -10,8 +10,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
 from nico.db.enums import SiteStatus, SubnetStatus, VpcStatus
 from nico.db.models import InstanceType, LogicalPartition, MachineCapability, Tenant, Vpc
 from nico.instance import queries
@@ -141,7 +139,7 @@ class Context:
 
 
 async def creation_context(
-    session: AsyncSession,
+    conn: queries.Connection,
     org: str,
     spec: InstanceSpec,
     *,
@@ -156,7 +154,7 @@ async def creation_context(
         queries.InputsAsk(instance_type_id, explicit, per_kind) if instance_type_id is not None else None
     )
     row, partitions = await queries.creation_context(
-        session,
+        conn,
         org=org,
         requested_tenant=spec.tenant_id,
         vpc_id=spec.vpc_id,

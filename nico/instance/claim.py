@@ -16,9 +16,6 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sqlalchemy.ext.asyncio import AsyncSession
-
-from nico.db.raw import driver_connection
 from nico.instance import queries
 from nico.instance.confinement import Fence
 from nico.services.errors import conflict
@@ -46,7 +43,7 @@ class Claimed:
 
 
 async def claim(
-    session: AsyncSession,
+    conn: queries.Connection,
     *,
     site_id: uuid.UUID,
     ask: Ask,
@@ -54,7 +51,8 @@ async def claim(
     seed: int | None = None,
     inputs: queries.Inputs | None = None,
 ) -> list[Claimed]:
-    """Lock ``ask.count`` machines for this transaction (the caller then sets their ``instance_id``).
+    """Lock ``ask.count`` machines for the transaction of ``conn`` (the driver connection under the
+    create's session; the caller then sets their ``instance_id``).
 
     A request that binds GPUs to partitions holding machines of the type in reserve takes those
     first; a single-domain partition keeps the rest in its domain (or, empty, in one domain: a 409
@@ -67,7 +65,6 @@ async def claim(
     sample of :func:`sample_size` domains, budgets and homes included), else read here.
     """
     wanted_lps = set(partition_ids)
-    conn = await driver_connection(session)
     if inputs is None:
         inputs = await queries.placement_inputs(
             conn, site_id, ask.instance_type_id, wanted_lps, budgets=True, per_kind=sample_size(seed)

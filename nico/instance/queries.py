@@ -90,7 +90,7 @@ class InputsAsk:
 
 
 async def creation_context(
-    session: AsyncSession,
+    conn: Connection,
     *,
     org: str,
     requested_tenant: uuid.UUID | None,
@@ -105,8 +105,8 @@ async def creation_context(
     partitions of ``partition_ids`` that exist, locked FOR SHARE in id order (transient ORM objects,
     for reading), the transaction's plans generic from then on (``nico_creation_context``), and with
     ``placement`` what placement starts from (``PLACEMENT_INPUTS``, after the locks), in one round trip
-    (a psycopg pipeline). The context is None when the org has no tenant."""
-    conn = await driver_connection(session)
+    (a psycopg pipeline), on ``conn``, the driver connection under the create's session (its
+    transaction begun). The context is None when the org has no tenant."""
     params = {
         "org": org,
         "requested": requested_tenant,
@@ -696,7 +696,7 @@ class SharedFields:
 
 
 async def insert_instances(
-    session: AsyncSession,
+    conn: Connection,
     shared: SharedFields,
     instances: Sequence[NewInstance],
     history: Sequence[tuple[uuid.UUID, str, str]],
@@ -710,8 +710,8 @@ async def insert_instances(
     Ethernet interfaces (instance, subnet, physical) and NVLink bindings (instance, partition, GPU
     index, device name), in list order, NOTIFYing ``notify`` on ``channel`` in the same statement.
     Returns the new instances' documents as :func:`instance_documents` reads them (chronological
-    history; any order), from what the inserts returned."""
-    conn = await driver_connection(session)
+    history; any order), from what the inserts returned. ``conn``: the driver connection under the
+    create's session (:func:`nico.db.raw.driver_connection`, taken once per create)."""
     params = {
         "tenant": shared.tenant_id,
         "site": shared.site_id,

@@ -4,6 +4,7 @@ Instance wire format, list filters and pagination, isolation, bad input that cha
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from typing import Any
 
@@ -734,3 +735,31 @@ async def test_targeted_creation(
         await session.scalar(select(Machine.instance_id).where(Machine.id == world.machines[1].id))
         is not None
     )
+
+
+async def test_a_create_takes_the_session_s_driver_connection_once(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    session: AsyncSession,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The create's service sends its statements (context, claim, insert) on the driver connection
+    it took from the session once: each time from the session costs more CPU than a statement's
+    sending (every module of the instance package that takes one is counted)."""
+    taken: list[str] = []
+    for name, module in list(sys.modules.items()):
+        real = getattr(module, "driver_connection", None)
+        if name.startswith("nico.instance.") and real is not None:
+
+            async def counted(holder: object, _real: Any = real, _name: str = name) -> Any:
+                taken.append(_name)
+                return await _real(holder)
+
+            monkeypatch.setattr(module, "driver_connection", counted)
+    lp = await f.logical_partition(session, world.tenant, world.site, name="lp-once")
+    await session.commit()
+    body = instance_body(world, name="once", nvLinkInterfaces=[{"nvLinkLogicalPartitionId": str(lp.id)}])
+    created = await client.post(PATH, json=body, headers=headers)
+    assert created.status_code == 201, created.text
+    assert taken == ["nico.instance.creation"]

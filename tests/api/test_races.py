@@ -253,7 +253,7 @@ async def test_a_create_that_loses_its_best_domain_takes_the_next_in_one_stateme
         await instance_queries.lock_first_free(await driver_connection(holder), site, itype, [d0], 2)
         calls.clear()
         ask = Ask(instance_type_id=itype, count=2, needs_nvlink=True, topology_optimized=True)
-        claimed = await claim(creating, site_id=site, ask=ask, seed=1)
+        claimed = await claim(await driver_connection(creating), site_id=site, ask=ask, seed=1)
         assert {c.domain_uuid for c in claimed} <= {d1, d2} and len(claimed) == 2
         assert calls == ["lock_first_free"]
         await creating.rollback()
@@ -266,7 +266,7 @@ async def held_creation_context(
     """The creation context of an instance ``held`` in the world's VPC, naming ``partition_ids``, read
     (and its locks taken) in ``creating``'s transaction."""
     return await instance_queries.creation_context(
-        creating,
+        await driver_connection(creating),
         org=world.tenant.org,
         requested_tenant=None,
         vpc_id=world.vpc.id,
