@@ -32,6 +32,33 @@ async def set_budget(session: AsyncSession, world: f.NvlinkSite, budget: int) ->
     await session.commit()
 
 
+async def a_and_b_present(
+    client: httpx.AsyncClient,
+    headers: dict[str, str],
+    world: f.NvlinkSite,
+    session: AsyncSession,
+    limits: dict[str, int],
+) -> dict[str, uuid.UUID]:
+    """Logical partitions ``lp-<name>`` with these multicast groups limits; ``a`` present in the
+    world's first domain and ``b`` in its second (a physical partition each)."""
+    lps: dict[str, uuid.UUID] = {}
+    for name, limit in limits.items():
+        response = await create_lp(client, headers, world, name=f"lp-{name}", multicastGroupsLimit=limit)
+        lps[name] = uuid.UUID(response.json()["id"])
+    for n, (lp, domain) in enumerate(zip((lps["a"], lps["b"]), world.domains, strict=True)):
+        session.add(
+            PhysicalPartition(
+                logical_partition_id=lp,
+                domain_uuid=domain,
+                nmx_partition_id=n + 1,
+                fabric_ref=str(n + 1),
+                name=f"pp-{n}",
+            )
+        )
+    await session.commit()
+    return lps
+
+
 async def test_limit_is_a_multiple_of_4_with_a_default_of_16(
     client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
 ) -> None:
@@ -68,23 +95,9 @@ async def test_placement_avoids_full_budgets_and_answers_409_when_none_has_room(
     client: httpx.AsyncClient, headers: dict[str, str], world: f.NvlinkSite, session: AsyncSession
 ) -> None:
     await set_budget(session, world, 32)
-    lps: dict[str, uuid.UUID] = {}
-    for name, limit in (("a", 32), ("b", 16), ("c", 32)):
-        response = await create_lp(client, headers, world, name=f"lp-{name}", multicastGroupsLimit=limit)
-        lps[name] = uuid.UUID(response.json()["id"])
-    d0, d1 = world.domains
     # a fills domain 0's budget; b takes half of domain 1's.
-    for n, (lp, domain) in enumerate(((lps["a"], d0), (lps["b"], d1))):
-        session.add(
-            PhysicalPartition(
-                logical_partition_id=lp,
-                domain_uuid=domain,
-                nmx_partition_id=n + 1,
-                fabric_ref=str(n + 1),
-                name=f"pp-{n}",
-            )
-        )
-    await session.commit()
+    lps = await a_and_b_present(client, headers, world, session, {"a": 32, "b": 16, "c": 32})
+    d0, d1 = world.domains
     domain_of = {m.id: m.domain_uuid for m in world.machines}
 
     def nvlink(lp: uuid.UUID) -> list[dict[str, object]]:
@@ -134,24 +147,10 @@ async def test_placement_reads_only_the_domains_over_budget_with_their_figures(
     present already needs nothing for it, and a domain with room is not sent at all (every domain's
     list of present partitions, read for every create, grew with the site)."""
     await set_budget(session, world, 40)
-    lps: dict[str, uuid.UUID] = {}
-    for name, limit in (("a", 32), ("b", 16), ("c", 16)):
-        response = await create_lp(client, headers, world, name=f"lp-{name}", multicastGroupsLimit=limit)
-        lps[name] = uuid.UUID(response.json()["id"])
+    # a (32) is present in domain 0; b (16) in domain 1.
+    lps = await a_and_b_present(client, headers, world, session, {"a": 32, "b": 16, "c": 16})
     d0, d1 = world.domains
     site_id, type_id = world.site.id, world.instance_type.id
-    # a (32) is present in domain 0; b (16) in domain 1.
-    for n, (lp, domain) in enumerate(((lps["a"], d0), (lps["b"], d1))):
-        session.add(
-            PhysicalPartition(
-                logical_partition_id=lp,
-                domain_uuid=domain,
-                nmx_partition_id=n + 1,
-                fabric_ref=str(n + 1),
-                name=f"pp-{n}",
-            )
-        )
-    await session.commit()
 
     async def over(*names: str) -> list[tuple[uuid.UUID, int, int, int]]:
         conn = await driver_connection(session)
