@@ -31,14 +31,9 @@ from nico.reconciler.last_reads import HealthReads, ReadBacks
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.operations import CreatePartition, change_counts
 from nico.reconciler.outages import Outages
+from nico.reconciler.pass_writeback import pass_write_back
 from nico.reconciler.planner import Plan, plan
-from nico.reconciler.writeback import (
-    PassHealth,
-    PassOutcome,
-    WriteBackReport,
-    record_domain_error,
-    write_back,
-)
+from nico.reconciler.writeback import PassHealth, PassOutcome, WriteBackReport, record_domain_error
 
 log = logging.getLogger(__name__)
 
@@ -216,11 +211,7 @@ async def locked_pass(
         settled=not again.operations and not again.blocked and not unfinished and not seen.still_running,
     )
     stored = PassHealth(read, hold=not ctx.config.place_on_unhealthy) if read is not None else None
-    async with AsyncSession(bind=conn, expire_on_commit=False) as session:
-        report = await write_back(
-            session, state, outcome, mode, ctx.config.foreign_partitions, wanted, stored, unlock=lock
-        )
-        await session.commit()  # committed by write_back already: nothing is sent
+    report = await pass_write_back(conn, ctx.metrics, ctx.config, state, outcome, wanted, stored, lock=lock)
     ctx.metrics.gpus_without_home(domain, report.gpus_without_home)
     ctx.metrics.planned(domain, change_counts(again.operations), foreign_gpus=report.foreign_gpus)
     due = None
