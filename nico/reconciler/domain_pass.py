@@ -32,7 +32,7 @@ from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.operations import CreatePartition, change_counts
 from nico.reconciler.outages import Outages
 from nico.reconciler.pass_writeback import pass_write_back
-from nico.reconciler.planner import Plan, plan
+from nico.reconciler.planner import DomainDesire, Plan, plan
 from nico.reconciler.writeback import PassHealth, PassOutcome, WriteBackReport, record_domain_error
 
 log = logging.getLogger(__name__)
@@ -174,8 +174,10 @@ async def locked_pass(
         result = plan(wanted, seen.partitions)
         if seen.cached and (observing or not result.operations):
             # Nothing to change by the last read-back: only a listing now may say what is Ready.
-            seen = replace(seen, partitions=await _list(ctx, seen.target), cached=False)
-            result = plan(wanted, seen.partitions)
+            listed = await _list(ctx, seen.target)
+            if listed != seen.partitions:  # (the same fabric: the same plan)
+                result = plan(wanted, listed)
+            seen = replace(seen, partitions=listed, cached=False)
     except FabricError as exc:
         await conn.rollback()
         reads.forget(domain)
@@ -199,8 +201,8 @@ async def locked_pass(
             # The calls are made and their intents recorded: the next pass adopts what they did.
             return await failed(conn, ctx, domain, exc, operations=len(outcomes))
     unfinished = [o for o in outcomes if o.status != "completed"]
-    desire = replace(wanted, owned_names=wanted.owned_names | created_names(outcomes))
-    again = plan(desire, observed)
+    # No call made: the fabric as read and the desire are the plan's own, and so is what is left.
+    again = result if not outcomes and observed is seen.partitions else _again(wanted, outcomes, observed)
     outcome = PassOutcome(
         before=seen.partitions,
         observed=observed,
@@ -226,6 +228,12 @@ async def locked_pass(
     return replace(
         done, changed=changed_partitions(outcomes, observed), health=due, loaded_at=loaded_at, moved=moved
     )
+
+
+def _again(wanted: DomainDesire, outcomes: list[Outcome], observed: list[FabricPartition]) -> Plan:
+    """What is left to do by the read-back after the pass's calls (the partitions they created are
+    nico's)."""
+    return plan(replace(wanted, owned_names=wanted.owned_names | created_names(outcomes)), observed)
 
 
 async def read_health(ctx: PassContext, domain: uuid.UUID, due: HealthDue) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Iterable
 from typing import Any
@@ -95,12 +96,13 @@ class Figures:
         self.metrics.all_figures(_figures(rows), logical_partitions=logical)
 
     async def _count_soon(self, *, ask: bool = True) -> None:
-        """The logical-partition count (:mod:`nico.reconciler.partition_count`), asked for with ``ask``:
-        read now if due, otherwise when due (:meth:`count_due_at`), however many passes ask; the
-        tenants' usage is read with it, or alone when it is due and the count is not."""
+        """The logical-partition count (:mod:`nico.reconciler.partition_count`), asked for with ``ask``
+        (a read now if due); as the passes asked, a read on its own once late (:meth:`count_due_at`),
+        however many ask. The tenants' usage is read with it, or alone when due and the count is not."""
         if ask:
             self.count.asked = True
-        if self.count.asked and self.count.due():
+        due_at = self.count.due_at()
+        if due_at is not None and (self.count.due() if ask else time.monotonic() >= due_at):
             await self.count_partitions()
         elif not self.metrics.quotas.fresh():
             await self._usage()

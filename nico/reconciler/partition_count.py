@@ -1,10 +1,12 @@
 """When the logical-partition count is to be read again: the one gauge figure that grows with the site
 (partitions span domains), so it is read at a bounded rate, after the commits that may change it.
 
-A read covers every commit made before it began. A pass whose write-back reads the count in its own
-transaction (:meth:`PartitionCount.due` said so) leaves nothing to read after it; any other pass asks
-for a read (:meth:`PartitionCount.passed`), made at most every :data:`EVERY` seconds
-(:mod:`nico.reconciler.figures`)."""
+A read covers every commit made before it began. A pass's write-back reads the count in its own
+transaction when a read is due (:meth:`PartitionCount.due`: the last began :data:`EVERY` seconds ago or
+more), and so leaves nothing to read after it; any other pass asks for a read
+(:meth:`PartitionCount.passed`). A read asked for is made on its own (:mod:`nico.reconciler.figures`)
+only :data:`LATE` seconds after it became due: while passes keep coming, one of them carries it, and a
+burst of changes costs no read of its own until it ends."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 
 EVERY = 0.25  # seconds between two reads of the count, at least
+LATE = 0.25  # seconds a read asked for waits, once due, for a pass to carry it
 
 
 @dataclass
@@ -30,8 +33,8 @@ class PartitionCount:
         return (time.monotonic() if now is None else now) >= self.at + EVERY
 
     def due_at(self) -> float | None:
-        """When (monotonic) the read asked for is due; None when none is asked for."""
-        return self.at + EVERY if self.asked else None
+        """When (monotonic) the read asked for is to be made on its own; None when none is asked for."""
+        return self.at + EVERY + LATE if self.asked else None
 
     def begin(self, now: float | None = None) -> None:
         """A read begins: it covers every commit made before it."""
