@@ -62,7 +62,7 @@ def partition_name(lp: uuid.UUID) -> str:
     return f"{PARTITION_NAME_PREFIX}{lp}"
 
 
-@functools.lru_cache(maxsize=65536)  # asked again for every partition at every step of a pass
+@functools.lru_cache(maxsize=4096)  # asked again for every partition at every step of a pass
 def lp_of_name(name: str) -> uuid.UUID | None:
     """The logical partition a nico partition name stands for, or None for any other name."""
     if not name.startswith(PARTITION_NAME_PREFIX):

@@ -24,6 +24,12 @@ async def logical_partitions(session: AsyncSession) -> int:
     return int(await session.scalar(select(func.count()).select_from(LogicalPartition)) or 0)
 
 
+async def placed(session: AsyncSession, site: SimSite) -> None:
+    """An instance of four GPUs in a logical partition on the first domain, not yet passed."""
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    await place(session, site, site.machines[site.domains[0]][0], dict.fromkeys(range(4), lp))
+
+
 async def test_a_pass_that_makes_no_call_plans_no_input_twice(
     session: AsyncSession,
     site: SimSite,
@@ -32,8 +38,7 @@ async def test_a_pass_that_makes_no_call_plans_no_input_twice(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     d0 = site.domains[0]
-    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
-    await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp))
+    await placed(session, site)
     reconciler = make_reconciler(backend)
     await reconciler.reconcile([d0])  # converges: the next pass has nothing to do
     inputs: list[tuple[Any, list[Any]]] = []
@@ -58,8 +63,7 @@ async def test_a_pass_that_counts_the_logical_partitions_leaves_no_count_to_foll
     session: AsyncSession, site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
 ) -> None:
     d0 = site.domains[0]
-    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
-    await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp))
+    await placed(session, site)
     await f.logical_partition(session, site.nv.tenant, site.nv.site, name="lp-2")
     await session.commit()
     reconciler = make_reconciler(backend)
@@ -77,9 +81,7 @@ async def test_a_pass_that_did_not_count_asks_for_a_count_that_then_sees_its_cha
     session: AsyncSession, site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
 ) -> None:
     d0 = site.domains[0]
-    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
-    await place(session, site, site.machines[d0][0], dict.fromkeys(range(4), lp))
-    await session.commit()
+    await placed(session, site)
     reconciler = make_reconciler(backend)
     await reconciler.reconcile([d0], figures=False)  # counts: 1
     reconciler.figures.after_pass(d0)
