@@ -31,14 +31,9 @@ from nico.reconciler.last_reads import HealthReads, ReadBacks
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.operations import CreatePartition, change_counts
 from nico.reconciler.outages import Outages
-from nico.reconciler.planner import Plan, plan
-from nico.reconciler.writeback import (
-    PassHealth,
-    PassOutcome,
-    WriteBackReport,
-    record_domain_error,
-    write_back,
-)
+from nico.reconciler.pass_writeback import pass_write_back
+from nico.reconciler.planner import DomainDesire, Plan, plan
+from nico.reconciler.writeback import PassHealth, PassOutcome, WriteBackReport, record_domain_error
 
 log = logging.getLogger(__name__)
 
@@ -179,8 +174,10 @@ async def locked_pass(
         result = plan(wanted, seen.partitions)
         if seen.cached and (observing or not result.operations):
             # Nothing to change by the last read-back: only a listing now may say what is Ready.
-            seen = replace(seen, partitions=await _list(ctx, seen.target), cached=False)
-            result = plan(wanted, seen.partitions)
+            listed = await _list(ctx, seen.target)
+            if listed != seen.partitions:  # (the same fabric: the same plan)
+                result = plan(wanted, listed)
+            seen = replace(seen, partitions=listed, cached=False)
     except FabricError as exc:
         await conn.rollback()
         reads.forget(domain)
@@ -204,8 +201,8 @@ async def locked_pass(
             # The calls are made and their intents recorded: the next pass adopts what they did.
             return await failed(conn, ctx, domain, exc, operations=len(outcomes))
     unfinished = [o for o in outcomes if o.status != "completed"]
-    desire = replace(wanted, owned_names=wanted.owned_names | created_names(outcomes))
-    again = plan(desire, observed)
+    # No call made: the fabric as read and the desire are the plan's own, and so is what is left.
+    again = result if not outcomes and observed is seen.partitions else _again(wanted, outcomes, observed)
     outcome = PassOutcome(
         before=seen.partitions,
         observed=observed,
@@ -216,11 +213,7 @@ async def locked_pass(
         settled=not again.operations and not again.blocked and not unfinished and not seen.still_running,
     )
     stored = PassHealth(read, hold=not ctx.config.place_on_unhealthy) if read is not None else None
-    async with AsyncSession(bind=conn, expire_on_commit=False) as session:
-        report = await write_back(
-            session, state, outcome, mode, ctx.config.foreign_partitions, wanted, stored, unlock=lock
-        )
-        await session.commit()  # committed by write_back already: nothing is sent
+    report = await pass_write_back(conn, ctx.metrics, ctx.config, state, outcome, wanted, stored, lock=lock)
     ctx.metrics.gpus_without_home(domain, report.gpus_without_home)
     ctx.metrics.planned(domain, change_counts(again.operations), foreign_gpus=report.foreign_gpus)
     due = None
@@ -235,6 +228,12 @@ async def locked_pass(
     return replace(
         done, changed=changed_partitions(outcomes, observed), health=due, loaded_at=loaded_at, moved=moved
     )
+
+
+def _again(wanted: DomainDesire, outcomes: list[Outcome], observed: list[FabricPartition]) -> Plan:
+    """What is left to do by the read-back after the pass's calls (the partitions they created are
+    nico's)."""
+    return plan(replace(wanted, owned_names=wanted.owned_names | created_names(outcomes)), observed)
 
 
 async def read_health(ctx: PassContext, domain: uuid.UUID, due: HealthDue) -> None:

@@ -9,10 +9,12 @@ next pass reads again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -28,6 +30,8 @@ from nico.fabric.backend import (
 from nico.reconciler.health_metrics import HealthMetrics
 
 log = logging.getLogger(__name__)
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 @dataclass(frozen=True)
@@ -49,11 +53,11 @@ async def fetch(
     stored, is None); None when it could not say (the failure is logged, never raised)."""
     try:
         reporting, topology = backend.capabilities.health, backend.capabilities.topology
-        if reporting is not None:
-            gpus = await reporting.health_gpus(target)
-            summary: DomainHealth | None = await reporting.domain_health(target)
+        summary: DomainHealth | None = None
+        if reporting is not None:  # asked at once: a backend lists the GPUs once for both
+            gpus, summary = await _both(reporting.health_gpus(target), reporting.domain_health(target))
         else:
-            gpus, summary = await backend.list_gpus(target), None
+            gpus = await backend.list_gpus(target)
         new = False
         if budget is None and topology is not None:
             budget, new = (await topology.domain_limits(target)).max_multicast_groups, True
@@ -61,6 +65,15 @@ async def fetch(
         log.info("domain %s: health not read: %s", domain, exc.message)
         return None
     return HealthRead({g.gpu_uid: g.health for g in gpus}, summary, budget, new)
+
+
+async def _both(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
+    """Both answers, asked at once; the first failure raised once both have ended (none left running)."""
+    a, b = await asyncio.gather(first, second, return_exceptions=True)
+    for answer in (a, b):
+        if isinstance(answer, BaseException):
+            raise answer
+    return cast(A, a), cast(B, b)
 
 
 async def observe(

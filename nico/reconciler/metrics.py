@@ -28,6 +28,7 @@ from prometheus_client.registry import Collector
 
 from nico.reconciler.health_metrics import HealthMetrics
 from nico.reconciler.operations import CHANGE_KINDS
+from nico.reconciler.partition_count import PartitionCount
 from nico.reconciler.quota_metrics import QuotaGauges
 
 PREFIX = "nico_nvlink_partition_monitor_"
@@ -95,6 +96,7 @@ class ReconcilerMetrics(Collector):
         self.kind = kind
         self.hold_seconds = hold_seconds
         self.snapshot = Snapshot()
+        self.partition_count = PartitionCount()  # when snapshot.logical_partitions is to be read again
         manager = "NMX-C" if kind == "nmxc" else "NMX-M"
         self.iteration_latency = Histogram(
             PREFIX + "iteration_latency_milliseconds",

@@ -42,6 +42,7 @@ Pure: plain data in, plain data out, no I/O. The rules:
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
@@ -61,6 +62,7 @@ def partition_name(lp: uuid.UUID) -> str:
     return f"{PARTITION_NAME_PREFIX}{lp}"
 
 
+@functools.lru_cache(maxsize=4096)  # asked again for every partition at every step of a pass
 def lp_of_name(name: str) -> uuid.UUID | None:
     """The logical partition a nico partition name stands for, or None for any other name."""
     if not name.startswith(PARTITION_NAME_PREFIX):

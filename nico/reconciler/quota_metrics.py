@@ -35,9 +35,13 @@ class QuotaGauges(Collector):
         registry.register(self)
         return self
 
+    def fresh(self) -> bool:
+        """Whether the usage was read less than REFRESH_EVERY ago."""
+        return time.monotonic() - self.updated_at < REFRESH_EVERY
+
     async def refresh(self, conn: AsyncConnection, *, unless_fresh: bool = False) -> None:
         """Read every tenant's usage (``unless_fresh``: not when read less than REFRESH_EVERY ago)."""
-        if unless_fresh and time.monotonic() - self.updated_at < REFRESH_EVERY:
+        if unless_fresh and self.fresh():
             return
         self.rows = await usage(conn)
         self.updated_at = time.monotonic()

@@ -56,6 +56,7 @@ class WriteBackReport:
     figures: list[Any] | None = None  # the domain's gauge figures as the write-back left them
     records_dropped: int = 0  # physical partition records deleted (gone from the fabric, or replaced)
     unlocked: bool = False  # the domain's lock was let go with the COMMIT (``write_back``'s ``unlock``)
+    logical_partitions: int | None = None  # counted in the write-back's transaction (``count_partitions``)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ async def write_back(
     health: PassHealth | None = None,
     *,
     unlock: int | None = None,
+    count_partitions: bool = False,
 ) -> WriteBackReport:
     """Record the read-back of ``outcome`` for ``state.domain`` (module docstring) and commit it;
     ``mode`` is the default partition mode (where a GPU in no tenant partition belongs), ``foreign``
@@ -104,7 +106,8 @@ async def write_back(
     caller has it already; ``health``: the domain's health read during the pass, stored with it
     (each GPU's in its observation's statement, the rest in the last round trip); ``unlock``: the
     domain lock the session holds, with generic plans (``queries.one_domain_rows``), let go right
-    after the COMMIT, in its round trip (``report.unlocked``).
+    after the COMMIT, in its round trip (``report.unlocked``); ``count_partitions``: the logical
+    partitions counted in its transaction too (``report.logical_partitions``).
 
     One round trip in the usual pass (the statements go out together, :class:`queries.PassWrites`):
     partition records that change, intents, GPU observations, the instances settled, the domain's
@@ -148,8 +151,11 @@ async def write_back(
         budget = read.budget if read.budget_is_new else None
         writes.health(state.domain, partitions, hold=health.hold, budget=budget)
     writes.domain_figures(state.domain)  # in the same round trip, not a read of its own after it
+    if count_partitions:
+        writes.logical_partition_count()
     found = await writes.send(session, commit=True, unlock_after=unlock)
     report.figures, report.unlocked = found.figures, unlock is not None
+    report.logical_partitions = found.logical_partitions
     settled = [o.instance_id for o in observations if o.instance_id in found.settled]
     _ready(report, state, settled if applied is None else applied)
     return report

@@ -565,6 +565,7 @@ class PassRows:
     deleting: list[uuid.UUID] = field(default_factory=list)
     figures: list[Any] | None = None  # rows of domain_figures, when asked for
     settled: set[uuid.UUID] = field(default_factory=set)  # the instances settle_observed settled
+    logical_partitions: int | None = None  # the logical partitions counted, when asked for
 
 
 class PassWrites:
@@ -577,6 +578,7 @@ class PassWrites:
         self._deleting: int | None = None
         self._figures: int | None = None
         self._settled: int | None = None
+        self._count: int | None = None
 
     def plan_generically(self) -> None:
         """The transaction's statements from here on take generic plans and no JIT (:data:`PASS_PLANS`):
@@ -638,6 +640,12 @@ class PassWrites:
         else:
             self._statements.append(Statement(_ONE_DOMAIN_FIGURES, {"domains": list(domains)}))
         self._figures = len(self._statements) - 1
+
+    def logical_partition_count(self) -> None:
+        """Count the logical partitions as the transaction sees them (:func:`logical_partition_count`;
+        :attr:`PassRows.logical_partitions`)."""
+        self._count = len(self._statements)
+        self._statements.append(Statement(_COUNT_LOGICAL_PARTITIONS))
 
     def deleting_partitions(self) -> None:
         """Read the logical partitions being deleted that have no physical partition left."""
@@ -714,7 +722,8 @@ class PassWrites:
         empty the queue."""
         statements, self._statements = self._statements, []
         settling, deleting, figures, settled = self._settling, self._deleting, self._figures, self._settled
-        self._settling = self._deleting = self._figures = self._settled = None
+        count = self._count
+        self._settling = self._deleting = self._figures = self._settled = self._count = None
         if not statements and not commit:
             return PassRows()
         if commit:
@@ -727,6 +736,7 @@ class PassWrites:
             [lp_id for (lp_id,) in results[deleting]] if deleting is not None else [],
             results[figures] if figures is not None else None,
             {instance_id for (instance_id,) in results[settled]} if settled is not None else set(),
+            int(results[count][0][0]) if count is not None else None,
         )
 
 
@@ -910,7 +920,10 @@ def _health_statements(
     return statements
 
 
+_COUNT_LOGICAL_PARTITIONS = "SELECT count(*) FROM logical_partition"
+
+
 async def logical_partition_count(conn: AsyncConnection) -> int:
     """Logical partitions in the database (Deleting ones included): a count over the primary key,
     the one gauge figure that is not per domain (the reconciler reads it at a bounded rate)."""
-    return int((await conn.execute(text("SELECT count(*) FROM logical_partition"))).scalar_one())
+    return int((await conn.execute(text(_COUNT_LOGICAL_PARTITIONS))).scalar_one())

@@ -54,6 +54,7 @@ from nico.fabric.backend import (
 )
 from nico.fabric.nmxc import nmx_c_pb2 as pb
 from nico.fabric.nmxc import nmx_c_pb2_grpc as pb_grpc
+from nico.fabric.nmxc.in_flight import InFlight
 from nico.fabric.return_codes import SUCCESS, return_code_error
 
 log = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ class NmxcBackend:
         self._channels: dict[str, tuple[grpc.aio.Channel, Any]] = {}
         self._tls: grpc.ChannelCredentials | None = None
         self._closed = False
+        self._gpu_lists: InFlight[list[FabricGpu]] = InFlight()
         self.capabilities = nmxc_capabilities(self)
 
     # ------------------------------------------------------------------------------------- channels
@@ -411,6 +413,12 @@ class NmxcBackend:
         await self._ask(target, "DeletePartition", request)
 
     async def list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
+        """The domain's GPUs; a listing asked for while the same one is on its way shares its call
+        (:mod:`nico.fabric.nmxc.in_flight`)."""
+        key = (target.endpoint, target.domain_uuid)
+        return list(await self._gpu_lists.read(key, lambda: self._list_gpus(target)))
+
+    async def _list_gpus(self, target: DomainTarget) -> list[FabricGpu]:
         request = pb.GetGpuInfoListRequest(
             context=self._context(), attr=pb.NMX_GPU_ATTR_ALL, gateway_id=self._gateway_id
         )

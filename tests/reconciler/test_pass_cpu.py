@@ -1,0 +1,102 @@
+"""Work a domain's pass no longer repeats: a pass that makes no call plans once for what it read (the
+plan after the calls would have the same inputs), and a pass whose write-back counts the logical
+partitions leaves no read of the count to follow it, while a pass that did not count asks for one
+(so the gauge still follows every change)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nico.db.models import LogicalPartition
+from nico.reconciler import domain_pass
+from nico.reconciler.planner import Plan
+from nico.sim.inprocess import InProcessBackend
+from tests.reconciler.conftest import MakeReconciler
+from tests.support import factories as f
+from tests.support.sim_site import SimSite, place
+
+
+async def logical_partitions(session: AsyncSession) -> int:
+    return int(await session.scalar(select(func.count()).select_from(LogicalPartition)) or 0)
+
+
+async def placed(session: AsyncSession, site: SimSite) -> None:
+    """An instance of four GPUs in a logical partition on the first domain, not yet passed."""
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site)
+    await place(session, site, site.machines[site.domains[0]][0], dict.fromkeys(range(4), lp))
+
+
+async def test_a_pass_that_makes_no_call_plans_no_input_twice(
+    session: AsyncSession,
+    site: SimSite,
+    backend: InProcessBackend,
+    make_reconciler: MakeReconciler,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    d0 = site.domains[0]
+    await placed(session, site)
+    reconciler = make_reconciler(backend)
+    await reconciler.reconcile([d0])  # converges: the next pass has nothing to do
+    inputs: list[tuple[Any, list[Any]]] = []
+    planned = domain_pass.plan
+
+    def counting(desire: Any, observed: Any) -> Plan:
+        observed = list(observed)
+        inputs.append((desire, observed))
+        return planned(desire, observed)
+
+    monkeypatch.setattr(domain_pass, "plan", counting)
+
+    result = (await reconciler.reconcile([d0]))[d0]
+
+    assert result.status == "ok" and result.operations == 0 and not result.follow_up
+    assert inputs, "the pass planned"
+    repeated = [i for i, seen in enumerate(inputs) if seen in inputs[:i]]
+    assert not repeated, f"plans {repeated} had the inputs of an earlier plan of the same pass"
+
+
+async def test_a_pass_that_counts_the_logical_partitions_leaves_no_count_to_follow(
+    session: AsyncSession, site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
+) -> None:
+    d0 = site.domains[0]
+    await placed(session, site)
+    await f.logical_partition(session, site.nv.tenant, site.nv.site, name="lp-2")
+    await session.commit()
+    reconciler = make_reconciler(backend)
+    count = reconciler.metrics.partition_count
+    assert count.due(), "no count read yet: the pass's write-back is to carry one"
+
+    await reconciler.reconcile([d0], figures=False)
+    reconciler.figures.after_pass(d0)  # as the loop does after its passes
+
+    assert reconciler.metrics.snapshot.logical_partitions == await logical_partitions(session) == 2
+    assert reconciler.figures.count_due_at() is None, "a read of the count was asked for after all"
+
+
+async def test_a_pass_that_did_not_count_asks_for_a_count_that_then_sees_its_change(
+    session: AsyncSession, site: SimSite, backend: InProcessBackend, make_reconciler: MakeReconciler
+) -> None:
+    d0 = site.domains[0]
+    await placed(session, site)
+    reconciler = make_reconciler(backend)
+    await reconciler.reconcile([d0], figures=False)  # counts: 1
+    reconciler.figures.after_pass(d0)
+    assert reconciler.metrics.snapshot.logical_partitions == 1
+    await f.logical_partition(session, site.nv.tenant, site.nv.site, name="lp-2")
+    await session.commit()
+    count = reconciler.metrics.partition_count
+    count.at = count.at + 3600.0  # the last read is recent: the next pass does not count
+    assert not count.due()
+
+    await reconciler.reconcile([d0], figures=False)
+    reconciler.figures.after_pass(d0)
+
+    assert reconciler.metrics.snapshot.logical_partitions == 1  # not counted by that pass
+    assert reconciler.figures.count_due_at() is not None, "the pass's change was left uncounted"
+    await reconciler.figures.count_partitions()  # what the loop does once it is due
+    assert reconciler.metrics.snapshot.logical_partitions == 2
+    assert reconciler.figures.count_due_at() is None
