@@ -32,7 +32,8 @@ from typing import Any
 
 from bench_support import database_server, fresh_database, seed_converged
 from prometheus_client import CollectorRegistry
-from sqlalchemy import select
+from reconcile_scale import PostgresCpu
+from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.config import NvLinkConfig, Settings
@@ -61,6 +62,28 @@ class Counted(Reconciler):
         return await super().reconcile_domain(domain)
 
 
+class TimedBackend(InProcessBackend):
+    """The in-process simulator, with the CPU seconds its calls take (the simulator's work, in the
+    reconciler's process: not nico's). Its calls never wait (no latency, no faults), so the process's
+    CPU time across one is the call's own."""
+
+    seconds = 0.0
+
+    def __getattribute__(self, name: str) -> Any:
+        found = super().__getattribute__(name)
+        if name.startswith("_") or not asyncio.iscoroutinefunction(found):
+            return found
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.process_time()
+            try:
+                return await found(*args, **kwargs)
+            finally:
+                TimedBackend.seconds += time.process_time() - began
+
+        return timed
+
+
 def say(**fields: Any) -> None:
     print(json.dumps({"at": time.time(), **fields}), flush=True)
 
@@ -73,13 +96,14 @@ async def child(url: str, racks: int, peers: int) -> None:
     # As nico reconcile makes it.
     engine = make_engine(url, pool_size=pool_size(Settings(nvlink_config=config)), lifo=True)
     metrics = ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0)
-    reconciler = Counted(engine, InProcessBackend(fabric), config, metrics)
+    reconciler = Counted(engine, TimedBackend(fabric), config, metrics)
     await reconciler.members.join()
     while len(reconciler.members.held) < peers:
         await asyncio.sleep(POLL)
         await reconciler.members.look()
     running = asyncio.create_task(reconciler.run())
     say(event="started")
+    cpu, sim = time.process_time(), TimedBackend.seconds
     passes, held = 0, reconciler.members.held
     while not running.done():
         await asyncio.sleep(POLL)
@@ -91,7 +115,19 @@ async def child(url: str, racks: int, peers: int) -> None:
             report = reconciler.last_full
             seconds = report.duration_ms / 1000.0
             locked = reconciler.locked + len(report.results)  # the loop's and the full pass's (in parts)
-            say(event="pass", n=passes, seconds=seconds, domains=report.domains, locked=locked)
+            busy = sum(1 for r in report.results.values() if r.status == "busy")
+            used, simulated = time.process_time() - cpu, TimedBackend.seconds - sim
+            say(
+                event="pass",
+                n=passes,
+                seconds=seconds,
+                domains=report.domains,
+                locked=locked,
+                busy=busy,
+                cpu=used,
+                sim=simulated,
+            )
+            cpu, sim = time.process_time(), TimedBackend.seconds
     await running
 
 
@@ -190,33 +226,55 @@ async def ready_at(url: str, instance_id: uuid.UUID, within: float) -> float | N
         await engine.dispose()
 
 
+async def postgres_cpu(url: str) -> PostgresCpu:
+    """The CPU of the benchmark's PostgreSQL (its server runs here: embedded, or the user's own)."""
+    engine = make_engine(url, pool_size=1)
+    try:
+        async with engine.connect() as conn:
+            return PostgresCpu(str((await conn.execute(text("SHOW data_directory"))).scalar_one()))
+    finally:
+        await engine.dispose()
+
+
 async def one(server: str, racks: int) -> dict[str, float]:
     url = fresh_database(server, f"scale_out_one_{racks}")
     seed_converged(url, SimFabric(racks=racks, seed=racks))
+    postgres = await postgres_cpu(url)
     solo = await Child.start(url, racks, 1)
     try:
         started = await solo.next("started")
+        before = postgres.seconds()
         await asyncio.sleep(1.0)  # well into the first pass's scan
         committed, instance_id = await new_instance(url)
         ready = await ready_at(url, instance_id, within=120.0)
         first = await solo.next("pass")
+        database = postgres.seconds() - before
     finally:
         await solo.stop()
     ended = started["at"] + first["seconds"]
     return {
         "first": first["seconds"],
+        "cpu": first["cpu"] - first["sim"],
+        "sim": first["sim"],
+        "postgres": database,
+        "busy": first["busy"],
         "locked": first["locked"],
         "new_ready": (ready - committed) if ready is not None else float("nan"),
         "ready_before_end": float(ready is not None and ready < ended),
     }
 
 
-async def two(server: str, racks: int) -> dict[str, float]:
+async def two(server: str, racks: int) -> dict[str, Any]:
     url = fresh_database(server, f"scale_out_two_{racks}")
     seed_converged(url, SimFabric(racks=racks, seed=racks))
+    postgres = await postgres_cpu(url)
     pair = [await Child.start(url, racks, 2) for _ in range(2)]
     try:
+        for c in pair:
+            await c.next("started")
+        before = postgres.seconds()
         firsts = [await c.next("pass") for c in pair]
+        database = postgres.seconds() - before
         pair[1].kill()
         killed = time.time()
         seen = await pair[0].next("members")
@@ -226,6 +284,11 @@ async def two(server: str, racks: int) -> dict[str, float]:
             await c.stop()
     return {
         "first": max(f["seconds"] for f in firsts),
+        "firsts": [f["seconds"] for f in firsts],
+        "cpu": [f["cpu"] - f["sim"] for f in firsts],
+        "sim": [f["sim"] for f in firsts],
+        "postgres": database,
+        "busy": float(sum(f["busy"] for f in firsts)),
         "shares": float(min(f["domains"] for f in firsts)),
         "locked": float(sum(f["locked"] for f in firsts)),
         "seen": seen["at"] - killed,
@@ -251,6 +314,7 @@ async def main(racks: list[int]) -> None:
             f"{pair['takeover_domains']:.0f} domains)",
             flush=True,
         )
+        print(f"  one: {solo}\n  two: {pair}", flush=True)
 
 
 if __name__ == "__main__":
