@@ -50,6 +50,7 @@ from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 
 POLL = 0.01
+SAMPLE_EVERY = 0.05  # seconds between looks at the sessions waiting for locks
 
 
 class Counted(Reconciler):
@@ -236,6 +237,43 @@ async def postgres_cpu(url: str) -> PostgresCpu:
         await engine.dispose()
 
 
+class LockWaits:
+    """Samples, every :data:`SAMPLE_EVERY` seconds while it runs, the database's sessions waiting for a lock
+    (a row or an advisory lock another holds: the reconcilers' write-backs queueing behind each other,
+    or a part behind the other's domain locks), and counts the database's deadlocks over it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.samples = 0
+        self.waiting = 0  # samples in which some session waited for a lock
+        self.statements: dict[str, int] = {}  # the waiting statements' beginnings, by samples
+        self.deadlocks = 0
+
+    async def sample(self, until: asyncio.Event) -> None:
+        engine = make_engine(self.url, pool_size=1)
+        try:
+            async with engine.connect() as conn:
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+                deadlocks = text("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
+                before = (await conn.execute(deadlocks)).scalar_one()
+                while not until.is_set():
+                    rows = (await conn.execute(text(_LOCK_WAITS))).scalars().all()
+                    self.samples += 1
+                    self.waiting += bool(rows)
+                    for query in rows:
+                        self.statements[query] = self.statements.get(query, 0) + 1
+                    await asyncio.sleep(SAMPLE_EVERY)
+                self.deadlocks = (await conn.execute(deadlocks)).scalar_one() - before
+        finally:
+            await engine.dispose()
+
+
+_LOCK_WAITS = (
+    "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 60) FROM pg_stat_activity "
+    "WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+)
+
+
 async def one(server: str, racks: int) -> dict[str, float]:
     url = fresh_database(server, f"scale_out_one_{racks}")
     seed_converged(url, SimFabric(racks=racks, seed=racks))
@@ -269,12 +307,16 @@ async def two(server: str, racks: int) -> dict[str, Any]:
     seed_converged(url, SimFabric(racks=racks, seed=racks))
     postgres = await postgres_cpu(url)
     pair = [await Child.start(url, racks, 2) for _ in range(2)]
+    waits, ended = LockWaits(url), asyncio.Event()
     try:
         for c in pair:
             await c.next("started")
         before = postgres.seconds()
+        sampling = asyncio.create_task(waits.sample(ended))
         firsts = [await c.next("pass") for c in pair]
         database = postgres.seconds() - before
+        ended.set()
+        await sampling
         pair[1].kill()
         killed = time.time()
         seen = await pair[0].next("members")
@@ -289,6 +331,9 @@ async def two(server: str, racks: int) -> dict[str, Any]:
         "sim": [f["sim"] for f in firsts],
         "postgres": database,
         "busy": float(sum(f["busy"] for f in firsts)),
+        "lock_waits": f"{waits.waiting}/{waits.samples}",
+        "waiting": waits.statements,
+        "deadlocks": waits.deadlocks,
         "shares": float(min(f["domains"] for f in firsts)),
         "locked": float(sum(f["locked"] for f in firsts)),
         "seen": seen["at"] - killed,

@@ -11,7 +11,7 @@ import gc
 import signal
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -26,9 +26,11 @@ from nico.db.engine import make_engine
 from nico.db.enums import InstanceStatus
 from nico.db.models import Instance
 from nico.fabric.backend import DomainTarget, FabricGpu
-from nico.reconciler.domain_pass import DomainResult
+from nico.reconciler import scans
+from nico.reconciler.domain_pass import DomainResult, PassContext
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.runtime import pool_size
+from nico.reconciler.scans import FullPassReport
 from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
@@ -147,6 +149,39 @@ async def test_two_reconcilers_split_a_first_pass_and_one_takes_over_when_the_ot
         # a's periodic pass is a minute away: only the takeover brings a pass over b's share this soon.
         await wait_for(taken_over, within=10, what="a full pass of a's over b's share too")
         assert a.members.held == (a.members.slot,) and all(a.members.covers(d) for d in share_of_b)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await stop_within("the reconcilers", asyncio.gather(*tasks, return_exceptions=True))
+
+
+async def test_each_of_two_reconcilers_deep_scans_full_parts_of_its_own_share(
+    session: AsyncSession, wide: SimSite, make_reconciler: MakeReconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deep scan's part is ``DEEP_PART`` of the reconciler's own domains: with two reconcilers each
+    scans its half of the site in half as many parts as one alone. Were a part its share of
+    ``DEEP_PART`` of the site's domains, each would scan (and pass) as many parts as one alone, each
+    half full, and two would end their first passes no sooner than one."""
+    monkeypatch.setattr(scans, "DEEP_PART", 2)
+    sizes: dict[int, list[int]] = {}  # each reconciler's (by its metrics) deep scan parts' sizes
+    scan = scans.scan
+
+    async def recorded(
+        ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport, domains: Collection[uuid.UUID]
+    ) -> list[uuid.UUID]:
+        if report.deep:
+            sizes.setdefault(id(ctx.metrics), []).append(len(domains))
+        return await scan(ctx, limit, report, domains)
+
+    monkeypatch.setattr(scans, "scan", recorded)
+    a, b = (make_reconciler(InProcessBackend(wide.fabric, call_timeout=1.0)) for _ in range(2))
+    tasks = await first_passes(a, b)
+    try:
+        for r in (a, b):
+            share = [d for d in wide.domains if r.members.covers(d)]
+            assert 0 < len(share) < len(wide.domains) == 6
+            full, rest = divmod(len(share), 2)
+            assert sizes[id(r.metrics)] == [2] * full + [rest] * (rest > 0)
     finally:
         for task in tasks:
             task.cancel()
