@@ -108,9 +108,8 @@ def _next_part(rest: Iterator[uuid.UUID], covers: Callable[[uuid.UUID], bool], s
 async def _quick_scan(
     ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport, domains: Collection[uuid.UUID]
 ) -> list[uuid.UUID]:
-    wanted = set(domains)
     async with reading(ctx.engine) as conn:
-        found = {d: s for d, s in (await statemod.summaries(conn)).items() if d in wanted}
+        found = await statemod.summaries(conn, list(domains))  # this reconciler's share, not the site
         await refresh_registry(conn, ctx.observer)
     report.domains += len(found)
     listed = await asyncio.gather(

@@ -11,7 +11,8 @@ import gc
 import signal
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -25,6 +26,7 @@ from nico.config import NvLinkConfig, Settings
 from nico.db.engine import make_engine
 from nico.db.enums import InstanceStatus
 from nico.db.models import Instance
+from nico.db.queries import reconciler as reconciler_queries
 from nico.fabric.backend import DomainTarget, FabricGpu
 from nico.reconciler import scans
 from nico.reconciler.domain_pass import DomainResult, PassContext
@@ -182,6 +184,37 @@ async def test_each_of_two_reconcilers_deep_scans_full_parts_of_its_own_share(
             assert 0 < len(share) < len(wide.domains) == 6
             full, rest = divmod(len(share), 2)
             assert sizes[id(r.metrics)] == [2] * full + [rest] * (rest > 0)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await stop_within("the reconcilers", asyncio.gather(*tasks, return_exceptions=True))
+
+
+async def test_each_of_two_reconcilers_quick_scan_reads_the_summaries_of_its_share_only(
+    session: AsyncSession, wide: SimSite, make_reconciler: MakeReconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A routine full pass (the quick scan) of each of two reconcilers computes the summaries (digest,
+    chassis, busy) of its own domains in the database, not of every domain to keep its share: with
+    every reconciler computing the whole site's, two cost the database twice what one does."""
+    a, b = (make_reconciler(InProcessBackend(wide.fabric, call_timeout=1.0)) for _ in range(2))
+    tasks = await first_passes(a, b)
+    read: list[int] = []
+    summaries = reconciler_queries.domain_summaries
+
+    async def counted(*args: Any, **kwargs: Any) -> Sequence[Any]:
+        rows = await summaries(*args, **kwargs)
+        read.append(len(rows))
+        return rows
+
+    monkeypatch.setattr(reconciler_queries, "domain_summaries", counted)
+    try:
+        for r in (a, b):
+            share = [d for d in wide.domains if r.members.covers(d)]
+            assert 0 < len(share) < len(wide.domains)
+            read.clear()
+            report = await r.full_pass()
+            assert not report.deep and report.domains == len(share)
+            assert read == [len(share)]  # the share's rows, read once
     finally:
         for task in tasks:
             task.cancel()

@@ -328,8 +328,11 @@ async def part_rows(
     return rows, {int(key) for (key,) in first}
 
 
-async def domain_summaries(conn: AsyncConnection) -> Sequence[Any]:
-    """(domain, fabric digest, settled, chassis serials, busy) per domain, computed in the database."""
+async def domain_summaries(
+    conn: AsyncConnection, domains: Sequence[uuid.UUID] | None = None
+) -> Sequence[Any]:
+    """(domain, fabric digest, settled, chassis serials, busy) per domain of ``domains`` (None: every
+    domain), computed in the database: a reconciler's share is all it computes."""
     rows = await conn.execute(
         text(
             """
@@ -344,7 +347,9 @@ async def domain_summaries(conn: AsyncConnection) -> Sequence[Any]:
                               WHERE f.domain_uuid = d.uuid AND f.state IN ('pending', 'timedout'))
             FROM nvlink_domain d
             """
-        )
+            + ("" if domains is None else " WHERE d.uuid = ANY(CAST(:ds AS uuid[]))")
+        ),
+        {} if domains is None else {"ds": list(domains)},
     )
     return rows.all()
 
