@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import signal
+import statistics
 import sys
 import time
 import uuid
@@ -227,6 +228,35 @@ async def ready_at(url: str, instance_id: uuid.UUID, within: float) -> float | N
         await engine.dispose()
 
 
+def machine_busy() -> float:
+    """CPU seconds every process of the machine has used so far (all cores, from /proc/stat)."""
+    with open("/proc/stat") as stat:
+        fields = [int(f) for f in stat.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+class Window:
+    """CPU seconds over a stretch of the run: PostgreSQL's, and the whole machine's (the cores the
+    other processes took meanwhile, beside the reconcilers and their PostgreSQL, say how much of the
+    two cores the reconcilers could have had)."""
+
+    def __init__(self, postgres: PostgresCpu) -> None:
+        self.postgres = postgres
+        self._at, self._pg, self._machine = time.time(), postgres.seconds(), machine_busy()
+        self._own = time.process_time()  # this process's (the samplers') is left out
+        self.seconds = self.pg = self.machine = 0.0
+
+    def end(self) -> None:
+        self.seconds = time.time() - self._at
+        self.pg = self.postgres.seconds() - self._pg
+        self.machine = machine_busy() - self._machine - (time.process_time() - self._own)
+
+    def others(self, reconcilers: float) -> float:
+        """Cores the machine's other processes used (``reconcilers``: the reconcilers' CPU seconds)."""
+        return (self.machine - self.pg - reconcilers) / max(self.seconds, 1e-9)
+
+
 async def postgres_cpu(url: str) -> PostgresCpu:
     """The CPU of the benchmark's PostgreSQL (its server runs here: embedded, or the user's own)."""
     engine = make_engine(url, pool_size=1)
@@ -237,16 +267,17 @@ async def postgres_cpu(url: str) -> PostgresCpu:
         await engine.dispose()
 
 
-class LockWaits:
-    """Samples, every :data:`SAMPLE_EVERY` seconds while it runs, the database's sessions waiting for a lock
-    (a row or an advisory lock another holds: the reconcilers' write-backs queueing behind each other,
-    or a part behind the other's domain locks), and counts the database's deadlocks over it."""
+class Waits:
+    """Samples, every :data:`SAMPLE_EVERY` seconds while it runs, what the database's busy sessions do:
+    run (on a CPU, or waiting for one), or wait (for a lock another session holds: the reconcilers'
+    write-backs queueing behind each other, or a part behind the other's domain locks; for a
+    lightweight lock, I/O, ...); and counts the database's deadlocks over it."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.samples = 0
-        self.waiting = 0  # samples in which some session waited for a lock
-        self.statements: dict[str, int] = {}  # the waiting statements' beginnings, by samples
+        self.busy: dict[str, int] = {}  # sessions seen busy, by what they waited for ("running": nothing)
+        self.locked: dict[str, int] = {}  # the statements seen waiting for a lock, by their beginnings
         self.deadlocks = 0
 
     async def sample(self, until: asyncio.Event) -> None:
@@ -257,36 +288,48 @@ class LockWaits:
                 deadlocks = text("SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()")
                 before = (await conn.execute(deadlocks)).scalar_one()
                 while not until.is_set():
-                    rows = (await conn.execute(text(_LOCK_WAITS))).scalars().all()
                     self.samples += 1
-                    self.waiting += bool(rows)
-                    for query in rows:
-                        self.statements[query] = self.statements.get(query, 0) + 1
+                    for kind, event, query in (await conn.execute(text(_BUSY))).all():
+                        waited = f"{kind}:{event}" if kind else "running"
+                        self.busy[waited] = self.busy.get(waited, 0) + 1
+                        if kind == "Lock":
+                            self.locked[query] = self.locked.get(query, 0) + 1
                     await asyncio.sleep(SAMPLE_EVERY)
                 self.deadlocks = (await conn.execute(deadlocks)).scalar_one() - before
         finally:
             await engine.dispose()
 
+    def figures(self) -> dict[str, Any]:
+        """Busy sessions per sample, by what they waited for; the lock waits' statements; deadlocks."""
+        per = max(self.samples, 1)
+        busy = {k: round(n / per, 2) for k, n in sorted(self.busy.items(), key=lambda kv: -kv[1])}
+        return {"busy_sessions": busy, "lock_waits": self.locked, "deadlocks": self.deadlocks}
 
-_LOCK_WAITS = (
-    "SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 60) FROM pg_stat_activity "
-    "WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+
+_BUSY = (
+    "SELECT wait_event_type, wait_event, left(regexp_replace(query, '\\s+', ' ', 'g'), 60) "
+    "FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' "
+    "AND pid <> pg_backend_pid()"
 )
 
 
-async def one(server: str, racks: int) -> dict[str, float]:
+async def one(server: str, racks: int) -> dict[str, Any]:
     url = fresh_database(server, f"scale_out_one_{racks}")
     seed_converged(url, SimFabric(racks=racks, seed=racks))
     postgres = await postgres_cpu(url)
     solo = await Child.start(url, racks, 1)
     try:
         started = await solo.next("started")
-        before = postgres.seconds()
+        window = Window(postgres)
+        waits, ended = Waits(url), asyncio.Event()
+        sampling = asyncio.create_task(waits.sample(ended))
         await asyncio.sleep(1.0)  # well into the first pass's scan
         committed, instance_id = await new_instance(url)
         ready = await ready_at(url, instance_id, within=120.0)
         first = await solo.next("pass")
-        database = postgres.seconds() - before
+        window.end()
+        ended.set()
+        await sampling
     finally:
         await solo.stop()
     ended = started["at"] + first["seconds"]
@@ -294,8 +337,10 @@ async def one(server: str, racks: int) -> dict[str, float]:
         "first": first["seconds"],
         "cpu": first["cpu"] - first["sim"],
         "sim": first["sim"],
-        "postgres": database,
+        "postgres": window.pg,
+        "others": window.others(first["cpu"]),
         "busy": first["busy"],
+        **waits.figures(),
         "locked": first["locked"],
         "new_ready": (ready - committed) if ready is not None else float("nan"),
         "ready_before_end": float(ready is not None and ready < ended),
@@ -307,14 +352,14 @@ async def two(server: str, racks: int) -> dict[str, Any]:
     seed_converged(url, SimFabric(racks=racks, seed=racks))
     postgres = await postgres_cpu(url)
     pair = [await Child.start(url, racks, 2) for _ in range(2)]
-    waits, ended = LockWaits(url), asyncio.Event()
+    waits, ended = Waits(url), asyncio.Event()
     try:
         for c in pair:
             await c.next("started")
-        before = postgres.seconds()
+        window = Window(postgres)
         sampling = asyncio.create_task(waits.sample(ended))
         firsts = [await c.next("pass") for c in pair]
-        database = postgres.seconds() - before
+        window.end()
         ended.set()
         await sampling
         pair[1].kill()
@@ -329,11 +374,10 @@ async def two(server: str, racks: int) -> dict[str, Any]:
         "firsts": [f["seconds"] for f in firsts],
         "cpu": [f["cpu"] - f["sim"] for f in firsts],
         "sim": [f["sim"] for f in firsts],
-        "postgres": database,
+        "postgres": window.pg,
+        "others": window.others(sum(f["cpu"] for f in firsts)),
         "busy": float(sum(f["busy"] for f in firsts)),
-        "lock_waits": f"{waits.waiting}/{waits.samples}",
-        "waiting": waits.statements,
-        "deadlocks": waits.deadlocks,
+        **waits.figures(),
         "shares": float(min(f["domains"] for f in firsts)),
         "locked": float(sum(f["locked"] for f in firsts)),
         "seen": seen["at"] - killed,
@@ -343,23 +387,41 @@ async def two(server: str, racks: int) -> dict[str, Any]:
     }
 
 
-async def main(racks: list[int]) -> None:
+async def main(racks: list[int], repeat: int) -> None:
     server = database_server("scale-out")
     for n in racks:
-        solo = await one(server, n)
-        pair = await two(server, n)
+        ratios = []
+        for _ in range(repeat):  # one, then two, again: each ratio from two runs a minute apart
+            solo = await one(server, n)
+            pair = await two(server, n)
+            ratios.append(pair["first"] / solo["first"])
+            report(n, solo, pair)
+        if repeat > 1:
+            each = ", ".join(f"{r:.2f}" for r in ratios)
+            print(f"{n} racks: ratio median {statistics.median(ratios):.2f} ({each})", flush=True)
+
+
+def report(racks: int, solo: dict[str, Any], pair: dict[str, Any]) -> None:
+    print(
+        f"{racks} racks: first pass one {solo['first']:.2f} s, two {pair['first']:.2f} s "
+        f"(smaller share {pair['shares']:.0f} domains; locked passes one {solo['locked']:.0f}, two "
+        f"{pair['locked']:.0f}, busy {pair['busy']:.0f}), ratio {pair['first'] / solo['first']:.2f}; "
+        f"new instance Ready {solo['new_ready'] * 1000:.0f} ms after its commit"
+        f"{' (before the first pass ended)' if solo['ready_before_end'] else ' (AFTER the first pass)'}; "
+        f"killed one seen gone after {pair['seen']:.2f} s, its domains passed by "
+        f"{pair['taken_over']:.2f} s (that pass {pair['takeover_pass']:.2f} s over "
+        f"{pair['takeover_domains']:.0f} domains)",
+        flush=True,
+    )
+    for name, run in (("one", solo), ("two", pair)):
+        nico = " + ".join(f"{c:.2f}" for c in run["cpu"]) if name == "two" else f"{run['cpu']:.2f}"
+        sim = " + ".join(f"{c:.2f}" for c in run["sim"]) if name == "two" else f"{run['sim']:.2f}"
         print(
-            f"{n} racks: first pass one {solo['first']:.2f} s, two {pair['first']:.2f} s "
-            f"(smaller share {pair['shares']:.0f} domains; locked passes one {solo['locked']:.0f}, two "
-            f"{pair['locked']:.0f}), ratio {pair['first'] / solo['first']:.2f}; "
-            f"new instance Ready {solo['new_ready'] * 1000:.0f} ms after its commit"
-            f"{' (before the first pass ended)' if solo['ready_before_end'] else ' (AFTER the first pass)'}; "
-            f"killed one seen gone after {pair['seen']:.2f} s, its domains passed by "
-            f"{pair['taken_over']:.2f} s (that pass {pair['takeover_pass']:.2f} s over "
-            f"{pair['takeover_domains']:.0f} domains)",
+            f"  {name}: CPU seconds nico {nico}, its simulator {sim}, PostgreSQL {run['postgres']:.2f}; "
+            f"other processes {run['others']:.2f} cores; busy sessions {run['busy_sessions']}; "
+            f"lock waits {run['lock_waits'] or 'none'}; deadlocks {run['deadlocks']}",
             flush=True,
         )
-        print(f"  one: {solo}\n  two: {pair}", flush=True)
 
 
 if __name__ == "__main__":
@@ -371,4 +433,6 @@ if __name__ == "__main__":
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--racks", type=int, nargs="+", default=[2000])
-    asyncio.run(main(parser.parse_args().racks))
+    parser.add_argument("--repeat", type=int, default=1, help="one, then two, this many times")
+    args = parser.parse_args()
+    asyncio.run(main(args.racks, args.repeat))
