@@ -24,16 +24,19 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import statistics
 import sys
+import tempfile
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from bench_support import database_server, fresh_database, seed_converged
 from prometheus_client import CollectorRegistry
-from reconcile_scale import PostgresCpu
+from reconcile_scale import GC, PostgresCpu
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -42,11 +45,12 @@ from nico.db.engine import make_engine
 from nico.db.enums import InstanceStatus, NvLinkInterfaceStatus
 from nico.db.models import Instance, LogicalPartition, Machine, NvlinkInterface
 from nico.reconciler.domain_pass import DomainResult
+from nico.reconciler.members import Members
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.runtime import pool_size
 from nico.reconciler.scheduler import Reconciler
 from nico.services.nvlink_events import desired_state_changed
-from nico.serving import collect_less
+from nico.serving import collect_less, event_loop
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 
@@ -90,9 +94,53 @@ def say(**fields: Any) -> None:
     print(json.dumps({"at": time.time(), **fields}), flush=True)
 
 
-async def child(url: str, racks: int, peers: int) -> None:
+class SharedFabric:
+    """The processes' copies of the fabric made one again, as the one fabric they stand for is: after
+    its first pass each process writes its own domains' partitions (a simulator snapshot, in
+    ``directory``) and takes every other domain's from the others' snapshots. A reconciler that takes
+    over another's domains then finds them as that one left them; with untouched copies its takeover
+    converged them all again (a first pass over half the site, not what a takeover costs)."""
+
+    def __init__(self, fabric: SimFabric, members: Members, directory: str) -> None:
+        self.fabric, self.members, self.directory = fabric, members, Path(directory)
+        self.theirs: list[Path] = []
+
+    def write(self) -> None:
+        """This process's domains' partitions, for the others."""
+        mine = json.loads(self.fabric.to_json())
+        mine["domains"] = {k: v for k, v in mine["domains"].items() if self.members.covers(uuid.UUID(k))}
+        path = self.directory / f"{self.members.slot}.json"
+        path.with_suffix(".tmp").write_text(json.dumps(mine))
+        path.with_suffix(".tmp").replace(path)
+        self.theirs = [self.directory / f"{s}.json" for s in self.members.held if s != self.members.slot]
+
+    def take(self) -> bool:
+        """The others' domains from their snapshots, once they are all written (False: not yet)."""
+        if not all(p.exists() for p in self.theirs):
+            return False
+        for other in self.theirs:
+            snapshot = json.loads(other.read_text())
+            # Partitions' NMX-M entity ids come from each copy's own generator (seeded alike): fresh
+            # ones where the other's repeat one of a domain this copy keeps.
+            kept = {
+                p.entity_id
+                for d in self.fabric.domains.values()
+                if str(d.domain_uuid) not in snapshot["domains"]
+                for p in d.partitions.values()
+            }
+            for domain in snapshot["domains"].values():
+                for partition in domain["partitions"]:
+                    if partition["entity_id"] in kept:
+                        partition["entity_id"] = uuid.uuid4().hex[:24]
+            self.fabric.restore(snapshot)
+        return True
+
+
+async def child(url: str, racks: int, peers: int, directory: str) -> None:
     """One reconciler process: joins, waits for ``peers`` members, runs, and reports on stdout (its
-    first pass's start and end, who is running, every later full pass) until killed."""
+    first pass's start and end, who is running, every later full pass) until killed. With peers, its
+    copy of the fabric takes the others' domains from them after its first pass (:class:`SharedFabric`),
+    and says ``shared``."""
     fabric = SimFabric(racks=racks, seed=racks)
     config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
     # As nico reconcile makes it.
@@ -105,10 +153,14 @@ async def child(url: str, racks: int, peers: int) -> None:
         await reconciler.members.look()
     running = asyncio.create_task(reconciler.run())
     say(event="started")
-    cpu, sim = time.process_time(), TimedBackend.seconds
+    cpu, sim, collected = time.process_time(), TimedBackend.seconds, GC.seconds
     passes, held = 0, reconciler.members.held
+    sharing = SharedFabric(fabric, reconciler.members, directory) if peers > 1 else None
     while not running.done():
         await asyncio.sleep(POLL)
+        if sharing is not None and sharing.theirs and sharing.take():
+            sharing = None
+            say(event="shared")
         if reconciler.members.held != held:
             held = reconciler.members.held
             say(event="members", held=len(held))
@@ -128,8 +180,11 @@ async def child(url: str, racks: int, peers: int) -> None:
                 busy=busy,
                 cpu=used,
                 sim=simulated,
+                gc=GC.seconds - collected,
             )
-            cpu, sim = time.process_time(), TimedBackend.seconds
+            cpu, sim, collected = time.process_time(), TimedBackend.seconds, GC.seconds
+            if sharing is not None and not sharing.theirs:
+                sharing.write()
     await running
 
 
@@ -140,9 +195,16 @@ class Child:
         self.proc = proc
 
     @classmethod
-    async def start(cls, url: str, racks: int, peers: int) -> Child:
+    async def start(cls, url: str, racks: int, peers: int, directory: str) -> Child:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, __file__, "--child", url, str(racks), str(peers), stdout=asyncio.subprocess.PIPE
+            sys.executable,
+            __file__,
+            "--child",
+            url,
+            str(racks),
+            str(peers),
+            directory,
+            stdout=asyncio.subprocess.PIPE,
         )
         return cls(proc)
 
@@ -317,7 +379,7 @@ async def one(server: str, racks: int) -> dict[str, Any]:
     url = fresh_database(server, f"scale_out_one_{racks}")
     seed_converged(url, SimFabric(racks=racks, seed=racks))
     postgres = await postgres_cpu(url)
-    solo = await Child.start(url, racks, 1)
+    solo = await Child.start(url, racks, 1, "")
     try:
         started = await solo.next("started")
         window = Window(postgres)
@@ -337,6 +399,7 @@ async def one(server: str, racks: int) -> dict[str, Any]:
         "first": first["seconds"],
         "cpu": first["cpu"] - first["sim"],
         "sim": first["sim"],
+        "gc": first["gc"],
         "postgres": window.pg,
         "others": window.others(first["cpu"]),
         "busy": first["busy"],
@@ -351,7 +414,8 @@ async def two(server: str, racks: int) -> dict[str, Any]:
     url = fresh_database(server, f"scale_out_two_{racks}")
     seed_converged(url, SimFabric(racks=racks, seed=racks))
     postgres = await postgres_cpu(url)
-    pair = [await Child.start(url, racks, 2) for _ in range(2)]
+    directory = tempfile.mkdtemp(prefix="scale-out-fabric")
+    pair = [await Child.start(url, racks, 2, directory) for _ in range(2)]
     waits, ended = Waits(url), asyncio.Event()
     try:
         for c in pair:
@@ -362,6 +426,8 @@ async def two(server: str, racks: int) -> dict[str, Any]:
         window.end()
         ended.set()
         await sampling
+        for c in pair:
+            await c.next("shared")
         pair[1].kill()
         killed = time.time()
         seen = await pair[0].next("members")
@@ -369,11 +435,13 @@ async def two(server: str, racks: int) -> dict[str, Any]:
     finally:
         for c in pair:
             await c.stop()
+        shutil.rmtree(directory, ignore_errors=True)
     return {
         "first": max(f["seconds"] for f in firsts),
         "firsts": [f["seconds"] for f in firsts],
         "cpu": [f["cpu"] - f["sim"] for f in firsts],
         "sim": [f["sim"] for f in firsts],
+        "gc": [f["gc"] for f in firsts],
         "postgres": window.pg,
         "others": window.others(sum(f["cpu"] for f in firsts)),
         "busy": float(sum(f["busy"] for f in firsts)),
@@ -416,8 +484,10 @@ def report(racks: int, solo: dict[str, Any], pair: dict[str, Any]) -> None:
     for name, run in (("one", solo), ("two", pair)):
         nico = " + ".join(f"{c:.2f}" for c in run["cpu"]) if name == "two" else f"{run['cpu']:.2f}"
         sim = " + ".join(f"{c:.2f}" for c in run["sim"]) if name == "two" else f"{run['sim']:.2f}"
+        gc = " + ".join(f"{c:.2f}" for c in run["gc"]) if name == "two" else f"{run['gc']:.2f}"
         print(
-            f"  {name}: CPU seconds nico {nico}, its simulator {sim}, PostgreSQL {run['postgres']:.2f}; "
+            f"  {name}: CPU seconds nico {nico} (collecting garbage {gc}), its simulator {sim}, "
+            f"PostgreSQL {run['postgres']:.2f}; "
             f"other processes {run['others']:.2f} cores; busy sessions {run['busy_sessions']}; "
             f"lock waits {run['lock_waits'] or 'none'}; deadlocks {run['deadlocks']}",
             flush=True,
@@ -426,8 +496,9 @@ def report(racks: int, solo: dict[str, Any], pair: dict[str, Any]) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        collect_less()  # as nico reconcile does
-        asyncio.run(child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+        collect_less()  # as nico reconcile does, and on its event loop (uvloop when installed)
+        with asyncio.Runner(loop_factory=event_loop()) as runner:
+            runner.run(child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]))
         sys.exit(0)
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
