@@ -1,6 +1,7 @@
 """Scale-out of the reconciler: one against two ``Reconciler.run()`` processes (as ``nico reconcile``
-twice) on a freshly seeded site, with an in-process zero-latency simulator in each (identical copies:
-the first pass reads and writes only its own share, so the copies stay alike where it counts).
+twice, on its event loop) on a freshly seeded site, with an in-process zero-latency simulator in each
+(identical copies: the first pass reads and writes only its own share; after it each process takes
+the other's domains from its copy's snapshot, so the copies are one fabric again for the takeover).
 
 Printed, at each size:
 
@@ -9,13 +10,21 @@ Printed, at each size:
 - a tenant's new instance, committed (with its NOTIFY) while the single reconciler's first pass
   scans: the time from its commit to Ready, and whether that came before the first pass ended;
 - after the two have finished their first passes, one is killed (SIGKILL): the time until the other
-  sees it gone, and until that one's full pass over the whole site ends (the takeover).
+  sees it gone, and until that one's full pass over the whole site ends (the takeover);
+- for one and for two, over the first pass: the CPU seconds of nico in each process (its garbage
+  collection apart), of its simulator (the benchmark's, not nico's) and of PostgreSQL, and the cores
+  the machine's other processes took meanwhile (on a shared machine they decide the wall times: a
+  first pass that has the machine to itself is latency-bound, one that shares it is CPU-bound); what
+  the database's busy sessions waited for, on average per sample (``running``: nothing, or a CPU);
+  the statements that waited for a lock, and those whose results waited longest for the reconciler
+  to read them; deadlocks; the rows the database read and wrote (whether two do more than one).
 
-    python benchmarks/scale_out.py [--racks 2000]
+    python benchmarks/scale_out.py [--racks 2000] [--repeat 3]
 
-The two processes take their member slots before either starts its first pass (as two started
-together would within the first part of the scan). Uses ``NICO_DATABASE_URL`` (a server where the
-user may create databases) or an embedded PostgreSQL in a temporary directory.
+``--repeat`` runs one then two again, and prints the median ratio. The two processes take their
+member slots before either starts its first pass (as two started together would within the first
+part of the scan). Uses ``NICO_DATABASE_URL`` (a server where the user may create databases, on this
+machine for the CPU figures) or an embedded PostgreSQL in a temporary directory.
 """
 
 from __future__ import annotations
@@ -340,6 +349,7 @@ class Waits:
         self.samples = 0
         self.busy: dict[str, int] = {}  # sessions seen busy, by what they waited for ("running": nothing)
         self.locked: dict[str, int] = {}  # the statements seen waiting for a lock, by their beginnings
+        self.unread: dict[str, int] = {}  # the statements whose results waited for their reader
         self.deadlocks = 0
 
     async def sample(self, until: asyncio.Event) -> None:
@@ -356,6 +366,8 @@ class Waits:
                         self.busy[waited] = self.busy.get(waited, 0) + 1
                         if kind == "Lock":
                             self.locked[query] = self.locked.get(query, 0) + 1
+                        elif event == "ClientWrite":
+                            self.unread[query] = self.unread.get(query, 0) + 1
                     await asyncio.sleep(SAMPLE_EVERY)
                 self.deadlocks = (await conn.execute(deadlocks)).scalar_one() - before
         finally:
@@ -365,7 +377,13 @@ class Waits:
         """Busy sessions per sample, by what they waited for; the lock waits' statements; deadlocks."""
         per = max(self.samples, 1)
         busy = {k: round(n / per, 2) for k, n in sorted(self.busy.items(), key=lambda kv: -kv[1])}
-        return {"busy_sessions": busy, "lock_waits": self.locked, "deadlocks": self.deadlocks}
+        unread = dict(sorted(self.unread.items(), key=lambda kv: -kv[1])[:3])
+        return {
+            "busy_sessions": busy,
+            "lock_waits": self.locked,
+            "deadlocks": self.deadlocks,
+            "unread": unread,
+        }
 
 
 _BUSY = (
@@ -375,10 +393,64 @@ _BUSY = (
 )
 
 
+class TableRows:
+    """Rows the database read (sequential and index fetches) and wrote (inserted, updated, deleted)
+    over a run, from its table statistics, read once the run's sessions are gone (a session reports
+    its counts as it ends): whether two reconcilers read or wrote more than one does."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.before: dict[str, tuple[int, int]] = {}
+
+    async def counts(self) -> dict[str, tuple[int, int]]:
+        engine = make_engine(self.url, pool_size=1)
+        try:
+            async with engine.connect() as conn:
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+                for _ in range(int(10.0 / POLL)):  # ten seconds at most
+                    if not await conn.scalar(text(_OTHER_SESSIONS)):
+                        break
+                    await asyncio.sleep(POLL)
+                await conn.execute(text("SELECT pg_stat_clear_snapshot()"))
+                return {
+                    name: (int(r), int(w)) for name, r, w in (await conn.execute(text(_TABLE_ROWS))).all()
+                }
+        finally:
+            await engine.dispose()
+
+    async def start(self) -> None:
+        self.before = await self.counts()
+
+    async def used(self) -> dict[str, Any]:
+        """Rows read and written since :meth:`start`, in all and of the three tables read most."""
+        after = await self.counts()
+        moved = {
+            t: (r - self.before.get(t, (0, 0))[0], w - self.before.get(t, (0, 0))[1])
+            for t, (r, w) in after.items()
+        }
+        top = sorted(moved.items(), key=lambda kv: -kv[1][0])[:3]
+        return {
+            "rows_read": sum(r for r, _ in moved.values()),
+            "rows_written": sum(w for _, w in moved.values()),
+            "most_read": {t: r for t, (r, _) in top},
+        }
+
+
+_OTHER_SESSIONS = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+_TABLE_ROWS = (
+    "SELECT relname, coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0), "
+    "n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables"
+)
+
+
 async def one(server: str, racks: int) -> dict[str, Any]:
     url = fresh_database(server, f"scale_out_one_{racks}")
     seed_converged(url, SimFabric(racks=racks, seed=racks))
     postgres = await postgres_cpu(url)
+    rows = TableRows(url)
+    await rows.start()
     solo = await Child.start(url, racks, 1, "")
     try:
         started = await solo.next("started")
@@ -395,6 +467,7 @@ async def one(server: str, racks: int) -> dict[str, Any]:
     finally:
         await solo.stop()
     ended = started["at"] + first["seconds"]
+    table_rows = await rows.used()
     return {
         "first": first["seconds"],
         "cpu": first["cpu"] - first["sim"],
@@ -405,6 +478,7 @@ async def one(server: str, racks: int) -> dict[str, Any]:
         "busy": first["busy"],
         **waits.figures(),
         "locked": first["locked"],
+        **table_rows,
         "new_ready": (ready - committed) if ready is not None else float("nan"),
         "ready_before_end": float(ready is not None and ready < ended),
     }
@@ -415,6 +489,8 @@ async def two(server: str, racks: int) -> dict[str, Any]:
     seed_converged(url, SimFabric(racks=racks, seed=racks))
     postgres = await postgres_cpu(url)
     directory = tempfile.mkdtemp(prefix="scale-out-fabric")
+    rows = TableRows(url)
+    await rows.start()
     pair = [await Child.start(url, racks, 2, directory) for _ in range(2)]
     waits, ended = Waits(url), asyncio.Event()
     try:
@@ -448,6 +524,7 @@ async def two(server: str, racks: int) -> dict[str, Any]:
         **waits.figures(),
         "shares": float(min(f["domains"] for f in firsts)),
         "locked": float(sum(f["locked"] for f in firsts)),
+        **(await rows.used()),
         "seen": seen["at"] - killed,
         "taken_over": takeover["at"] - killed,
         "takeover_pass": takeover["seconds"],
@@ -489,7 +566,9 @@ def report(racks: int, solo: dict[str, Any], pair: dict[str, Any]) -> None:
             f"  {name}: CPU seconds nico {nico} (collecting garbage {gc}), its simulator {sim}, "
             f"PostgreSQL {run['postgres']:.2f}; "
             f"other processes {run['others']:.2f} cores; busy sessions {run['busy_sessions']}; "
-            f"lock waits {run['lock_waits'] or 'none'}; deadlocks {run['deadlocks']}",
+            f"lock waits {run['lock_waits'] or 'none'}; results left unread longest {run['unread']}; "
+            f"deadlocks {run['deadlocks']}; rows read "
+            f"{run['rows_read']}, written {run['rows_written']} (read most: {run['most_read']})",
             flush=True,
         )
 
