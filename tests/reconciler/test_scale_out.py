@@ -7,11 +7,12 @@ pass reads every domain (no pass of every domain beside it)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import signal
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 import pytest
@@ -116,6 +117,21 @@ async def first_passes(*reconcilers: Reconciler) -> list[asyncio.Task[None]]:
     return tasks
 
 
+@contextlib.asynccontextmanager
+async def two_running(
+    wide: SimSite, make_reconciler: MakeReconciler
+) -> AsyncIterator[tuple[Reconciler, Reconciler]]:
+    """Two reconcilers on the site, their first full passes ended; stopped afterwards."""
+    a, b = (make_reconciler(InProcessBackend(wide.fabric, call_timeout=1.0)) for _ in range(2))
+    tasks = await first_passes(a, b)
+    try:
+        yield a, b
+    finally:
+        for task in tasks:
+            task.cancel()
+        await stop_within("the reconcilers", asyncio.gather(*tasks, return_exceptions=True))
+
+
 async def test_two_reconcilers_split_a_first_pass_and_one_takes_over_when_the_other_stops(
     session: AsyncSession, wide: SimSite, make_reconciler: MakeReconciler
 ) -> None:
@@ -176,18 +192,12 @@ async def test_each_of_two_reconcilers_deep_scans_full_parts_of_its_own_share(
         return await scan(ctx, limit, report, domains)
 
     monkeypatch.setattr(scans, "scan", recorded)
-    a, b = (make_reconciler(InProcessBackend(wide.fabric, call_timeout=1.0)) for _ in range(2))
-    tasks = await first_passes(a, b)
-    try:
+    async with two_running(wide, make_reconciler) as (a, b):
         for r in (a, b):
             share = [d for d in wide.domains if r.members.covers(d)]
             assert 0 < len(share) < len(wide.domains) == 6
             full, rest = divmod(len(share), 2)
             assert sizes[id(r.metrics)] == [2] * full + [rest] * (rest > 0)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await stop_within("the reconcilers", asyncio.gather(*tasks, return_exceptions=True))
 
 
 async def test_each_of_two_reconcilers_quick_scan_reads_the_summaries_of_its_share_only(
@@ -196,8 +206,6 @@ async def test_each_of_two_reconcilers_quick_scan_reads_the_summaries_of_its_sha
     """A routine full pass (the quick scan) of each of two reconcilers computes the summaries (digest,
     chassis, busy) of its own domains in the database, not of every domain to keep its share: with
     every reconciler computing the whole site's, two cost the database twice what one does."""
-    a, b = (make_reconciler(InProcessBackend(wide.fabric, call_timeout=1.0)) for _ in range(2))
-    tasks = await first_passes(a, b)
     read: list[int] = []
     summaries = reconciler_queries.domain_summaries
 
@@ -206,8 +214,8 @@ async def test_each_of_two_reconcilers_quick_scan_reads_the_summaries_of_its_sha
         read.append(len(rows))
         return rows
 
-    monkeypatch.setattr(reconciler_queries, "domain_summaries", counted)
-    try:
+    async with two_running(wide, make_reconciler) as (a, b):
+        monkeypatch.setattr(reconciler_queries, "domain_summaries", counted)
         for r in (a, b):
             share = [d for d in wide.domains if r.members.covers(d)]
             assert 0 < len(share) < len(wide.domains)
@@ -215,10 +223,6 @@ async def test_each_of_two_reconcilers_quick_scan_reads_the_summaries_of_its_sha
             report = await r.full_pass()
             assert not report.deep and report.domains == len(share)
             assert read == [len(share)]  # the share's rows, read once
-    finally:
-        for task in tasks:
-            task.cancel()
-        await stop_within("the reconcilers", asyncio.gather(*tasks, return_exceptions=True))
 
 
 @pytest.mark.parametrize("sized", [True, False], ids=["sized-for-its-concurrency", "default-pool"])
