@@ -64,6 +64,7 @@ from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 
 POLL = 0.01
+LATENCY = 0.0  # --fabric-latency: seconds each simulated fabric call waits before its answer
 SAMPLE_EVERY = 0.05  # seconds between looks at the sessions waiting for locks
 
 
@@ -86,8 +87,8 @@ class TimedBackend(InProcessBackend):
 
     def __getattribute__(self, name: str) -> Any:
         found = super().__getattribute__(name)
-        if name.startswith("_") or not asyncio.iscoroutinefunction(found):
-            return found
+        if name.startswith("_") or not asyncio.iscoroutinefunction(found) or LATENCY > 0:
+            return found  # (calls that wait let other work run: their CPU time is not theirs)
 
         async def timed(*args: Any, **kwargs: Any) -> Any:
             began = time.process_time()
@@ -151,6 +152,8 @@ async def child(url: str, racks: int, peers: int, directory: str) -> None:
     copy of the fabric takes the others' domains from them after its first pass (:class:`SharedFabric`),
     and says ``shared``."""
     fabric = SimFabric(racks=racks, seed=racks)
+    for domain in fabric.domains if LATENCY > 0 else ():
+        fabric.set_faults(domain, latency=LATENCY)
     config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
     # As nico reconcile makes it.
     engine = make_engine(url, pool_size=pool_size(Settings(nvlink_config=config)), lifo=True)
@@ -213,6 +216,7 @@ class Child:
             str(racks),
             str(peers),
             directory,
+            str(LATENCY),
             stdout=asyncio.subprocess.PIPE,
         )
         return cls(proc)
@@ -561,6 +565,7 @@ def report(racks: int, solo: dict[str, Any], pair: dict[str, Any]) -> None:
     for name, run in (("one", solo), ("two", pair)):
         nico = " + ".join(f"{c:.2f}" for c in run["cpu"]) if name == "two" else f"{run['cpu']:.2f}"
         sim = " + ".join(f"{c:.2f}" for c in run["sim"]) if name == "two" else f"{run['sim']:.2f}"
+        sim = "not measured" if LATENCY > 0 else sim
         gc = " + ".join(f"{c:.2f}" for c in run["gc"]) if name == "two" else f"{run['gc']:.2f}"
         print(
             f"  {name}: CPU seconds nico {nico} (collecting garbage {gc}), its simulator {sim}, "
@@ -575,6 +580,7 @@ def report(racks: int, solo: dict[str, Any], pair: dict[str, Any]) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        LATENCY = float(sys.argv[6])
         collect_less()  # as nico reconcile does, and on its event loop (uvloop when installed)
         with asyncio.Runner(loop_factory=event_loop()) as runner:
             runner.run(child(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]))
@@ -584,5 +590,13 @@ if __name__ == "__main__":
     )
     parser.add_argument("--racks", type=int, nargs="+", default=[2000])
     parser.add_argument("--repeat", type=int, default=1, help="one, then two, this many times")
+    parser.add_argument(
+        "--fabric-latency",
+        type=float,
+        default=0.0,
+        help="seconds each fabric call waits (a first pass bound by round trips, not CPU; the "
+        "simulator's CPU is then not measured)",
+    )
     args = parser.parse_args()
+    LATENCY = args.fabric_latency
     asyncio.run(main(args.racks, args.repeat))
