@@ -43,9 +43,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from bench_support import database_server, fresh_database, seed_converged
+from bench_support import GcTime, PostgresCpu, database_server, fresh_database, seed_converged
 from prometheus_client import CollectorRegistry
-from reconcile_scale import GC, PostgresCpu
 from sqlalchemy import select, text
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -64,6 +63,7 @@ from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
 
 POLL = 0.01
+GC = GcTime()
 LATENCY = 0.0  # --fabric-latency: seconds each simulated fabric call waits before its answer
 SAMPLE_EVERY = 0.05  # seconds between looks at the sessions waiting for locks
 
