@@ -53,7 +53,7 @@ import tracemalloc
 from collections.abc import Iterator
 from typing import NamedTuple
 
-from bench_support import TENANT_SHARE, database_server, fresh_database, seed_converged
+from bench_support import TENANT_SHARE, GcTime, PostgresCpu, database_server, fresh_database, seed_converged
 from prometheus_client import CollectorRegistry
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -117,45 +117,6 @@ async def _postgres_cpu(engine: AsyncEngine) -> PostgresCpu | None:
         return PostgresCpu(str(data))
     except Exception:  # not a superuser, or another machine's server
         return None
-
-
-class PostgresCpu:
-    """CPU seconds used so far by the benchmark's PostgreSQL: its postmaster (found by its data
-    directory; the backends that ended are counted in its children's times) and its live backends."""
-
-    def __init__(self, data_directory: str) -> None:
-        with open(f"{data_directory}/postmaster.pid") as pid_file:
-            self.postmaster = int(pid_file.readline())
-        self.tick = os.sysconf("SC_CLK_TCK")
-
-    def seconds(self) -> float:
-        total = 0
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            with contextlib.suppress(OSError), open(f"/proc/{entry}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-                pid, ppid = int(entry), int(fields[1])
-                if pid == self.postmaster:
-                    total += sum(int(f) for f in fields[11:15])  # its own and its ended children's
-                elif ppid == self.postmaster:
-                    total += int(fields[11]) + int(fields[12])
-        return total / self.tick
-
-
-class GcTime:
-    """Seconds the cyclic garbage collector ran (its collections stop the process), by ``gc.callbacks``."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self._started = 0.0
-        gc.callbacks.append(self._callback)
-
-    def _callback(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._started = time.perf_counter()
-        else:
-            self.seconds += time.perf_counter() - self._started
 
 
 GC = GcTime()

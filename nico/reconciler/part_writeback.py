@@ -95,7 +95,11 @@ async def write_back_part(
     observations = [o for item in queued for o in item.observations]
     if observations:
         pending.lock_settling([o.instance_id for o in observations])
-    pending.deleting_partitions()
+    if any(item.report.records_dropped for item in queued):
+        # Only then can a logical partition being deleted have nothing left, as for one domain: each
+        # part's write-back locked every such partition of the site, so the write-backs (of each part
+        # of every reconciler) queued on its row, holding their domains, and could deadlock.
+        pending.deleting_partitions()
     found = await pending.send(session)
     for domain, message in errors.items():
         await queries.record_domain_error(session, domain, message)

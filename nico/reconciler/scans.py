@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Collection, Iterable
+from collections.abc import AsyncIterator, Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -81,22 +81,35 @@ async def in_parts(
     covers: Callable[[uuid.UUID], bool],
 ) -> AsyncIterator[list[uuid.UUID]]:
     """:func:`scan` of the domains of ``every`` this reconciler ``covers``, a part at a time: the
-    domains of each part that need a locked pass. A deep scan goes :data:`DEEP_PART` domains at a
-    time (the loop's passes run between the parts' loads and compares, and the part's locked passes
-    beside the next part's scan), each part this reconciler's share of it as the reconcilers running
-    now split it (one that starts or stops meanwhile changes the share of what is left)."""
+    domains of each part that need a locked pass. A deep scan goes :data:`DEEP_PART` of its own
+    domains at a time (the loop's passes run between the parts' loads and compares, and the part's
+    locked passes beside the next part's scan), each taken as the reconcilers running now split the
+    site (one that starts or stops meanwhile changes the share of what is left). A part is
+    :data:`DEEP_PART` of this reconciler's domains, not its share of that many of the site's: with
+    two reconcilers each would otherwise pass the same number of parts as one alone, each half as
+    full, and end no sooner."""
     size = DEEP_PART if report.deep else max(len(every), 1)
-    for start in range(0, len(every), size):
-        part = [d for d in every[start : start + size] if covers(d)]
-        yield await scan(ctx, limit, report, part) if part else []
+    rest = iter(every)
+    while part := _next_part(rest, covers, size):
+        yield await scan(ctx, limit, report, part)
+
+
+def _next_part(rest: Iterator[uuid.UUID], covers: Callable[[uuid.UUID], bool], size: int) -> list[uuid.UUID]:
+    """The next ``size`` domains of ``rest`` that this reconciler ``covers`` now (fewer at the end)."""
+    part: list[uuid.UUID] = []
+    for domain in rest:
+        if covers(domain):
+            part.append(domain)
+            if len(part) == size:
+                break
+    return part
 
 
 async def _quick_scan(
     ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport, domains: Collection[uuid.UUID]
 ) -> list[uuid.UUID]:
-    wanted = set(domains)
     async with reading(ctx.engine) as conn:
-        found = {d: s for d, s in (await statemod.summaries(conn)).items() if d in wanted}
+        found = await statemod.summaries(conn, list(domains))  # this reconciler's share, not the site
         await refresh_registry(conn, ctx.observer)
     report.domains += len(found)
     listed = await asyncio.gather(

@@ -286,9 +286,11 @@ class DomainSummary:
         return self.settled and not self.busy and digest == self.fabric_digest
 
 
-async def summaries(conn: AsyncConnection) -> dict[uuid.UUID, DomainSummary]:
-    """One row per domain, computed in the database."""
-    rows = await queries.domain_summaries(conn)
+async def summaries(
+    conn: AsyncConnection, domains: Sequence[uuid.UUID] | None = None
+) -> dict[uuid.UUID, DomainSummary]:
+    """One row per domain of ``domains`` (None: every domain), computed in the database."""
+    rows = await queries.domain_summaries(conn, domains)
     return {
         domain: DomainSummary(domain, frozenset(s.strip() for s in serials), digest, settled, busy)
         for domain, digest, settled, serials, busy in rows

@@ -12,19 +12,23 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import psycopg
+import pytest
 import pytest_asyncio
 from sqlalchemy import func, select, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.context import AppContext
 from nico.config import NvLinkConfig
-from nico.db.enums import InstanceStatus
+from nico.db.enums import InstanceStatus, LogicalPartitionStatus
 from nico.db.models import FabricIntent, Instance, LogicalPartition, PhysicalPartition
 from nico.fabric.backend import DomainTarget, FabricPartition
 from nico.fabric.nmxc.client import NmxcBackend
 from nico.reconciler.domain_pass import DomainResult, lock_key
 from nico.reconciler.operations import CreatePartition, Operation, op_gpus
 from nico.reconciler.planner import partition_name
+from nico.reconciler.writeback import finish_deleted_partitions
 from nico.sim.fabric import SimFabric
 from nico.sim.nmxc_server import NmxcSimulator
 from tests.reconciler.conftest import MakeReconciler
@@ -312,3 +316,90 @@ async def test_a_part_passes_with_one_domain_at_a_time_allowed(
     assert {r.status for r in report.results.values()} == {"ok"}
     for domain in part_site.domains:
         await converged(session, part_site, domain)
+
+
+async def test_a_parts_write_back_that_drops_no_record_locks_no_partition_being_deleted(
+    session: AsyncSession, part_site: Site, make_reconciler: MakeReconciler, app_context: AppContext
+) -> None:
+    """A logical partition being deleted with no physical partition left is finished by a write-back
+    that dropped one of its records (or by the full pass's end), under its row lock. A part's write-
+    back that dropped none leaves it alone: each one (every part of every reconciler) locked every such
+    partition of the site, so the write-backs queued behind each other on its row, holding their
+    domains, and two locking several of them in different orders could deadlock."""
+    nv = part_site.sim.nv
+    deleting = await f.logical_partition(session, nv.tenant, nv.site, name="going", status="Deleting")
+    await session.commit()
+    reconciler = make_reconciler(part_site.backend)
+    async with app_context.engine.connect() as other:  # as another write-back finishing it would
+        await other.execute(
+            text("SELECT 1 FROM logical_partition WHERE id = :i FOR UPDATE"), {"i": deleting.id}
+        )
+        passing = reconciler.reconcile(part_site.domains, figures=False, full=True)
+        try:
+            results = await asyncio.wait_for(passing, timeout=10)  # a deadline: it waits for the lock
+        except TimeoutError:
+            raise AssertionError(
+                "the part's write-back waited for a partition it dropped nothing of"
+            ) from None
+        finally:
+            await other.rollback()
+    assert {r.status for r in results.values()} == {"ok"}
+    for domain in part_site.domains:
+        await converged(session, part_site, domain)
+    await reconciler.full_pass()  # its end finishes the partition (no record of it was ever dropped)
+    assert await session.get(LogicalPartition, deleting.id, populate_existing=True) is None
+
+
+async def test_partitions_being_deleted_are_finished_in_id_order(
+    session: AsyncSession, part_site: Site, app_context: AppContext
+) -> None:
+    """Two write-backs (two reconcilers') that finish some of the same logical partitions being deleted
+    lock them in one order, their ids', whatever order the rows are stored in: in two orders they could
+    each hold one the other waits for (a deadlock, one write-back rolled back). Stored larger id first,
+    locked elsewhere: the finishing write-back holds the smaller one while it waits for the larger, read
+    in whatever order the database's plan gives."""
+    nv = part_site.sim.nv
+    larger, smaller = uuid.UUID(int=(1 << 122) - 1), uuid.UUID(int=1)
+    for lp_id, name in ((larger, "going-2"), (smaller, "going-1")):  # stored in this order
+        deleting = LogicalPartitionStatus.DELETING
+        session.add(
+            LogicalPartition(id=lp_id, tenant_id=nv.tenant.id, site_id=nv.site.id, name=name, status=deleting)
+        )
+        await session.flush()
+    await session.commit()
+    async with app_context.engine.connect() as holder, app_context.engine.connect() as looker:
+        await holder.execute(text("SELECT 1 FROM logical_partition WHERE id = :i FOR UPDATE"), {"i": larger})
+        finishing = asyncio.create_task(finish(app_context))
+
+        async def waits_for_a_lock() -> bool:
+            found = await looker.scalar(
+                text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+            )
+            await looker.rollback()
+            return bool(found)
+
+        try:
+            await wait_for(waits_for_a_lock, within=10, what="the write-back waiting for the larger id")
+            # The smaller one is the write-back's already (deleted, not committed): not to be had now.
+            with pytest.raises(DBAPIError) as held:
+                await looker.execute(
+                    text("SELECT 1 FROM logical_partition WHERE id = :i FOR UPDATE NOWAIT"), {"i": smaller}
+                )
+            assert isinstance(held.value.orig, psycopg.errors.LockNotAvailable)
+            await looker.rollback()
+        finally:
+            await holder.rollback()
+            await stop_within("the finishing write-back", finishing)
+    assert await finishing == 2
+
+
+async def finish(app_context: AppContext) -> int:
+    """The logical partitions being deleted with nothing left finished, as a write-back does, read
+    without indexes (a site with many being deleted): in the order stored, unless the statement asks
+    for one (the partial index on them reads them in id order)."""
+    async with AsyncSession(app_context.engine, expire_on_commit=False) as session:
+        for setting in ("enable_indexscan", "enable_indexonlyscan", "enable_bitmapscan"):
+            await session.execute(text(f"SET LOCAL {setting} = off"))
+        removed = await finish_deleted_partitions(session)
+        await session.commit()
+        return removed

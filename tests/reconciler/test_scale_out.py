@@ -7,11 +7,13 @@ pass reads every domain (no pass of every domain beside it)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import signal
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Sequence
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -25,10 +27,13 @@ from nico.config import NvLinkConfig, Settings
 from nico.db.engine import make_engine
 from nico.db.enums import InstanceStatus
 from nico.db.models import Instance
+from nico.db.queries import reconciler as reconciler_queries
 from nico.fabric.backend import DomainTarget, FabricGpu
-from nico.reconciler.domain_pass import DomainResult
+from nico.reconciler import scans
+from nico.reconciler.domain_pass import DomainResult, PassContext
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.runtime import pool_size
+from nico.reconciler.scans import FullPassReport
 from nico.reconciler.scheduler import Reconciler
 from nico.sim.fabric import SimFabric
 from nico.sim.inprocess import InProcessBackend
@@ -112,6 +117,21 @@ async def first_passes(*reconcilers: Reconciler) -> list[asyncio.Task[None]]:
     return tasks
 
 
+@contextlib.asynccontextmanager
+async def two_running(
+    wide: SimSite, make_reconciler: MakeReconciler
+) -> AsyncIterator[tuple[Reconciler, Reconciler]]:
+    """Two reconcilers on the site, their first full passes ended; stopped afterwards."""
+    a, b = (make_reconciler(InProcessBackend(wide.fabric, call_timeout=1.0)) for _ in range(2))
+    tasks = await first_passes(a, b)
+    try:
+        yield a, b
+    finally:
+        for task in tasks:
+            task.cancel()
+        await stop_within("the reconcilers", asyncio.gather(*tasks, return_exceptions=True))
+
+
 async def test_two_reconcilers_split_a_first_pass_and_one_takes_over_when_the_other_stops(
     session: AsyncSession, wide: SimSite, make_reconciler: MakeReconciler
 ) -> None:
@@ -151,6 +171,58 @@ async def test_two_reconcilers_split_a_first_pass_and_one_takes_over_when_the_ot
         for task in tasks:
             task.cancel()
         await stop_within("the reconcilers", asyncio.gather(*tasks, return_exceptions=True))
+
+
+async def test_each_of_two_reconcilers_deep_scans_full_parts_of_its_own_share(
+    session: AsyncSession, wide: SimSite, make_reconciler: MakeReconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deep scan's part is ``DEEP_PART`` of the reconciler's own domains: with two reconcilers each
+    scans its half of the site in half as many parts as one alone. Were a part its share of
+    ``DEEP_PART`` of the site's domains, each would scan (and pass) as many parts as one alone, each
+    half full, and two would end their first passes no sooner than one."""
+    monkeypatch.setattr(scans, "DEEP_PART", 2)
+    sizes: dict[int, list[int]] = {}  # each reconciler's (by its metrics) deep scan parts' sizes
+    scan = scans.scan
+
+    async def recorded(
+        ctx: PassContext, limit: asyncio.Semaphore, report: FullPassReport, domains: Collection[uuid.UUID]
+    ) -> list[uuid.UUID]:
+        if report.deep:
+            sizes.setdefault(id(ctx.metrics), []).append(len(domains))
+        return await scan(ctx, limit, report, domains)
+
+    monkeypatch.setattr(scans, "scan", recorded)
+    async with two_running(wide, make_reconciler) as (a, b):
+        for r in (a, b):
+            share = [d for d in wide.domains if r.members.covers(d)]
+            assert 0 < len(share) < len(wide.domains) == 6
+            full, rest = divmod(len(share), 2)
+            assert sizes[id(r.metrics)] == [2] * full + [rest] * (rest > 0)
+
+
+async def test_each_of_two_reconcilers_quick_scan_reads_the_summaries_of_its_share_only(
+    session: AsyncSession, wide: SimSite, make_reconciler: MakeReconciler, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A routine full pass (the quick scan) of each of two reconcilers computes the summaries (digest,
+    chassis, busy) of its own domains in the database, not of every domain to keep its share: with
+    every reconciler computing the whole site's, two cost the database twice what one does."""
+    read: list[int] = []
+    summaries = reconciler_queries.domain_summaries
+
+    async def counted(*args: Any, **kwargs: Any) -> Sequence[Any]:
+        rows = await summaries(*args, **kwargs)
+        read.append(len(rows))
+        return rows
+
+    async with two_running(wide, make_reconciler) as (a, b):
+        monkeypatch.setattr(reconciler_queries, "domain_summaries", counted)
+        for r in (a, b):
+            share = [d for d in wide.domains if r.members.covers(d)]
+            assert 0 < len(share) < len(wide.domains)
+            read.clear()
+            report = await r.full_pass()
+            assert not report.deep and report.domains == len(share)
+            assert read == [len(share)]  # the share's rows, read once
 
 
 @pytest.mark.parametrize("sized", [True, False], ids=["sized-for-its-concurrency", "default-pool"])

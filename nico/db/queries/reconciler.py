@@ -328,8 +328,11 @@ async def part_rows(
     return rows, {int(key) for (key,) in first}
 
 
-async def domain_summaries(conn: AsyncConnection) -> Sequence[Any]:
-    """(domain, fabric digest, settled, chassis serials, busy) per domain, computed in the database."""
+async def domain_summaries(
+    conn: AsyncConnection, domains: Sequence[uuid.UUID] | None = None
+) -> Sequence[Any]:
+    """(domain, fabric digest, settled, chassis serials, busy) per domain of ``domains`` (None: every
+    domain), computed in the database: a reconciler's share is all it computes."""
     rows = await conn.execute(
         text(
             """
@@ -344,7 +347,9 @@ async def domain_summaries(conn: AsyncConnection) -> Sequence[Any]:
                               WHERE f.domain_uuid = d.uuid AND f.state IN ('pending', 'timedout'))
             FROM nvlink_domain d
             """
-        )
+            + ("" if domains is None else " WHERE d.uuid = ANY(CAST(:ds AS uuid[]))")
+        ),
+        {} if domains is None else {"ds": list(domains)},
     )
     return rows.all()
 
@@ -501,9 +506,13 @@ _SETTLE_OBSERVED = (
     "SELECT ok.id, 'Ready', 'Instance is ready for use' FROM ok WHERE ok.waiting RETURNING 1) "
     "SELECT ok.id FROM ok"
 )
+# In id order (the partial index on them reads them so, a plan without it would not): they are
+# finished (locked) in this order, so two write-backs finishing some of the same ones (two
+# reconcilers' at once) wait for each other in one order and never deadlock.
 _DELETING_WITH_NOTHING_LEFT = (
     "SELECT lp.id FROM logical_partition lp WHERE lp.status = 'Deleting' "
-    "AND NOT EXISTS (SELECT 1 FROM physical_partition pp WHERE pp.logical_partition_id = lp.id)"
+    "AND NOT EXISTS (SELECT 1 FROM physical_partition pp WHERE pp.logical_partition_id = lp.id) "
+    "ORDER BY lp.id"
 )
 _RECORD_DOMAIN_PASS = (
     "UPDATE nvlink_domain SET last_pass_at = now(), last_error = NULL, consecutive_failures = 0, "
