@@ -143,7 +143,7 @@ async def _let_go(conn: AsyncConnection, key: int) -> None:
 
 
 @dataclass
-class _Observed:
+class Observed:
     target: DomainTarget
     resolved: dict[str, str]  # NMX-M operation id -> terminal state
     still_running: bool
@@ -170,11 +170,11 @@ async def locked_pass(
     # something writes its intents in it. One desire for the pass's state:
     wanted = state.desire(mode, ctx.config.foreign_partitions)
     try:
-        seen = await _observe(ctx, state)
+        seen = await observe_domain(ctx, state)
         result = plan(wanted, seen.partitions)
         if seen.cached and (observing or not result.operations):
             # Nothing to change by the last read-back: only a listing now may say what is Ready.
-            listed = await _list(ctx, seen.target)
+            listed = await list_now(ctx, seen.target)
             if listed != seen.partitions:  # (the same fabric: the same plan)
                 result = plan(wanted, listed)
             seen = replace(seen, partitions=listed, cached=False)
@@ -189,13 +189,13 @@ async def locked_pass(
     reading, read_at = ctx.health_in_pass and not ctx.health_reads.fresh(domain), time.monotonic()
     if not result.operations or seen.still_running or observing:
         await conn.commit()
-        read = await _health(ctx, state, seen.target) if reading else None
+        read = await fetch_health(ctx, state, seen.target) if reading else None
     else:
         intent_ids, outcomes = await _apply(conn, ctx, domain, seen.target, result)
         if any(o.status != "completed" for o in outcomes):
             reads.forget(domain)
         try:
-            observed, read = await _read_back(ctx, state, seen.target, health_too=reading)
+            observed, read = await read_back(ctx, state, seen.target, health_too=reading)
         except FabricError as exc:
             reads.forget(domain)
             # The calls are made and their intents recorded: the next pass adopts what they did.
@@ -223,7 +223,7 @@ async def locked_pass(
     elif not ctx.health_reads.fresh(domain) and not ctx.health_in_pass:
         ctx.health_reads.store(domain)  # taken: one read at a time; forgotten if it fails
         due = HealthDue(seen.target, observed, state.multicast_budget)
-    done = _result(ctx, state, outcome, result, again, report, still_running=seen.still_running)
+    done = pass_result(ctx, state, outcome, result, again, report, still_running=seen.still_running)
     moved = frozenset((i.id, i.version) for i in state.unsettled.values()) if outcomes else frozenset()
     return replace(
         done, changed=changed_partitions(outcomes, observed), health=due, loaded_at=loaded_at, moved=moved
@@ -268,34 +268,34 @@ def use_registry(observer: FabricObserver, registry: statemod.Registry) -> None:
     observer.use_registry(registry.endpoints, registry.nmxm_credentials, covers=registry.covers)
 
 
-async def _observe(ctx: PassContext, state: statemod.DomainState) -> _Observed:
+async def observe_domain(ctx: PassContext, state: statemod.DomainState) -> Observed:
     target = await ctx.observer.target(state.domain, state.chassis_serials)
     tracked = [i.operation_id for i in state.pending_operations() if i.operation_id is not None]
     resolved, still_running = await ctx.observer.operation_states(tracked)  # the NMX-M operations
     cached = ctx.read_backs.fresh(target) if not state.pending_operations() else None
     if cached is not None:
-        return _Observed(target, resolved, still_running, cached, cached=True)
-    partitions = await _list(ctx, target)
-    return _Observed(target, resolved, still_running, partitions)
+        return Observed(target, resolved, still_running, cached, cached=True)
+    partitions = await list_now(ctx, target)
+    return Observed(target, resolved, still_running, partitions)
 
 
-async def _read_back(
+async def read_back(
     ctx: PassContext, state: statemod.DomainState, target: DomainTarget, *, health_too: bool
 ) -> tuple[list[FabricPartition], health.HealthRead | None]:
     """The listing after the pass's calls and, with ``health_too``, the domain's health beside it."""
     if not health_too:
-        return await _list(ctx, target), None
-    return await asyncio.gather(_list(ctx, target), _health(ctx, state, target))
+        return await list_now(ctx, target), None
+    return await asyncio.gather(list_now(ctx, target), fetch_health(ctx, state, target))
 
 
-async def _health(
+async def fetch_health(
     ctx: PassContext, state: statemod.DomainState, target: DomainTarget
 ) -> health.HealthRead | None:
     """The domain's health (its multicast budget as loaded); None when the fabric could not say."""
     return await health.fetch(ctx.backend, state.domain, target, state.multicast_budget)
 
 
-async def _list(ctx: PassContext, target: DomainTarget) -> list[FabricPartition]:
+async def list_now(ctx: PassContext, target: DomainTarget) -> list[FabricPartition]:
     """List the domain's partitions, and keep the listing as the domain's latest read-back."""
     read_at = time.monotonic()
     partitions = await ctx.backend.list_partitions(target)
@@ -320,7 +320,7 @@ async def _apply(
     return intent_ids, outcomes
 
 
-def _result(
+def pass_result(
     ctx: PassContext,
     state: statemod.DomainState,
     outcome: PassOutcome,

@@ -30,13 +30,13 @@ from nico.reconciler.writeback import (
     PassHealth,
     PassOutcome,
     WriteBackReport,
-    _align_partitions,
-    _finish_partitions,
-    _held_machines,
-    _intent_updates,
-    _observations,
-    _ready,
-    _record_gpu_observations,
+    align_partitions,
+    finish_partitions,
+    held_machines,
+    intent_updates,
+    observed_instances,
+    record_gpu_observations,
+    report_ready,
     write_back,
 )
 
@@ -79,16 +79,16 @@ async def write_back_part(
     updates: list[dict[str, object]] = []
     for write in writes:
         item = _classified(write)
-        finishing, item.observations = _observations(
+        finishing, item.observations = observed_instances(
             write.state, item.seen, write.outcome.blocked, item.report, write.desire
         )
         if finishing:  # terminations take round trips of their own: the single domain's write-back
             alone.append(write)
             continue
         state, healths = write.state, write.health.read.gpus if write.health is not None else None
-        pp_ids = _align_partitions(pending, state, item.seen, write.outcome.before, item.report)
-        updates += _intent_updates(state, item.seen, write.outcome)
-        item.moved = _record_gpu_observations(pending, state, item.seen, pp_ids, item.report, healths)
+        pp_ids = align_partitions(pending, state, item.seen, write.outcome.before, item.report)
+        updates += intent_updates(state, item.seen, write.outcome)
+        item.moved = record_gpu_observations(pending, state, item.seen, pp_ids, item.report, healths)
         queued.append(item)
     pending.records_and_observations()
     pending.close_intents(updates)
@@ -109,10 +109,10 @@ async def write_back_part(
     removed = 0
     if found.deleting:  # the settle goes first, then each partition under its own lock
         await pending.send(session)
-        removed = await _finish_partitions(session, found.deleting)
+        removed = await finish_partitions(session, found.deleting)
     applied = set(settled.applied)
     for item in queued:
-        _ready(item.report, item.write.state, [i for i in item.write.state.unsettled if i in applied])
+        report_ready(item.report, item.write.state, [i for i in item.write.state.unsettled if i in applied])
     _record_passes(pending, queued, mode)
     if queued:
         queued[0].report.partitions_removed = removed
@@ -151,7 +151,7 @@ def _record_passes(pending: PartWrites, queued: list[_Queued], mode: Mode) -> No
         waiting |= report.waiting_on_foreign
         digest = fabric_digest(outcome.observed, mode)
         settled = outcome.settled and not report.unsatisfiable
-        held = _held_machines(state, item.seen, item.moved)
+        held = held_machines(state, item.seen, item.moved)
         passes.append(
             DomainPass(state.domain, digest, settled, report.gpus_without_home, report.foreign_gpus, held)
         )

@@ -33,16 +33,16 @@ from nico.reconciler import state as statemod
 from nico.reconciler.domain_pass import (
     DomainResult,
     HealthDue,
+    Observed,
     PassContext,
-    _health,
-    _list,
-    _observe,
-    _Observed,
-    _read_back,
-    _result,
     changed_partitions,
     error_label,
+    fetch_health,
+    list_now,
     lock_key,
+    observe_domain,
+    pass_result,
+    read_back,
     use_registry,
 )
 from nico.reconciler.executor import Outcome, created_names, execute
@@ -87,7 +87,7 @@ class _Work:
 
     state: statemod.DomainState
     wanted: DomainDesire = field(init=False)
-    seen: _Observed | None = None
+    seen: Observed | None = None
     result: Plan = field(default_factory=lambda: Plan([]))
     acts: bool = False  # changes the fabric: intents recorded, calls made
     reading: bool = False  # its health is read with the pass
@@ -219,11 +219,11 @@ async def _look(ctx: PassContext, work: _Work, limit: asyncio.Semaphore) -> None
             # The scan's listing, its plan and its state's desire, when the domain is as the scan found it.
             work.state, planned = ctx.read_backs.use_scan(work.state)
             work.wanted = work.state.desire(ctx.config.default_partition_mode, ctx.config.foreign_partitions)
-            seen = await _observe(ctx, work.state)
+            seen = await observe_domain(ctx, work.state)
             result = planned if planned is not None and seen.cached else plan(work.wanted, seen.partitions)
             if seen.cached and (observing or not result.operations):
                 # Nothing to change by the last read-back: only a listing now may say what is Ready.
-                seen = replace(seen, partitions=await _list(ctx, seen.target), cached=False)
+                seen = replace(seen, partitions=await list_now(ctx, seen.target), cached=False)
                 result = plan(work.wanted, seen.partitions)
         except FabricError as exc:
             ctx.read_backs.forget(work.state.domain)
@@ -243,7 +243,7 @@ async def _act(ctx: PassContext, work: _Work, limit: asyncio.Semaphore) -> None:
     domain, target = work.state.domain, work.seen.target
     async with limit:
         if not work.acts:
-            work.read = await _health(ctx, work.state, target) if work.reading else None
+            work.read = await fetch_health(ctx, work.state, target) if work.reading else None
             return
         work.outcomes = await execute(
             ctx.backend,
@@ -256,7 +256,7 @@ async def _act(ctx: PassContext, work: _Work, limit: asyncio.Semaphore) -> None:
         if any(o.status != "completed" for o in work.outcomes):
             ctx.read_backs.forget(domain)
         try:
-            work.observed, work.read = await _read_back(ctx, work.state, target, health_too=work.reading)
+            work.observed, work.read = await read_back(ctx, work.state, target, health_too=work.reading)
         except FabricError as exc:
             ctx.read_backs.forget(domain)
             # The calls are made and their intents recorded: the next pass adopts what they did.
@@ -299,7 +299,7 @@ def _done(
         ctx.health_reads.store(domain)  # taken: one read at a time; forgotten if it fails
         due = HealthDue(work.seen.target, observed, state.multicast_budget)
     still_running = work.seen.still_running
-    done = _result(ctx, state, write.outcome, work.result, again, report, still_running=still_running)
+    done = pass_result(ctx, state, write.outcome, work.result, again, report, still_running=still_running)
     outcomes = work.outcomes
     moved = frozenset((i.id, i.version) for i in state.unsettled.values()) if outcomes else frozenset()
     changed = changed_partitions(outcomes, observed)

@@ -119,12 +119,12 @@ async def write_back(
     writes = queries.PassWrites()
     if unlock is None:  # the lock's session plans generically already
         writes.plan_generically()
-    pp_ids = _align_partitions(writes, state, seen, outcome.before, report)
-    writes.close_intents(_intent_updates(state, seen, outcome))
+    pp_ids = align_partitions(writes, state, seen, outcome.before, report)
+    writes.close_intents(intent_updates(state, seen, outcome))
     healths = health.read.gpus if health is not None else None
-    moved = _record_gpu_observations(writes, state, seen, pp_ids, report, healths)
+    moved = record_gpu_observations(writes, state, seen, pp_ids, report, healths)
     # Instances: Ready only on an exact match for the version loaded at the start of the pass.
-    finishing, observations = _observations(state, seen, outcome.blocked, report, desire)
+    finishing, observations = observed_instances(state, seen, outcome.blocked, report, desire)
     # Usually nothing finishes: the instances settle in one statement, all in one round trip.
     together = not finishing and not report.records_dropped
     if together and observations:
@@ -143,7 +143,7 @@ async def write_back(
         outcome.settled and not report.unsatisfiable,
         report.gpus_without_home,
         report.foreign_gpus,
-        held=_held_machines(state, seen, moved),
+        held=held_machines(state, seen, moved),
     )
     if health is not None:  # before the figures: a machine held for its health is not free
         read = health.read
@@ -157,7 +157,7 @@ async def write_back(
     report.figures, report.unlocked = found.figures, unlock is not None
     report.logical_partitions = found.logical_partitions
     settled = [o.instance_id for o in observations if o.instance_id in found.settled]
-    _ready(report, state, settled if applied is None else applied)
+    report_ready(report, state, settled if applied is None else applied)
     return report
 
 
@@ -187,11 +187,11 @@ async def _settle_apart(
         writes.settle(settled.versions, settled.waiting, settled.gpus)
     if found.deleting:  # the settle goes first, then each partition under its own lock
         await writes.send(session)
-        report.partitions_removed = await _finish_partitions(session, found.deleting)
+        report.partitions_removed = await finish_partitions(session, found.deleting)
     return settled.applied
 
 
-def _align_partitions(
+def align_partitions(
     writes: queries.PassWrites,
     state: DomainState,
     seen: Classified,
@@ -232,7 +232,7 @@ def _align_partitions(
     return pp_ids
 
 
-def _record_gpu_observations(
+def record_gpu_observations(
     writes: queries.PassWrites,
     state: DomainState,
     seen: Classified,
@@ -243,7 +243,7 @@ def _record_gpu_observations(
     """Each GPU's observed partition (only the GPUs whose observation changed) and, with ``healths``
     (GPU GUID -> health, as the fabric reported it), each GPU's health, in the same statement; the
     machines of the GPUs whose observation changed. (A GPU in a new record whose id turns out another,
-    :func:`_align_partitions`, is written as changed: the statement finds the record by its name.)"""
+    :func:`align_partitions`, is written as changed: the statement finds the record by its name.)"""
     rows: list[queries.GpuWrite] = []
     machines: set[str] = set()
     for gpu in state.gpus.values():
@@ -264,7 +264,7 @@ def _record_gpu_observations(
     return machines
 
 
-def _held_machines(state: DomainState, seen: Classified, moved: set[str]) -> dict[str, int]:
+def held_machines(state: DomainState, seen: Classified, moved: set[str]) -> dict[str, int]:
     """Each machine's GPUs in foreign partitions, for the machines that have some now, had some as
     loaded, or whose GPUs moved, where the count differs from the one loaded (the machine's row, read
     under the domain's lock: only its passes write it); none when no count changes (the statement that
@@ -283,10 +283,10 @@ def _held_machines(state: DomainState, seen: Classified, moved: set[str]) -> dic
 
 async def finish_deleted_partitions(session: AsyncSession) -> int:
     """Logical partitions being deleted vanish once nothing of them remains; returns how many went."""
-    return await _finish_partitions(session, await queries.deleting_partitions_with_nothing_left(session))
+    return await finish_partitions(session, await queries.deleting_partitions_with_nothing_left(session))
 
 
-async def _finish_partitions(session: AsyncSession, lp_ids: list[uuid.UUID]) -> int:
+async def finish_partitions(session: AsyncSession, lp_ids: list[uuid.UUID]) -> int:
     """Finish the deletion of each logical partition (each under its own lock); how many went."""
     removed = 0
     for lp_id in lp_ids:
@@ -295,7 +295,7 @@ async def _finish_partitions(session: AsyncSession, lp_ids: list[uuid.UUID]) -> 
     return removed
 
 
-def _intent_updates(state: DomainState, seen: Classified, outcome: PassOutcome) -> list[dict[str, object]]:
+def intent_updates(state: DomainState, seen: Classified, outcome: PassOutcome) -> list[dict[str, object]]:
     """The final state of this pass's intents, and of earlier passes' open intents it can close."""
     present = {p.name for p in seen.owned.values()} | set(seen.homes)
     updates: list[dict[str, object]] = []
@@ -328,7 +328,7 @@ def _intent_updates(state: DomainState, seen: Classified, outcome: PassOutcome) 
     return updates
 
 
-def _observations(
+def observed_instances(
     state: DomainState,
     seen: Classified,
     blocked: dict[uuid.UUID, str],
@@ -366,7 +366,7 @@ def _observations(
     return finishing, observations
 
 
-def _ready(report: WriteBackReport, state: DomainState, applied: list[uuid.UUID]) -> None:
+def report_ready(report: WriteBackReport, state: DomainState, applied: list[uuid.UUID]) -> None:
     """The instances applied, with how long each took from its config change to now."""
     now = datetime.now(UTC)
     for instance_id in applied:
