@@ -577,6 +577,18 @@ class PassRows:
     logical_partitions: int | None = None  # the logical partitions counted, when asked for
 
 
+def gpu_write_arrays(gpus: Sequence[GpuWrite]) -> dict[str, str]:
+    """The GPUs' observations as the array literals :data:`_GPU_OBSERVATIONS` casts (uids, names, pids,
+    seen, hs; :func:`array_literal`'s reason), one element a GPU in ``gpus``' order."""
+    return {
+        "uids": "{" + ",".join([str(g.gpu_uid) for g in gpus]) + "}",
+        "names": array_literal([g.name for g in gpus]),
+        "pids": "{" + ",".join(["NULL" if g.pid is None else str(g.pid) for g in gpus]) + "}",
+        "seen": "{" + ",".join(["t" if g.seen else "f" for g in gpus]) + "}",
+        "hs": array_literal([g.health for g in gpus]),
+    }
+
+
 class PassWrites:
     """Statements of a pass's write-back, queued in the order they are to run and sent together: one
     round trip for all of them (:func:`nico.db.raw.pipelined`), the commit included when asked."""
@@ -612,14 +624,7 @@ class PassWrites:
         """Store each GPU's observed partition where it changed and its health where reported
         (:data:`_GPU_OBSERVATIONS`), after the domain's partition records."""
         if gpus:
-            params = {
-                "d": domain,
-                "uids": "{" + ",".join([str(g.gpu_uid) for g in gpus]) + "}",
-                "names": array_literal([g.name for g in gpus]),
-                "pids": "{" + ",".join(["NULL" if g.pid is None else str(g.pid) for g in gpus]) + "}",
-                "seen": "{" + ",".join(["t" if g.seen else "f" for g in gpus]) + "}",
-                "hs": array_literal([g.health for g in gpus]),
-            }
+            params = {"d": domain, **gpu_write_arrays(gpus)}
             last = self._statements[-1] if self._statements else None
             if last is not None and last.sql is _CLOSE_INTENTS:  # one statement for both: other tables
                 self._statements[-1] = Statement(_CLOSING_AND_OBSERVING, {**(last.params or {}), **params})

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from nico.db.queries.reconciler import GpuWrite, PartitionRecord, PassWrites
+from nico.db.queries.reconciler import GpuWrite, PartitionRecord, PassWrites, gpu_write_arrays
 from nico.db.raw import Statement, array_literal
 
 _DELETE_PHYSICAL_PARTITIONS = "DELETE FROM physical_partition WHERE id = ANY(CAST(%(ids)s AS uuid[]))"
@@ -141,11 +141,7 @@ class PartWrites(PassWrites):
         gpus, self._gpus = self._gpus, []
         if gpus:
             params = {
-                "uids": "{" + ",".join([str(g.gpu_uid) for _, g in gpus]) + "}",
-                "names": array_literal([g.name for _, g in gpus]),
-                "pids": "{" + ",".join(["NULL" if g.pid is None else str(g.pid) for _, g in gpus]) + "}",
-                "seen": "{" + ",".join(["t" if g.seen else "f" for _, g in gpus]) + "}",
-                "hs": array_literal([g.health for _, g in gpus]),
+                **gpu_write_arrays([g for _, g in gpus]),
                 "ds": "{" + ",".join([d for d, _ in gpus]) + "}",  # uuids: nothing to quote
             }
             self._statements.append(Statement(_GPU_OBSERVATIONS, params))
