@@ -52,9 +52,9 @@ from nico.config import NvLinkConfig, Settings
 from nico.db.engine import make_engine
 from nico.db.enums import InstanceStatus, NvLinkInterfaceStatus
 from nico.db.models import Instance, LogicalPartition, Machine, NvlinkInterface
-from nico.reconciler.domain_pass import DomainResult
 from nico.reconciler.members import Members
 from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.pass_context import DomainResult
 from nico.reconciler.runtime import pool_size
 from nico.reconciler.scheduler import Reconciler
 from nico.services.nvlink_events import desired_state_changed

@@ -21,37 +21,19 @@ import logging
 import time
 import uuid
 from collections.abc import Coroutine, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from nico.db.queries import reconciler as queries
-from nico.fabric.backend import FabricError, FabricPartition
-from nico.reconciler import health
 from nico.reconciler import state as statemod
-from nico.reconciler.domain_pass import (
-    DomainResult,
-    HealthDue,
-    Observed,
-    PassContext,
-    changed_partitions,
-    error_label,
-    fetch_health,
-    list_now,
-    lock_key,
-    observe_domain,
-    pass_result,
-    read_back,
-    use_registry,
-)
-from nico.reconciler.executor import Outcome, created_names, execute
-from nico.reconciler.health import HealthRead
+from nico.reconciler.domain_pass import error_label, lock_key, use_registry
 from nico.reconciler.intents import intent_rows
-from nico.reconciler.operations import change_counts
 from nico.reconciler.part_writeback import DomainWrite, write_back_part
-from nico.reconciler.planner import DomainDesire, Plan, plan
-from nico.reconciler.writeback import PassHealth, PassOutcome, WriteBackReport
+from nico.reconciler.pass_context import DomainResult, PassContext
+from nico.reconciler.pass_steps import DomainWork, act, look, pass_ended, pass_outcome
+from nico.reconciler.planner import Plan
 
 log = logging.getLogger(__name__)
 
@@ -79,24 +61,6 @@ class Limits:
     @classmethod
     def of(cls, concurrency: int) -> Limits:
         return cls(asyncio.Semaphore(PARTS_AT_ONCE), asyncio.Semaphore(concurrency))
-
-
-@dataclass
-class _Work:
-    """One domain of the part as its pass goes on."""
-
-    state: statemod.DomainState
-    wanted: DomainDesire = field(init=False)
-    seen: Observed | None = None
-    result: Plan = field(default_factory=lambda: Plan([]))
-    acts: bool = False  # changes the fabric: intents recorded, calls made
-    reading: bool = False  # its health is read with the pass
-    read_at: float = 0.0
-    intent_ids: dict[int, uuid.UUID] = field(default_factory=dict)
-    outcomes: list[Outcome] = field(default_factory=list)
-    observed: list[FabricPartition] = field(default_factory=list)
-    read: HealthRead | None = None
-    error: FabricError | None = None
 
 
 def split(domains: list[uuid.UUID]) -> list[list[uuid.UUID]]:
@@ -171,8 +135,10 @@ async def _locked_part(
 ) -> list[DomainResult]:
     """The part's passes, once its locks are taken and its states loaded, in the load's transaction."""
     mode, foreign = ctx.config.default_partition_mode, ctx.config.foreign_partitions
-    works = [_Work(s) for s in states]
-    await _each(_look(ctx, w, limit) for w in works)
+    # The scan's listing, its plan and its state, for each domain as the scan found it.
+    scanned = [ctx.read_backs.use_scan(s) for s in states]
+    works = [DomainWork(state, state.desire(mode, foreign)) for state, _ in scanned]
+    await _each(_look(ctx, w, planned, limit) for w, (_, planned) in zip(works, scanned, strict=True))
     rows: list[dict[str, Any]] = []
     for work in works:
         if work.acts:
@@ -182,12 +148,18 @@ async def _locked_part(
     await queries.insert_intents(conn, rows, commit=True)
     await conn.commit()
     await _each(_act(ctx, w, limit) for w in works)
-    writes = {w.state.domain: _written(ctx, w) for w in works if w.error is None}
+    # What each domain's pass came to: (outcome, health to store, the plan its read-back leaves).
+    ended = {w.state.domain: pass_outcome(ctx, w) for w in works if w.error is None}
+    writes = [
+        DomainWrite(w.state, ended[w.state.domain][0], w.wanted, ended[w.state.domain][1])
+        for w in works
+        if w.error is None
+    ]
     errors = {
         w.state.domain: error_label(w.error, ctx.backend.capabilities.manager) for w in works if w.error
     }
     async with AsyncSession(bind=conn, expire_on_commit=False) as session:
-        reports = await write_back_part(session, [w for w, _ in writes.values()], errors, mode, foreign)
+        reports = await write_back_part(session, writes, errors, mode, foreign)
         await session.commit()  # committed by the write-back already: nothing is sent
     results = []
     for work in works:
@@ -195,8 +167,8 @@ async def _locked_part(
         if work.error is not None:
             results.append(_failed(ctx, work, errors[domain]))
         else:
-            again = writes[domain][1]
-            results.append(_done(ctx, work, writes[domain][0], again, reports[domain], loaded_at))
+            outcome, _, again = ended[domain]
+            results.append(pass_ended(ctx, work, outcome, again, reports[domain], loaded_at))
     return results
 
 
@@ -211,102 +183,21 @@ async def _each(steps: Iterable[Coroutine[Any, Any, None]]) -> None:
             task.cancel()  # those still running (none, unless one failed or the part is stopped)
 
 
-async def _look(ctx: PassContext, work: _Work, limit: asyncio.Semaphore) -> None:
-    """Observe the domain and plan (as :func:`domain_pass.locked_pass` does): whether it acts."""
-    observing = ctx.config.mode == "observe"
+async def _look(ctx: PassContext, work: DomainWork, planned: Plan | None, limit: asyncio.Semaphore) -> None:
+    """Observe the domain and plan (``planned``: the scan's plan, if any), within ``limit``."""
     async with limit:
-        try:
-            # The scan's listing, its plan and its state's desire, when the domain is as the scan found it.
-            work.state, planned = ctx.read_backs.use_scan(work.state)
-            work.wanted = work.state.desire(ctx.config.default_partition_mode, ctx.config.foreign_partitions)
-            seen = await observe_domain(ctx, work.state)
-            result = planned if planned is not None and seen.cached else plan(work.wanted, seen.partitions)
-            if seen.cached and (observing or not result.operations):
-                # Nothing to change by the last read-back: only a listing now may say what is Ready.
-                seen = replace(seen, partitions=await list_now(ctx, seen.target), cached=False)
-                result = plan(work.wanted, seen.partitions)
-        except FabricError as exc:
-            ctx.read_backs.forget(work.state.domain)
-            work.error = exc
-            return
-    work.seen, work.result, work.observed = seen, result, seen.partitions
-    work.acts = bool(result.operations) and not seen.still_running and not observing
-    # The health read with the pass, stored with its write-back (not after it, aside: HealthDue).
-    domain = work.state.domain
-    work.reading, work.read_at = ctx.health_in_pass and not ctx.health_reads.fresh(domain), time.monotonic()
+        await look(ctx, work, planned)
 
 
-async def _act(ctx: PassContext, work: _Work, limit: asyncio.Semaphore) -> None:
+async def _act(ctx: PassContext, work: DomainWork, limit: asyncio.Semaphore) -> None:
     """The domain's calls and read-back (its intents committed), or its health read alone."""
     if work.error is not None or work.seen is None:
         return
-    domain, target = work.state.domain, work.seen.target
     async with limit:
-        if not work.acts:
-            work.read = await fetch_health(ctx, work.state, target) if work.reading else None
-            return
-        work.outcomes = await execute(
-            ctx.backend,
-            target,
-            work.result.operations,
-            ctx.metrics,
-            call_timeout=ctx.call_timeout,
-            after_call=ctx.after_call,
-        )
-        if any(o.status != "completed" for o in work.outcomes):
-            ctx.read_backs.forget(domain)
-        try:
-            work.observed, work.read = await read_back(ctx, work.state, target, health_too=work.reading)
-        except FabricError as exc:
-            ctx.read_backs.forget(domain)
-            # The calls are made and their intents recorded: the next pass adopts what they did.
-            work.error = exc
+        await act(ctx, work)
 
 
-def _written(ctx: PassContext, work: _Work) -> tuple[DomainWrite, Plan]:
-    """The domain's share of the write-back, and the plan its read-back leaves."""
-    assert work.seen is not None
-    seen = work.seen
-    unfinished = [o for o in work.outcomes if o.status != "completed"]
-    desire = replace(work.wanted, owned_names=work.wanted.owned_names | created_names(work.outcomes))
-    again = plan(desire, work.observed) if work.outcomes else work.result
-    outcome = PassOutcome(
-        before=seen.partitions,
-        observed=work.observed,
-        outcomes=work.outcomes,
-        intent_ids=work.intent_ids,
-        blocked=work.result.blocked,
-        resolved_operations=seen.resolved,
-        settled=not again.operations and not again.blocked and not unfinished and not seen.still_running,
-    )
-    stored = PassHealth(work.read, hold=not ctx.config.place_on_unhealthy) if work.read is not None else None
-    return DomainWrite(work.state, outcome, work.wanted, stored), again
-
-
-def _done(
-    ctx: PassContext, work: _Work, write: DomainWrite, again: Plan, report: WriteBackReport, loaded_at: float
-) -> DomainResult:
-    """Metrics of the domain's pass and its result (as :func:`domain_pass.locked_pass` has them)."""
-    assert work.seen is not None
-    domain, state, observed = work.state.domain, work.state, work.observed
-    ctx.metrics.gpus_without_home(domain, report.gpus_without_home)
-    ctx.metrics.planned(domain, change_counts(again.operations), foreign_gpus=report.foreign_gpus)
-    due = None
-    if work.read is not None:
-        ctx.health_reads.store(domain, work.read_at)
-        health.export(ctx.metrics.health, domain, work.read, observed)
-    elif not ctx.health_reads.fresh(domain) and not ctx.health_in_pass:
-        ctx.health_reads.store(domain)  # taken: one read at a time; forgotten if it fails
-        due = HealthDue(work.seen.target, observed, state.multicast_budget)
-    still_running = work.seen.still_running
-    done = pass_result(ctx, state, write.outcome, work.result, again, report, still_running=still_running)
-    outcomes = work.outcomes
-    moved = frozenset((i.id, i.version) for i in state.unsettled.values()) if outcomes else frozenset()
-    changed = changed_partitions(outcomes, observed)
-    return replace(done, changed=changed, health=due, loaded_at=loaded_at, moved=moved)
-
-
-def _failed(ctx: PassContext, work: _Work, message: str) -> DomainResult:
+def _failed(ctx: PassContext, work: DomainWork, message: str) -> DomainResult:
     """A domain whose fabric failed, its error recorded with the part's write-back."""
     assert work.error is not None
     domain = work.state.domain

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterable
 from typing import Literal
 
-from nico.reconciler.domain_pass import DomainResult
+from nico.reconciler.pass_context import DomainResult
 
 # Another session holds the domain's lock for one pass of it: look again soon after.
 BUSY_RETRY_SECONDS = 0.25

@@ -23,9 +23,10 @@ from nico.db.queries.reconciler import all_domain_uuids
 from nico.fabric.backend import DomainTarget, FabricError, FabricGpu, FabricPartition
 from nico.reconciler import state as statemod
 from nico.reconciler import trays
-from nico.reconciler.domain_pass import DomainResult, PassContext, error_label, refresh_registry
+from nico.reconciler.domain_pass import error_label, refresh_registry
 from nico.reconciler.fingerprint import fabric_digest
 from nico.reconciler.parts import PART_SIZE, PARTS_AT_ONCE
+from nico.reconciler.pass_context import DomainResult, PassContext
 from nico.reconciler.planner import DomainDesire, Plan, classify, plan, without_home
 from nico.reconciler.writeback import finish_deleted_partitions
 

@@ -34,7 +34,6 @@ from nico.config import NvLinkConfig
 from nico.fabric.backend import FabricBackend, PartitionEvent
 from nico.fabric.observation import FabricObserver
 from nico.reconciler import domain_pass, parts, scans, stopping, trays
-from nico.reconciler.domain_pass import DomainResult, PassContext
 from nico.reconciler.echoes import Echoes
 from nico.reconciler.executor import AfterCall
 from nico.reconciler.figures import Figures
@@ -44,6 +43,7 @@ from nico.reconciler.listening import listen
 from nico.reconciler.members import Members
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.outages import Outages
+from nico.reconciler.pass_context import DomainResult, HealthDue, PassContext
 from nico.reconciler.queueing import WorkQueue, Yielding
 from nico.reconciler.scans import FullPassReport
 
@@ -278,7 +278,7 @@ class Reconciler:
         (task := asyncio.create_task(work, name=name)).add_done_callback(self._health_tasks.discard)
         self._health_tasks.add(task)
 
-    async def _read_health(self, domain: uuid.UUID, due: domain_pass.HealthDue) -> None:
+    async def _read_health(self, domain: uuid.UUID, due: HealthDue) -> None:
         try:
             async with self._health_limit:
                 await domain_pass.read_health(self.context(), domain, due)

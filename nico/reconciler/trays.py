@@ -25,7 +25,7 @@ from nico.fabric.backend import FabricError, FabricGpu
 from nico.inventory import location
 from nico.inventory.records import GpuRecord, NvlinkInfo
 from nico.reconciler import state as statemod
-from nico.reconciler.domain_pass import PassContext
+from nico.reconciler.pass_context import PassContext
 from nico.reconciler.state import DomainState
 from nico.services.errors import ServiceError
 

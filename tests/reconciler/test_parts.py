@@ -25,8 +25,9 @@ from nico.db.enums import InstanceStatus, LogicalPartitionStatus
 from nico.db.models import FabricIntent, Instance, LogicalPartition, PhysicalPartition
 from nico.fabric.backend import DomainTarget, FabricPartition
 from nico.fabric.nmxc.client import NmxcBackend
-from nico.reconciler.domain_pass import DomainResult, lock_key
+from nico.reconciler.domain_pass import lock_key
 from nico.reconciler.operations import CreatePartition, Operation, op_gpus
+from nico.reconciler.pass_context import DomainResult
 from nico.reconciler.planner import partition_name
 from nico.reconciler.writeback import finish_deleted_partitions
 from nico.sim.fabric import SimFabric

@@ -1,10 +1,12 @@
 """Work a domain's pass no longer repeats: a pass that makes no call plans once for what it read (the
-plan after the calls would have the same inputs), and a pass whose write-back counts the logical
+plan after the calls would have the same inputs, and so would a plan of a listing equal to the cached
+read-back; for a single domain's pass and for a part's), and a pass whose write-back counts the logical
 partitions leaves no read of the count to follow it, while a pass that did not count asks for one
 (so the gauge still follows every change)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -12,7 +14,8 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import LogicalPartition
-from nico.reconciler import domain_pass
+from nico.reconciler import pass_steps
+from nico.reconciler.parts import reconcile_part
 from nico.reconciler.planner import Plan
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler
@@ -30,33 +33,49 @@ async def placed(session: AsyncSession, site: SimSite) -> None:
     await place(session, site, site.machines[site.domains[0]][0], dict.fromkeys(range(4), lp))
 
 
-async def test_a_pass_that_makes_no_call_plans_no_input_twice(
-    session: AsyncSession,
-    site: SimSite,
-    backend: InProcessBackend,
-    make_reconciler: MakeReconciler,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    d0 = site.domains[0]
-    await placed(session, site)
-    reconciler = make_reconciler(backend)
-    await reconciler.reconcile([d0])  # converges: the next pass has nothing to do
+def count_plans(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, list[Any]]]:
+    """Every plan's inputs from now on."""
     inputs: list[tuple[Any, list[Any]]] = []
-    planned = domain_pass.plan
+    planned = pass_steps.plan
 
     def counting(desire: Any, observed: Any) -> Plan:
         observed = list(observed)
         inputs.append((desire, observed))
         return planned(desire, observed)
 
-    monkeypatch.setattr(domain_pass, "plan", counting)
+    monkeypatch.setattr(pass_steps, "plan", counting)
+    return inputs
 
-    result = (await reconciler.reconcile([d0]))[d0]
 
-    assert result.status == "ok" and result.operations == 0 and not result.follow_up
+def no_plan_repeated(inputs: list[tuple[Any, list[Any]]]) -> None:
     assert inputs, "the pass planned"
     repeated = [i for i, seen in enumerate(inputs) if seen in inputs[:i]]
     assert not repeated, f"plans {repeated} had the inputs of an earlier plan of the same pass"
+
+
+@pytest.mark.parametrize("way", ["domain", "part"])
+async def test_a_pass_that_makes_no_call_plans_no_input_twice(
+    session: AsyncSession,
+    site: SimSite,
+    backend: InProcessBackend,
+    make_reconciler: MakeReconciler,
+    monkeypatch: pytest.MonkeyPatch,
+    way: str,
+) -> None:
+    """A single domain's pass, and a part's (the full pass's) of that domain alone."""
+    d0 = site.domains[0]
+    await placed(session, site)
+    reconciler = make_reconciler(backend)
+    await reconciler.reconcile([d0])  # converges, and leaves its read-back cached
+    inputs = count_plans(monkeypatch)
+
+    if way == "domain":
+        result = (await reconciler.reconcile([d0]))[d0]
+    else:
+        (result,) = await reconcile_part(reconciler.context(), [d0], asyncio.Semaphore(4))
+
+    assert result.status == "ok" and result.operations == 0 and not result.follow_up
+    no_plan_repeated(inputs)
 
 
 async def test_a_pass_that_counts_the_logical_partitions_leaves_no_count_to_follow(

@@ -30,8 +30,8 @@ from nico.db.models import Instance
 from nico.db.queries import reconciler as reconciler_queries
 from nico.fabric.backend import DomainTarget, FabricGpu
 from nico.reconciler import scans
-from nico.reconciler.domain_pass import DomainResult, PassContext
 from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.pass_context import DomainResult, PassContext
 from nico.reconciler.runtime import pool_size
 from nico.reconciler.scans import FullPassReport
 from nico.reconciler.scheduler import Reconciler

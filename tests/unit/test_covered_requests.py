@@ -12,8 +12,8 @@ import uuid
 from prometheus_client import CollectorRegistry
 
 from nico.config import NvLinkConfig
-from nico.reconciler.domain_pass import DomainResult, DomainStatus
 from nico.reconciler.metrics import ReconcilerMetrics
+from nico.reconciler.pass_context import DomainResult, DomainStatus
 from nico.reconciler.scheduler import Reconciler
 
 DOMAIN = uuid.uuid4()
