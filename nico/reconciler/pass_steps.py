@@ -18,6 +18,7 @@ from nico.reconciler.executor import Outcome, created_names, execute
 from nico.reconciler.operations import CreatePartition, change_counts
 from nico.reconciler.pass_context import DomainResult, HealthDue, Observed, PassContext
 from nico.reconciler.planner import DomainDesire, Plan, plan
+from nico.reconciler.promise import nothing_left
 from nico.reconciler.writeback import PassHealth, PassOutcome, WriteBackReport
 
 
@@ -96,6 +97,8 @@ def pass_outcome(ctx: PassContext, work: DomainWork) -> tuple[PassOutcome, PassH
     # No call made: the fabric as read and the desire are the plan's own, and so is what is left.
     if not work.outcomes and work.observed is seen.partitions:
         again = work.result
+    elif nothing_left(work.result, work.outcomes, seen.partitions, work.observed):
+        again = Plan([], held=work.result.held)  # the read-back is what the calls promised
     else:  # the partitions the pass's calls created are nico's
         created = created_names(work.outcomes)
         again = plan(replace(work.wanted, owned_names=work.wanted.owned_names | created), work.observed)

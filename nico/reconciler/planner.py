@@ -150,6 +150,7 @@ class Plan:
     operations: list[Operation]
     blocked: dict[uuid.UUID, str] = field(default_factory=dict)
     held: dict[int, str] = field(default_factory=dict)
+    deferred: frozenset[int] = frozenset()  # GPUs sent home first, to reach their partition next pass
 
     def __bool__(self) -> bool:
         return bool(self.operations)
@@ -175,7 +176,7 @@ def plan(desire: DomainDesire, observed: Iterable[FabricPartition]) -> Plan:
         deferred |= home
         stranded = set()
         result = _plan(replace(desire, gpus={**desire.gpus, **dict.fromkeys(deferred)}), observed, stranded)
-    return result
+    return replace(result, deferred=frozenset(deferred)) if deferred else result
 
 
 def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[int]) -> Plan:

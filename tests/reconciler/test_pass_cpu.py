@@ -1,8 +1,9 @@
 """Work a domain's pass no longer repeats: a pass that makes no call plans once for what it read (the
 plan after the calls would have the same inputs, and so would a plan of a listing equal to the cached
-read-back; for a single domain's pass and for a part's), and a pass whose write-back counts the logical
-partitions leaves no read of the count to follow it, while a pass that did not count asks for one
-(so the gauge still follows every change)."""
+read-back; for a single domain's pass and for a part's); a pass whose read-back holds what its calls
+promised plans once, while one whose fabric moved under its calls plans the read-back again; and a
+pass whose write-back counts the logical partitions leaves no read of the count to follow it, while
+a pass that did not count asks for one (so the gauge still follows every change)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.models import LogicalPartition
 from nico.reconciler import pass_steps
+from nico.reconciler.operations import CreatePartition, Operation
 from nico.reconciler.parts import reconcile_part
 from nico.reconciler.planner import Plan
 from nico.sim.inprocess import InProcessBackend
@@ -76,6 +78,54 @@ async def test_a_pass_that_makes_no_call_plans_no_input_twice(
 
     assert result.status == "ok" and result.operations == 0 and not result.follow_up
     no_plan_repeated(inputs)
+
+
+async def test_a_pass_whose_read_back_is_as_its_calls_promised_plans_once(
+    session: AsyncSession,
+    site: SimSite,
+    backend: InProcessBackend,
+    make_reconciler: MakeReconciler,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    d0 = site.domains[0]
+    await placed(session, site)
+    reconciler = make_reconciler(backend)
+    inputs = count_plans(monkeypatch)
+
+    result = (await reconciler.reconcile([d0]))[d0]
+
+    assert result.status == "ok" and result.operations > 0 and not result.follow_up
+    assert len(inputs) == 1, "the read-back was planned again though it held what the calls promised"
+    assert result.report is not None and result.report.instances_ready
+
+
+async def test_a_pass_whose_fabric_moved_under_its_calls_plans_the_read_back_again(
+    session: AsyncSession,
+    site: SimSite,
+    backend: InProcessBackend,
+    make_reconciler: MakeReconciler,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another manager takes a GPU out of the partition the pass just made: the read-back is not what
+    the calls promised, so the pass plans it and looks again soon (it would call the domain settled
+    and done otherwise)."""
+    d0 = site.domains[0]
+    await placed(session, site)
+    reconciler = make_reconciler(backend)
+
+    async def taken_behind_its_back(op: Operation) -> None:
+        if isinstance(op, CreatePartition):
+            (made,) = [p for p in site.fabric.partitions(d0) if p.name == op.name]
+            site.fabric.remove_gpus(d0, made.partition_id, [min(made.gpu_uids)])
+
+    reconciler.after_call = taken_behind_its_back
+    inputs = count_plans(monkeypatch)
+
+    result = (await reconciler.reconcile([d0]))[d0]
+
+    assert len(inputs) == 2, "the read-back that broke the promise was not planned"
+    assert result.status == "ok" and result.follow_up, "the GPU taken out is left where it is"
+    assert result.report is not None and not result.report.instances_ready
 
 
 async def test_a_pass_that_counts_the_logical_partitions_leaves_no_count_to_follow(
