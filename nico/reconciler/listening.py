@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import Any
 
 import psycopg
@@ -57,7 +57,7 @@ async def listen(
             backoff = min(backoff * 2, BACKOFF_MAX)
 
 
-async def notifications(conn: psycopg.AsyncConnection[Any]) -> AsyncIterator[str]:
+async def notifications(conn: psycopg.AsyncConnection[Any]) -> AsyncGenerator[str]:
     """The payload of each notification ``conn`` receives, as it arrives (those that came while it
     ran a statement first); woken only when its socket has something. Raises
     :class:`psycopg.OperationalError` when the connection is lost."""
