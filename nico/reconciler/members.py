@@ -153,9 +153,13 @@ class Members:
             await _statement_end(waiter)
         except asyncio.CancelledError:
             await waiter.cancel_safe()
+            granted = False
             with contextlib.suppress(psycopg.Error):
-                await _statement_end(waiter)  # ended by the cancel (or granted just before it)
+                await _statement_end(waiter)  # ended by the cancel, or granted just before it
+                granted = True
             await member_watch.let_go(waiter)
+            if granted:  # that reconciler is gone: the others are told all the same
+                await member_watch.announce(waiter)
             raise
         await member_watch.let_go(waiter)
         await member_watch.announce(waiter)
@@ -172,12 +176,12 @@ class Members:
         conn, slot = self._conn, self.slot
         if conn is None or slot is None:
             return
-        try:
+        with contextlib.suppress(Exception):  # a lost session has let its slot go already
             await queries.release_slot(conn, SLOT_CLASS, slot)
             await member_watch.announce(await self._driver())
-            await conn.close()
-        except Exception:  # the session ends with the connection, and the slot with it
-            await conn.invalidate()
+        # Not back to the pool: the session listens on the members' channel.
+        await conn.invalidate()
+        await conn.close()
         self._conn, self.slot, self.held = None, None, ()
 
     async def _drop(self) -> None:

@@ -22,6 +22,7 @@ registry row pointing at the wrong controller can never be mistaken for the righ
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import uuid
 from collections.abc import AsyncIterator
@@ -559,6 +560,7 @@ def _status_error(exc: grpc.aio.AioRpcError, rpc: str, endpoint: str) -> FabricE
     return FabricRejected(message, code=status.name, endpoint=endpoint)
 
 
+@functools.lru_cache(maxsize=4096)  # every reply names its domain: parsed once a domain
 def _uuid(text: str) -> uuid.UUID | None:
     try:
         return uuid.UUID(text)
@@ -581,6 +583,7 @@ def _node_fields(node: Any, health: Any, prefix: str) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=1024)  # a few names, asked for every partition and GPU of every listing
 def _name(enum: Any, value: int, prefix: str) -> str:
     """An enum number as its name without the prefix; numbers this proto does not know: UNKNOWN."""
     try:
