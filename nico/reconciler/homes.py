@@ -72,3 +72,15 @@ def home_target(
     if default_present:
         return DEFAULT_HOME
     return tray
+
+
+def home_targets(
+    gpus: Iterable[int], mode: Mode, homes: Mapping[int, str], default_present: bool
+) -> dict[int, str | None]:
+    """:func:`home_target` of each of ``gpus`` at once (a plan asks it of every GPU of the domain)."""
+    if mode == "tray":
+        fallback = DEFAULT_HOME if default_present else None
+        return {gpu: homes.get(gpu, fallback) for gpu in gpus}
+    if default_present:
+        return dict.fromkeys(gpus, DEFAULT_HOME)
+    return {gpu: homes.get(gpu) for gpu in gpus}

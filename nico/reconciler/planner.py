@@ -49,7 +49,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from nico.fabric.backend import FabricPartition
-from nico.reconciler.homes import DEFAULT_HOME, Mode, home_target, is_tray_partition_name
+from nico.reconciler.homes import DEFAULT_HOME, Mode, home_target, home_targets, is_tray_partition_name
 from nico.reconciler.operations import AddGpus, CreatePartition, DeletePartition, Operation, RemoveGpus
 from nico.reconciler.ordering import paired
 
@@ -186,11 +186,12 @@ def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[i
     kept = held(desire, seen)
     wanted: dict[uuid.UUID, set[int]] = {}
     home_of: dict[int, str | None] = {}  # GPUs in no tenant partition -> their home
+    targets = home_targets(desire.gpus, desire.mode, desire.homes, seen.default is not None)
     for gpu, lp in desire.gpus.items():
         if gpu in kept:
             continue  # held by a foreign partition: it stays there
         if lp is None:
-            home_of[gpu] = home_target(gpu, desire.mode, desire.homes, seen.default is not None)
+            home_of[gpu] = targets[gpu]
         else:
             wanted.setdefault(lp, set()).add(gpu)
     removals: list[Operation] = []
@@ -202,7 +203,9 @@ def _plan(desire: DomainDesire, observed: list[FabricPartition], stranded: set[i
     if default is not None and (missing := frozenset(to_default - default.gpu_uids)):
         additions.append(AddGpus(default, missing, "default", None))
     additions += _home_additions(seen, home_of)
-    parking = _parking(desire, seen, default, removals)
+    if default is not seen.default:  # deleted by this plan (tray mode): the homes without it
+        targets = home_targets(desire.gpus, desire.mode, desire.homes, default is not None)
+    parking = _parking(targets, seen, default, removals)
     held_in = {gpu: partition.name for gpu, partition in kept.items()}
     return Plan(paired(removals, additions, parking, stranded), blocked, held_in)
 
@@ -344,14 +347,13 @@ def _home_additions(seen: Classified, home_of: dict[int, str | None]) -> list[Op
 
 
 def _parking(
-    desire: DomainDesire, seen: Classified, default: FabricPartition | None, removals: list[Operation]
+    homes: dict[int, str | None], seen: Classified, default: FabricPartition | None, removals: list[Operation]
 ) -> dict[int, FabricPartition]:
-    """Each managed GPU's home partition where it is on the fabric and stays there through the plan:
-    where a GPU can wait (module docstring)."""
+    """Each managed GPU's home partition (``homes``: its name) where it is on the fabric and stays
+    there through the plan: where a GPU can wait (module docstring)."""
     deleted = {op.partition.nmx_partition_id for op in removals if isinstance(op, DeletePartition)}
     parking: dict[int, FabricPartition] = {}
-    for gpu in desire.gpus:
-        home = home_target(gpu, desire.mode, desire.homes, default is not None)
+    for gpu, home in homes.items():
         holder = default if home == DEFAULT_HOME else seen.homes.get(home) if home is not None else None
         if holder is not None and holder.nmx_partition_id not in deleted:
             parking[gpu] = holder

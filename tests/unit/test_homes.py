@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nico.fabric.backend import DEFAULT_PARTITION_ID, FabricPartition
-from nico.reconciler.homes import home_names, home_target, tray_partition_name
+from nico.reconciler.homes import home_names, home_target, home_targets, tray_partition_name
 from nico.reconciler.operations import (
     AddGpus,
     CreatePartition,
@@ -395,3 +395,19 @@ def test_domain_mode_a_swap_and_a_release_keep_every_gpu_at_home_but_for_one_ope
     seen = classify(after, owned)
     assert all(satisfied(g, lp, seen, swapped) for g, lp in swapped.gpus.items())
     assert not plan(swapped, after).operations
+
+
+@given(
+    st.integers(1, 4),
+    st.sampled_from([0, 1, 4]),
+    st.integers(1, 2),
+    st.sampled_from(["domain", "tray"]),
+    st.booleans(),
+)
+def test_the_homes_of_every_gpu_at_once_are_each_gpus_home(
+    trays: int, slotless: int, serials: int, mode: str, default_present: bool
+) -> None:
+    """``home_targets`` (a plan's homes, made at once) answers as ``home_target`` does for each GPU."""
+    gpus, homes, _ = site(trays, slotless, serials)
+    each = {g: home_target(g, mode, homes, default_present) for g in gpus}  # type: ignore[arg-type]
+    assert home_targets(gpus, mode, homes, default_present) == each  # type: ignore[arg-type]
