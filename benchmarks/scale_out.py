@@ -52,6 +52,7 @@ from nico.config import NvLinkConfig, Settings
 from nico.db.engine import make_engine
 from nico.db.enums import InstanceStatus, NvLinkInterfaceStatus
 from nico.db.models import Instance, LogicalPartition, Machine, NvlinkInterface
+from nico.db.queries import member_watch
 from nico.reconciler.members import Members
 from nico.reconciler.metrics import ReconcilerMetrics
 from nico.reconciler.pass_context import DomainResult
@@ -366,6 +367,8 @@ class Waits:
                 while not until.is_set():
                     self.samples += 1
                     for kind, event, query in (await conn.execute(text(_BUSY))).all():
+                        if query.startswith(_SLOT_WAIT):  # a reconciler waiting for another to go: idle
+                            continue
                         waited = f"{kind}:{event}" if kind else "running"
                         self.busy[waited] = self.busy.get(waited, 0) + 1
                         if kind == "Lock":
@@ -390,6 +393,9 @@ class Waits:
         }
 
 
+# How a reconciler waits for another's slot (members.py): blocked on its lock for as long as the other
+# lives, by design; not a lock wait of the work.
+_SLOT_WAIT = member_watch.WAIT_FOR_SLOT.decode()[:60]
 _BUSY = (
     "SELECT wait_event_type, wait_event, left(regexp_replace(query, '\\s+', ' ', 'g'), 60) "
     "FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' "
