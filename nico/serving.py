@@ -48,6 +48,7 @@ def app_factory() -> FastAPI:
 def serve_workers(settings: Settings, url: str, workers: int, *, reconciler: bool, metrics_port: int) -> None:
     """uvicorn's process manager with ``workers`` API processes; the reconciler, when on, runs once,
     in this process (a thread with its own event loop and /metrics on ``metrics_port``)."""
+    from nico.api.access_log import logging_config
     from nico.api.http_limits import limited_protocol
 
     os.environ[DATABASE_URL_VARIABLE] = url
@@ -65,6 +66,7 @@ def serve_workers(settings: Settings, url: str, workers: int, *, reconciler: boo
             port=settings.api.port,
             workers=workers,
             log_level=settings.log_level.lower(),
+            log_config=logging_config(),
             http=limited_protocol(settings),
         )
     finally:
@@ -162,8 +164,11 @@ def collect_less() -> None:
 def event_loop() -> Callable[[], asyncio.AbstractEventLoop]:
     """The event loop a nico process runs: the one uvicorn runs by default (``loop="auto"``: uvloop
     when installed, as uvicorn[standard] brings it; asyncio's otherwise). A request's or a pass's CPU
-    is largely the loop's own work (waking on each socket, each database round trip)."""
-    return uvicorn.Config(app="nico").get_loop_factory() or asyncio.new_event_loop
+    is largely the loop's own work (waking on each socket, each database round trip). The Config asked
+    configures no logging (``log_config=None``): one with uvicorn's defaults set the access log back to
+    INFO after ``nico serve`` had set it to the configured level, so ``log_level = "WARNING"`` still
+    wrote a line per request."""
+    return uvicorn.Config(app="nico", log_config=None).get_loop_factory() or asyncio.new_event_loop
 
 
 async def serve_until_stopped(config: uvicorn.Config) -> None:
