@@ -36,7 +36,7 @@ from psycopg.rows import dict_row
 
 from nico.db.engine import libpq_url
 from nico.db.queries import feed as q
-from nico.db.raw import Numbered, RawPool, raw_cursor
+from nico.db.raw import Numbered, RawPool
 from nico.services.errors import bad_request
 from nico.services.feed_export import Scope
 
@@ -260,8 +260,9 @@ class Read(NamedTuple):
 
 
 async def _read(raw: RawPool, statement: Numbered, params: dict[str, Any]) -> Read:
-    """A stream's read, one row on a pooled autocommit connection, its parameters in order."""
-    async with raw.connection() as conn, raw_cursor(conn) as cursor:
+    """A stream's read, one row on a pooled autocommit connection, its parameters in order (no list
+    among them: a plain raw cursor, without ``raw_cursor``'s binary list dumper to set up each time)."""
+    async with raw.connection() as conn, psycopg.AsyncRawCursor(conn) as cursor:
         await cursor.execute(statement.sql, statement.values(params), prepare=True)
         row = await cursor.fetchone()
     assert row is not None  # an aggregate's one row
