@@ -12,7 +12,7 @@ at once, in the API's error envelope, then closes the connection:
 * 408 when a head is not complete ``api.header_timeout_seconds`` after its first byte (or after the
   connection opened): slow senders are cut off.
 
-The body limit stays an ASGI middleware (``nico.api.app.BodyLimit``): bodies reach the app as a stream.
+The body limit stays in the app (``nico.api.front``, an ASGI middleware): bodies reach it as a stream.
 """
 
 from __future__ import annotations
