@@ -20,6 +20,7 @@ from nico.db.engine import libpq_url
 from nico.db.queries import feed
 from nico.db.raw import Numbered, raw_cursor
 from nico.services import feed_stream
+from nico.services.feed_export import Scope
 from nico.services.feed_stream import Read, as_python_writes
 from tests.api.test_feed_event_log import Streamed, _all_final
 from tests.support import factories as f
@@ -138,3 +139,32 @@ async def test_a_read_that_fills_a_batch_reads_on_at_once(
     assert [e["instanceName"] for e in streamed.events] == NAMES
     cursors = [tuple(int(part) for part in e["id"].split("-")) for e in streamed.events]
     assert cursors == sorted(set(cursors))
+
+
+async def test_every_scope_s_read_runs_and_keeps_to_its_scope(
+    session: AsyncSession, database_url: str
+) -> None:
+    """A tenant's, a tenant's at one site, a provider's at one site, and a provider's everywhere: each
+    read (its statement numbered as the stream numbers it) finds the events of its scope only."""
+    world = await f.nvlink_site(session, racks=1, trays=1)
+    await _insert_events(session, world.tenant.id, world.site.id)
+    await _insert_events(session, uuid.uuid4(), uuid.uuid4())  # another tenant, at no site of the provider
+    url = libpq_url(database_url)
+    await wait_for(lambda: _all_final(url), within=30, what="the events final")
+    provider = world.site.infrastructure_provider_id
+    scopes = [
+        Scope(tenant_id=world.tenant.id),
+        Scope(tenant_id=world.tenant.id, site_id=world.site.id),
+        Scope(provider_id=provider, site_id=world.site.id),
+        Scope(provider_id=provider),
+    ]
+    async with await psycopg.AsyncConnection.connect(url, autocommit=True) as conn:
+        for scope in scopes:
+            kind = {"tenant": scope.tenant_id is not None, "provider": scope.provider_id is not None}
+            statement = Numbered.of(feed.event_text_after(**kind, site=scope.site_id is not None))
+            params = scope.params() | {"after_txid": 0, "after_id": 0, "limit": 100}
+            async with psycopg.AsyncRawCursor(conn) as cursor:
+                await cursor.execute(statement.sql, statement.values(params))
+                read = Read(*(await cursor.fetchone() or ()))
+            assert read.read == len(NAMES), scope
+            assert read.text is not None and read.text.count(f'"siteId":"{world.site.id}"') == len(NAMES)
