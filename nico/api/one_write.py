@@ -30,7 +30,7 @@ class OneWriteHead:
         if self._held is not None:
             held, self._held = self._held, None
             self._cancel_flush()
-            self._transport.write(held + data)
+            self._transport.writelines((held, data))  # one system call (writev), the body not copied
         elif self._first:
             self._first = False
             self._held = data

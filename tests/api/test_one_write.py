@@ -20,6 +20,9 @@ class Recorded:
         assert not self.closed
         self.writes.append(data)
 
+    def writelines(self, data: tuple[bytes, ...]) -> None:  # one write of several buffers
+        self.write(b"".join(data))
+
     def close(self) -> None:
         self.closed = True
 
