@@ -165,7 +165,7 @@ class ApiConfig(BaseModel):
     placement_event_retention_seconds: int = Field(default=86400, ge=60)
     placement_event_heartbeat_seconds: float = Field(default=15.0, gt=0, le=300)
     emit_deprecated_partition_key: bool = True
-    # Request limits (nico.api.http_limits, nico.api.app.BodyLimit); docs/configuration.md says why each.
+    # Request limits (nico.api.http_limits, nico.api.front); docs/configuration.md says why each.
     max_header_bytes: int = Field(default=64 * 1024, ge=4096)
     max_header_line_bytes: int = Field(default=32 * 1024, ge=1024)
     max_request_line_bytes: int = Field(default=8 * 1024, ge=1024)

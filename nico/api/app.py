@@ -1,4 +1,5 @@
-"""The app factory: routers, error envelope, body limit, lifespan of background work."""
+"""The app factory: routers, error envelope, the front (request checks, hot routes), lifespan of background
+work."""
 
 from __future__ import annotations
 
@@ -9,22 +10,20 @@ import logging
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from importlib.resources import files
 from typing import Any
-from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.staticfiles import StaticFiles
 from prometheus_client import CollectorRegistry
 from starlette.responses import HTMLResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 import nico
 from nico.api.auth import TokenVerifier
 from nico.api.context import AppContext
 from nico.api.errors import error_response, install_error_handlers
+from nico.api.front import Front
 from nico.api.openapi import build_openapi
-from nico.api.parsing import NUL_TEXT
-from nico.api.routers import health, hoist, tenant_routers, web
+from nico.api.routers import health, hot_routes, tenant_routers, web
 from nico.api.schemas.nvlink_interface import WireKeys
 from nico.config import Settings
 from nico.db.engine import make_engine, make_session_factory, resolve_database_url
@@ -32,73 +31,6 @@ from nico.db.engine import make_engine, make_session_factory, resolve_database_u
 log = logging.getLogger(__name__)
 
 Background = Callable[[AppContext], Coroutine[Any, Any, None]]
-# The one route whose bodies may be large: a provider's bulk machine registration (10,000 machines).
-BULK_ROUTE_SUFFIX = "/machine/registration"
-
-
-class BodyLimit:
-    """Rejects bodies over ``limit`` (``bulk_limit`` for machine registration), declared or streamed,
-    with 413 in the error envelope. Every other body of the API is a few kilobytes; the limit also
-    bounds the CPU a body costs before any rule can refuse it (parsing 10 MB of JSON takes 0.2 s)."""
-
-    def __init__(self, app: ASGIApp, source: str, limit: int, bulk_limit: int) -> None:
-        self.app, self.source, self.limit, self.bulk_limit = app, source, limit, bulk_limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.bulk_limit if scope["path"].endswith(BULK_ROUTE_SUFFIX) else self.limit
-        for key, value in scope["headers"]:
-            if key == b"content-length" and value.isdigit() and int(value) > limit:
-                await error_response(self.source, 413, "Request Entity Too Large")(scope, receive, send)
-                return
-        seen = 0
-
-        async def limited() -> Any:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise _TooLarge
-            return message
-
-        try:
-            await self.app(scope, limited, send)
-        except _TooLarge:
-            await error_response(self.source, 413, "Request Entity Too Large")(scope, receive, send)
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class TextGuard:
-    """Rejects a NUL character in the path or a query parameter (PostgreSQL cannot store one) with 400
-    naming the parameter, before any handler could pass it to a statement."""
-
-    def __init__(self, app: ASGIApp, source: str) -> None:
-        self.app, self.source = app, source
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            query: bytes = scope.get("query_string", b"")
-            if "\x00" in scope["path"]:
-                await error_response(self.source, 400, "Invalid value in request path", {"path": NUL_TEXT})(
-                    scope, receive, send
-                )
-                return
-            if b"%00" in query or b"\x00" in query:
-                pairs = parse_qsl(query.decode("latin-1"), keep_blank_values=True, errors="replace")
-                for key, value in pairs:
-                    if "\x00" in key or "\x00" in value:
-                        name = key.replace("\x00", "") or "query"
-                        message = f"Invalid value specified for `{name}` query param"
-                        answer = error_response(self.source, 400, message, {name: NUL_TEXT})
-                        await answer(scope, receive, send)
-                        return
-        await self.app(scope, receive, send)
 
 
 def _report_crash(task: asyncio.Task[None]) -> None:
@@ -162,12 +94,13 @@ def create_app(
     app.state.ctx = ctx
     WireKeys.emit_deprecated_partition_key = settings.api.emit_deprecated_partition_key
     install_error_handlers(app, source)
-    app.add_middleware(TextGuard, source=source)
     app.add_middleware(
-        BodyLimit,
+        Front,
         source=source,
         limit=settings.api.max_body_bytes,
         bulk_limit=settings.api.max_registration_body_bytes,
+        hot=hot_routes(tenant_prefix(settings)),
+        handlers=app.exception_handlers,
     )
     install_docs(app)
     include_routers(app, settings)
@@ -216,15 +149,19 @@ def lifespan(
     return running
 
 
+def tenant_prefix(settings: Settings) -> str:
+    """Where the tenant routers are mounted: ``/{version}/org/{org}/{name}``."""
+    return f"/{settings.api.route_version}/org/{{org}}/{settings.api.name}"
+
+
 def include_routers(app: FastAPI, settings: Settings) -> None:
     """Health and the web page at the root; every tenant router (``routers.TENANT_ROUTER_MODULES``, in
-    that order) under ``/{version}/org/{org}/{name}``, its hottest routes hoisted to the front."""
+    that order) under :func:`tenant_prefix` (their hottest routes are the front's, too)."""
     source = settings.api.name
     app.include_router(health.router)
     app.include_router(web.router)
-    prefix = f"/{settings.api.route_version}/org/{{org}}/{source}"
+    prefix = tenant_prefix(settings)
     app.state.tenant_prefix = prefix
-    hoist(app, prefix)
     for router in tenant_routers():
         app.include_router(router, prefix=prefix)
 

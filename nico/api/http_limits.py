@@ -12,7 +12,9 @@ at once, in the API's error envelope, then closes the connection:
 * 408 when a head is not complete ``api.header_timeout_seconds`` after its first byte (or after the
   connection opened): slow senders are cut off.
 
-The body limit stays an ASGI middleware (``nico.api.app.BodyLimit``): bodies reach the app as a stream.
+Each response's head goes out with the start of its body, in one write (``nico.api.one_write``).
+
+The body limit stays in the app (``nico.api.front``, an ASGI middleware): bodies reach it as a stream.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from nico.api.one_write import OneWriteHead
 
 if TYPE_CHECKING:
     from uvicorn.config import Config
@@ -136,7 +140,10 @@ class LimitedHttpProtocol(HttpToolsProtocol):
             raise _Refused(400, TOO_MANY_PARAMETERS)
         self.in_head, self.head_bytes = False, 0
         self._cancel_head_timer()
+        previous = self.cycle
         super().on_headers_complete()
+        if self.cycle is not previous and self.cycle is not None:  # a request's cycle, not an upgrade
+            self.cycle.transport = cast("asyncio.Transport", OneWriteHead(self.transport, self.loop))
 
     def on_message_complete(self) -> None:
         super().on_message_complete()

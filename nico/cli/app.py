@@ -85,6 +85,7 @@ def serve(
     """Run the API and, unless told otherwise, the NVLink reconciler (migrating the database first)."""
     import uvicorn
 
+    from nico.api.access_log import logging_config
     from nico.api.app import Background, build_context, create_app
     from nico.api.context import AppContext
     from nico.api.http_limits import limited_protocol
@@ -130,6 +131,7 @@ def serve(
         host=settings.api.host,
         port=settings.api.port,
         log_level=settings.log_level.lower(),
+        log_config=logging_config(),
         http=limited_protocol(settings),
     )
     hold_stop_signals()  # a stop now waits for the loop's handlers (no half-built loop)

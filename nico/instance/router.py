@@ -322,7 +322,7 @@ async def answer_get(request: Request, org: str, raw_id: str, include_relation: 
     return json_response(Instance.of(view))
 
 
-# Served ahead of every router (see :func:`nico.api.routers.hoist`): GET of a canonical instance id, and
+# Served at the front of the app (see :mod:`nico.api.front`): GET of a canonical instance id, and
 # POST of an instance. Any other id, /instance/type or /instance/batch, and GET of the list, reach the
 # routers as before.
 HOT_ROUTES: list[HotRoute] = [

@@ -29,14 +29,14 @@ import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg.rows import dict_row
 
 from nico.db.engine import libpq_url
 from nico.db.queries import feed as q
-from nico.db.raw import RawPool
+from nico.db.raw import Numbered, RawPool
 from nico.services.errors import bad_request
 from nico.services.feed_export import Scope
 
@@ -91,7 +91,7 @@ class Waiter:
     when the horizon passes ``pending``, the txid of its first event not final yet."""
 
     def __init__(self, scope: Scope) -> None:
-        self._tenant = str(scope.tenant_id) if scope.tenant_id is not None else None
+        self.tenant = str(scope.tenant_id) if scope.tenant_id is not None else None
         self._site = str(scope.site_id) if scope.site_id is not None else None
         self.generation = 0
         self.pending: int | None = None
@@ -103,7 +103,7 @@ class Waiter:
         if audience is None:
             return True
         return any(
-            (self._tenant is None or tenant == self._tenant) and (self._site is None or site == self._site)
+            (self.tenant is None or tenant == self.tenant) and (self._site is None or site == self._site)
             for tenant, site in audience
         )
 
@@ -134,6 +134,9 @@ class FeedListener:
         self._url = libpq_url(url)
         self._raw = raw
         self._waiters: set[Waiter] = set()
+        # The same, by tenant (None: a provider's streams): a notification looks only at those of the
+        # tenants it names, not at every stream of the process.
+        self._by_tenant: dict[str | None, set[Waiter]] = {}
         self._lock = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._last_prune = 0.0
@@ -153,11 +156,16 @@ class FeedListener:
                 self._task = asyncio.create_task(self._run(conn), name="nico-placement-listener")
             waiter = Waiter(scope)
             self._waiters.add(waiter)
+            self._by_tenant.setdefault(waiter.tenant, set()).add(waiter)
             return waiter
 
     async def release(self, waiter: Waiter) -> None:
         async with self._lock:
             self._waiters.discard(waiter)
+            same_tenant = self._by_tenant.get(waiter.tenant, set())
+            same_tenant.discard(waiter)
+            if not same_tenant:
+                self._by_tenant.pop(waiter.tenant, None)
             if not self._waiters:
                 for task in (self._task, self._prober):
                     if task is not None:
@@ -181,9 +189,16 @@ class FeedListener:
 
     def notify(self, audience: frozenset[tuple[str, str]] | None) -> None:
         """Wake the streams ``audience`` concerns (None: every stream), and the horizon's prober."""
-        for waiter in self._waiters:
-            if waiter.concerned(audience):
+        if audience is None:
+            for waiter in self._waiters:
                 waiter.bump()
+        else:
+            # a provider's streams (no tenant) hear of every tenant
+            tenants: set[str | None] = {None, *(tenant for tenant, _ in audience)}
+            for tenant in tenants:
+                for waiter in self._by_tenant.get(tenant, ()):
+                    if waiter.concerned(audience):
+                        waiter.bump()
         self._committed.set()
 
     def wait_for_horizon(self, waiter: Waiter, txid: int | None) -> None:
@@ -234,22 +249,37 @@ async def _rows(raw: RawPool, sql: str, params: dict[str, Any]) -> list[dict[str
         return await cursor.fetchall()
 
 
-def event_body(row: dict[str, Any]) -> dict[str, Any]:
-    body = {
-        "kind": row["kind"],
-        "time": row["created"].isoformat(),
-        "instanceId": str(row["instance_id"]),
-        "instanceName": row["instance_name"],
-        "nvLinkInterfaceId": str(row["interface_id"]),
-        "deviceInstance": row["device_instance"],
-        "siteId": str(row["site_id"]),
-        "nvLinkDomainId": str(row["domain_uuid"]) if row["domain_uuid"] is not None else None,
-        "nvLinkLogicalPartitionId": str(row["logical_partition_id"]),
-        "nvLinkCliqueId": row["clique_id"],
-    }
-    if row.get("health") is not None:  # an event about the GPU's health: its new health
-        body["nvLinkHealth"] = row["health"]
-    return body
+class Read(NamedTuple):
+    """One read of a stream (:func:`nico.db.queries.feed.event_text_after`): the final events' SSE
+    text, the cursor after them, the txid of the first event not final yet, how many were read."""
+
+    text: str | None
+    last: list[int] | None
+    pending: int | None
+    read: int
+
+
+async def _read(raw: RawPool, statement: Numbered, params: dict[str, Any]) -> Read:
+    """A stream's read, one row on a pooled autocommit connection, its parameters in order (no list
+    among them: a plain raw cursor, without ``raw_cursor``'s binary list dumper to set up each time)."""
+    async with raw.connection() as conn, psycopg.AsyncRawCursor(conn) as cursor:
+        await cursor.execute(statement.sql, statement.values(params), prepare=True)
+        row = await cursor.fetchone()
+    assert row is not None  # an aggregate's one row
+    return Read(*row)
+
+
+def as_python_writes(text: str) -> str:
+    """The events' SSE text as ``json.dumps`` writes each body: PostgreSQL writes every character but
+    printable ASCII as is (``to_json``), Python escapes them (``\\u00e9``), so a body holding one is
+    written again here; the text of printable ASCII bodies (nearly all) is left as it is."""
+    if text.isascii() and "\x7f" not in text:
+        return text
+    lines = text.split("\n")  # PostgreSQL escapes line breaks inside the JSON: a line is a field
+    for index, line in enumerate(lines):
+        if line.startswith("data: "):
+            lines[index] = "data: " + json.dumps(json.loads(line[6:]), separators=(",", ":"))
+    return "\n".join(lines)
 
 
 def sse(event: str, data: dict[str, Any], cursor: Cursor | None = None) -> str:
@@ -294,30 +324,24 @@ async def stream(
         else:
             yield sse("hello", {"retentionSeconds": retention_seconds}, cursor)
         params = scope.params() | {"limit": BATCH}
-        events_after = q.events_after(
-            tenant=scope.tenant_id is not None,
-            provider=scope.provider_id is not None,
-            site=scope.site_id is not None,
+        read_events = Numbered.of(
+            q.event_text_after(
+                tenant=scope.tenant_id is not None,
+                provider=scope.provider_id is not None,
+                site=scope.site_id is not None,
+            )
         )
         while True:
             seen = waiter.generation
-            after = {"after_txid": cursor.txid, "after_id": cursor.id}
-            rows = await _rows(raw, events_after, params | after)
-            pending = None
-            events: list[str] = []
-            for row in rows:
-                if row["txid"] >= row["horizon"]:
-                    pending = row["txid"]  # not final, nor anything after it: wait for the horizon
-                    break
-                cursor = Cursor(row["txid"], row["id"])
-                events.append(sse("placement", event_body(row), cursor))
-            if events:  # one write for the read's events (each write crosses the ASGI stack)
-                yield "".join(events)
-            if pending is None and len(rows) == BATCH:
+            read = await _read(raw, read_events, params | {"after_txid": cursor.txid, "after_id": cursor.id})
+            if read.text is not None and read.last is not None:
+                cursor = Cursor(*read.last)
+                yield as_python_writes(read.text)  # one write for the read (each crosses the ASGI stack)
+            if read.pending is None and read.read == BATCH:
                 continue  # more may be waiting
             # Everything final when the read began is sent: what came after has notified (after
             # ``seen``), so the wait below returns at once for it; no read to find nothing.
-            listener.wait_for_horizon(waiter, pending)
+            listener.wait_for_horizon(waiter, read.pending)
             if not await waiter.wait(seen, heartbeat_seconds):
                 yield ": heartbeat\n\n"
     finally:

@@ -373,7 +373,7 @@ async def test_a_tenant_or_site_stream_reads_a_range_of_its_scope_s_index_for_an
             ({"tenant": False, "provider": True, "site": True}, "ix_placement_event_site"),
         ]
     ):
-        numbered = Numbered.of(feed.events_after(**scope))
+        numbered = Numbered.of(feed.event_text_after(**scope))
         await driver.execute(f"PREPARE stream_read_{number} AS {numbered.sql}", prepare=False)
         nulls = ", ".join("NULL" for _ in numbered.names)
         explained = await driver.execute(f"EXPLAIN EXECUTE stream_read_{number}({nulls})", prepare=False)

@@ -19,6 +19,7 @@ from nico.api.http_limits import limited_protocol
 from nico.config import Settings
 from nico.serving import EmbeddedServer
 from tests.api.conftest import BASE
+from tests.support import factories as f
 
 DEADLINE = 20.0  # every wait below ends well before this, or the test fails
 HEAD_TIMEOUT = 0.5
@@ -170,3 +171,24 @@ async def test_requests_within_the_limits_are_served(port: int, db: str, headers
     answer = await read_answer(reader)
     writer.close()
     assert answer.status == 400 and set(answer.body["data"]) == {"name", "siteId"}
+
+
+async def test_a_head_without_a_body_and_a_stream_s_head_arrive(
+    port: int, headers: dict[str, str], world: f.NvlinkSite
+) -> None:
+    """A response's head is held for its body (nico.api.one_write): a HEAD request's answer, which has
+    none, and a stream's, whose first chunk comes later, still arrive."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        async with asyncio.timeout(DEADLINE):
+            head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 405 ")
+        auth = f"Authorization: {headers['Authorization']}\r\n".encode()
+        writer.write(f"GET {BASE}/nvlink-topology/events HTTP/1.1\r\nHost: x\r\n".encode() + auth + b"\r\n")
+        async with asyncio.timeout(DEADLINE):
+            head = await reader.readuntil(b"\r\n\r\n")
+            await reader.readuntil(b"retry: 1000\n\n")  # the stream's first chunk
+        assert head.startswith(b"HTTP/1.1 200 ") and b"text/event-stream" in head
+    finally:
+        writer.close()

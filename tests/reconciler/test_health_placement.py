@@ -6,6 +6,7 @@ and the scheduler feed carries both changes."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -18,11 +19,11 @@ from nico.db.enums import MachineStatus
 from nico.db.models import DomainCapacity, Gpu, Machine
 from nico.db.queries import feed
 from nico.reconciler.planner import partition_name
-from nico.services.feed_stream import event_body
 from nico.sim.inprocess import InProcessBackend
 from tests.reconciler.conftest import MakeReconciler
 from tests.support.auth import bearer
 from tests.support.sim_site import SimSite, instance_body
+from tests.support.waiting import wait_for
 
 BASE = "/v2/org/tenant-org/nico"
 
@@ -102,12 +103,21 @@ async def _interfaces(client: httpx.AsyncClient, headers: dict[str, str], instan
 async def _health_events(
     session: AsyncSession, site: SimSite, instance_id: str
 ) -> list[tuple[int, str, str]]:
-    """The tenant's stream's events about the instance's GPU health, as the stream sends them."""
-    params = {"after_txid": 0, "after_id": 0, "provider": None, "site": None, "limit": 1000}
+    """The tenant's stream's events about the instance's GPU health, as the stream sends them (its read
+    from the start, once every event so far is final)."""
+    read = feed.event_text_after(tenant=True, provider=False, site=False)
+    params = {"after_txid": 0, "after_id": 0, "limit": 1000, "tenant": site.nv.tenant.id}
     conn = await session.connection()
-    rows = await conn.exec_driver_sql(feed.EVENTS_AFTER, params | {"tenant": site.nv.tenant.id})
-    bodies = [event_body(dict(row._mapping)) for row in rows.all()]
+    sent: list[str] = []
+
+    async def all_final() -> bool:
+        row = (await conn.exec_driver_sql(read, params)).one()
+        sent[:] = [row.text or ""]
+        return row.pending is None
+
+    await wait_for(all_final, within=30, what="the events final")
     await session.commit()
+    bodies = [json.loads(line[6:]) for line in sent[0].splitlines() if line.startswith("data: ")]
     return [
         (b["deviceInstance"], b["kind"], b["nvLinkHealth"])
         for b in bodies

@@ -10,8 +10,10 @@ from collections.abc import Callable
 from importlib import import_module
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter
 from starlette.convertors import Convertor, register_url_convertor
+
+from nico.api.front import FrontRoute
 
 TENANT_ROUTER_MODULES: tuple[str, ...] = (
     # Hot paths first: routes are matched in order, router by router, and every router before the
@@ -40,7 +42,7 @@ def tenant_routers() -> list[APIRouter]:
 
 
 class CanonicalUuid(Convertor[str]):
-    """A path segment that is a UUID in its canonical form (any case), kept as text: what the hoisted
+    """A path segment that is a UUID in its canonical form (any case), kept as text: what the hot
     routes match, so that every other segment (``/instance/type``, a malformed id) reaches the routers
     and their answers, as before."""
 
@@ -61,13 +63,14 @@ register_url_convertor("canonical_uuid", CanonicalUuid())
 HotRoute = tuple[str, Callable[..., Any], list[str]]
 
 
-def hoist(app: FastAPI, prefix: str) -> None:
-    """Serve the hottest operations from routes of their own at the front of the app (each module's
-    ``HOT_ROUTES``: path, endpoint, methods). FastAPI matches an included router by asking it, and it
-    each of its routes in turn, on every request; a route of the app's own is one regular expression.
-    The routers still declare these operations, document them and answer whatever the hoisted paths do
-    not match; the endpoint is the same function either way."""
-    for name in TENANT_ROUTER_MODULES:
-        for path, endpoint, methods in getattr(import_module(name), "HOT_ROUTES", ()):
-            app.router.add_api_route(prefix + path, endpoint, methods=methods, include_in_schema=False)
-            app.router.routes.insert(0, app.router.routes.pop())
+def hot_routes(prefix: str) -> list[FrontRoute]:
+    """The hottest operations, served at the front of the app (:mod:`nico.api.front`) from each module's
+    ``HOT_ROUTES`` (path, endpoint, methods) under ``prefix``. FastAPI matches an included router by
+    asking it, and it each of its routes in turn, on every request, and solves each dependency at a
+    cost above its check. The routers still declare these operations, document them and answer
+    whatever the hot paths do not match; the endpoint is the same function either way."""
+    return [
+        FrontRoute(prefix + path, endpoint, methods)
+        for name in TENANT_ROUTER_MODULES
+        for path, endpoint, methods in getattr(import_module(name), "HOT_ROUTES", ())
+    ]

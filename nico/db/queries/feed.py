@@ -170,6 +170,41 @@ def events_after(*, tenant: bool, provider: bool, site: bool) -> str:
     return _EVENTS_IN_RANGE.format(key=key, value=value, rest=rest)
 
 
+# An event ``b`` of a read as the stream sends it: ``id: <txid>-<id>``, ``event: placement`` and its
+# body as compact JSON in the wire's key order (docs/schedulers.md; ``nvLinkHealth`` only on a health
+# event), ``time`` as Python's ``isoformat`` writes a timestamptz read in the session's time zone
+# (``.ffffff`` only when not 0). Text goes through ``to_json``, which writes printable ASCII as
+# ``json.dumps`` does; the stream writes a body holding anything else again in Python
+# (``feed_stream.as_python_writes``; tests/api/test_feed_text.py holds the two to the same bytes).
+_JSON_TEXT = "coalesce(to_json({})::text, 'null')"
+_ISO_TIME = "replace(to_char(b.created, 'YYYY-MM-DD\"T\"HH24:MI:SS.USTZH:TZM'), '.000000', '')"
+_EVENT_TEXT = f"""concat(
+    'id: ', b.txid, '-', b.id, E'\\nevent: placement\\ndata: {{"kind":', {_JSON_TEXT.format("b.kind")},
+    ',"time":"', {_ISO_TIME}, '","instanceId":"', b.instance_id,
+    '","instanceName":', {_JSON_TEXT.format("b.instance_name")},
+    ',"nvLinkInterfaceId":"', b.interface_id, '","deviceInstance":', b.device_instance,
+    ',"siteId":"', b.site_id, '","nvLinkDomainId":', {_JSON_TEXT.format("b.domain_uuid")},
+    ',"nvLinkLogicalPartitionId":"', b.logical_partition_id,
+    '","nvLinkCliqueId":', {_JSON_TEXT.format("b.clique_id")},
+    CASE WHEN b.health IS NOT NULL THEN ',"nvLinkHealth":' || to_json(b.health)::text END,
+    E'}}\\n\\n')"""
+
+
+def event_text_after(*, tenant: bool, provider: bool, site: bool) -> str:
+    """One read of a stream, as one row: the SSE text of the events of :func:`events_after` that are
+    final (below the statement's horizon: a prefix of the read, which is in (txid, id) order) as
+    ``text``, the cursor of the last of them (``last``: [txid, id]), the txid of the first event not
+    final yet (``pending``) and how many events were read (``read``: a full batch may have more after
+    it). PostgreSQL writes the text: the stream builds no object per event."""
+    return f"""
+SELECT string_agg({_EVENT_TEXT}, '' ORDER BY b.txid, b.id) FILTER (WHERE b.txid < b.horizon) AS text,
+       max(ARRAY[b.txid, b.id]) FILTER (WHERE b.txid < b.horizon) AS last,
+       min(b.txid) FILTER (WHERE b.txid >= b.horizon) AS pending,
+       count(*) AS read
+FROM ({events_after(tenant=tenant, provider=provider, site=site)}) b
+"""
+
+
 # The horizon now (a stream's events at txids below it have become final).
 HORIZON = f"SELECT {_HORIZON} AS horizon"
 
