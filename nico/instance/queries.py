@@ -34,12 +34,14 @@ from nico.db.queries.nvlink_interface import locked_partitions
 from nico.db.raw import (
     AtCommit,
     Numbered,
+    NumberedStatement,
     Statement,
+    WrittenAtCommit,
     driver_connection,
-    fetch_numbered,
     pipelined,
     raw_cursor,
     send_at_commit,
+    write_at_commit,
 )
 from nico.logical_partition.queries import GPU_DOMAINS, RESERVED_DOMAINS
 
@@ -695,8 +697,8 @@ class SharedFields:
     created_by: str | None
 
 
-async def insert_instances(
-    conn: Connection,
+def insert_instances(
+    session: AsyncSession,
     shared: SharedFields,
     instances: Sequence[NewInstance],
     history: Sequence[tuple[uuid.UUID, str, str]],
@@ -705,13 +707,14 @@ async def insert_instances(
     *,
     channel: str,
     notify: str | None,
-) -> list[dict[str, Any]]:
-    """Insert instances, assign their machines, and add their history (instance, status, message),
-    Ethernet interfaces (instance, subnet, physical) and NVLink bindings (instance, partition, GPU
-    index, device name), in list order, NOTIFYing ``notify`` on ``channel`` in the same statement.
-    Returns the new instances' documents as :func:`instance_documents` reads them (chronological
-    history; any order), from what the inserts returned. ``conn``: the driver connection under the
-    create's session (:func:`nico.db.raw.driver_connection`, taken once per create)."""
+) -> WrittenAtCommit:
+    """Have the session's commit insert instances, assign their machines, and add their history
+    (instance, status, message), Ethernet interfaces (instance, subnet, physical) and NVLink bindings
+    (instance, partition, GPU index, device name), in list order, NOTIFYing ``notify`` on ``channel``
+    in the same statement, sent with the COMMIT and ahead of the checks registered to go with it
+    (:func:`nico.db.raw.write_at_commit`): a round trip fewer, and the checks count these instances.
+    Its rows, once committed: the new instances' documents as :func:`instance_documents` reads them
+    (chronological history; any order), from what the inserts returned."""
     params = {
         "tenant": shared.tenant_id,
         "site": shared.site_id,
@@ -741,7 +744,7 @@ async def insert_instances(
         "channel": channel,
         "notify": notify,
     }
-    return await fetch_numbered(conn, _INSERT, params)
+    return write_at_commit(session, NumberedStatement(_INSERT, params))
 
 
 # nico/db/sql/quota.sql: the tenant's reservations for the type locked (concurrent creates of one tenant and
