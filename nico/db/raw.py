@@ -183,7 +183,15 @@ async def pipelined(
             await driver.commit()
     if then and not driver.autocommit and driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         await driver.commit()  # never left open by ``then``, whatever the driver did
-    return [await c.fetchall() if c.description is not None else [] for c in cursors]
+    return [await c.fetchall() if _has_rows(c) else [] for c in cursors]
+
+
+def _has_rows(cursor: psycopg.AsyncCursor[Any]) -> bool:
+    """Whether the cursor's statement answered with rows (none for INSERT without RETURNING, COMMIT,
+    ...): asked of its result's status, not of ``description``, which builds a column object for each
+    column at every call."""
+    result = cursor.pgresult
+    return result is not None and result.status == psycopg.pq.ExecStatus.TUPLES_OK
 
 
 async def _sent(
