@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -100,17 +101,18 @@ async def driver_connection(holder: AsyncSession | AsyncConnection) -> psycopg.A
     return driver
 
 
-def array_literal(values: Iterable[str | int | None]) -> str:
-    """The text form of a one-dimensional PostgreSQL array: strings quoted, integers as they are, None
-    as NULL. For a parameter the statement casts to its array type (``CAST(%(uids)s AS numeric[])``):
-    psycopg dumps a list element by element, 25 times the CPU of one string for a domain's 72 GPUs."""
+def array_literal(values: Iterable[str | int | uuid.UUID | None]) -> str:
+    """The text form of a one-dimensional PostgreSQL array: strings quoted, integers (booleans: True,
+    False) and UUIDs as they are, None as NULL. For a parameter the statement casts to its array type
+    (``CAST(%(uids)s AS numeric[])``): psycopg dumps a list element by element, 25 times the CPU of one
+    string for a domain's 72 GPUs."""
     return (
         "{"
         + ",".join(
             "NULL"
             if v is None
             else str(v)
-            if isinstance(v, int)
+            if isinstance(v, (int, uuid.UUID))
             else '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
             for v in values
         )
@@ -126,9 +128,19 @@ class Statement:
     params: Mapping[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class NumberedStatement:
+    """One :class:`Numbered` statement of :func:`pipelined` with its parameters by name: prepared on
+    its first execution on the connection, its lists in binary, its rows as dicts (as
+    :func:`fetch_numbered` runs it)."""
+
+    statement: Numbered
+    params: Mapping[str, Any]
+
+
 async def pipelined(
     driver: psycopg.AsyncConnection[Any],
-    statements: Sequence[Statement],
+    statements: Sequence[Statement | NumberedStatement],
     *,
     commit: bool = False,
     then: Sequence[Statement] | None = None,
@@ -154,14 +166,12 @@ async def pipelined(
     in_transaction = driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
     beginning = begin and driver.autocommit and not in_transaction
     in_transaction = in_transaction or beginning or bool(statements and not driver.autocommit)
-    cursors = []
+    cursors: list[psycopg.AsyncCursor[Any]] = []
     async with driver.pipeline():  # leaving the block syncs: every result has arrived
         if beginning:
             await driver.cursor().execute("BEGIN ISOLATION LEVEL READ COMMITTED", prepare=False)
         for statement in statements:
-            cursor = driver.cursor()
-            await cursor.execute(statement.sql, statement.params)
-            cursors.append(cursor)
+            cursors.append(await _sent(driver, statement))
         if then is not None:
             if in_transaction:  # else the statements are their own transactions
                 await driver.cursor().execute("COMMIT", prepare=False)
@@ -173,7 +183,30 @@ async def pipelined(
             await driver.commit()
     if then and not driver.autocommit and driver.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         await driver.commit()  # never left open by ``then``, whatever the driver did
-    return [await c.fetchall() if c.description is not None else [] for c in cursors]
+    return [await c.fetchall() if _has_rows(c) else [] for c in cursors]
+
+
+def _has_rows(cursor: psycopg.AsyncCursor[Any]) -> bool:
+    """Whether the cursor's statement answered with rows (none for INSERT without RETURNING, COMMIT,
+    ...): asked of its result's status, not of ``description``, which builds a column object for each
+    column at every call."""
+    result = cursor.pgresult
+    return result is not None and result.status == psycopg.pq.ExecStatus.TUPLES_OK
+
+
+async def _sent(
+    driver: psycopg.AsyncConnection[Any], statement: Statement | NumberedStatement
+) -> psycopg.AsyncCursor[Any]:
+    """The cursor of ``statement``, executed (in a pipeline: sent)."""
+    if isinstance(statement, NumberedStatement):
+        numbered = raw_cursor(driver, row_factory=dict_row)
+        await numbered.execute(
+            statement.statement.sql, statement.statement.values(statement.params), prepare=True
+        )
+        return numbered
+    cursor = driver.cursor()
+    await cursor.execute(statement.sql, statement.params)
+    return cursor
 
 
 _NAMED = re.compile(r"%\((\w+)\)[sb]")
@@ -236,8 +269,35 @@ def raw_cursor(
 GENERIC_PLANS = Statement("SET LOCAL plan_cache_mode = force_generic_plan")
 
 
-# Where a session keeps the statements that go out with its COMMIT (``session.info``).
+# Where a session keeps the statements that go out with its COMMIT (``session.info``): the writes, then
+# the checks.
+_WRITES = "nico.writes_at_commit"
 _AT_COMMIT = "nico.at_commit"
+
+
+class WrittenAtCommit:
+    """A write that goes out with the transaction's COMMIT, ahead of its checks (:class:`AtCommit`), in
+    the same round trip (:func:`write_at_commit`): a statement whose answer is read only once the
+    transaction has committed (a create's insert, which answers with the response's documents)."""
+
+    def __init__(self, statement: NumberedStatement) -> None:
+        self.statement = statement
+        self._rows: list[dict[str, Any]] | None = None
+
+    def rows(self) -> list[dict[str, Any]]:
+        """What the statement answered; only after :func:`commit` sent it."""
+        if self._rows is None:
+            raise RuntimeError("a write sent with the COMMIT is read before the commit sent it")
+        return self._rows
+
+
+def write_at_commit(session: AsyncSession, statement: NumberedStatement) -> WrittenAtCommit:
+    """Have the session's :func:`commit` send ``statement`` with its COMMIT, before the checks of
+    :func:`send_at_commit` (which then see what it wrote): one round trip fewer for a request whose
+    last write nothing else waits for. Its rows, once committed: the returned handle's ``rows()``."""
+    written = WrittenAtCommit(statement)
+    session.info.setdefault(_WRITES, []).append(written)
+    return written
 
 
 @dataclass(frozen=True)
@@ -259,22 +319,24 @@ def send_at_commit(session: AsyncSession, statement: AtCommit) -> None:
 
 
 async def commit(session: AsyncSession) -> None:
-    """Commit the session's transaction, sending the statements of :func:`send_at_commit` before the
-    COMMIT in one pipeline: one round trip for them and the COMMIT. When one of them fails nothing is
-    committed (the transaction is aborted: the caller's rollback ends it) and its ``refused`` error is
-    raised."""
-    statements: list[AtCommit] = session.info.pop(_AT_COMMIT, [])
-    if statements:
+    """Commit the session's transaction, sending the writes of :func:`write_at_commit` and then the
+    checks of :func:`send_at_commit` before the COMMIT in one pipeline: one round trip for them and the
+    COMMIT. When one of them fails nothing is committed (the transaction is aborted: the caller's
+    rollback ends it) and the error is raised, as a check's ``refused`` error when it is one."""
+    writes: list[WrittenAtCommit] = session.info.pop(_WRITES, [])
+    checks: list[AtCommit] = session.info.pop(_AT_COMMIT, [])
+    if writes or checks:
         await session.flush()  # the ORM's pending changes go first (none on the create path: no round trip)
+        statements = [w.statement for w in writes] + together([c.statement for c in checks])
         try:
-            await pipelined(
-                await driver_connection(session), together([s.statement for s in statements]), commit=True
-            )
+            results = await pipelined(await driver_connection(session), statements, commit=True)
         except psycopg.Error as exc:
-            for statement in statements:
-                if (refusal := statement.refused(exc)) is not None:
+            for check in checks:
+                if (refusal := check.refused(exc)) is not None:
                     raise refusal from None
             raise
+        for write, rows in zip(writes, results, strict=False):
+            write._rows = rows
     await session.commit()
 
 
@@ -298,7 +360,7 @@ def together(statements: Sequence[Statement]) -> list[Statement]:
 def _nothing_left_behind(session: Session) -> None:
     """A commit that is not :func:`commit` would commit without the statements registered to go out
     with it (a create's quota check): refused, rather than skipping a check."""
-    if session.info.get(_AT_COMMIT):
+    if session.info.get(_AT_COMMIT) or session.info.get(_WRITES):
         raise RuntimeError("statements to send with the COMMIT are waiting: commit with nico.db.raw.commit")
 
 
@@ -306,3 +368,4 @@ def _nothing_left_behind(session: Session) -> None:
 def _forget_at_commit(session: Session, _: object) -> None:
     """A rolled back transaction takes the statements it registered with it."""
     session.info.pop(_AT_COMMIT, None)
+    session.info.pop(_WRITES, None)

@@ -2,20 +2,22 @@
 NVLink domain (spec §5, §6), all or nothing. Both take the same steps, top down: the creation
 context (one round trip), the checks (:func:`nico.instance.checks.check_request`), the machines
 (:func:`nico.instance.claim.claim`, or the targeted one), the NVLink bindings, the one statement that
-writes everything (:func:`nico.instance.queries.insert_instances`), and the quota checked again with
-the request's commit (:func:`nico.instance.queries.check_quota_at_commit`). The service never commits.
+writes everything (:func:`nico.instance.queries.insert_instances`) and the quota checked again, both
+sent with the request's commit (:func:`nico.instance.queries.check_quota_at_commit`). The service never
+commits: it answers with :class:`Created`, whose views are read once the commit is done.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.db.enums import InstanceStatus, MachineStatus
 from nico.db.models import Machine, Tenant, Vpc
-from nico.db.raw import driver_connection
+from nico.db.raw import WrittenAtCommit, driver_connection
 from nico.instance import queries
 from nico.instance.bindings import creation_bindings
 from nico.instance.checks import (
@@ -49,10 +51,10 @@ async def create(
     machine_id: str | None,
     in_flight_limit: int,
     seed: int | None = None,
-) -> InstanceView:
+) -> Created:
     """One instance on a machine placed by policy (or on ``machine_id`` for targeted creation);
     ``in_flight_limit``: the tenant's quota of instances with NVLink changes in flight at the site."""
-    (view,) = await _create(
+    return await _create(
         session,
         org,
         spec,
@@ -63,7 +65,6 @@ async def create(
         in_flight_limit=in_flight_limit,
         seed=seed,
     )
-    return view
 
 
 async def create_batch(
@@ -77,7 +78,7 @@ async def create_batch(
     topology_optimized: bool,
     in_flight_limit: int,
     seed: int | None = None,
-) -> list[InstanceView]:
+) -> Created:
     """``count`` instances (spec §6)."""
     suffix = uuid.uuid4().hex[:6]
     return await _create(
@@ -105,7 +106,7 @@ async def _create(
     machine_id: str | None = None,
     topology_optimized: bool = False,
     seed: int | None = None,
-) -> list[InstanceView]:
+) -> Created:
     """The steps of every create, in order; ``texts`` says how single and batch creation differ."""
     # The context, the claim and the insert go out on the session's driver connection, taken once
     # (each time from the session costs more CPU than sending a statement).
@@ -143,8 +144,8 @@ async def _create(
     )
     if bindings and any(m.domain_uuid is None for m in machines):
         raise bad_request(texts.no_capability)
-    views = await _add_instances(
-        conn,
+    created = _add_instances(
+        session,
         tenant=tenant,
         vpc=vpc,
         itype_id=itype.id if itype else None,
@@ -157,7 +158,7 @@ async def _create(
         _check_quota_at_commit(session, tenant.id, itype.id, len(names), texts)
     if any(m.domain_uuid is not None for m in machines):  # instances the fabric must settle
         check_changes_in_flight(session, tenant.id, vpc.site_id, in_flight_limit)
-    return views
+    return created
 
 
 async def _targeted_machine(
@@ -180,8 +181,23 @@ async def _targeted_machine(
     return machine
 
 
-async def _add_instances(
-    conn: queries.Connection,
+@dataclass(frozen=True)
+class Created:
+    """The instances of a create, inserted with the request's commit: their views once it is done."""
+
+    written: WrittenAtCommit
+    ids: list[uuid.UUID]  # in the request's order of names
+
+    def views(self) -> list[InstanceView]:
+        """The new instances as their response shows them (chronological history), in the order of
+        the request's names: the insert answers with them, nothing is read back."""
+        by_id = {d["id"]: InstanceView.of(d) for d in self.written.rows()}
+        assert len(by_id) == len(self.ids) and all(v.machine_id is not None for v in by_id.values())
+        return [by_id[i] for i in self.ids]
+
+
+def _add_instances(
+    session: AsyncSession,
     *,
     tenant: Tenant,
     vpc: Vpc,
@@ -190,12 +206,11 @@ async def _add_instances(
     names: Sequence[str],
     machines: Sequence[Claimed],
     bindings: Sequence[Binding],
-) -> list[InstanceView]:
-    """Insert the instances with their interfaces, bindings and first history, assign the machines,
-    and hand the change to the reconciler (NOTIFY of the machines' domains, in the same statement,
-    so in the same transaction). A new instance starts at NVLink config version 1. Returns the new
-    instances as their response shows them (chronological history), in ``names`` order: the insert
-    answers with them, nothing is read back.
+) -> Created:
+    """Have the request's commit insert the instances with their interfaces, bindings and first
+    history, assign the machines, and hand the change to the reconciler (NOTIFY of the machines'
+    domains, in the same statement, so in the same transaction), ahead of the checks that go with it.
+    A new instance starts at NVLink config version 1.
 
     Assigning the machines moves their domains' free counts (``domain_capacity``'s trigger locks
     those rows to the commit)."""
@@ -214,8 +229,8 @@ async def _add_instances(
         if ready:
             history.append((row.id, str(InstanceStatus.READY), READY_MESSAGE))
     domains = {m.domain_uuid for m in machines if m.domain_uuid is not None}
-    documents = await queries.insert_instances(
-        conn,
+    written = queries.insert_instances(
+        session,
         queries.SharedFields(
             tenant_id=tenant.id,
             site_id=vpc.site_id,
@@ -236,9 +251,7 @@ async def _add_instances(
         channel=CHANNEL,
         notify=payload(domains) if domains else None,
     )
-    by_id = {d["id"]: InstanceView.of(d) for d in documents}
-    assert len(by_id) == len(rows) and all(v.machine_id is not None for v in by_id.values())
-    return [by_id[r.id] for r in rows]
+    return Created(written, [r.id for r in rows])
 
 
 def _check_quota_at_commit(

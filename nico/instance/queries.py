@@ -34,12 +34,15 @@ from nico.db.queries.nvlink_interface import locked_partitions
 from nico.db.raw import (
     AtCommit,
     Numbered,
+    NumberedStatement,
     Statement,
+    WrittenAtCommit,
+    array_literal,
     driver_connection,
-    fetch_numbered,
     pipelined,
     raw_cursor,
     send_at_commit,
+    write_at_commit,
 )
 from nico.logical_partition.queries import GPU_DOMAINS, RESERVED_DOMAINS
 
@@ -112,9 +115,9 @@ async def creation_context(
         "requested": requested_tenant,
         "vpc": vpc_id,
         "itype": instance_type_id,
-        "subnets": subnet_ids,
-        "names": names,
-        "partitions": partition_ids,
+        "subnets": array_literal(subnet_ids),  # array literals: see _INSERT_INSTANCES
+        "names": array_literal(names),
+        "partitions": array_literal(partition_ids),
     }
     inputs = None
     async with conn.pipeline():  # leaving the block syncs: both results have arrived
@@ -458,7 +461,7 @@ def placement_params(
     return {
         "site": site_id,
         "vpc": vpc_id,
-        "ids": partition_ids,
+        "ids": array_literal(partition_ids) if partition_ids is not None else None,
         "budgets": True,
         "per_kind": per_kind,
         "none": NO_DOMAIN,
@@ -549,8 +552,8 @@ async def lock_free_machines(
     params = {
         "site": site_id,
         "type": instance_type_id,
-        "domains": [domain for domain, _ in plan],
-        "counts": [n for _, n in plan],
+        "domains": array_literal([domain for domain, _ in plan]),
+        "counts": array_literal([n for _, n in plan]),
     }
     return _pick(await (await conn.execute(_LOCK, params, prepare=True)).fetchall())
 
@@ -566,7 +569,7 @@ async def lock_first_free(
     contiguous trays first, skipping machines other transactions hold; in one statement
     (``nico_lock_free_machines_first``, migration 0014). A domain that comes up short keeps none of its
     machines locked; when all do, nothing is locked and the pick says what each gave."""
-    params = {"site": site_id, "type": instance_type_id, "domains": domains, "count": count}
+    params = {"site": site_id, "type": instance_type_id, "domains": array_literal(domains), "count": count}
     return _pick(await (await conn.execute(_LOCK_FIRST, params, prepare=True)).fetchall())
 
 
@@ -582,8 +585,11 @@ def _pick(rows: list[Any]) -> Pick:
 # One statement for everything a create writes (a batch is 18 instances with their interfaces,
 # bindings and history): row-by-row statements cost more CPU than the inserts themselves. Foreign keys
 # are checked at the end of the statement, when every row of it exists. Rows that are listed in
-# creation order get clock_timestamp(), taken row by row in request order. The arrays go in binary
-# (``%(...)b``): dumped as text they cost the server several times the CPU. The statement answers
+# creation order get clock_timestamp(), taken row by row in request order. The arrays go as array
+# literals (:func:`nico.db.raw.array_literal`, one string each): psycopg dumps a list element by
+# element in Python, in binary or as text, which cost the API more than the rest of the insert's
+# parameters (14 lists a create); PostgreSQL reads a literal of a batch's few dozen values in
+# microseconds. The statement answers
 # with the response's documents, built from what each insert returns (``RETURNING``), in the shape
 # and order of ``_BY_IDS`` with chronological history (pinned by ``tests/api/test_instance_document.py``,
 # ``test_create_answers_what_a_read_of_the_new_instances_shows``): a create reads nothing back.
@@ -594,19 +600,19 @@ WITH new AS (
                           created_by, nvlink_config_version, nvlink_config_changed_at, created, updated)
     SELECT u.id, %(tenant)s, %(site)s, %(itype)s, %(vpc)s, u.name, %(description)s, %(ipxe)s, %(user_data)s,
            %(always_ipxe)s, %(phone_home)s, %(labels)s::jsonb, u.status, %(by)s, 1, now(), now(), now()
-    FROM unnest(%(ids)b::uuid[], %(names)b::text[], %(statuses)b::text[]) AS u(id, name, status)
+    FROM unnest(%(ids)s::uuid[], %(names)s::text[], %(statuses)s::text[]) AS u(id, name, status)
     RETURNING id, name, description, tenant_id, site_id, instance_type_id, vpc_id, ipxe_script, user_data,
               always_boot_with_custom_ipxe, phone_home_enabled, labels, status, created, updated
 ), assigned AS (
     UPDATE machine SET instance_id = u.instance_id, updated = now()
-    FROM unnest(%(machines)b::text[], %(ids)b::uuid[]) AS u(machine_id, instance_id)
+    FROM unnest(%(machines)s::text[], %(ids)s::uuid[]) AS u(machine_id, instance_id)
     WHERE machine.id = u.machine_id
-      AND machine.id = ANY(%(machines)b::text[])  -- by the key, whatever the statistics say
+      AND machine.id = ANY(%(machines)s::text[])  -- by the key, whatever the statistics say
     RETURNING machine.id, machine.instance_id, machine.domain_uuid
 ), history AS (
     INSERT INTO status_detail (instance_id, status, message, created, updated)
     SELECT u.instance_id, u.status, u.message, clock_timestamp(), clock_timestamp()
-    FROM unnest(%(h_ids)b::uuid[], %(h_statuses)b::text[], %(h_messages)b::text[])
+    FROM unnest(%(h_ids)s::uuid[], %(h_statuses)s::text[], %(h_messages)s::text[])
          WITH ORDINALITY AS u(instance_id, status, message, n)
     ORDER BY u.n
     RETURNING id, instance_id, status, message, created, updated
@@ -614,7 +620,7 @@ WITH new AS (
     INSERT INTO instance_interface (id, instance_id, subnet_id, is_physical, status, created, updated)
     SELECT gen_random_uuid(), u.instance_id, u.subnet_id, u.physical, 'Ready', clock_timestamp(),
            clock_timestamp()
-    FROM unnest(%(p_ids)b::uuid[], %(p_subnets)b::uuid[], %(p_physical)b::boolean[])
+    FROM unnest(%(p_ids)s::uuid[], %(p_subnets)s::uuid[], %(p_physical)s::boolean[])
          WITH ORDINALITY AS u(instance_id, subnet_id, physical, n)
     ORDER BY u.n
     RETURNING id, instance_id, subnet_id, is_physical, status, created, updated
@@ -623,7 +629,7 @@ WITH new AS (
                                   status, created_by, placed_domain_uuid, created, updated)
     SELECT gen_random_uuid(), u.instance_id, u.partition_id, %(site)s, u.device_instance, u.device, 'Pending',
            %(by)s, a.domain_uuid, clock_timestamp(), clock_timestamp()
-    FROM unnest(%(b_ids)b::uuid[], %(b_partitions)b::uuid[], %(b_devices)b::int[], %(b_names)b::text[])
+    FROM unnest(%(b_ids)s::uuid[], %(b_partitions)s::uuid[], %(b_devices)s::int[], %(b_names)s::text[])
          WITH ORDINALITY AS u(instance_id, partition_id, device_instance, device, n)
     LEFT JOIN assigned a ON a.instance_id = u.instance_id  -- the machine's domain, as placed
     ORDER BY u.n
@@ -695,8 +701,8 @@ class SharedFields:
     created_by: str | None
 
 
-async def insert_instances(
-    conn: Connection,
+def insert_instances(
+    session: AsyncSession,
     shared: SharedFields,
     instances: Sequence[NewInstance],
     history: Sequence[tuple[uuid.UUID, str, str]],
@@ -705,13 +711,14 @@ async def insert_instances(
     *,
     channel: str,
     notify: str | None,
-) -> list[dict[str, Any]]:
-    """Insert instances, assign their machines, and add their history (instance, status, message),
-    Ethernet interfaces (instance, subnet, physical) and NVLink bindings (instance, partition, GPU
-    index, device name), in list order, NOTIFYing ``notify`` on ``channel`` in the same statement.
-    Returns the new instances' documents as :func:`instance_documents` reads them (chronological
-    history; any order), from what the inserts returned. ``conn``: the driver connection under the
-    create's session (:func:`nico.db.raw.driver_connection`, taken once per create)."""
+) -> WrittenAtCommit:
+    """Have the session's commit insert instances, assign their machines, and add their history
+    (instance, status, message), Ethernet interfaces (instance, subnet, physical) and NVLink bindings
+    (instance, partition, GPU index, device name), in list order, NOTIFYing ``notify`` on ``channel``
+    in the same statement, sent with the COMMIT and ahead of the checks registered to go with it
+    (:func:`nico.db.raw.write_at_commit`): a round trip fewer, and the checks count these instances.
+    Its rows, once committed: the new instances' documents as :func:`instance_documents` reads them
+    (chronological history; any order), from what the inserts returned."""
     params = {
         "tenant": shared.tenant_id,
         "site": shared.site_id,
@@ -724,24 +731,24 @@ async def insert_instances(
         "phone_home": shared.phone_home_enabled,
         "labels": Jsonb(shared.labels) if shared.labels is not None else None,
         "by": shared.created_by,
-        "ids": [i.id for i in instances],
-        "names": [i.name for i in instances],
-        "statuses": [i.status for i in instances],
-        "machines": [i.machine_id for i in instances],
-        "h_ids": [h[0] for h in history],
-        "h_statuses": [h[1] for h in history],
-        "h_messages": [h[2] for h in history],
-        "p_ids": [p[0] for p in ports],
-        "p_subnets": [p[1] for p in ports],
-        "p_physical": [p[2] for p in ports],
-        "b_ids": [b[0] for b in bindings],
-        "b_partitions": [b[1] for b in bindings],
-        "b_devices": [b[2] for b in bindings],
-        "b_names": [b[3] for b in bindings],
+        "ids": array_literal([i.id for i in instances]),
+        "names": array_literal([i.name for i in instances]),
+        "statuses": array_literal([i.status for i in instances]),
+        "machines": array_literal([i.machine_id for i in instances]),
+        "h_ids": array_literal([h[0] for h in history]),
+        "h_statuses": array_literal([h[1] for h in history]),
+        "h_messages": array_literal([h[2] for h in history]),
+        "p_ids": array_literal([p[0] for p in ports]),
+        "p_subnets": array_literal([p[1] for p in ports]),
+        "p_physical": array_literal([p[2] for p in ports]),
+        "b_ids": array_literal([b[0] for b in bindings]),
+        "b_partitions": array_literal([b[1] for b in bindings]),
+        "b_devices": array_literal([b[2] for b in bindings]),
+        "b_names": array_literal([b[3] for b in bindings]),
         "channel": channel,
         "notify": notify,
     }
-    return await fetch_numbered(conn, _INSERT, params)
+    return write_at_commit(session, NumberedStatement(_INSERT, params))
 
 
 # nico/db/sql/quota.sql: the tenant's reservations for the type locked (concurrent creates of one tenant and

@@ -134,7 +134,7 @@ async def create_batch(
     session: SessionDep,
 ) -> Response:
     assert body.name_prefix is not None and body.count is not None
-    views = await creation.create_batch(
+    created = await creation.create_batch(
         session,
         org,
         spec_of(body, principal),
@@ -144,7 +144,7 @@ async def create_batch(
         topology_optimized=body.optimized,
         in_flight_limit=context_of(request).settings.quotas.changes_for(org),
     )
-    return list_response_when_sent(lambda: [Instance.of(v) for v in views], 201)
+    return list_response_when_sent(lambda: [Instance.of(v) for v in created.views()], 201)
 
 
 @router.post(
@@ -165,7 +165,7 @@ async def create_instance(
     session: SessionDep,
 ) -> Response:
     assert body.name is not None
-    view = await creation.create(
+    created = await creation.create(
         session,
         org,
         spec_of(body, principal),
@@ -174,7 +174,7 @@ async def create_instance(
         machine_id=body.machine_id,
         in_flight_limit=context_of(request).settings.quotas.changes_for(org),
     )
-    return json_response_when_sent(lambda: Instance.of(view), 201)
+    return json_response_when_sent(lambda: Instance.of(created.views()[0]), 201)
 
 
 async def create_instance_hot(request: Request) -> Response:

@@ -322,6 +322,6 @@ async def test_the_rows_a_create_returns_are_the_rows_a_read_gives(
         )
         await commit(creating)
     async with app.state.ctx.sessions() as reading:
-        read = await load(reading, [v.id for v in created], chronological=True)
-    assert len(created) == 3 and created == read
+        read = await load(reading, [v.id for v in created.views()], chronological=True)
+    assert len(created.views()) == 3 and created.views() == read
     assert [len(v.nvlink_interfaces) for v in read] == [2, 2, 2]

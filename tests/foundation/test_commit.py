@@ -8,7 +8,16 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nico.db.raw import AtCommit, Statement, commit, send_at_commit, together
+from nico.db.raw import (
+    AtCommit,
+    Numbered,
+    NumberedStatement,
+    Statement,
+    commit,
+    send_at_commit,
+    together,
+    write_at_commit,
+)
 
 
 async def test_a_commit_that_would_leave_a_registered_statement_behind_is_refused() -> None:
@@ -74,3 +83,58 @@ async def test_checks_sent_together_run_in_their_order_and_refuse_the_commit(ses
     # One parameter name with two values: sent apart, in their order.
     clashing = [Statement("SELECT %(n)s::int", {"n": 1}), Statement("SELECT %(n)s::int", {"n": 2})]
     assert together(clashing) == clashing
+
+
+# A write sent with the COMMIT (``write_at_commit``) and a check after it that counts what it wrote: the
+# check raises 22012 when the table holds more than %(most)s rows.
+NOTES = "CREATE TABLE IF NOT EXISTS commit_note (n int)"
+WRITE = Numbered.of("INSERT INTO commit_note SELECT unnest(%(ns)b::int[]) RETURNING n")
+AT_MOST = (
+    "SELECT CASE WHEN (SELECT count(*) FROM commit_note) > %(most)s THEN 1 / floor(random() * 0)::int END"
+)
+
+
+async def notes(session: AsyncSession) -> list[int]:
+    return sorted((await session.scalars(text("SELECT n FROM commit_note"))).all())
+
+
+async def test_a_write_goes_out_with_the_commit_before_the_checks_that_see_it(session: AsyncSession) -> None:
+    """The write registered with the COMMIT runs before the checks (which count its rows), in the
+    commit's round trip; its rows are read after the commit, never before; a refusing check commits
+    none of it; a rolled back transaction forgets it; any other commit is refused."""
+    await session.execute(text(NOTES))
+    await session.execute(text("DELETE FROM commit_note"))
+    await session.commit()
+    written = write_at_commit(session, NumberedStatement(WRITE, {"ns": [1, 2]}))
+    send_at_commit(session, check(AT_MOST, {"most": 1}, "22012"))  # the write's 2 rows are too many
+    with pytest.raises(RuntimeError, match="before the commit"):
+        written.rows()
+    with pytest.raises(Refused, match="22012"):
+        await commit(session)
+    await session.rollback()
+    assert await notes(session) == []  # nothing of the refused transaction
+    await session.rollback()
+
+    written = write_at_commit(session, NumberedStatement(WRITE, {"ns": [3, 4]}))
+    send_at_commit(session, check(AT_MOST, {"most": 2}, "22012"))
+    await session.execute(text("SELECT 1"))
+    await commit(session)
+    assert sorted(r["n"] for r in written.rows()) == [3, 4]
+    assert await notes(session) == [3, 4]
+    await session.rollback()
+
+    await session.execute(text("SELECT 1"))  # a transaction, as a create's context begins it
+    forgotten = write_at_commit(session, NumberedStatement(WRITE, {"ns": [5]}))
+    await session.rollback()  # the write goes with the transaction
+    await commit(session)
+    assert await notes(session) == [3, 4]
+    with pytest.raises(RuntimeError, match="before the commit"):
+        forgotten.rows()
+    await session.rollback()
+
+    write_at_commit(session, NumberedStatement(WRITE, {"ns": [6]}))
+    with pytest.raises(RuntimeError, match=r"nico\.db\.raw\.commit"):
+        await session.commit()  # a commit that would skip the write
+    await session.rollback()
+    await session.execute(text("DROP TABLE commit_note"))
+    await session.commit()

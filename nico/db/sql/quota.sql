@@ -11,7 +11,8 @@
 -- Called by: nico/instance/queries.py (check_quota_at_commit: sent with the request's COMMIT by
 -- nico.db.raw.commit, which turns NC002 and NC003 into a
 -- QuotaRefusal) and nico/logical_partition/reservation.py (a reservation made or grown).
--- Made by migration 0013; last changed by migration 0017 (reserved machines count).
+-- Made by migration 0013; last changed by migration 0025 (reserved machines counted by the tenant's
+-- partitions; 0017: reserved machines count).
 
 CREATE OR REPLACE FUNCTION nico_check_quota(p_tenant uuid, p_type uuid) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -34,9 +35,13 @@ BEGIN
         RAISE EXCEPTION 'no allocation' USING ERRCODE = 'NC002';
     END IF;
     SELECT count(*) INTO counted FROM instance WHERE tenant_id = p_tenant AND instance_type_id = p_type;
-    -- Machines the tenant's logical partitions hold in reserve count as taken too.
-    SELECT counted + count(*) INTO counted FROM machine m JOIN logical_partition lp ON lp.id = m.reserved_lp_id
-    WHERE lp.tenant_id = p_tenant AND m.instance_type_id = p_type AND m.instance_id IS NULL;
+    -- Machines the tenant's logical partitions hold in reserve count as taken too: each partition's,
+    -- probed by the reservation's key (the type compared apart, so no plan starts from every machine
+    -- of the type: that joined a site's free machines to the tenant's partitions at every create).
+    SELECT counted + coalesce(sum((SELECT count(*) FROM machine m
+                                   WHERE m.reserved_lp_id = lp.id AND m.instance_id IS NULL
+                                     AND m.instance_type_id IS NOT DISTINCT FROM p_type)), 0)
+    INTO counted FROM logical_partition lp WHERE lp.tenant_id = p_tenant;
     IF counted > reserved THEN
         RAISE EXCEPTION 'quota exceeded' USING ERRCODE = 'NC003', DETAIL = counted || '/' || reserved;
     END IF;
