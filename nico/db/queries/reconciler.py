@@ -11,6 +11,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from psycopg.types.json import Jsonb
@@ -96,13 +97,14 @@ _OPEN_INTENTS = (
 
 # (id, domain, status, config version, changed at, machine id, {device: lp} json) of instances on a
 # domain that are terminating or whose applied NVLink version lags the desired one.
+# Named columns: the load's statement reads these rows as JSON objects (two ids would be one key).
 _UNSETTLED_INSTANCES = """
-            SELECT i.id, m.domain_uuid, i.status, i.nvlink_config_version, i.nvlink_config_changed_at,
-                   m.id,
+            SELECT i.id AS instance_id, m.domain_uuid, i.status, i.nvlink_config_version,
+                   i.nvlink_config_changed_at, m.id AS machine_id,
                    COALESCE(
                        (SELECT json_object_agg(ni.device_instance, ni.logical_partition_id)
                         FROM nvlink_interface ni WHERE ni.instance_id = i.id AND ni.status <> 'Deleting'),
-                       '{}'::json)
+                       '{}'::json) AS bindings
             FROM instance i JOIN machine m ON m.instance_id = i.id
             WHERE m.domain_uuid IS NOT NULL
               AND (i.status = 'Terminating'
@@ -183,15 +185,16 @@ _DOMAIN_ENDPOINTS = (
     "CROSS JOIN LATERAL (SELECT e.chassis_serial, e.endpoint FROM nvlink_nmxc_endpoint e "
     "WHERE btrim(e.chassis_serial) = s.serial OFFSET 0) e"
 )
-_ONE_DOMAIN = [_psycopg(_GPU_WANTS_OF), _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", []))]
-# The few rows of a domain's other statements (its own row, physical partitions, open intents, the
-# multicast limits of its partitions; its chassis' registry rows and the NMX-M credentials when asked
-# for), each as one JSON array of its rows, in one statement: a statement costs psycopg and PostgreSQL
-# more than a handful of rows as JSON costs them.
+_ONE_DOMAIN = [_psycopg(_GPU_WANTS_OF)]
+# The few rows of a domain's other statements (its own row, physical partitions, open intents, its
+# unsettled instances, the multicast limits of its partitions; its chassis' registry rows and the NMX-M
+# credentials when asked for), each as one JSON array of its rows, in one statement: a statement costs
+# psycopg and PostgreSQL more than a handful of rows as JSON costs them.
 _SMALL = {
     "sites": _DOMAIN_SITES + _domain_filter("uuid", []),
     "partitions": _PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", []),
     "intents": _OPEN_INTENTS + _domain_filter("domain_uuid", []),
+    "unsettled": _UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", []),
     "limits": _DOMAIN_LIMITS,
     "endpoints": _DOMAIN_ENDPOINTS,
     "credentials": _NMXM_CREDENTIALS,
@@ -208,6 +211,10 @@ def _uuid(value: str | None) -> uuid.UUID | None:
     return uuid.UUID(value) if value is not None else None
 
 
+def _datetime(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value is not None else None
+
+
 def _small_values(parts: Sequence[str], row: Sequence[Any]) -> dict[str, list[Any]]:
     """:func:`_small_rows`'s row as each part's rows, with the types their own statements give."""
     found: dict[str, list[Any]] = {}
@@ -219,24 +226,30 @@ def _small_values(parts: Sequence[str], row: Sequence[Any]) -> dict[str, list[An
             values = [(uuid.UUID(i), _uuid(lp), uuid.UUID(d), *rest) for i, lp, d, *rest in values]
         elif part == "intents":
             values = [(uuid.UUID(i), uuid.UUID(d), *rest) for i, d, *rest in values]
+        elif part == "unsettled":
+            values = [
+                (uuid.UUID(i), uuid.UUID(d), status, version, _datetime(at), *rest)
+                for i, d, status, version, at, *rest in values
+            ]
         elif part == "limits":
             values = [(uuid.UUID(lp), limit) for lp, limit in values]
         found[part] = values
     return found
 
 
-# The domain's lock tried and, once taken, generic plans and no JIT for the session (PASS_PLANS's
+# The domain's lock tried and, once taken, the pass's plan settings for the session (PASS_PLANS's
 # reasons) until it is let go (:func:`unlock`): one statement for the lock and both of the pass's
 # transactions, none of its own in either. The session's own settings come back with the unlock (the
 # connection may be the API's: ``nico serve`` runs a reconciler on its engine).
 _TRY_LOCK = (
     "SELECT l, CASE WHEN l THEN set_config('plan_cache_mode', 'force_generic_plan', false) END, "
-    "CASE WHEN l THEN set_config('jit', 'off', false) END FROM pg_try_advisory_lock(%(k)s) AS l"
+    "CASE WHEN l THEN set_config('jit', 'off', false) END, "
+    "CASE WHEN l THEN set_config('enable_seqscan', 'off', false) END FROM pg_try_advisory_lock(%(k)s) AS l"
 )
 # set_config with NULL resets a setting to the session's default, as RESET does.
 _UNLOCK = (
     "SELECT pg_advisory_unlock(%(k)s), set_config('plan_cache_mode', NULL, false), "
-    "set_config('jit', NULL, false)"
+    "set_config('jit', NULL, false), set_config('enable_seqscan', NULL, false)"
 )
 
 
@@ -247,12 +260,17 @@ def unlock(key: int) -> Statement:
 
 
 # A pass's transaction (its load, its write-back) looks a domain's rows up by key: generic plans
-# (``nico.db.raw.GENERIC_PLANS``'s reason), and no JIT compilation. On unanalysed tables a generic
-# plan's cost is a guess far above the rows it reads (the domain's GPU rows: 500,000 for 72 rows), and
-# past ``jit_above_cost`` a server built with LLVM compiled the statement at every execution (28 ms
-# of a pass's load on PostgreSQL 15, more than the rest of the pass's SQL together).
+# (``nico.db.raw.GENERIC_PLANS``'s reason), no JIT compilation and no sequential scan. On unanalysed
+# tables a generic plan's cost is a guess far above the rows it reads (the domain's GPU rows: 500,000
+# for 72 rows), and past ``jit_above_cost`` a server built with LLVM compiled the statement at every
+# execution (28 ms of a pass's load on PostgreSQL 15, more than the rest of the pass's SQL together).
+# On a small site the same guesses go the other way: a table of a few pages looks cheaper to read
+# whole than through its index, and the generic plan (kept for the connection's life) read every GPU
+# of the site in each pass's GPU observations (1,152 rows for the 4 a converging pass writes at 16
+# racks) and every machine in its load and figures. A statement that has no index to use still scans.
 PASS_PLANS = Statement(
-    "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true)"
+    "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true), "
+    "set_config('enable_seqscan', 'off', true)"
 )
 
 
@@ -288,11 +306,11 @@ async def _domain_rows(
 ) -> tuple[list[Any], DomainRows]:
     """The rows of the last of ``first`` and the pass's load of ``domains`` after them, in one round
     trip (generic plans once ``first`` has set them: :data:`_TRY_LOCK` or :data:`PASS_PLANS`)."""
-    parts = ["sites", "partitions", "intents", "limits"]
+    parts = ["sites", "partitions", "intents", "unsettled", "limits"]
     parts += ["endpoints"] * endpoints + ["credentials"] * credentials
     params = {"domains": list(domains)}
     statements = [*first] + [Statement(sql, params) for sql in [*_ONE_DOMAIN, _small_rows(parts)]]
-    *heads, gpus, unsettled, small = await pipelined(await driver_connection(conn), statements)
+    *heads, gpus, small = await pipelined(await driver_connection(conn), statements)
     found = _small_values(parts, small[0])
     stored = found.get("credentials")
     return heads[-1], DomainRows(
@@ -300,7 +318,7 @@ async def _domain_rows(
         gpus,
         found["partitions"],
         found["intents"],
-        unsettled,
+        found["unsettled"],
         found["limits"],
         found.get("endpoints", []),
         (str(stored[0][0]), str(stored[0][1])) if stored else None,
@@ -600,10 +618,11 @@ class PassWrites:
         self._figures: int | None = None
         self._settled: int | None = None
         self._count: int | None = None
+        self._count_in_figures = False  # the count is the figures' rows' last column
 
     def plan_generically(self) -> None:
-        """The transaction's statements from here on take generic plans and no JIT (:data:`PASS_PLANS`):
-        a pass's write-back looks its rows up by key."""
+        """The transaction's statements from here on take generic plans, no JIT and no sequential scan
+        (:data:`PASS_PLANS`): a pass's write-back looks its rows up by key."""
         self._statements.append(PASS_PLANS)
 
     def close_intents(self, updates: list[dict[str, object]]) -> None:
@@ -657,7 +676,12 @@ class PassWrites:
 
     def logical_partition_count(self) -> None:
         """Count the logical partitions as the transaction sees them (:func:`logical_partition_count`;
-        :attr:`PassRows.logical_partitions`)."""
+        :attr:`PassRows.logical_partitions`): in the figures' statement when it was queued last."""
+        last = self._statements[-1] if self._statements else None
+        if last is not None and self._figures == len(self._statements) - 1 and last.sql in _COUNTED:
+            self._statements[-1] = Statement(_COUNTED[last.sql], last.params)
+            self._count_in_figures = True
+            return
         self._count = len(self._statements)
         self._statements.append(Statement(_COUNT_LOGICAL_PARTITIONS))
 
@@ -736,8 +760,9 @@ class PassWrites:
         empty the queue."""
         statements, self._statements = self._statements, []
         settling, deleting, figures, settled = self._settling, self._deleting, self._figures, self._settled
-        count = self._count
+        count, counted = self._count, self._count_in_figures
         self._settling = self._deleting = self._figures = self._settled = self._count = None
+        self._count_in_figures = False
         if not statements and not commit:
             return PassRows()
         if commit:
@@ -745,12 +770,16 @@ class PassWrites:
         then = [unlock(unlock_after)] if unlock_after is not None else [] if commit else None
         driver = await driver_connection(session)
         results = await pipelined(driver, statements, commit=commit, then=then, begin=True)
+        rows = results[figures] if figures is not None else None
+        partitions = int(results[count][0][0]) if count is not None else None
+        if counted and rows:  # (no row, no count: the domain is gone; a read of its own is asked for)
+            partitions, rows = int(rows[0][-1]), [row[:-1] for row in rows]
         return PassRows(
             [SettlingInstance(*row) for row in results[settling]] if settling is not None else [],
             [lp_id for (lp_id,) in results[deleting]] if deleting is not None else [],
-            results[figures] if figures is not None else None,
+            rows,
             {instance_id for (instance_id,) in results[settled]} if settled is not None else set(),
-            int(results[count][0][0]) if count is not None else None,
+            partitions,
         )
 
 
@@ -829,6 +858,7 @@ WHERE true{domains}
 """
 
 
+_COUNT_LOGICAL_PARTITIONS = "SELECT count(*) FROM logical_partition"
 # The column each of _DOMAIN_FIGURES's domain filters is on.
 _FIGURE_FILTERS = {"partitions": "domain_uuid", "machines": "m.domain_uuid", "domains": "d.uuid"}
 
@@ -839,6 +869,13 @@ _ONE_DOMAIN_FIGURES = _psycopg(
 # A pass's record of its domain and the domain's figures, in one statement: the record changes nothing
 # the figures count (held machines' counts, which they do count, go out with the record otherwise).
 _PASS_AND_FIGURES = f"WITH pass AS ({_RECORD_DOMAIN_PASS}) {_ONE_DOMAIN_FIGURES}"
+# The figures' statement with the logical partitions counted in a last column (one statement fewer in a
+# write-back that counts them: :meth:`PassWrites.logical_partition_count`).
+_FIGURES_END = "coalesce(f.reserved, 0)\nFROM nvlink_domain d"
+_COUNTED = {
+    sql: sql.replace(_FIGURES_END, _FIGURES_END.replace("\n", f", ({_COUNT_LOGICAL_PARTITIONS})\n", 1), 1)
+    for sql in (_ONE_DOMAIN_FIGURES, _PASS_AND_FIGURES)
+}
 
 
 async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
@@ -932,9 +969,6 @@ def _health_statements(
     if budget is not None:
         statements.append(Statement(_MULTICAST_BUDGET, {"b": budget, "d": domain}))
     return statements
-
-
-_COUNT_LOGICAL_PARTITIONS = "SELECT count(*) FROM logical_partition"
 
 
 async def logical_partition_count(conn: AsyncConnection) -> int:
