@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nico.api.context import AppContext
-from nico.db.models import Instance
+from nico.db.models import FabricIntent, Gpu, Instance
 from nico.db.queries import reconciler as queries
 from nico.db.raw import Numbered, Statement, driver_connection
 from nico.sim.inprocess import InProcessBackend
@@ -98,3 +98,36 @@ async def test_a_pass_loads_its_unsettled_instances_and_counts_the_partitions_in
     assert len(unsettled) == 1 and "json_agg" in unsettled[0], "the unsettled instances went out alone"
     assert "SELECT count(*) FROM logical_partition" not in texts, "the count went out alone"
     assert any("(SELECT count(*) FROM logical_partition)" in t for t in texts), "no count with the pass"
+
+
+async def test_a_pass_without_health_closes_observes_and_settles_in_one_statement_and_each_is_done(
+    session: AsyncSession,
+    site: SimSite,
+    backend: InProcessBackend,
+    make_reconciler: MakeReconciler,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The second pass of a domain (its health read by the first) adds a machine to the partition: its
+    intent closed, its GPUs' partition recorded, its instance Ready, from one statement."""
+    sent = await sent_by_a_converging_pass(session, site, backend, make_reconciler, monkeypatch)
+    lp = await f.logical_partition(session, site.nv.tenant, site.nv.site, name="second")
+    machine = site.machines[site.domains[0]][1]
+    second = (await place(session, site, machine, dict.fromkeys(range(4), lp))).id
+    await session.commit()
+    sent.clear()
+    reconciler = make_reconciler(backend)
+    reconciler.health_reads.store(site.domains[0])  # read just now: this pass reads none
+    assert (await reconciler.reconcile([site.domains[0]], figures=False))[site.domains[0]].status == "ok"
+
+    texts = [" ".join(s.sql.split()) for s in sent]
+    together = [
+        t for t in texts if "UPDATE fabric_intent" in t and "UPDATE gpu" in t and "status_detail" in t
+    ]
+    assert len(together) == 1, texts
+    assert await session.scalar(select(Instance.status).where(Instance.id == second)) == "Ready"
+    observed = (
+        await session.scalars(select(Gpu.physical_partition_id).where(Gpu.machine_id == machine.id))
+    ).all()
+    assert len(observed) == 4 and None not in observed, "the GPUs' partition was not recorded"
+    states = (await session.scalars(select(FabricIntent.state))).all()
+    assert states and set(states) == {"completed"}, states

@@ -463,7 +463,7 @@ _CLOSE_INTENTS = (
     "UPDATE fabric_intent f SET state = v.state, error = v.error, "
     "operation_id = COALESCE(v.op, f.operation_id), updated = now() "
     "FROM jsonb_to_recordset(%(rows)s) AS v(id uuid, state text, error text, op text) "
-    "WHERE f.id = v.id AND f.id = ANY(CAST(%(ids)s AS uuid[]))"
+    "WHERE f.id = v.id AND f.id = ANY(CAST(%(intents)s AS uuid[]))"
 )
 _LOCKED_SETTLING = (
     "SELECT i.id, i.status, i.nvlink_config_version, ARRAY(SELECT n.device_instance "
@@ -550,6 +550,18 @@ _HELD_MACHINES_AND_DOMAIN_PASS = (
 # Intents closed and GPUs observed in one statement (one statement fewer per pass; they touch other
 # tables).
 _CLOSING_AND_OBSERVING = f"WITH closed AS ({_CLOSE_INTENTS}) {_GPU_OBSERVATIONS}"
+# The intents closed, the GPUs observed (either or both) and the instances settled in one statement: one
+# statement fewer in a converging pass. Each part writes other rows than the others read (the settle
+# reads instances and bindings, and the GPUs it is handed), so one snapshot for all changes nothing
+# they find. Not with GPU health, whose feed events carry their bindings' status as the statement
+# leaves it (:meth:`PassWrites.settle_observed`).
+_SETTLING = _SETTLE_OBSERVED.removeprefix("WITH ")
+_OBSERVATIONS = f"observations AS ({_GPU_OBSERVATIONS} RETURNING 1)"
+_AND_SETTLE = {
+    _CLOSE_INTENTS: f"WITH closed AS ({_CLOSE_INTENTS}), {_SETTLING}",
+    _GPU_OBSERVATIONS: f"WITH {_OBSERVATIONS}, {_SETTLING}",
+    _CLOSING_AND_OBSERVING: f"WITH closed AS ({_CLOSE_INTENTS}), {_OBSERVATIONS}, {_SETTLING}",
+}
 # A note in an instance's status history, unless its latest entry says the same already.
 _WAITING_NOTES = (
     "INSERT INTO status_detail (instance_id, status, message) "
@@ -619,6 +631,7 @@ class PassWrites:
         self._settled: int | None = None
         self._count: int | None = None
         self._count_in_figures = False  # the count is the figures' rows' last column
+        self._health_observed = False  # the GPU observations queued carry health
 
     def plan_generically(self) -> None:
         """The transaction's statements from here on take generic plans, no JIT and no sequential scan
@@ -630,7 +643,7 @@ class PassWrites:
         if updates:
             ids = array_literal([str(u["id"]) for u in updates])
             self._statements.append(
-                Statement(_CLOSE_INTENTS, {"rows": Jsonb(updates, dumps=_dumps), "ids": ids})
+                Statement(_CLOSE_INTENTS, {"rows": Jsonb(updates, dumps=_dumps), "intents": ids})
             )
 
     def record_partitions(self, deleted: Sequence[uuid.UUID], records: Sequence[PartitionRecord]) -> None:
@@ -643,6 +656,7 @@ class PassWrites:
         """Store each GPU's observed partition where it changed and its health where reported
         (:data:`_GPU_OBSERVATIONS`), after the domain's partition records."""
         if gpus:
+            self._health_observed = any(g.health is not None for g in gpus)
             params = {"d": domain, **gpu_write_arrays(gpus)}
             last = self._statements[-1] if self._statements else None
             if last is not None and last.sql is _CLOSE_INTENTS:  # one statement for both: other tables
@@ -713,8 +727,8 @@ class PassWrites:
     ) -> None:
         """Lock, check and settle the instances observed realised (``versions``: at which NVLink config
         version each was; ``gpus``: every GPU of their machines, as instance, device_instance, domain,
-        gpu_uid) in one statement (:data:`_SETTLE_OBSERVED`; :attr:`PassRows.settled`)."""
-        self._settled = len(self._statements)
+        gpu_uid) in one statement (:data:`_SETTLE_OBSERVED`; :attr:`PassRows.settled`), with the intents
+        closed and the GPU observations queued last when they are (:data:`_AND_SETTLE`)."""
         params = {
             "ids": list(versions),
             "versions": list(versions.values()),
@@ -723,7 +737,12 @@ class PassWrites:
             "g_dom": [g[2] for g in gpus],
             "g_uid": [str(g[3]) for g in gpus],
         }
-        self._statements.append(Statement(_SETTLE_OBSERVED, params))
+        last = self._statements[-1] if self._statements else None
+        if last is not None and last.sql in _AND_SETTLE and not self._health_observed:
+            self._statements[-1] = Statement(_AND_SETTLE[last.sql], {**(last.params or {}), **params})
+        else:
+            self._statements.append(Statement(_SETTLE_OBSERVED, params))
+        self._settled = len(self._statements) - 1
 
     def record_domain_pass(
         self,
@@ -762,7 +781,7 @@ class PassWrites:
         settling, deleting, figures, settled = self._settling, self._deleting, self._figures, self._settled
         count, counted = self._count, self._count_in_figures
         self._settling = self._deleting = self._figures = self._settled = self._count = None
-        self._count_in_figures = False
+        self._count_in_figures = self._health_observed = False
         if not statements and not commit:
             return PassRows()
         if commit:
