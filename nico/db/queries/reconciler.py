@@ -669,7 +669,7 @@ class PassWrites:
     ) -> None:
         """The rest of the domain's health after its GPUs' (:func:`record_health`'s statements): the
         holds of its machines, its partitions' health, its multicast budget when newly read."""
-        self._statements += _health_statements(domain, partitions, hold=hold, budget=budget)
+        self._statements.append(health_rest(domain, partitions, hold=hold, budget=budget))
 
     def lock_settling(self, ids: Sequence[uuid.UUID]) -> None:
         """Lock the instances (FOR UPDATE, in id order, the order every set of them is locked in) and
@@ -920,21 +920,31 @@ async def multicast_limits(conn: AsyncConnection, partition_ids: Sequence[uuid.U
     return rows.all()
 
 
-_MULTICAST_BUDGET = "UPDATE nvlink_domain SET max_multicast_groups = %(b)s WHERE uuid = %(d)s"
 # GPUs nico does not know are ignored; rows already right are not written.
 _GPU_HEALTH = (
     "UPDATE gpu SET health = h.health FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(hs)s AS text[])) "
     "AS h(uid, health) WHERE gpu.gpu_uid = h.uid AND gpu.health IS DISTINCT FROM h.health"
 )
-# Rows already right are not written (the capacity triggers see only real changes). From the domain's
-# machines (machine.domain_uuid's index) to each one's GPUs by gpu's primary key, through a lateral
-# subquery fenced with OFFSET 0, whatever the planner's statistics say: joined, a site whose statistics
-# lagged (a first pass right after its racks were imported) had each domain's health scan every GPU of
-# the site (21 ms a domain at 2,000 racks; 28 ms at 10,000 once planned generically with a pass's
-# write-back, where a first pass spent more on it than on anything else). Machines without GPUs are
-# left as they are.
-_HEALTH_HOLDS = """
-WITH wanted AS (
+# The rest of a domain's health after its GPUs' (written by an earlier statement: the holds read them),
+# in one statement: its partitions' health (by fabric name), its multicast budget when newly read (NULL:
+# not written) and its machines' holds. Rows already right are not written (the capacity triggers see
+# only real changes). The holds go from the domain's machines (machine.domain_uuid's index) to each
+# one's GPUs by gpu's primary key, through a lateral subquery fenced with OFFSET 0, whatever the
+# planner's statistics say: joined, a site whose statistics lagged (a first pass right after its racks
+# were imported) had each domain's health scan every GPU of the site (21 ms a domain at 2,000 racks;
+# 28 ms at 10,000 once planned generically with a pass's write-back, where a first pass spent more on
+# it than on anything else). Machines without GPUs are left as they are.
+_HEALTH_REST = """
+WITH partitions AS (
+    UPDATE physical_partition p SET health = h.health
+    FROM unnest(CAST(%(names)s AS text[]), CAST(%(hs)s AS text[])) AS h(name, health)
+    WHERE p.domain_uuid = %(d)s AND p.name = h.name AND p.health IS DISTINCT FROM h.health
+    RETURNING 1
+), budget AS (
+    UPDATE nvlink_domain SET max_multicast_groups = CAST(%(b)s AS int)
+    WHERE uuid = %(d)s AND CAST(%(b)s AS int) IS NOT NULL
+    RETURNING 1
+), wanted AS (
     SELECT x.id AS machine_id, %(hold)s AND h.sick AS held
     FROM machine x
     CROSS JOIN LATERAL (SELECT bool_or(g.health IS NOT NULL AND g.health <> 'HEALTHY') AS sick, count(*) AS n
@@ -947,11 +957,6 @@ WITH wanted AS (
 )
 UPDATE machine m SET held_unhealthy = v.held FROM moving v WHERE m.id = v.id AND m.domain_uuid = %(d)s
 """
-_PARTITION_HEALTH = (
-    "UPDATE physical_partition p SET health = h.health "
-    "FROM unnest(CAST(%(names)s AS text[]), CAST(%(hs)s AS text[])) AS h(name, health) "
-    "WHERE p.domain_uuid = %(d)s AND p.name = h.name AND p.health IS DISTINCT FROM h.health"
-)
 
 
 async def record_health(
@@ -967,27 +972,23 @@ async def record_health(
     (by GUID), each physical partition's (by its fabric name in the domain), the multicast budget when
     newly read (``budget``); and hold the domain's machines with a GPU reporting anything but HEALTHY
     out of placement (``hold``; otherwise release every hold): the machine pick and the capacity
-    counts leave held machines out."""
+    counts leave held machines out. On a connection in autocommit mode the statements are one
+    transaction all the same (the pipeline's, up to its sync): no BEGIN nor COMMIT goes out."""
     statements = [PASS_PLANS]  # by key, as a pass's
     if gpus:
         statements.append(
             Statement(_GPU_HEALTH, {"uids": array_literal(gpus), "hs": array_literal(gpus.values())})
         )
-    statements += _health_statements(domain, partitions, hold=hold, budget=budget)
+    statements.append(health_rest(domain, partitions, hold=hold, budget=budget))
     await pipelined(await driver_connection(conn), statements, commit=True, then=[])
 
 
-def _health_statements(
+def health_rest(
     domain: uuid.UUID, partitions: Mapping[str, str], *, hold: bool, budget: int | None
-) -> list[Statement]:
-    """The machines' holds, the partitions' health and the budget (:func:`record_health`)."""
-    statements = [Statement(_HEALTH_HOLDS, {"d": domain, "hold": hold})]
-    if partitions:
-        names, healths = array_literal(partitions), array_literal(partitions.values())
-        statements.append(Statement(_PARTITION_HEALTH, {"d": domain, "names": names, "hs": healths}))
-    if budget is not None:
-        statements.append(Statement(_MULTICAST_BUDGET, {"b": budget, "d": domain}))
-    return statements
+) -> Statement:
+    """The machines' holds, the partitions' health and the budget (:data:`_HEALTH_REST`)."""
+    names, healths = array_literal(partitions), array_literal(partitions.values())
+    return Statement(_HEALTH_REST, {"d": domain, "names": names, "hs": healths, "b": budget, "hold": hold})
 
 
 async def logical_partition_count(conn: AsyncConnection) -> int:
