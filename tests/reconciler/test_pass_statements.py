@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import pytest_asyncio
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -26,7 +27,8 @@ from tests.support.sim_site import SimSite, place
 GROWING = ("gpu", "machine", "instance", "nvlink_interface")
 
 
-async def sent_by_a_converging_pass(
+@pytest_asyncio.fixture
+async def sent(
     session: AsyncSession,
     site: SimSite,
     backend: InProcessBackend,
@@ -57,16 +59,10 @@ async def sent_by_a_converging_pass(
 
 
 async def test_no_statement_of_a_pass_reads_a_whole_table_of_the_site(
-    session: AsyncSession,
-    site: SimSite,
-    backend: InProcessBackend,
-    make_reconciler: MakeReconciler,
-    monkeypatch: pytest.MonkeyPatch,
-    app_context: AppContext,
+    sent: list[Statement], app_context: AppContext
 ) -> None:
     """On a site this small the planner, left to itself, reads every GPU for the four a pass writes.
     The plans are those a prepared statement keeps (EXPLAIN (GENERIC_PLAN)), under the pass's settings."""
-    sent = await sent_by_a_converging_pass(session, site, backend, make_reconciler, monkeypatch)
     scans: dict[str, list[str]] = {}
     async with app_context.engine.connect() as conn:
         pgconn = (await driver_connection(conn)).pgconn  # the simple protocol: $n left unbound
@@ -86,13 +82,8 @@ async def test_no_statement_of_a_pass_reads_a_whole_table_of_the_site(
 
 
 async def test_a_pass_loads_its_unsettled_instances_and_counts_the_partitions_in_statements_it_sends_anyway(
-    session: AsyncSession,
-    site: SimSite,
-    backend: InProcessBackend,
-    make_reconciler: MakeReconciler,
-    monkeypatch: pytest.MonkeyPatch,
+    sent: list[Statement],
 ) -> None:
-    sent = await sent_by_a_converging_pass(session, site, backend, make_reconciler, monkeypatch)
     texts = [" ".join(s.sql.split()) for s in sent]
     unsettled = [t for t in texts if "nvlink_config_changed_at" in t]
     assert len(unsettled) == 1 and "json_agg" in unsettled[0], "the unsettled instances went out alone"
@@ -101,15 +92,14 @@ async def test_a_pass_loads_its_unsettled_instances_and_counts_the_partitions_in
 
 
 async def test_a_pass_without_health_closes_observes_and_settles_in_one_statement_and_each_is_done(
+    sent: list[Statement],
     session: AsyncSession,
     site: SimSite,
     backend: InProcessBackend,
     make_reconciler: MakeReconciler,
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The second pass of a domain (its health read by the first) adds a machine to the partition: its
     intent closed, its GPUs' partition recorded, its instance Ready, from one statement."""
-    sent = await sent_by_a_converging_pass(session, site, backend, make_reconciler, monkeypatch)
     lp = await f.logical_partition(session, site.nv.tenant, site.nv.site, name="second")
     machine = site.machines[site.domains[0]][1]
     second = (await place(session, site, machine, dict.fromkeys(range(4), lp))).id
