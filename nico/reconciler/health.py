@@ -96,6 +96,8 @@ async def observe(
     if read is None:
         await conn.rollback()
         return None
+    # Its statements are one transaction in autocommit mode too (the pipeline's): no BEGIN, no COMMIT.
+    await conn.execution_options(isolation_level="AUTOCOMMIT")
     await queries.record_health(
         conn,
         domain,

@@ -157,6 +157,37 @@ async def test_a_part_of_domains_converges_on_the_fabric(
     assert not again.results
 
 
+async def test_a_part_stores_its_domains_gpu_health_machine_holds_and_partition_health(
+    session: AsyncSession, part_site: Site, make_reconciler: MakeReconciler
+) -> None:
+    """A GPU of each domain's instance unhealthy on the fabric: after a part's pass every such GPU's
+    health is stored, its machine held out of placement and its partition degraded."""
+    sick = {d: min(gpus_of(part_site, d)) for d in part_site.domains}
+    for uid in sick.values():
+        part_site.sim.fabric.set_gpu_health(uid, "NO_NVLINK")
+    reconciler = make_reconciler(part_site.backend)
+    report = await reconciler.full_pass()
+    assert {r.status for r in report.results.values()} == {"ok"}
+
+    for domain, uid in sick.items():
+        row = (
+            await session.execute(
+                text(
+                    "SELECT g.health, m.held_unhealthy, p.health FROM gpu g "
+                    "JOIN machine m ON m.id = g.machine_id "
+                    "JOIN physical_partition p ON p.id = g.physical_partition_id WHERE g.gpu_uid = :u"
+                ),
+                {"u": uid},
+            )
+        ).one()
+        assert tuple(row) == ("NO_NVLINK", True, "DEGRADED"), domain
+    others = await session.scalar(
+        text("SELECT count(*) FROM machine WHERE held_unhealthy AND NOT id = ANY(:ids)"),
+        {"ids": [part_site.sim.machines[d][0].id for d in part_site.domains]},
+    )
+    assert others == 0
+
+
 async def test_a_domain_whose_manager_fails_is_recorded_failed_and_the_others_land(
     session: AsyncSession, part_site: Site, make_reconciler: MakeReconciler
 ) -> None:

@@ -36,13 +36,18 @@ async def one_connection(app_context: AppContext) -> AsyncIterator[tuple[AsyncEn
     await engine.dispose()
 
 
-async def settings_of(engine: AsyncEngine) -> tuple[str, str]:
+async def settings_of(engine: AsyncEngine) -> tuple[str, str, str]:
     async with engine.connect() as conn:
         row = (
-            await conn.execute(text("SELECT current_setting('plan_cache_mode'), current_setting('jit')"))
+            await conn.execute(
+                text(
+                    "SELECT current_setting('plan_cache_mode'), current_setting('jit'), "
+                    "current_setting('enable_seqscan')"
+                )
+            )
         ).one()
         await conn.commit()
-    return str(row[0]), str(row[1])
+    return str(row[0]), str(row[1]), str(row[2])
 
 
 async def converging(session: AsyncSession, site: SimSite) -> None:
@@ -80,7 +85,7 @@ async def test_a_pass_lets_go_of_its_lock_and_its_plan_settings_whatever_its_end
     """With the write-back's COMMIT when the pass makes one; after it fails, on the way out."""
     engine, opened = one_connection
     before = await settings_of(engine)
-    assert before[0] != "force_generic_plan"
+    assert before[0] != "force_generic_plan" and before[2] == "on"
     await converging(session, site)
     site.fabric.set_faults(site.domains[0], hang=fabric == "hangs")
 

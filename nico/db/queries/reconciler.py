@@ -11,6 +11,7 @@ import json
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from psycopg.types.json import Jsonb
@@ -96,13 +97,14 @@ _OPEN_INTENTS = (
 
 # (id, domain, status, config version, changed at, machine id, {device: lp} json) of instances on a
 # domain that are terminating or whose applied NVLink version lags the desired one.
+# Named columns: the load's statement reads these rows as JSON objects (two ids would be one key).
 _UNSETTLED_INSTANCES = """
-            SELECT i.id, m.domain_uuid, i.status, i.nvlink_config_version, i.nvlink_config_changed_at,
-                   m.id,
+            SELECT i.id AS instance_id, m.domain_uuid, i.status, i.nvlink_config_version,
+                   i.nvlink_config_changed_at, m.id AS machine_id,
                    COALESCE(
                        (SELECT json_object_agg(ni.device_instance, ni.logical_partition_id)
                         FROM nvlink_interface ni WHERE ni.instance_id = i.id AND ni.status <> 'Deleting'),
-                       '{}'::json)
+                       '{}'::json) AS bindings
             FROM instance i JOIN machine m ON m.instance_id = i.id
             WHERE m.domain_uuid IS NOT NULL
               AND (i.status = 'Terminating'
@@ -183,15 +185,16 @@ _DOMAIN_ENDPOINTS = (
     "CROSS JOIN LATERAL (SELECT e.chassis_serial, e.endpoint FROM nvlink_nmxc_endpoint e "
     "WHERE btrim(e.chassis_serial) = s.serial OFFSET 0) e"
 )
-_ONE_DOMAIN = [_psycopg(_GPU_WANTS_OF), _psycopg(_UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", []))]
-# The few rows of a domain's other statements (its own row, physical partitions, open intents, the
-# multicast limits of its partitions; its chassis' registry rows and the NMX-M credentials when asked
-# for), each as one JSON array of its rows, in one statement: a statement costs psycopg and PostgreSQL
-# more than a handful of rows as JSON costs them.
+_ONE_DOMAIN = [_psycopg(_GPU_WANTS_OF)]
+# The few rows of a domain's other statements (its own row, physical partitions, open intents, its
+# unsettled instances, the multicast limits of its partitions; its chassis' registry rows and the NMX-M
+# credentials when asked for), each as one JSON array of its rows, in one statement: a statement costs
+# psycopg and PostgreSQL more than a handful of rows as JSON costs them.
 _SMALL = {
     "sites": _DOMAIN_SITES + _domain_filter("uuid", []),
     "partitions": _PHYSICAL_PARTITIONS + _domain_filter("domain_uuid", []),
     "intents": _OPEN_INTENTS + _domain_filter("domain_uuid", []),
+    "unsettled": _UNSETTLED_INSTANCES + _domain_filter("m.domain_uuid", []),
     "limits": _DOMAIN_LIMITS,
     "endpoints": _DOMAIN_ENDPOINTS,
     "credentials": _NMXM_CREDENTIALS,
@@ -208,6 +211,10 @@ def _uuid(value: str | None) -> uuid.UUID | None:
     return uuid.UUID(value) if value is not None else None
 
 
+def _datetime(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value is not None else None
+
+
 def _small_values(parts: Sequence[str], row: Sequence[Any]) -> dict[str, list[Any]]:
     """:func:`_small_rows`'s row as each part's rows, with the types their own statements give."""
     found: dict[str, list[Any]] = {}
@@ -219,24 +226,30 @@ def _small_values(parts: Sequence[str], row: Sequence[Any]) -> dict[str, list[An
             values = [(uuid.UUID(i), _uuid(lp), uuid.UUID(d), *rest) for i, lp, d, *rest in values]
         elif part == "intents":
             values = [(uuid.UUID(i), uuid.UUID(d), *rest) for i, d, *rest in values]
+        elif part == "unsettled":
+            values = [
+                (uuid.UUID(i), uuid.UUID(d), status, version, _datetime(at), *rest)
+                for i, d, status, version, at, *rest in values
+            ]
         elif part == "limits":
             values = [(uuid.UUID(lp), limit) for lp, limit in values]
         found[part] = values
     return found
 
 
-# The domain's lock tried and, once taken, generic plans and no JIT for the session (PASS_PLANS's
+# The domain's lock tried and, once taken, the pass's plan settings for the session (PASS_PLANS's
 # reasons) until it is let go (:func:`unlock`): one statement for the lock and both of the pass's
 # transactions, none of its own in either. The session's own settings come back with the unlock (the
 # connection may be the API's: ``nico serve`` runs a reconciler on its engine).
 _TRY_LOCK = (
     "SELECT l, CASE WHEN l THEN set_config('plan_cache_mode', 'force_generic_plan', false) END, "
-    "CASE WHEN l THEN set_config('jit', 'off', false) END FROM pg_try_advisory_lock(%(k)s) AS l"
+    "CASE WHEN l THEN set_config('jit', 'off', false) END, "
+    "CASE WHEN l THEN set_config('enable_seqscan', 'off', false) END FROM pg_try_advisory_lock(%(k)s) AS l"
 )
 # set_config with NULL resets a setting to the session's default, as RESET does.
 _UNLOCK = (
     "SELECT pg_advisory_unlock(%(k)s), set_config('plan_cache_mode', NULL, false), "
-    "set_config('jit', NULL, false)"
+    "set_config('jit', NULL, false), set_config('enable_seqscan', NULL, false)"
 )
 
 
@@ -247,12 +260,17 @@ def unlock(key: int) -> Statement:
 
 
 # A pass's transaction (its load, its write-back) looks a domain's rows up by key: generic plans
-# (``nico.db.raw.GENERIC_PLANS``'s reason), and no JIT compilation. On unanalysed tables a generic
-# plan's cost is a guess far above the rows it reads (the domain's GPU rows: 500,000 for 72 rows), and
-# past ``jit_above_cost`` a server built with LLVM compiled the statement at every execution (28 ms
-# of a pass's load on PostgreSQL 15, more than the rest of the pass's SQL together).
+# (``nico.db.raw.GENERIC_PLANS``'s reason), no JIT compilation and no sequential scan. On unanalysed
+# tables a generic plan's cost is a guess far above the rows it reads (the domain's GPU rows: 500,000
+# for 72 rows), and past ``jit_above_cost`` a server built with LLVM compiled the statement at every
+# execution (28 ms of a pass's load on PostgreSQL 15, more than the rest of the pass's SQL together).
+# On a small site the same guesses go the other way: a table of a few pages looks cheaper to read
+# whole than through its index, and the generic plan (kept for the connection's life) read every GPU
+# of the site in each pass's GPU observations (1,152 rows for the 4 a converging pass writes at 16
+# racks) and every machine in its load and figures. A statement that has no index to use still scans.
 PASS_PLANS = Statement(
-    "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true)"
+    "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), set_config('jit', 'off', true), "
+    "set_config('enable_seqscan', 'off', true)"
 )
 
 
@@ -288,11 +306,11 @@ async def _domain_rows(
 ) -> tuple[list[Any], DomainRows]:
     """The rows of the last of ``first`` and the pass's load of ``domains`` after them, in one round
     trip (generic plans once ``first`` has set them: :data:`_TRY_LOCK` or :data:`PASS_PLANS`)."""
-    parts = ["sites", "partitions", "intents", "limits"]
+    parts = ["sites", "partitions", "intents", "unsettled", "limits"]
     parts += ["endpoints"] * endpoints + ["credentials"] * credentials
     params = {"domains": list(domains)}
     statements = [*first] + [Statement(sql, params) for sql in [*_ONE_DOMAIN, _small_rows(parts)]]
-    *heads, gpus, unsettled, small = await pipelined(await driver_connection(conn), statements)
+    *heads, gpus, small = await pipelined(await driver_connection(conn), statements)
     found = _small_values(parts, small[0])
     stored = found.get("credentials")
     return heads[-1], DomainRows(
@@ -300,7 +318,7 @@ async def _domain_rows(
         gpus,
         found["partitions"],
         found["intents"],
-        unsettled,
+        found["unsettled"],
         found["limits"],
         found.get("endpoints", []),
         (str(stored[0][0]), str(stored[0][1])) if stored else None,
@@ -445,7 +463,7 @@ _CLOSE_INTENTS = (
     "UPDATE fabric_intent f SET state = v.state, error = v.error, "
     "operation_id = COALESCE(v.op, f.operation_id), updated = now() "
     "FROM jsonb_to_recordset(%(rows)s) AS v(id uuid, state text, error text, op text) "
-    "WHERE f.id = v.id AND f.id = ANY(CAST(%(ids)s AS uuid[]))"
+    "WHERE f.id = v.id AND f.id = ANY(CAST(%(intents)s AS uuid[]))"
 )
 _LOCKED_SETTLING = (
     "SELECT i.id, i.status, i.nvlink_config_version, ARRAY(SELECT n.device_instance "
@@ -532,6 +550,18 @@ _HELD_MACHINES_AND_DOMAIN_PASS = (
 # Intents closed and GPUs observed in one statement (one statement fewer per pass; they touch other
 # tables).
 _CLOSING_AND_OBSERVING = f"WITH closed AS ({_CLOSE_INTENTS}) {_GPU_OBSERVATIONS}"
+# The intents closed, the GPUs observed (either or both) and the instances settled in one statement: one
+# statement fewer in a converging pass. Each part writes other rows than the others read (the settle
+# reads instances and bindings, and the GPUs it is handed), so one snapshot for all changes nothing
+# they find. Not with GPU health, whose feed events carry their bindings' status as the statement
+# leaves it (:meth:`PassWrites.settle_observed`).
+_SETTLING = _SETTLE_OBSERVED.removeprefix("WITH ")
+_OBSERVATIONS = f"observations AS ({_GPU_OBSERVATIONS} RETURNING 1)"
+_AND_SETTLE = {
+    _CLOSE_INTENTS: f"WITH closed AS ({_CLOSE_INTENTS}), {_SETTLING}",
+    _GPU_OBSERVATIONS: f"WITH {_OBSERVATIONS}, {_SETTLING}",
+    _CLOSING_AND_OBSERVING: f"WITH closed AS ({_CLOSE_INTENTS}), {_OBSERVATIONS}, {_SETTLING}",
+}
 # A note in an instance's status history, unless its latest entry says the same already.
 _WAITING_NOTES = (
     "INSERT INTO status_detail (instance_id, status, message) "
@@ -600,10 +630,12 @@ class PassWrites:
         self._figures: int | None = None
         self._settled: int | None = None
         self._count: int | None = None
+        self._count_in_figures = False  # the count is the figures' rows' last column
+        self._health_observed = False  # the GPU observations queued carry health
 
     def plan_generically(self) -> None:
-        """The transaction's statements from here on take generic plans and no JIT (:data:`PASS_PLANS`):
-        a pass's write-back looks its rows up by key."""
+        """The transaction's statements from here on take generic plans, no JIT and no sequential scan
+        (:data:`PASS_PLANS`): a pass's write-back looks its rows up by key."""
         self._statements.append(PASS_PLANS)
 
     def close_intents(self, updates: list[dict[str, object]]) -> None:
@@ -611,7 +643,7 @@ class PassWrites:
         if updates:
             ids = array_literal([str(u["id"]) for u in updates])
             self._statements.append(
-                Statement(_CLOSE_INTENTS, {"rows": Jsonb(updates, dumps=_dumps), "ids": ids})
+                Statement(_CLOSE_INTENTS, {"rows": Jsonb(updates, dumps=_dumps), "intents": ids})
             )
 
     def record_partitions(self, deleted: Sequence[uuid.UUID], records: Sequence[PartitionRecord]) -> None:
@@ -624,6 +656,7 @@ class PassWrites:
         """Store each GPU's observed partition where it changed and its health where reported
         (:data:`_GPU_OBSERVATIONS`), after the domain's partition records."""
         if gpus:
+            self._health_observed = any(g.health is not None for g in gpus)
             params = {"d": domain, **gpu_write_arrays(gpus)}
             last = self._statements[-1] if self._statements else None
             if last is not None and last.sql is _CLOSE_INTENTS:  # one statement for both: other tables
@@ -636,7 +669,7 @@ class PassWrites:
     ) -> None:
         """The rest of the domain's health after its GPUs' (:func:`record_health`'s statements): the
         holds of its machines, its partitions' health, its multicast budget when newly read."""
-        self._statements += _health_statements(domain, partitions, hold=hold, budget=budget)
+        self._statements.append(health_rest(domain, partitions, hold=hold, budget=budget))
 
     def lock_settling(self, ids: Sequence[uuid.UUID]) -> None:
         """Lock the instances (FOR UPDATE, in id order, the order every set of them is locked in) and
@@ -657,7 +690,12 @@ class PassWrites:
 
     def logical_partition_count(self) -> None:
         """Count the logical partitions as the transaction sees them (:func:`logical_partition_count`;
-        :attr:`PassRows.logical_partitions`)."""
+        :attr:`PassRows.logical_partitions`): in the figures' statement when it was queued last."""
+        last = self._statements[-1] if self._statements else None
+        if last is not None and self._figures == len(self._statements) - 1 and last.sql in _COUNTED:
+            self._statements[-1] = Statement(_COUNTED[last.sql], last.params)
+            self._count_in_figures = True
+            return
         self._count = len(self._statements)
         self._statements.append(Statement(_COUNT_LOGICAL_PARTITIONS))
 
@@ -689,8 +727,8 @@ class PassWrites:
     ) -> None:
         """Lock, check and settle the instances observed realised (``versions``: at which NVLink config
         version each was; ``gpus``: every GPU of their machines, as instance, device_instance, domain,
-        gpu_uid) in one statement (:data:`_SETTLE_OBSERVED`; :attr:`PassRows.settled`)."""
-        self._settled = len(self._statements)
+        gpu_uid) in one statement (:data:`_SETTLE_OBSERVED`; :attr:`PassRows.settled`), with the intents
+        closed and the GPU observations queued last when they are (:data:`_AND_SETTLE`)."""
         params = {
             "ids": list(versions),
             "versions": list(versions.values()),
@@ -699,7 +737,12 @@ class PassWrites:
             "g_dom": [g[2] for g in gpus],
             "g_uid": [str(g[3]) for g in gpus],
         }
-        self._statements.append(Statement(_SETTLE_OBSERVED, params))
+        last = self._statements[-1] if self._statements else None
+        if last is not None and last.sql in _AND_SETTLE and not self._health_observed:
+            self._statements[-1] = Statement(_AND_SETTLE[last.sql], {**(last.params or {}), **params})
+        else:
+            self._statements.append(Statement(_SETTLE_OBSERVED, params))
+        self._settled = len(self._statements) - 1
 
     def record_domain_pass(
         self,
@@ -736,8 +779,9 @@ class PassWrites:
         empty the queue."""
         statements, self._statements = self._statements, []
         settling, deleting, figures, settled = self._settling, self._deleting, self._figures, self._settled
-        count = self._count
+        count, counted = self._count, self._count_in_figures
         self._settling = self._deleting = self._figures = self._settled = self._count = None
+        self._count_in_figures = self._health_observed = False
         if not statements and not commit:
             return PassRows()
         if commit:
@@ -745,12 +789,16 @@ class PassWrites:
         then = [unlock(unlock_after)] if unlock_after is not None else [] if commit else None
         driver = await driver_connection(session)
         results = await pipelined(driver, statements, commit=commit, then=then, begin=True)
+        rows = results[figures] if figures is not None else None
+        partitions = int(results[count][0][0]) if count is not None else None
+        if counted and rows:  # (no row, no count: the domain is gone; a read of its own is asked for)
+            partitions, rows = int(rows[0][-1]), [row[:-1] for row in rows]
         return PassRows(
             [SettlingInstance(*row) for row in results[settling]] if settling is not None else [],
             [lp_id for (lp_id,) in results[deleting]] if deleting is not None else [],
-            results[figures] if figures is not None else None,
+            rows,
             {instance_id for (instance_id,) in results[settled]} if settled is not None else set(),
-            int(results[count][0][0]) if count is not None else None,
+            partitions,
         )
 
 
@@ -829,6 +877,7 @@ WHERE true{domains}
 """
 
 
+_COUNT_LOGICAL_PARTITIONS = "SELECT count(*) FROM logical_partition"
 # The column each of _DOMAIN_FIGURES's domain filters is on.
 _FIGURE_FILTERS = {"partitions": "domain_uuid", "machines": "m.domain_uuid", "domains": "d.uuid"}
 
@@ -839,6 +888,13 @@ _ONE_DOMAIN_FIGURES = _psycopg(
 # A pass's record of its domain and the domain's figures, in one statement: the record changes nothing
 # the figures count (held machines' counts, which they do count, go out with the record otherwise).
 _PASS_AND_FIGURES = f"WITH pass AS ({_RECORD_DOMAIN_PASS}) {_ONE_DOMAIN_FIGURES}"
+# The figures' statement with the logical partitions counted in a last column (one statement fewer in a
+# write-back that counts them: :meth:`PassWrites.logical_partition_count`).
+_FIGURES_END = "coalesce(f.reserved, 0)\nFROM nvlink_domain d"
+_COUNTED = {
+    sql: sql.replace(_FIGURES_END, _FIGURES_END.replace("\n", f", ({_COUNT_LOGICAL_PARTITIONS})\n", 1), 1)
+    for sql in (_ONE_DOMAIN_FIGURES, _PASS_AND_FIGURES)
+}
 
 
 async def domain_figures(conn: AsyncConnection, domains: Sequence[uuid.UUID] | None) -> Sequence[Any]:
@@ -864,21 +920,31 @@ async def multicast_limits(conn: AsyncConnection, partition_ids: Sequence[uuid.U
     return rows.all()
 
 
-_MULTICAST_BUDGET = "UPDATE nvlink_domain SET max_multicast_groups = %(b)s WHERE uuid = %(d)s"
 # GPUs nico does not know are ignored; rows already right are not written.
 _GPU_HEALTH = (
     "UPDATE gpu SET health = h.health FROM unnest(CAST(%(uids)s AS numeric[]), CAST(%(hs)s AS text[])) "
     "AS h(uid, health) WHERE gpu.gpu_uid = h.uid AND gpu.health IS DISTINCT FROM h.health"
 )
-# Rows already right are not written (the capacity triggers see only real changes). From the domain's
-# machines (machine.domain_uuid's index) to each one's GPUs by gpu's primary key, through a lateral
-# subquery fenced with OFFSET 0, whatever the planner's statistics say: joined, a site whose statistics
-# lagged (a first pass right after its racks were imported) had each domain's health scan every GPU of
-# the site (21 ms a domain at 2,000 racks; 28 ms at 10,000 once planned generically with a pass's
-# write-back, where a first pass spent more on it than on anything else). Machines without GPUs are
-# left as they are.
-_HEALTH_HOLDS = """
-WITH wanted AS (
+# The rest of a domain's health after its GPUs' (written by an earlier statement: the holds read them),
+# in one statement: its partitions' health (by fabric name), its multicast budget when newly read (NULL:
+# not written) and its machines' holds. Rows already right are not written (the capacity triggers see
+# only real changes). The holds go from the domain's machines (machine.domain_uuid's index) to each
+# one's GPUs by gpu's primary key, through a lateral subquery fenced with OFFSET 0, whatever the
+# planner's statistics say: joined, a site whose statistics lagged (a first pass right after its racks
+# were imported) had each domain's health scan every GPU of the site (21 ms a domain at 2,000 racks;
+# 28 ms at 10,000 once planned generically with a pass's write-back, where a first pass spent more on
+# it than on anything else). Machines without GPUs are left as they are.
+_HEALTH_REST = """
+WITH partitions AS (
+    UPDATE physical_partition p SET health = h.health
+    FROM unnest(CAST(%(names)s AS text[]), CAST(%(hs)s AS text[])) AS h(name, health)
+    WHERE p.domain_uuid = %(d)s AND p.name = h.name AND p.health IS DISTINCT FROM h.health
+    RETURNING 1
+), budget AS (
+    UPDATE nvlink_domain SET max_multicast_groups = CAST(%(b)s AS int)
+    WHERE uuid = %(d)s AND CAST(%(b)s AS int) IS NOT NULL
+    RETURNING 1
+), wanted AS (
     SELECT x.id AS machine_id, %(hold)s AND h.sick AS held
     FROM machine x
     CROSS JOIN LATERAL (SELECT bool_or(g.health IS NOT NULL AND g.health <> 'HEALTHY') AS sick, count(*) AS n
@@ -891,11 +957,6 @@ WITH wanted AS (
 )
 UPDATE machine m SET held_unhealthy = v.held FROM moving v WHERE m.id = v.id AND m.domain_uuid = %(d)s
 """
-_PARTITION_HEALTH = (
-    "UPDATE physical_partition p SET health = h.health "
-    "FROM unnest(CAST(%(names)s AS text[]), CAST(%(hs)s AS text[])) AS h(name, health) "
-    "WHERE p.domain_uuid = %(d)s AND p.name = h.name AND p.health IS DISTINCT FROM h.health"
-)
 
 
 async def record_health(
@@ -911,30 +972,23 @@ async def record_health(
     (by GUID), each physical partition's (by its fabric name in the domain), the multicast budget when
     newly read (``budget``); and hold the domain's machines with a GPU reporting anything but HEALTHY
     out of placement (``hold``; otherwise release every hold): the machine pick and the capacity
-    counts leave held machines out."""
+    counts leave held machines out. On a connection in autocommit mode the statements are one
+    transaction all the same (the pipeline's, up to its sync): no BEGIN nor COMMIT goes out."""
     statements = [PASS_PLANS]  # by key, as a pass's
     if gpus:
         statements.append(
             Statement(_GPU_HEALTH, {"uids": array_literal(gpus), "hs": array_literal(gpus.values())})
         )
-    statements += _health_statements(domain, partitions, hold=hold, budget=budget)
+    statements.append(health_rest(domain, partitions, hold=hold, budget=budget))
     await pipelined(await driver_connection(conn), statements, commit=True, then=[])
 
 
-def _health_statements(
+def health_rest(
     domain: uuid.UUID, partitions: Mapping[str, str], *, hold: bool, budget: int | None
-) -> list[Statement]:
-    """The machines' holds, the partitions' health and the budget (:func:`record_health`)."""
-    statements = [Statement(_HEALTH_HOLDS, {"d": domain, "hold": hold})]
-    if partitions:
-        names, healths = array_literal(partitions), array_literal(partitions.values())
-        statements.append(Statement(_PARTITION_HEALTH, {"d": domain, "names": names, "hs": healths}))
-    if budget is not None:
-        statements.append(Statement(_MULTICAST_BUDGET, {"b": budget, "d": domain}))
-    return statements
-
-
-_COUNT_LOGICAL_PARTITIONS = "SELECT count(*) FROM logical_partition"
+) -> Statement:
+    """The machines' holds, the partitions' health and the budget (:data:`_HEALTH_REST`)."""
+    names, healths = array_literal(partitions), array_literal(partitions.values())
+    return Statement(_HEALTH_REST, {"d": domain, "names": names, "hs": healths, "b": budget, "hold": hold})
 
 
 async def logical_partition_count(conn: AsyncConnection) -> int:

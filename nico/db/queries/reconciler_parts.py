@@ -50,9 +50,21 @@ _DOMAIN_PASSES = (
     "CAST(%(homeless)s AS int[]), CAST(%(foreign)s AS int[])) AS v(d, digest, settled, homeless, fg) "
     "WHERE d.uuid = v.d"
 )
-# ``reconciler._HEALTH_HOLDS`` over several domains' machines (each domain's looked up by its index).
-_HEALTH_HOLDS = """
-WITH wanted AS (
+# ``reconciler._HEALTH_REST`` over several domains: their partitions' health (each by its domain and
+# name), their multicast budgets newly read and their machines' holds (each domain's machines looked up
+# by its index), one statement for the part.
+_HEALTHS = """
+WITH partitions AS (
+    UPDATE physical_partition p SET health = h.health
+    FROM unnest(CAST(%(p_ds)s AS uuid[]), CAST(%(names)s AS text[]), CAST(%(hs)s AS text[]))
+        AS h(domain, name, health)
+    WHERE p.domain_uuid = h.domain AND p.name = h.name AND p.health IS DISTINCT FROM h.health
+    RETURNING 1
+), budgets AS (
+    UPDATE nvlink_domain d SET max_multicast_groups = v.b
+    FROM unnest(CAST(%(b_ds)s AS uuid[]), CAST(%(bs)s AS int[])) AS v(d, b) WHERE d.uuid = v.d
+    RETURNING 1
+), wanted AS (
     SELECT x.id AS machine_id, %(hold)s AND h.sick AS held
     FROM unnest(CAST(%(ds)s AS uuid[])) AS dd(d)
     CROSS JOIN LATERAL (SELECT x.id FROM machine x WHERE x.domain_uuid = dd.d OFFSET 0) x
@@ -66,16 +78,6 @@ WITH wanted AS (
 )
 UPDATE machine m SET held_unhealthy = v.held FROM moving v WHERE m.id = v.id
 """
-_PARTITION_HEALTH = (
-    "UPDATE physical_partition p SET health = h.health "
-    "FROM unnest(CAST(%(ds)s AS uuid[]), CAST(%(names)s AS text[]), CAST(%(hs)s AS text[])) "
-    "AS h(domain, name, health) "
-    "WHERE p.domain_uuid = h.domain AND p.name = h.name AND p.health IS DISTINCT FROM h.health"
-)
-_MULTICAST_BUDGETS = (
-    "UPDATE nvlink_domain d SET max_multicast_groups = v.b "
-    "FROM unnest(CAST(%(ds)s AS uuid[]), CAST(%(bs)s AS int[])) AS v(d, b) WHERE d.uuid = v.d"
-)
 
 
 @dataclass(frozen=True)
@@ -169,20 +171,15 @@ class PartWrites(PassWrites):
         holds of their machines, their partitions' health, their multicast budgets when newly read."""
         if not healths:
             return
-        domains = array_literal([str(h.domain) for h in healths])
-        self._statements.append(Statement(_HEALTH_HOLDS, {"ds": domains, "hold": hold}))
         rows = [(str(h.domain), name, state) for h in healths for name, state in h.partitions.items()]
-        if rows:
-            params = {
-                "ds": array_literal([r[0] for r in rows]),
-                "names": array_literal([r[1] for r in rows]),
-                "hs": array_literal([r[2] for r in rows]),
-            }
-            self._statements.append(Statement(_PARTITION_HEALTH, params))
         budgets = [h for h in healths if h.budget is not None]
-        if budgets:
-            params = {
-                "ds": array_literal([str(h.domain) for h in budgets]),
-                "bs": array_literal([h.budget for h in budgets]),
-            }
-            self._statements.append(Statement(_MULTICAST_BUDGETS, params))
+        params = {
+            "ds": array_literal([str(h.domain) for h in healths]),
+            "hold": hold,
+            "p_ds": array_literal([r[0] for r in rows]),
+            "names": array_literal([r[1] for r in rows]),
+            "hs": array_literal([r[2] for r in rows]),
+            "b_ds": array_literal([str(h.domain) for h in budgets]),
+            "bs": array_literal([h.budget for h in budgets]),
+        }
+        self._statements.append(Statement(_HEALTHS, params))
