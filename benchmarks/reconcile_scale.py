@@ -180,7 +180,7 @@ def reconciler_on(url: str, fabric: SimFabric) -> tuple[AsyncEngine, Reconciler]
     """A reconciler as a process starts one: its own engine, nothing remembered."""
     config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
     # As nico reconcile makes it.
-    engine = make_engine(url, pool_size=pool_size(Settings(nvlink_config=config)), lifo=True)
+    engine = make_engine(url, pool_size=pool_size(Settings(nvlink_config=config)))
     metrics = ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0)
     return engine, Reconciler(engine, InProcessBackend(fabric), config, metrics)
 

@@ -157,7 +157,7 @@ async def child(url: str, racks: int, peers: int, directory: str) -> None:
         fabric.set_faults(domain, latency=LATENCY)
     config = NvLinkConfig(backend="nmxc", reconcile_concurrency=16)
     # As nico reconcile makes it.
-    engine = make_engine(url, pool_size=pool_size(Settings(nvlink_config=config)), lifo=True)
+    engine = make_engine(url, pool_size=pool_size(Settings(nvlink_config=config)))
     metrics = ReconcilerMetrics(CollectorRegistry(), "nmxc", 120.0)
     reconciler = Counted(engine, TimedBackend(fabric), config, metrics)
     await reconciler.members.join()

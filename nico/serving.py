@@ -110,7 +110,7 @@ async def reconcile_forever(settings: Settings, url: str, registry: CollectorReg
     from nico.db.engine import make_engine
     from nico.reconciler.runtime import pool_size, run_reconciler
 
-    engine = make_engine(url, pool_size=pool_size(settings), lifo=True)
+    engine = make_engine(url, pool_size=pool_size(settings))
     try:
         await run_reconciler(settings, engine, registry)
     finally:

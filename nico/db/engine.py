@@ -86,12 +86,14 @@ def _check_out(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
 PREPARE_THRESHOLD = 0
 
 
-def make_engine(url: str, *, pool_size: int = 10, lifo: bool = False) -> AsyncEngine:
-    """An engine whose pool holds up to ``pool_size`` connections (and as many more at a peak); with
-    ``lifo`` the connection returned last is handed out first, so a process whose work is mostly one
-    thing at a time keeps reusing the same few connections and the statements prepared on them (a
-    queue hands out the one idle longest: each of the pool's connections in turn, every statement
-    parsed and planned again on each)."""
+def make_engine(url: str, *, pool_size: int = 10, lifo: bool = True) -> AsyncEngine:
+    """An engine whose pool holds up to ``pool_size`` connections (and as many more at a peak). With
+    ``lifo`` (the default) the connection returned last is handed out first, so a process whose work
+    is mostly one thing at a time keeps reusing the same few connections and the statements prepared
+    on them; a queue hands out the one idle longest: each of the pool's connections in turn, every
+    statement parsed and planned again on each (``nico serve`` with its reconciler on a FIFO pool:
+    twice PostgreSQL's CPU per converged instance). The connections a LIFO pool leaves idle are the
+    ones a server's idle timeout may close: ``is_stale`` finds them on check-out."""
     engine = create_async_engine(
         normalize_url(url),
         pool_size=pool_size,
