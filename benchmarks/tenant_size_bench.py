@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 import psycopg
 from bench_support import (
+    RACK_TRAYS,
     SECRET,
     UNLIMITED_QUOTAS,
     PostgresCpu,
@@ -61,7 +62,8 @@ def libpq(url: str) -> str:
 
 
 def grow_tenant(url: str, ids: dict[str, str], have: int, size: int) -> None:
-    """Settled instances of the tenant (each on a machine of its own, out of any domain) up to ``size``."""
+    """Settled instances of the tenant up to ``size``, each on a machine of its own in racks of
+    :data:`RACK_TRAYS` (NVLink domains) beside the free ones."""
     with psycopg.connect(libpq(url), autocommit=True) as conn:
         with conn.transaction():
             tenant = conn.execute("SELECT id FROM tenant WHERE org = %s", (ORG,)).fetchone()
@@ -70,6 +72,8 @@ def grow_tenant(url: str, ids: dict[str, str], have: int, size: int) -> None:
                 (uuid.uuid4(), tenant[0], ids["site"], ids["type"], ids["vpc"], f"held-{n}", "Ready", 1, 1)
                 for n in range(have, size)
             ]
+            racks = {n // RACK_TRAYS: uuid.uuid4() for n in range(have, size)}  # a rack cut by a size: two
+            copy_rows(conn, "nvlink_domain", "uuid, site_id", [(d, ids["site"]) for d in racks.values()])
             copy_rows(
                 conn,
                 "instance",
@@ -77,11 +81,26 @@ def grow_tenant(url: str, ids: dict[str, str], have: int, size: int) -> None:
                 "nvlink_config_version, nvlink_applied_version",
                 rows,
             )
+            machines = []
+            for n, row in zip(range(have, size), rows, strict=True):
+                rack = n // RACK_TRAYS
+                machines.append(
+                    (
+                        f"held-{n}",
+                        ids["site"],
+                        ids["type"],
+                        "Ready",
+                        row[0],
+                        racks[rack],
+                        f"HELD-{racks[rack]}",
+                        n % RACK_TRAYS,
+                    )
+                )
             copy_rows(
                 conn,
                 "machine",
-                "id, site_id, instance_type_id, status, instance_id",
-                [(f"held-{row[5]}", ids["site"], ids["type"], "Ready", row[0]) for row in rows],
+                "id, site_id, instance_type_id, status, instance_id, domain_uuid, chassis_serial, tray_index",
+                machines,
             )
             # Quota for all of them and the creates.
             conn.execute("UPDATE allocation_constraint SET constraint_value = 1000000")

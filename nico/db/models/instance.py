@@ -26,7 +26,11 @@ from nico.db.types import GpuUid, u64_check
 
 # What nico_check_nvlink_changes_quota (tenant_limits.sql) counts as a change in flight: the
 # predicate of ix_instance_in_flight, written as that statement writes it so the planner proves it.
-IN_FLIGHT = "status = 'Terminating' OR nvlink_applied_version IS DISTINCT FROM nvlink_config_version"
+# Migration 0026 also keeps statistics st_instance_in_flight on the expression (which SQLAlchemy does
+# not model): without them the planner takes most instances for in flight and reads them all.
+IN_FLIGHT = (
+    "(status = 'Terminating' OR nvlink_applied_version IS DISTINCT FROM nvlink_config_version) IS TRUE"
+)
 
 
 class Instance(Base):
