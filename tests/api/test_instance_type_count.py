@@ -153,3 +153,61 @@ async def test_counts_hold_under_concurrent_creates_and_deletes(
     ]
     kept = await assert_in_step(session)
     assert {kept[(who.tenant.id, world.instance_type.id)] for who in everyone} == {5}
+
+
+_HOLD = """
+WITH made AS (
+    INSERT INTO instance (id, tenant_id, site_id, instance_type_id, vpc_id, name, status,
+                          nvlink_config_version, nvlink_applied_version)
+    SELECT gen_random_uuid(), :tenant, :site, :itype, :vpc, 'held-' || n, 'Ready', 1, 1
+    FROM generate_series(1, :count) n
+    RETURNING id, name
+)
+INSERT INTO machine (id, site_id, instance_type_id, status, instance_id,
+                     domain_uuid, chassis_serial, tray_index)
+SELECT m.name, :site, :itype, 'Ready', m.id, :domain, 'HELD', row_number() OVER ()
+FROM made m
+"""
+
+
+async def test_a_create_reads_a_few_instances_however_many_the_tenant_holds(session: AsyncSession) -> None:
+    """The creation context, the quota check and the in-flight limit check of a tenant that holds
+    3,000 settled instances of the type, on machines in an NVLink domain: together they read a few
+    instance rows (the counter row, the index of changes in flight), not the tenant's 3,000 (as
+    counting them did, and as the in-flight check's plan does when the planner takes most instances
+    for in flight)."""
+    world = await f.nvlink_site(session, racks=1, trays=2)
+    ids = {
+        "tenant": world.tenant.id,
+        "site": world.site.id,
+        "itype": world.instance_type.id,
+        "vpc": world.vpc.id,
+        "domain": world.domains[0],
+    }
+    await session.execute(text(_HOLD), {**ids, "count": 3000})
+    await session.execute(text("UPDATE allocation_constraint SET constraint_value = 100000"))
+    await session.commit()
+    for table in ("instance", "machine"):
+        await session.execute(text(f"ANALYZE {table}"))
+    await session.commit()
+
+    # The backend's counts not yet reported: they may hold earlier transactions' too, and are reported
+    # only between transactions, so the difference within this one is what the three statements read.
+    read = text(
+        "SELECT pg_stat_get_xact_tuples_returned('instance'::regclass) "
+        "+ pg_stat_get_xact_tuples_fetched('instance'::regclass)"
+    )
+    before = await session.scalar(read)
+    await session.execute(
+        text(
+            "SELECT * FROM nico_creation_context(:org, NULL, :vpc, :itype, '{}'::uuid[], '{new}'::text[], "
+            "'{}'::uuid[])"
+        ),
+        {"org": world.tenant.org, **ids},
+    )
+    await session.execute(text("SELECT nico_check_quota(:tenant, :itype)"), ids)
+    await session.execute(text("SELECT nico_check_nvlink_changes_quota(:tenant, :site, 100000)"), ids)
+    after = await session.scalar(read)
+    await session.rollback()
+    assert before is not None and after is not None
+    assert after - before < 50, f"{after - before} instance rows read"
