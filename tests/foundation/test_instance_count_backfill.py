@@ -1,6 +1,6 @@
 """Migration 0026 counts the instances already there into ``instance_type_count`` (the backfill): a
 site upgraded with instances checks its tenants' quotas on the right counts from the first create
-on, and the downgrade puts back the rules that count the instance table."""
+on, and the downgrade puts back the rules that count the instance table and drops what 0026 made."""
 
 from __future__ import annotations
 
@@ -62,10 +62,14 @@ def test_upgrade_counts_existing_instances() -> None:
                     )
                 }
             assert kept == {(first, small): 3, (first, large): 1, (second, small): 2}
+            with engine.connect() as conn:
+                stats = "SELECT count(*) FROM pg_statistic_ext WHERE stxname = 'st_instance_in_flight'"
+                assert conn.scalar(sa.text(stats)) == 1
             migrate.downgrade(url, "0025")
             with engine.connect() as conn:
                 assert conn.scalar(sa.text("SELECT to_regclass('instance_type_count')")) is None
                 assert conn.scalar(sa.text("SELECT to_regclass('ix_instance_in_flight')")) is None
+                assert conn.scalar(sa.text(stats)) == 0
         finally:
             engine.dispose()
     finally:
