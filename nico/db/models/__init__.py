@@ -4,7 +4,7 @@ from nico.db.models.allocation import Allocation, AllocationConstraint
 from nico.db.models.capacity import DomainCapacity, DomainCapacityDelta
 from nico.db.models.fabric import FabricCredential, FabricIntent, NvlinkNmxcEndpoint
 from nico.db.models.feed import FeedEvent
-from nico.db.models.instance import Instance, InstanceInterface, NvlinkInterface
+from nico.db.models.instance import Instance, InstanceInterface, InstanceTypeCount, NvlinkInterface
 from nico.db.models.inventory import Gpu, InstanceType, Machine, MachineCapability, NvlinkDomain
 from nico.db.models.limits import FabricRateBucket
 from nico.db.models.network import Subnet, Vpc
@@ -27,6 +27,7 @@ __all__ = [
     "Instance",
     "InstanceInterface",
     "InstanceType",
+    "InstanceTypeCount",
     "LogicalPartition",
     "Machine",
     "MachineCapability",

@@ -24,6 +24,14 @@ from nico.db.base import Base, check_in, created_at, updated_at, utcnow, uuid_pk
 from nico.db.enums import InstanceStatus, InterfaceStatus, NvLinkInterfaceStatus
 from nico.db.types import GpuUid, u64_check
 
+# What nico_check_nvlink_changes_quota (tenant_limits.sql) counts as a change in flight: the
+# predicate of ix_instance_in_flight, written as that statement writes it so the planner proves it.
+# Migration 0026 also keeps statistics st_instance_in_flight on the expression (which SQLAlchemy does
+# not model): without them the planner takes most instances for in flight and reads them all.
+IN_FLIGHT = (
+    "(status = 'Terminating' OR nvlink_applied_version IS DISTINCT FROM nvlink_config_version) IS TRUE"
+)
+
 
 class Instance(Base):
     """A tenant instance on one machine (the machine row records the assignment).
@@ -42,6 +50,14 @@ class Instance(Base):
         Index("ix_instance_name", "name", "id", postgresql_include=["site_id"]),
         # A tenant's instances in the list's default order (migration 0024).
         Index("ix_instance_tenant_order", "tenant_id", "created", "id"),
+        # A tenant's instances whose NVLink change is in flight, at a create's limit check: a few
+        # entries however many instances the tenant holds (migration 0026).
+        Index(
+            "ix_instance_in_flight",
+            "tenant_id",
+            "site_id",
+            postgresql_where=text(IN_FLIGHT),
+        ),
     )
 
     id: Mapped[uuid.UUID] = uuid_pk()
@@ -141,3 +157,16 @@ class NvlinkInterface(Base):
     created_by: Mapped[str | None] = mapped_column(String(256))
     created: Mapped[datetime] = created_at()
     updated: Mapped[datetime] = updated_at()
+
+
+class InstanceTypeCount(Base):
+    """A tenant's instances of one instance type, kept equal to a recount of ``instance`` by the
+    triggers of rule ``instance_count`` (migration 0026): the quota check reads one row, not every
+    instance of the tenant. Nothing in Python writes it. No foreign keys, as ``domain_capacity``: the
+    rows are derived data, and a row whose instances are gone stays at zero."""
+
+    __tablename__ = "instance_type_count"
+
+    tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    instance_type_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    instances: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")

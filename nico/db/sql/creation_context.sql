@@ -13,7 +13,8 @@
 -- 5. the named logical partitions FOR SHARE, in id order (docs/architecture.md, "Locks").
 --
 -- Called by: nico/instance/queries.py (creation_context, in the round trip of placement's inputs).
--- Made by migration 0023; last changed by migration 0023.
+-- Made by migration 0023; last changed by migration 0026 (the instances of the type read from their
+-- counter row, instance_count.sql).
 
 CREATE OR REPLACE FUNCTION nico_creation_context(
     p_org text, p_requested uuid, p_vpc uuid, p_type uuid, p_subnets uuid[], p_names text[], p_partitions uuid[]
@@ -40,7 +41,8 @@ BEGIN
             WHERE i.tenant_id = t.id AND i.site_id = v.site_id AND i.name = ANY(p_names)
             ORDER BY i.name LIMIT 1),
            EXISTS (SELECT 1 FROM tenant_site ts WHERE ts.tenant_id = t.id AND ts.site_id = it.site_id),
-           (SELECT count(*) FROM instance i WHERE i.tenant_id = t.id AND i.instance_type_id = it.id),
+           coalesce((SELECT c.instances FROM instance_type_count c
+                     WHERE c.tenant_id = t.id AND c.instance_type_id = it.id), 0),
            (SELECT sum(ac.constraint_value) FROM allocation_constraint ac
             JOIN allocation a ON a.id = ac.allocation_id
             WHERE a.tenant_id = t.id AND ac.instance_type_id = it.id),

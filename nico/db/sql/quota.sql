@@ -6,13 +6,14 @@
 -- tenant waits for is held for what the server does between the two, not for a round trip.
 --
 -- The count's snapshot follows the lock (each statement of a function takes its own at READ
--- COMMITTED): it sees the instances of every create that held the lock before this one.
+-- COMMITTED): it sees the instances of every create that held the lock before this one. The
+-- instances are read from instance_type_count (instance_count.sql), kept by triggers on instance.
 --
 -- Called by: nico/instance/queries.py (check_quota_at_commit: sent with the request's COMMIT by
 -- nico.db.raw.commit, which turns NC002 and NC003 into a
 -- QuotaRefusal) and nico/logical_partition/reservation.py (a reservation made or grown).
--- Made by migration 0013; last changed by migration 0025 (reserved machines counted by the tenant's
--- partitions; 0017: reserved machines count).
+-- Made by migration 0013; last changed by migration 0026 (the instances read from their counter row;
+-- 0025: reserved machines counted by the tenant's partitions; 0017: reserved machines count).
 
 CREATE OR REPLACE FUNCTION nico_check_quota(p_tenant uuid, p_type uuid) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -34,7 +35,11 @@ BEGIN
     IF locked = 0 THEN
         RAISE EXCEPTION 'no allocation' USING ERRCODE = 'NC002';
     END IF;
-    SELECT count(*) INTO counted FROM instance WHERE tenant_id = p_tenant AND instance_type_id = p_type;
+    -- The tenant's instances of the type from their counter row (instance_count.sql): one row, however
+    -- many instances; it holds this transaction's own and every committed create's.
+    SELECT coalesce((SELECT c.instances FROM instance_type_count c
+                     WHERE c.tenant_id = p_tenant AND c.instance_type_id = p_type), 0)
+    INTO counted;
     -- Machines the tenant's logical partitions hold in reserve count as taken too: each partition's,
     -- probed by the reservation's key (the type compared apart, so no plan starts from every machine
     -- of the type: that joined a site's free machines to the tenant's partitions at every create).
