@@ -11,12 +11,15 @@ from collections.abc import AsyncIterator, Iterable
 
 import psycopg
 import pytest_asyncio
+from sqlalchemy.engine import make_url
 
 from nico.db.engine import libpq_url, make_engine
 from nico.reconciler.listening import listen
 from nico.reconciler.outages import Outages
 from nico.services.nvlink_events import CHANNEL, payload
 from tests.support.waiting import wait_for
+
+LISTENER_NAME = "nico-test-listener"
 
 
 class Heard:
@@ -50,8 +53,10 @@ def notify(url: str, note: str) -> None:
 @pytest_asyncio.fixture
 async def heard(database_url: str, db: str) -> AsyncIterator[Heard]:
     """A listener running against the test database until the test ends."""
-    engine = make_engine(database_url, pool_size=1)
-    found = Heard(libpq_url(engine.url.render_as_string(hide_password=False)))
+    # Named, so that the test kills this listener's session and no other (an earlier test's may linger).
+    named = make_url(database_url).update_query_dict({"application_name": LISTENER_NAME})
+    engine = make_engine(named.render_as_string(hide_password=False), pool_size=1)
+    found = Heard(libpq_url(database_url))
     task = asyncio.create_task(listen(engine, found.request, Outages(), found.connected))
     yield found
     task.cancel()
@@ -84,11 +89,11 @@ async def test_a_notification_before_the_listener_reads_its_socket_is_heard(hear
 
 async def test_a_killed_connection_is_made_again_and_heard_from(heard: Heard) -> None:
     await wait_for(lambda: heard.connections == 1, what="the listener connected")
-    with psycopg.connect(heard.url, autocommit=True) as conn:  # this database's: CI's server is shared
+    with psycopg.connect(heard.url, autocommit=True) as conn:
         killed = conn.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE query = %s AND pid <> pg_backend_pid() AND datname = current_database()",
-            (f"LISTEN {CHANNEL}",),
+            " WHERE query = %s AND application_name = %s AND datname = current_database()",
+            (f"LISTEN {CHANNEL}", LISTENER_NAME),
         ).fetchone()
     assert killed is not None and killed[0] == 1, "the listener's session was found and ended"
 
